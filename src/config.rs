@@ -1,0 +1,359 @@
+//! Configuration (SPEC §12): `config/default.toml` (compiled in), then an optional user file, then
+//! `CDP_SUPERVISOR__SECTION__KEY` environment overrides, through the `config` crate.
+//!
+//! Every value is validated; an invalid one is an [`Error::Config`] naming the key, the value and
+//! what is allowed. There is no silent fallback.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::Error;
+
+/// The shipped defaults, documented line by line in the file itself.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// What happens when a native dialog opens (SPEC §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DialogPolicy {
+    /// Capture it and wait for the caller's answer; the watchdog dismisses it after the timeout.
+    #[default]
+    MustRespond,
+    /// Record and dismiss at once (a prompt gets no text).
+    AutoDismiss,
+    /// Record and accept at once (a prompt gets its default text).
+    AutoAccept,
+}
+
+impl DialogPolicy {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DialogPolicy::MustRespond => "must_respond",
+            DialogPolicy::AutoDismiss => "auto_dismiss",
+            DialogPolicy::AutoAccept => "auto_accept",
+        }
+    }
+    /// Parses the config spelling.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        match s {
+            "must_respond" => Ok(DialogPolicy::MustRespond),
+            "auto_dismiss" => Ok(DialogPolicy::AutoDismiss),
+            "auto_accept" => Ok(DialogPolicy::AutoAccept),
+            _ => Err(invalid(
+                "browser.dialog_policy",
+                s,
+                "one of must_respond, auto_dismiss, auto_accept",
+            )),
+        }
+    }
+}
+
+/// Whether dialogs go through the injected XHR bridge (SPEC §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BridgeMode {
+    /// Native dialogs only.
+    Off,
+    /// Always install the bridge.
+    On,
+    /// Native; switch to the bridge when a proxy is seen closing dialogs.
+    #[default]
+    Auto,
+}
+
+impl BridgeMode {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BridgeMode::Off => "off",
+            BridgeMode::On => "on",
+            BridgeMode::Auto => "auto",
+        }
+    }
+    /// Parses the config spelling.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        match s {
+            "off" => Ok(BridgeMode::Off),
+            "on" => Ok(BridgeMode::On),
+            "auto" => Ok(BridgeMode::Auto),
+            _ => Err(invalid("browser.dialog_bridge", s, "one of off, on, auto")),
+        }
+    }
+}
+
+/// How the caller answers a dialog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DialogAction {
+    /// OK / accept.
+    Accept,
+    /// Cancel / dismiss.
+    Dismiss,
+}
+
+impl DialogAction {
+    /// `accept` or `dismiss`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DialogAction::Accept => "accept",
+            DialogAction::Dismiss => "dismiss",
+        }
+    }
+}
+
+/// Caps on everything that grows with what the page does (SPEC §12, §14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Entries in `frame_tree.children`.
+    pub frame_tree_max_entries: usize,
+    /// OOPIF nesting depth shown in `frame_tree`.
+    pub frame_tree_max_oopif_depth: usize,
+    /// Size of the `recent_dialogs` ring.
+    pub recent_dialogs_max: usize,
+    /// Size of the console ring.
+    pub console_errors_max: usize,
+    /// Largest WebSocket message accepted.
+    pub max_message_bytes: usize,
+    /// Frames tracked per supervisor (the full map; beyond it new frames are ignored).
+    pub frames_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            frame_tree_max_entries: 30,
+            frame_tree_max_oopif_depth: 2,
+            recent_dialogs_max: 20,
+            console_errors_max: 50,
+            max_message_bytes: 64 << 20,
+            frames_max: 10_000,
+        }
+    }
+}
+
+/// Everything a registry needs to know. `Default` equals the shipped `config/default.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `browser.dialog_policy`.
+    pub dialog_policy: DialogPolicy,
+    /// `browser.dialog_timeout_s`: the `must_respond` watchdog.
+    pub dialog_timeout: Duration,
+    /// `browser.dialog_bridge`.
+    pub dialog_bridge: BridgeMode,
+    /// `browser.cdp_url`: empty means "launch a local browser".
+    pub cdp_url: Option<String>,
+    /// `browser.chrome_path`.
+    pub chrome_path: Option<String>,
+    /// `supervisor.start_timeout_s`.
+    pub start_timeout: Duration,
+    /// `supervisor.call_timeout_s`: default for calls that do not give one.
+    pub call_timeout: Duration,
+    /// `supervisor.reconnect_attempts`.
+    pub reconnect_attempts: u32,
+    /// `limits.*`.
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            dialog_policy: DialogPolicy::MustRespond,
+            dialog_timeout: Duration::from_secs(300),
+            dialog_bridge: BridgeMode::Auto,
+            cdp_url: None,
+            chrome_path: None,
+            start_timeout: Duration::from_secs(15),
+            call_timeout: Duration::from_secs(30),
+            reconnect_attempts: 5,
+            limits: Limits::default(),
+        }
+    }
+}
+
+fn invalid(key: &str, value: &str, allowed: &str) -> Error {
+    Error::Config {
+        key: key.to_string(),
+        value: value.to_string(),
+        allowed: allowed.to_string(),
+    }
+}
+
+/// Reads one key as a string, whatever type the source gave it.
+fn get_str(c: &config::Config, key: &str) -> Result<Option<String>, Error> {
+    match c.get::<config::Value>(key) {
+        Ok(v) => match v.kind {
+            config::ValueKind::Nil => Ok(None),
+            config::ValueKind::Table(_) | config::ValueKind::Array(_) => Err(invalid(
+                key,
+                &v.to_string(),
+                "a single value, not a table or list",
+            )),
+            _ => Ok(Some(v.to_string())),
+        },
+        Err(config::ConfigError::NotFound(_)) => Ok(None),
+        Err(e) => Err(invalid(key, "?", &e.to_string())),
+    }
+}
+
+fn get_secs(c: &config::Config, key: &str, min: f64, max: f64) -> Result<Option<Duration>, Error> {
+    let Some(s) = get_str(c, key)? else {
+        return Ok(None);
+    };
+    let allowed = format!("a number of seconds > {min} and <= {max}");
+    let v: f64 = s.trim().parse().map_err(|_| invalid(key, &s, &allowed))?;
+    if !(v > min && v <= max && v.is_finite()) {
+        return Err(invalid(key, &s, &allowed));
+    }
+    Ok(Some(Duration::from_secs_f64(v)))
+}
+
+fn get_uint(c: &config::Config, key: &str, min: u64, max: u64) -> Result<Option<u64>, Error> {
+    let Some(s) = get_str(c, key)? else {
+        return Ok(None);
+    };
+    let allowed = format!("a whole number from {min} to {max}");
+    let v: u64 = s.trim().parse().map_err(|_| invalid(key, &s, &allowed))?;
+    if v < min || v > max {
+        return Err(invalid(key, &s, &allowed));
+    }
+    Ok(Some(v))
+}
+
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.trim().is_empty())
+}
+
+impl Config {
+    /// Loads `config/default.toml`, then `path` (or `$CDP_SUPERVISOR_CONFIG`) if given, then the
+    /// `CDP_SUPERVISOR__*` environment, and validates every value.
+    pub fn load(path: Option<&Path>) -> Result<Config, Error> {
+        let env_path = std::env::var_os("CDP_SUPERVISOR_CONFIG").map(std::path::PathBuf::from);
+        let user = path.map(Path::to_path_buf).or(env_path);
+        let mut builder = config::Config::builder().add_source(config::File::from_str(
+            DEFAULT_TOML,
+            config::FileFormat::Toml,
+        ));
+        if let Some(p) = &user {
+            if !p.is_file() {
+                return Err(Error::Io(format!(
+                    "configuration file {} does not exist",
+                    p.display()
+                )));
+            }
+            builder = builder
+                .add_source(config::File::from(p.as_path()).format(config::FileFormat::Toml));
+        }
+        builder = builder.add_source(
+            config::Environment::with_prefix("CDP_SUPERVISOR")
+                .prefix_separator("__")
+                .separator("__"),
+        );
+        let c = builder
+            .build()
+            .map_err(|e| Error::Io(format!("cannot read configuration: {e}")))?;
+        Self::from_source(&c)
+    }
+
+    /// Loads from a TOML string layered over the defaults (no file, no environment).
+    pub fn from_toml(toml: &str) -> Result<Config, Error> {
+        let c = config::Config::builder()
+            .add_source(config::File::from_str(
+                DEFAULT_TOML,
+                config::FileFormat::Toml,
+            ))
+            .add_source(config::File::from_str(toml, config::FileFormat::Toml))
+            .build()
+            .map_err(|e| Error::Io(format!("cannot read configuration: {e}")))?;
+        Self::from_source(&c)
+    }
+
+    fn from_source(c: &config::Config) -> Result<Config, Error> {
+        let mut cfg = Config::default();
+        if let Some(s) = get_str(c, "browser.dialog_policy")? {
+            cfg.dialog_policy = DialogPolicy::parse(s.trim())?;
+        }
+        if let Some(d) = get_secs(c, "browser.dialog_timeout_s", 0.0, 86_400.0)? {
+            cfg.dialog_timeout = d;
+        }
+        if let Some(s) = get_str(c, "browser.dialog_bridge")? {
+            cfg.dialog_bridge = BridgeMode::parse(s.trim())?;
+        }
+        cfg.cdp_url = non_empty(get_str(c, "browser.cdp_url")?);
+        if let Some(u) = &cfg.cdp_url {
+            let ok = ["ws://", "wss://", "http://", "https://"]
+                .iter()
+                .any(|p| u.starts_with(p));
+            if !ok {
+                return Err(invalid(
+                    "browser.cdp_url",
+                    &crate::redact::redact_url(u),
+                    "empty (launch a local browser) or a ws://, wss:// or http:// URL",
+                ));
+            }
+        }
+        cfg.chrome_path = non_empty(get_str(c, "browser.chrome_path")?);
+        if let Some(d) = get_secs(c, "supervisor.start_timeout_s", 0.0, 600.0)? {
+            cfg.start_timeout = d;
+        }
+        if let Some(d) = get_secs(c, "supervisor.call_timeout_s", 0.0, 300.0)? {
+            cfg.call_timeout = d;
+        }
+        if let Some(n) = get_uint(c, "supervisor.reconnect_attempts", 0, 100)? {
+            cfg.reconnect_attempts = n as u32;
+        }
+        let l = &mut cfg.limits;
+        if let Some(n) = get_uint(c, "limits.frame_tree_max_entries", 1, 10_000)? {
+            l.frame_tree_max_entries = n as usize;
+        }
+        if let Some(n) = get_uint(c, "limits.frame_tree_max_oopif_depth", 0, 64)? {
+            l.frame_tree_max_oopif_depth = n as usize;
+        }
+        if let Some(n) = get_uint(c, "limits.recent_dialogs_max", 1, 10_000)? {
+            l.recent_dialogs_max = n as usize;
+        }
+        if let Some(n) = get_uint(c, "limits.console_errors_max", 1, 100_000)? {
+            l.console_errors_max = n as usize;
+        }
+        if let Some(n) = get_uint(c, "limits.max_message_bytes", 1024, 1 << 30)? {
+            l.max_message_bytes = n as usize;
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_file_equals_default() {
+        assert_eq!(Config::from_toml("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn invalid_values_name_key_value_and_allowed() {
+        let e = Config::from_toml("[browser]\ndialog_policy = \"sometimes\"").unwrap_err();
+        let t = e.to_string();
+        assert!(
+            t.contains("browser.dialog_policy") && t.contains("sometimes"),
+            "{t}"
+        );
+        assert!(t.contains("must_respond"), "{t}");
+        let e = Config::from_toml("[browser]\ndialog_timeout_s = 0").unwrap_err();
+        assert!(e.to_string().contains("browser.dialog_timeout_s"), "{e}");
+        let e = Config::from_toml("[browser]\ndialog_timeout_s = \"soon\"").unwrap_err();
+        assert!(e.to_string().contains("soon"), "{e}");
+        let e = Config::from_toml("[browser]\ndialog_bridge = \"maybe\"").unwrap_err();
+        assert!(e.to_string().contains("off, on, auto"), "{e}");
+        let e = Config::from_toml("[limits]\nrecent_dialogs_max = -3").unwrap_err();
+        assert!(e.to_string().contains("limits.recent_dialogs_max"), "{e}");
+    }
+
+    #[test]
+    fn valid_values_apply() {
+        let c = Config::from_toml(
+            "[browser]\ndialog_policy = \"auto_accept\"\ndialog_timeout_s = 0.25\n",
+        )
+        .unwrap();
+        assert_eq!(c.dialog_policy, DialogPolicy::AutoAccept);
+        assert_eq!(c.dialog_timeout, Duration::from_millis(250));
+    }
+}

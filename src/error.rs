@@ -1,0 +1,122 @@
+//! The crate's one error type: every failure a caller can see, with a message a user can act on.
+//!
+//! Messages never contain credentials: every URL that reaches an error has gone through
+//! [`crate::redact::redact_url`] first.
+
+use std::time::Duration;
+
+/// Everything that can go wrong between a caller and the browser.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The CDP URL could not be parsed or has a scheme we do not speak.
+    #[error("invalid CDP URL {url}: {reason}")]
+    InvalidUrl {
+        /// The URL, redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// TCP connect, TLS or the WebSocket handshake failed.
+    #[error("could not connect to {url}: {reason}")]
+    Connect {
+        /// The URL, redacted.
+        url: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The WebSocket closed or broke; pending calls fail with this at once.
+    #[error("connection lost: {0}")]
+    ConnectionLost(String),
+    /// A CDP call got no reply before its deadline (a late reply is dropped silently).
+    #[error("CDP call {method} timed out after {after:?}")]
+    Timeout {
+        /// The CDP method.
+        method: String,
+        /// The deadline that passed.
+        after: Duration,
+    },
+    /// The browser answered a call with a CDP error.
+    #[error("CDP error from {method}: {message} (code {code})")]
+    Cdp {
+        /// The CDP method.
+        method: String,
+        /// The CDP error code (e.g. -32602).
+        code: i64,
+        /// The CDP error message.
+        message: String,
+    },
+    /// `start` did not attach within `start_timeout_s`.
+    #[error("attaching to the page did not finish within {0:?}: {1}")]
+    StartTimeout(Duration, String),
+    /// The browser has no page target we can use, or the caller named one that does not exist.
+    #[error("{0}")]
+    NoPage(String),
+    /// The supervisor has stopped or lost its connection.
+    #[error(
+        "supervisor for task {0:?} is not active (stopped or disconnected); call get_or_start again"
+    )]
+    NotActive(String),
+    /// `respond_to_dialog` with no dialog pending.
+    #[error("no dialog is open")]
+    NoDialog,
+    /// `respond_to_dialog` named a dialog id that is not pending.
+    #[error("unknown dialog_id {id:?}; pending dialogs: [{known}]")]
+    UnknownDialog {
+        /// The id the caller gave.
+        id: String,
+        /// Comma-separated ids of the pending dialogs.
+        known: String,
+    },
+    /// Several dialogs are pending and the caller did not say which one.
+    #[error("{count} dialogs are pending ({pending}); pass dialog_id to choose one")]
+    AmbiguousDialog {
+        /// How many are pending.
+        count: usize,
+        /// Comma-separated ids (with their types and messages).
+        pending: String,
+    },
+    /// The dialog was already gone when the answer arrived.
+    #[error("dialog {id} was already closed ({closed_by}) before the answer arrived: {detail}")]
+    DialogAlreadyClosed {
+        /// The dialog id.
+        id: String,
+        /// Who closed it, as recorded in `recent_dialogs`.
+        closed_by: String,
+        /// The browser's words.
+        detail: String,
+    },
+    /// A frame id the supervisor does not know.
+    #[error(
+        "unknown frame_id {0:?}: read frame_tree from browser_snapshot for the current frame ids"
+    )]
+    UnknownFrame(String),
+    /// A target id the supervisor does not track.
+    #[error(
+        "unknown target_id {0:?}: only the page target and tracked iframe targets can be addressed"
+    )]
+    UnknownTarget(String),
+    /// A configuration value is invalid.
+    #[error("invalid configuration: {key} = {value:?}: {allowed}")]
+    Config {
+        /// The key, e.g. `browser.dialog_policy`.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: String,
+    },
+    /// Something else about the caller's input.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// An I/O error outside the CDP connection (launching a browser, reading a file).
+    #[error("{0}")]
+    Io(String),
+}
+
+impl Error {
+    /// True for errors that mean the connection is gone.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, Error::ConnectionLost(_) | Error::NotActive(_))
+    }
+}

@@ -1,0 +1,307 @@
+//! The frame map (SPEC §7): every frame the page has, which session owns it, its default
+//! execution context, and the capped breadth-first `frame_tree` the snapshot shows.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::config::Limits;
+use crate::protocol;
+use crate::state::{FrameEntry, FrameRecord, FrameTree};
+
+/// The full frame map as published.
+pub type FrameMap = Arc<HashMap<String, FrameRecord>>;
+
+/// Frames of one supervisor. Owned by the reader thread.
+#[derive(Debug)]
+pub struct Frames {
+    limits: Limits,
+    map: HashMap<String, FrameRecord>,
+    /// Insertion order, so `frame_tree` lists siblings in document order.
+    order: HashMap<String, u64>,
+    next_order: u64,
+    main: Option<String>,
+    /// Default contexts seen before their frame: frame id -> (session, context id).
+    early_contexts: HashMap<String, (String, i64)>,
+    changed: bool,
+}
+
+impl Frames {
+    /// An empty map.
+    pub fn new(limits: Limits) -> Frames {
+        Frames {
+            limits,
+            map: HashMap::new(),
+            order: HashMap::new(),
+            next_order: 0,
+            main: None,
+            early_contexts: HashMap::new(),
+            changed: true,
+        }
+    }
+
+    fn upsert(&mut self, frame_id: &str, owner: &str) -> Option<&mut FrameRecord> {
+        if !self.map.contains_key(frame_id) {
+            if self.map.len() >= self.limits.frames_max {
+                return None;
+            }
+            let mut rec = FrameRecord {
+                frame_id: frame_id.to_string(),
+                owner_session: owner.to_string(),
+                ..FrameRecord::default()
+            };
+            if let Some((s, ctx)) = self.early_contexts.remove(frame_id)
+                && s == owner
+            {
+                rec.default_context = Some(ctx);
+            }
+            self.map.insert(frame_id.to_string(), rec);
+            self.order.insert(frame_id.to_string(), self.next_order);
+            self.next_order += 1;
+        }
+        self.changed = true;
+        self.map.get_mut(frame_id)
+    }
+
+    fn apply_frame(&mut self, session: &str, f: &protocol::Frame, is_page: bool) -> bool {
+        if f.id.is_empty() {
+            return false;
+        }
+        let is_main_of_session = f.parent_id.is_none();
+        let Some(rec) = self.upsert(&f.id, session) else {
+            return false;
+        };
+        rec.url = match &f.url_fragment {
+            Some(frag) if !frag.is_empty() => format!("{}{}", f.url, frag),
+            _ => f.url.clone(),
+        };
+        rec.origin = f
+            .security_origin
+            .clone()
+            .filter(|o| !o.is_empty())
+            .unwrap_or_else(|| origin_of(&f.url));
+        rec.name = f.name.clone().filter(|n| !n.is_empty());
+        if let Some(p) = &f.parent_id {
+            rec.parent_frame_id = Some(p.clone());
+        }
+        if !rec.is_oopif {
+            rec.owner_session = session.to_string();
+        }
+        if is_page && is_main_of_session {
+            self.main = Some(f.id.clone());
+        }
+        true
+    }
+
+    /// Seeds from a `Page.getFrameTree` reply on `session`.
+    pub fn seed(&mut self, session: &str, tree: &protocol::FrameTreeNode, is_page: bool) {
+        let mut queue = VecDeque::from([(tree, is_page)]);
+        while let Some((node, is_page)) = queue.pop_front() {
+            self.apply_frame(session, &node.frame, is_page);
+            queue.extend(node.child_frames.iter().map(|c| (c, false)));
+        }
+    }
+
+    /// `Page.frameAttached`.
+    pub fn attached(&mut self, session: &str, frame_id: &str, parent: &str) -> bool {
+        if frame_id.is_empty() {
+            return false;
+        }
+        let known = self.map.contains_key(frame_id);
+        let Some(rec) = self.upsert(frame_id, session) else {
+            return false;
+        };
+        if !parent.is_empty() {
+            rec.parent_frame_id = Some(parent.to_string());
+        }
+        if !known {
+            rec.origin = "null".into();
+        }
+        true
+    }
+
+    /// `Page.frameNavigated`.
+    pub fn navigated(&mut self, session: &str, frame: &protocol::Frame, is_page: bool) -> bool {
+        self.apply_frame(session, frame, is_page)
+    }
+
+    /// `Page.frameDetached`: `swap` keeps the frame (it moved to another process).
+    pub fn detached(&mut self, frame_id: &str, reason: Option<&str>) -> bool {
+        if reason == Some("swap") || !self.map.contains_key(frame_id) {
+            return false;
+        }
+        self.remove_subtree(frame_id);
+        true
+    }
+
+    fn remove_subtree(&mut self, root: &str) {
+        let mut doomed = vec![root.to_string()];
+        let mut i = 0;
+        while i < doomed.len() {
+            let parent = doomed[i].clone();
+            doomed.extend(
+                self.map
+                    .values()
+                    .filter(|r| r.parent_frame_id.as_deref() == Some(parent.as_str()))
+                    .map(|r| r.frame_id.clone()),
+            );
+            i += 1;
+        }
+        for id in doomed {
+            self.map.remove(&id);
+            self.order.remove(&id);
+            self.early_contexts.remove(&id);
+        }
+        if self
+            .main
+            .as_deref()
+            .is_some_and(|m| !self.map.contains_key(m))
+        {
+            self.main = None;
+        }
+        self.changed = true;
+    }
+
+    /// `Target.attachedToTarget` of type `iframe`: the frame (id = target id) now runs in its own
+    /// process, on `session`.
+    pub fn oopif_attached(
+        &mut self,
+        parent_session: &str,
+        session: &str,
+        target_id: &str,
+        url: &str,
+        parent_frame_id: Option<&str>,
+    ) -> bool {
+        let Some(rec) = self.upsert(target_id, session) else {
+            return false;
+        };
+        rec.is_oopif = true;
+        rec.session_id = Some(session.to_string());
+        rec.owner_session = session.to_string();
+        rec.default_context = None;
+        if !url.is_empty() {
+            rec.url = url.to_string();
+            rec.origin = origin_of(url);
+        }
+        if let Some(p) = parent_frame_id.filter(|p| !p.is_empty()) {
+            rec.parent_frame_id = Some(p.to_string());
+        }
+        let _ = parent_session;
+        true
+    }
+
+    /// `Target.detachedFromTarget` of an OOPIF session: the frame went away, or swapped back
+    /// in-process (then the parent's events re-add it).
+    pub fn oopif_detached(&mut self, session: &str, target_id: &str) -> bool {
+        match self.map.get(target_id) {
+            Some(r) if r.session_id.as_deref() == Some(session) => {
+                self.remove_subtree(target_id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A default execution context appeared for `frame_id` on `session`.
+    pub fn context_created(&mut self, session: &str, frame_id: &str, ctx: i64) -> bool {
+        match self.map.get_mut(frame_id) {
+            Some(r) if r.owner_session == session => {
+                r.default_context = Some(ctx);
+                self.changed = true;
+                true
+            }
+            Some(_) => false,
+            None => {
+                if self.early_contexts.len() < self.limits.frames_max {
+                    self.early_contexts
+                        .insert(frame_id.to_string(), (session.to_string(), ctx));
+                }
+                false
+            }
+        }
+    }
+
+    /// A context went away.
+    pub fn context_destroyed(&mut self, session: &str, ctx: i64) -> bool {
+        let mut hit = false;
+        for r in self.map.values_mut() {
+            if r.owner_session == session && r.default_context == Some(ctx) {
+                r.default_context = None;
+                hit = true;
+            }
+        }
+        self.early_contexts
+            .retain(|_, (s, c)| !(s == session && *c == ctx));
+        self.changed |= hit;
+        hit
+    }
+
+    /// All contexts of a session went away.
+    pub fn contexts_cleared(&mut self, session: &str) -> bool {
+        let mut hit = false;
+        for r in self.map.values_mut() {
+            if r.owner_session == session && r.default_context.take().is_some() {
+                hit = true;
+            }
+        }
+        self.early_contexts.retain(|_, (s, _)| s != session);
+        self.changed |= hit;
+        hit
+    }
+
+    /// When anything changed: the full map and the capped tree, for publishing.
+    pub fn take_published(&mut self) -> Option<(FrameMap, Arc<FrameTree>)> {
+        if !std::mem::take(&mut self.changed) {
+            return None;
+        }
+        Some((Arc::new(self.map.clone()), Arc::new(self.tree())))
+    }
+
+    /// The capped breadth-first tree (SPEC §7).
+    pub fn tree(&self) -> FrameTree {
+        let Some(top) = self.main.as_ref().and_then(|m| self.map.get(m)) else {
+            return FrameTree::default();
+        };
+        let mut children_of: HashMap<&str, Vec<&FrameRecord>> = HashMap::new();
+        for r in self.map.values() {
+            if let Some(p) = &r.parent_frame_id
+                && r.frame_id != top.frame_id
+            {
+                children_of.entry(p.as_str()).or_default().push(r);
+            }
+        }
+        for v in children_of.values_mut() {
+            v.sort_by_key(|r| self.order.get(&r.frame_id).copied().unwrap_or(u64::MAX));
+        }
+        let mut out = Vec::new();
+        let mut truncated = false;
+        let mut queue = VecDeque::from([(top.frame_id.as_str(), 0usize)]);
+        while let Some((id, depth)) = queue.pop_front() {
+            for child in children_of.get(id).map(Vec::as_slice).unwrap_or(&[]) {
+                let d = depth + 1;
+                if child.is_oopif && d > self.limits.frame_tree_max_oopif_depth {
+                    truncated = true;
+                    continue;
+                }
+                if out.len() >= self.limits.frame_tree_max_entries {
+                    truncated = true;
+                    continue;
+                }
+                out.push(FrameEntry::from_record(child));
+                queue.push_back((child.frame_id.as_str(), d));
+            }
+        }
+        FrameTree {
+            top: Some(FrameEntry::from_record(top)),
+            children: out,
+            truncated,
+        }
+    }
+}
+
+/// `scheme://host[:port]` of a URL; `null` for opaque ones (about:, data:, ...).
+pub fn origin_of(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => u.origin().ascii_serialization(),
+        Err(_) => "null".into(),
+    }
+}

@@ -1,0 +1,33 @@
+//! cdp-supervisor: one persistent Chrome DevTools Protocol connection per browser task that
+//! catches native JS dialogs the moment they block a page, tracks the frame tree (including
+//! out-of-process iframes), routes CDP calls into any frame, and publishes it all through a
+//! lock-free [`Snapshot`] that synchronous tool handlers read in nanoseconds.
+//!
+//! No async runtime: blocking sockets, threads, crossbeam channels and arc-swap.
+//!
+//! Layout: [`transport`] (socket, framing), [`protocol`] (envelopes and the events we decode),
+//! [`core`] (the I/O-free single-writer state machine), [`frames`], [`state`] (the published
+//! snapshot), [`watchdog`], [`supervisor`] (the reader loop that ties them together),
+//! [`registry`], [`tools`] (JSON handlers), [`config`].
+#![deny(missing_docs, missing_debug_implementations)]
+
+pub mod config;
+pub mod core;
+pub mod error;
+#[cfg(feature = "fake-browser")]
+pub mod fake;
+pub mod frames;
+pub mod protocol;
+pub mod redact;
+pub mod registry;
+pub mod state;
+pub mod supervisor;
+pub mod tools;
+pub mod transport;
+pub mod watchdog;
+
+pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits};
+pub use error::Error;
+pub use registry::{StartOptions, SupervisorRegistry};
+pub use state::{ClosedBy, ClosedDialog, ConsoleEntry, FrameTree, PendingDialog, Snapshot};
+pub use supervisor::{Route, Supervisor};

@@ -1,0 +1,259 @@
+//! `task_id -> Supervisor`, with lock-free lookups and race-free start/stop (SPEC §3).
+//!
+//! The map of tasks is an arc-swap'd `HashMap<task, Arc<Slot>>`: `get`/`snapshot` never lock.
+//! Each slot publishes its live supervisor through an `ArcSwapOption`, and serialises starts and
+//! stops with a small mutex that is **never held across a wait**: a start marks the slot
+//! `starting` (with a channel that later callers wait on), releases the lock, connects and
+//! attaches, and takes the lock again to publish. A `stop` that happens meanwhile bumps the slot's
+//! generation, so the finishing start sees that it lost and stops its own supervisor instead of
+//! publishing a zombie.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use arc_swap::{ArcSwap, ArcSwapOption};
+use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+
+use crate::config::{BridgeMode, Config, DialogPolicy};
+use crate::error::Error;
+use crate::redact::redact_url;
+use crate::state::Snapshot;
+use crate::supervisor::{Settings, Supervisor};
+
+/// Per-task choices for [`SupervisorRegistry::get_or_start_with`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StartOptions {
+    /// Attach to this target instead of the first page.
+    pub target_id: Option<String>,
+    /// Override `browser.dialog_policy` for this task.
+    pub dialog_policy: Option<DialogPolicy>,
+    /// Override `browser.dialog_timeout_s` for this task.
+    pub dialog_timeout: Option<Duration>,
+    /// Override `browser.dialog_bridge` for this task.
+    pub dialog_bridge: Option<BridgeMode>,
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    /// Bumped by every stop and every start; a start that finds it changed has lost a race.
+    generation: u64,
+    /// A start in progress: its URL and options, and a channel that disconnects when it ends.
+    starting: Option<(String, StartOptions, Receiver<()>)>,
+    /// The slot was removed from the map; callers holding it must look again.
+    removed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    /// The live supervisor, read lock-free.
+    current: ArcSwapOption<Supervisor>,
+    /// Serialises start/stop bookkeeping; never held across a wait.
+    state: Mutex<SlotState>,
+    /// The options the current supervisor was started with.
+    options: Mutex<StartOptions>,
+}
+
+impl Slot {
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Owns one supervisor per task.
+#[derive(Debug)]
+pub struct SupervisorRegistry {
+    config: Config,
+    slots: ArcSwap<HashMap<String, Arc<Slot>>>,
+    /// Serialises changes to the map itself (inserting/removing slots).
+    map_write: Mutex<()>,
+}
+
+impl SupervisorRegistry {
+    /// A registry applying `config` to every supervisor it starts.
+    pub fn new(config: Config) -> Self {
+        SupervisorRegistry {
+            config,
+            slots: ArcSwap::from_pointee(HashMap::new()),
+            map_write: Mutex::new(()),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The live supervisor for `task_id`, starting (or replacing) one as needed.
+    pub fn get_or_start(&self, task_id: &str, cdp_url: &str) -> Result<Arc<Supervisor>, Error> {
+        self.get_or_start_with(task_id, cdp_url, StartOptions::default())
+    }
+
+    fn slot(&self, task_id: &str) -> Arc<Slot> {
+        if let Some(s) = self.slots.load().get(task_id) {
+            return Arc::clone(s);
+        }
+        let _w = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = self.slots.load().get(task_id) {
+            return Arc::clone(s);
+        }
+        let slot = Arc::new(Slot::default());
+        let mut map = HashMap::clone(&self.slots.load());
+        map.insert(task_id.to_string(), Arc::clone(&slot));
+        self.slots.store(Arc::new(map));
+        slot
+    }
+
+    fn settings(&self, opts: &StartOptions) -> Settings {
+        Settings {
+            target_id: opts.target_id.clone(),
+            dialog_policy: opts.dialog_policy.unwrap_or(self.config.dialog_policy),
+            dialog_timeout: opts.dialog_timeout.unwrap_or(self.config.dialog_timeout),
+            start_timeout: self.config.start_timeout,
+            call_timeout: self.config.call_timeout,
+            config: Config {
+                dialog_bridge: opts.dialog_bridge.unwrap_or(self.config.dialog_bridge),
+                ..self.config.clone()
+            },
+        }
+    }
+
+    /// Like [`get_or_start`](Self::get_or_start) with per-task options. Idempotent for the same
+    /// URL and options; a different URL or different options rebinds (stops the old supervisor,
+    /// starts a fresh one: state is never carried across). A dead supervisor is replaced.
+    pub fn get_or_start_with(
+        &self,
+        task_id: &str,
+        cdp_url: &str,
+        options: StartOptions,
+    ) -> Result<Arc<Supervisor>, Error> {
+        if let Some(t) = options.dialog_timeout
+            && t.is_zero()
+        {
+            return Err(Error::Config {
+                key: "dialog_timeout_s".into(),
+                value: "0".into(),
+                allowed: "a number of seconds > 0".into(),
+            });
+        }
+        let wait_deadline = Instant::now() + self.config.start_timeout * 2 + Duration::from_secs(2);
+        loop {
+            let slot = self.slot(task_id);
+            let mut st = slot.lock();
+            if st.removed {
+                continue;
+            }
+            if let Some(cur) = slot.current.load_full() {
+                let same_opts = *slot.options.lock().unwrap_or_else(|e| e.into_inner()) == options;
+                if cur.cdp_url_raw() == cdp_url && same_opts && cur.is_alive() {
+                    return Ok(cur);
+                }
+            }
+            if let Some((_, _, done)) = &st.starting {
+                let done = done.clone();
+                drop(st);
+                match done.recv_deadline(wait_deadline) {
+                    Err(RecvTimeoutError::Timeout) => {
+                        return Err(Error::StartTimeout(
+                            self.config.start_timeout,
+                            "another caller's start of this task did not finish".into(),
+                        ));
+                    }
+                    _ => continue,
+                }
+            }
+            // This caller starts the supervisor.
+            st.generation += 1;
+            let generation = st.generation;
+            let (done_tx, done_rx) = bounded::<()>(0);
+            st.starting = Some((cdp_url.to_string(), options.clone(), done_rx));
+            let old = slot.current.swap(None);
+            drop(st);
+            if let Some(old) = old {
+                log::info!(
+                    "task {task_id}: replacing the supervisor for {} (rebind, new options or dead)",
+                    redact_url(cdp_url)
+                );
+                old.stop();
+            }
+            let result = Supervisor::start(task_id, cdp_url, self.settings(&options));
+            let mut st = slot.lock();
+            st.starting = None;
+            drop(done_tx);
+            if st.generation != generation {
+                drop(st);
+                if let Ok(s) = result {
+                    s.stop();
+                }
+                return Err(Error::NotActive(format!(
+                    "{task_id} (stopped while it was starting)"
+                )));
+            }
+            let sup = result?;
+            *slot.options.lock().unwrap_or_else(|e| e.into_inner()) = options;
+            slot.current.store(Some(Arc::clone(&sup)));
+            return Ok(sup);
+        }
+    }
+
+    /// The supervisor for `task_id`, if one has been started and not stopped (it may be dead:
+    /// check [`Supervisor::is_alive`]). Lock-free.
+    pub fn get(&self, task_id: &str) -> Option<Arc<Supervisor>> {
+        self.slots.load().get(task_id)?.current.load_full()
+    }
+
+    /// The latest snapshot of `task_id`. Lock-free and wait-free.
+    pub fn snapshot(&self, task_id: &str) -> Option<Arc<Snapshot>> {
+        let slots = self.slots.load();
+        let slot = slots.get(task_id)?;
+        let sup = slot.current.load();
+        sup.as_ref().map(|s| s.snapshot())
+    }
+
+    /// Stops `task_id`'s supervisor (dismissing pending dialogs first) and forgets it. Returns
+    /// whether there was one. A start in progress for the task is cancelled.
+    pub fn stop(&self, task_id: &str) -> bool {
+        let Some(slot) = self.slots.load().get(task_id).cloned() else {
+            return false;
+        };
+        let _w = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = slot.lock();
+        st.generation += 1;
+        let cur = slot.current.swap(None);
+        let was_starting = st.starting.is_some();
+        if !was_starting {
+            st.removed = true;
+            let mut map = HashMap::clone(&self.slots.load());
+            map.remove(task_id);
+            self.slots.store(Arc::new(map));
+        }
+        drop(st);
+        drop(_w);
+        match cur {
+            Some(s) => {
+                s.stop();
+                true
+            }
+            None => was_starting,
+        }
+    }
+
+    /// Stops every supervisor.
+    pub fn stop_all(&self) {
+        let tasks: Vec<String> = self.slots.load().keys().cloned().collect();
+        for t in tasks {
+            self.stop(&t);
+        }
+    }
+
+    /// Task ids with a slot (live or starting).
+    pub fn tasks(&self) -> Vec<String> {
+        self.slots.load().keys().cloned().collect()
+    }
+}
+
+impl Drop for SupervisorRegistry {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}

@@ -1,0 +1,340 @@
+//! The published state: an immutable [`Snapshot`] that the reader thread builds and any thread
+//! reads wait-free through arc-swap, and its JSON form (SPEC §10).
+//!
+//! Every collection is behind its own `Arc`, so publishing a new snapshot after one kind of change
+//! (say, a console error) shares the untouched parts with the previous snapshot instead of copying
+//! them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+/// Who closed a dialog (SPEC §5). Exactly one per dialog, decided by the reader thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClosedBy {
+    /// The caller's answer was delivered.
+    Agent,
+    /// `auto_dismiss` / `auto_accept`.
+    AutoPolicy,
+    /// The `must_respond` time-out.
+    Watchdog,
+    /// Anything else: the browser, a proxy, another CDP client, a navigation.
+    Remote,
+}
+
+impl ClosedBy {
+    /// `agent`, `auto_policy`, `watchdog` or `remote`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosedBy::Agent => "agent",
+            ClosedBy::AutoPolicy => "auto_policy",
+            ClosedBy::Watchdog => "watchdog",
+            ClosedBy::Remote => "remote",
+        }
+    }
+}
+
+impl std::fmt::Display for ClosedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A dialog waiting for an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingDialog {
+    /// `d-1`, `d-2`, ... per supervisor.
+    pub id: String,
+    /// `alert`, `confirm`, `prompt` or `beforeunload`.
+    pub kind: String,
+    /// The dialog's text.
+    pub message: String,
+    /// The prompt's default text (empty for other kinds).
+    pub default_prompt: String,
+    /// Unix epoch seconds.
+    pub opened_at: f64,
+    /// The frame that raised it, when known.
+    pub frame_id: Option<String>,
+    /// URL of the frame that raised it.
+    pub url: String,
+    /// The CDP session the dialog arrived on, where its answer must go (not in the JSON).
+    pub session_id: String,
+}
+
+impl PendingDialog {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        m.insert("type".into(), json!(self.kind));
+        m.insert("message".into(), json!(self.message));
+        m.insert("default_prompt".into(), json!(self.default_prompt));
+        m.insert("opened_at".into(), json!(self.opened_at));
+        if let Some(f) = &self.frame_id {
+            m.insert("frame_id".into(), json!(f));
+        }
+        Value::Object(m)
+    }
+}
+
+/// A dialog that has closed, as kept in `recent_dialogs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClosedDialog {
+    /// The dialog as it was pending.
+    pub dialog: PendingDialog,
+    /// Unix epoch seconds.
+    pub closed_at: f64,
+    /// Who closed it.
+    pub closed_by: ClosedBy,
+    /// Whether it was accepted, when the browser said so.
+    pub accepted: Option<bool>,
+    /// What a prompt returned, when the browser said so.
+    pub user_input: Option<String>,
+}
+
+impl ClosedDialog {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        let d = &self.dialog;
+        let mut m = Map::new();
+        m.insert("id".into(), json!(d.id));
+        m.insert("type".into(), json!(d.kind));
+        m.insert("message".into(), json!(d.message));
+        m.insert("opened_at".into(), json!(d.opened_at));
+        m.insert("closed_at".into(), json!(self.closed_at));
+        m.insert("closed_by".into(), json!(self.closed_by.as_str()));
+        if let Some(f) = &d.frame_id {
+            m.insert("frame_id".into(), json!(f));
+        }
+        Value::Object(m)
+    }
+}
+
+/// One frame as the supervisor knows it (the full map, for routing).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FrameRecord {
+    /// Frame id (an OOPIF's equals its target id).
+    pub frame_id: String,
+    /// Parent frame (none for the main frame).
+    pub parent_frame_id: Option<String>,
+    /// URL.
+    pub url: String,
+    /// Security origin (`null` for opaque origins).
+    pub origin: String,
+    /// Frame name attribute.
+    pub name: Option<String>,
+    /// True when the frame runs in its own process with its own session.
+    pub is_oopif: bool,
+    /// The OOPIF's own session (only set on OOPIFs).
+    pub session_id: Option<String>,
+    /// The session that owns the frame's document (its own for an OOPIF, the parent's otherwise).
+    pub owner_session: String,
+    /// The frame's default execution context on `owner_session`, when known.
+    pub default_context: Option<i64>,
+}
+
+/// One entry of `frame_tree` (what the snapshot shows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameEntry {
+    /// Frame id.
+    pub frame_id: String,
+    /// URL.
+    pub url: String,
+    /// Origin.
+    pub origin: String,
+    /// Out-of-process iframe?
+    pub is_oopif: bool,
+    /// OOPIF session.
+    pub session_id: Option<String>,
+    /// Parent frame.
+    pub parent_frame_id: Option<String>,
+    /// Name attribute.
+    pub name: Option<String>,
+}
+
+impl FrameEntry {
+    pub(crate) fn from_record(r: &FrameRecord) -> FrameEntry {
+        FrameEntry {
+            frame_id: r.frame_id.clone(),
+            url: r.url.clone(),
+            origin: r.origin.clone(),
+            is_oopif: r.is_oopif,
+            session_id: r.session_id.clone(),
+            parent_frame_id: r.parent_frame_id.clone(),
+            name: r.name.clone().filter(|n| !n.is_empty()),
+        }
+    }
+
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("frame_id".into(), json!(self.frame_id));
+        m.insert("url".into(), json!(self.url));
+        m.insert("origin".into(), json!(self.origin));
+        m.insert("is_oopif".into(), json!(self.is_oopif));
+        if let Some(s) = &self.session_id {
+            m.insert("session_id".into(), json!(s));
+        }
+        if let Some(p) = &self.parent_frame_id {
+            m.insert("parent_frame_id".into(), json!(p));
+        }
+        if let Some(n) = &self.name {
+            m.insert("name".into(), json!(n));
+        }
+        Value::Object(m)
+    }
+}
+
+/// `frame_tree` of the snapshot (SPEC §7).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FrameTree {
+    /// The page's main frame (none before the first frame tree arrives).
+    pub top: Option<FrameEntry>,
+    /// Other frames, breadth-first, capped.
+    pub children: Vec<FrameEntry>,
+    /// True when frames were left out.
+    pub truncated: bool,
+}
+
+impl FrameTree {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "top": self.top.as_ref().map(FrameEntry::to_json),
+            "children": self.children.iter().map(FrameEntry::to_json).collect::<Vec<_>>(),
+            "truncated": self.truncated,
+        })
+    }
+}
+
+/// One console error/warning or uncaught exception (SPEC §13).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsoleEntry {
+    /// Unix epoch seconds.
+    pub ts: f64,
+    /// `error`, `assert`, `warning` or `exception`.
+    pub level: String,
+    /// The text.
+    pub text: String,
+    /// Where it came from, when known.
+    pub url: String,
+}
+
+impl ConsoleEntry {
+    /// `{ts, level, text, url}`.
+    pub fn to_json(&self) -> Value {
+        json!({"ts": self.ts, "level": self.level, "text": self.text, "url": self.url})
+    }
+}
+
+/// Why the page cannot be used (SPEC §4.5).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Blocked {
+    /// `orphaned_dialog`.
+    pub reason: String,
+    /// What the caller can do about it.
+    pub hint: String,
+}
+
+/// An immutable view of one supervisor's state. Cheap to read from any thread.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The task this supervisor serves.
+    pub task_id: String,
+    /// The CDP URL, credentials redacted.
+    pub cdp_url: String,
+    /// True while the connection is up and the supervisor is running.
+    pub active: bool,
+    /// The page target the supervisor attached to.
+    pub page_target_id: Option<String>,
+    /// The page target's session.
+    pub page_session_id: Option<String>,
+    /// Dialogs waiting for an answer, oldest first.
+    pub pending_dialogs: Arc<[PendingDialog]>,
+    /// The last closed dialogs, newest last.
+    pub recent_dialogs: Arc<[ClosedDialog]>,
+    /// The capped tree shown to agents.
+    pub frame_tree: Arc<FrameTree>,
+    /// Every known frame, for lookups and routing.
+    pub frames: Arc<HashMap<String, FrameRecord>>,
+    /// Console ring, newest last.
+    pub console_errors: Arc<[ConsoleEntry]>,
+    /// Set when the page is wedged by an orphaned dialog.
+    pub blocked: Option<Blocked>,
+    /// Why the connection ended, when it has.
+    pub disconnect_reason: Option<String>,
+    /// Increases with every publish.
+    pub version: u64,
+}
+
+impl Snapshot {
+    /// An empty, inactive snapshot.
+    pub fn empty(task_id: &str, cdp_url: &str) -> Snapshot {
+        Snapshot {
+            task_id: task_id.to_string(),
+            cdp_url: cdp_url.to_string(),
+            active: false,
+            page_target_id: None,
+            page_session_id: None,
+            pending_dialogs: Arc::from(Vec::new()),
+            recent_dialogs: Arc::from(Vec::new()),
+            frame_tree: Arc::new(FrameTree::default()),
+            frames: Arc::new(HashMap::new()),
+            console_errors: Arc::from(Vec::new()),
+            blocked: None,
+            disconnect_reason: None,
+            version: 0,
+        }
+    }
+
+    /// The fields a host merges into its page snapshot (SPEC §10).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert(
+            "pending_dialogs".into(),
+            Value::Array(
+                self.pending_dialogs
+                    .iter()
+                    .map(PendingDialog::to_json)
+                    .collect(),
+            ),
+        );
+        if !self.recent_dialogs.is_empty() {
+            m.insert(
+                "recent_dialogs".into(),
+                Value::Array(
+                    self.recent_dialogs
+                        .iter()
+                        .map(ClosedDialog::to_json)
+                        .collect(),
+                ),
+            );
+        }
+        m.insert("frame_tree".into(), self.frame_tree.to_json());
+        if let Some(t) = &self.page_target_id {
+            m.insert("page_target_id".into(), json!(t));
+        }
+        if let Some(b) = &self.blocked {
+            m.insert(
+                "blocked".into(),
+                json!({"reason": b.reason, "hint": b.hint}),
+            );
+        }
+        Value::Object(m)
+    }
+
+    /// The most recent closed record of dialog `id`, if it is still in the ring.
+    pub fn closed_dialog(&self, id: &str) -> Option<&ClosedDialog> {
+        self.recent_dialogs.iter().rev().find(|c| c.dialog.id == id)
+    }
+}
+
+/// Unix epoch seconds, as f64.
+pub fn now_epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

@@ -1,0 +1,303 @@
+//! The CDP socket: one WebSocket per supervisor, read by one reader thread, written by anyone.
+//!
+//! # Design (the choice SPEC §2 asks us to document)
+//!
+//! The [`tungstenite::WebSocket`] lives behind one [`Mutex`]. A clone of the raw [`TcpStream`]
+//! is kept outside the lock:
+//!
+//! * **Reader** ([`Transport::wait_readable`] then [`Transport::drain`]): blocks in
+//!   [`TcpStream::peek`] on the raw clone, holding no lock and using no CPU while idle (no read
+//!   time-outs, no polling). When bytes arrive it takes the lock, switches the socket to
+//!   non-blocking, reads whole messages until `WouldBlock` (so nothing tungstenite, or later TLS,
+//!   has buffered is left behind), switches back to blocking and releases the lock. The lock is
+//!   therefore held only while copying bytes that are already in memory, never across a wait.
+//! * **Writers** (caller threads, the watchdog, the reader's own automatic commands) take the same
+//!   lock only to write one frame ([`Transport::send_text`]). The socket has a write time-out
+//!   ([`WRITE_TIMEOUT`]): a peer that stops reading cannot wedge a writer forever; a timed-out
+//!   write marks the connection broken and shuts it down, which wakes the reader.
+//! * `O_NONBLOCK` is a property of the shared file description, so it is only ever flipped by the
+//!   reader while it holds the lock; writers always see a blocking socket.
+//!
+//! The alternative, a `try_clone` split into a read half and a write half, works only for
+//! `ws://` (a TLS session cannot be split) and must keep tungstenite's automatic pong/close writes
+//! on the read half from interleaving with frames on the write half. The lock-and-peek design has
+//! neither problem.
+//!
+//! # `wss://`
+//!
+//! [`Stream`] is the seam: it is an enum over the byte streams a WebSocket can run on. TLS adds a
+//! `Tls(rustls::StreamOwned<ClientConnection, TcpStream>)` variant; `peek` keeps working on the
+//! raw TCP clone (encrypted bytes waiting means "go and read"), and `drain` reading until
+//! `WouldBlock` also empties rustls' plaintext buffer. Nothing else changes.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Message, WebSocket};
+
+use crate::error::Error;
+use crate::redact::{Secrets, redact_url};
+
+/// How long one frame write may block before the connection is declared broken.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The byte stream under the WebSocket. See the module doc for how TLS fits in.
+#[derive(Debug)]
+pub enum Stream {
+    /// Plain TCP (`ws://`).
+    Plain(TcpStream),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+        }
+    }
+}
+
+/// What [`Transport::wait_readable`] saw.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Bytes are waiting.
+    Data,
+    /// The peer closed, or the socket was shut down.
+    Closed(String),
+}
+
+/// One CDP WebSocket connection, shared by the reader thread and any number of writers.
+pub struct Transport {
+    /// The WebSocket. Locked by the reader only to drain already-arrived bytes, and by writers only
+    /// to write one frame.
+    socket: Mutex<WebSocket<Stream>>,
+    /// A clone of the TCP socket: the reader peeks on it without the lock; `shutdown` uses it to
+    /// wake everyone.
+    raw: TcpStream,
+    /// Next command id; ids are unique per connection and never reused.
+    next_id: AtomicU64,
+    /// Set once the connection is known to be broken (write failure, shutdown).
+    broken: AtomicBool,
+    /// The CDP URL, redacted, for messages.
+    pub url_redacted: String,
+    /// The URL's secret parts, scrubbed from lower layers' error text.
+    pub secrets: Secrets,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("url", &self.url_redacted)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Connection settings.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Bound on TCP connect plus the WebSocket handshake.
+    pub connect_timeout: Duration,
+    /// Largest accepted message; larger frames close the connection with a logged reason.
+    pub max_message_bytes: usize,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            connect_timeout: Duration::from_secs(10),
+            max_message_bytes: 64 << 20,
+        }
+    }
+}
+
+fn ws_config(max: usize) -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max))
+}
+
+impl Transport {
+    /// Connects to a `ws://` CDP endpoint within `opts.connect_timeout`.
+    pub fn connect(url: &str, opts: &ConnectOptions) -> Result<Transport, Error> {
+        let secrets = Secrets::of(url);
+        let url_redacted = redact_url(url);
+        let connect_err = |reason: String| Error::Connect {
+            url: url_redacted.clone(),
+            reason: secrets.scrub(&reason),
+        };
+        let parsed = url::Url::parse(url).map_err(|e| Error::InvalidUrl {
+            url: url_redacted.clone(),
+            reason: e.to_string(),
+        })?;
+        match parsed.scheme() {
+            "ws" => {}
+            "wss" => {
+                return Err(Error::InvalidUrl {
+                    url: url_redacted,
+                    reason: "wss:// is not supported by this build yet".into(),
+                });
+            }
+            other => {
+                return Err(Error::InvalidUrl {
+                    url: url_redacted,
+                    reason: format!("scheme {other:?} is not a WebSocket scheme (ws:// or wss://)"),
+                });
+            }
+        }
+        let host = parsed.host_str().ok_or_else(|| Error::InvalidUrl {
+            url: url_redacted.clone(),
+            reason: "no host".into(),
+        })?;
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let deadline = Instant::now() + opts.connect_timeout;
+        let addrs: Vec<_> = (host.trim_matches(['[', ']']), port)
+            .to_socket_addrs()
+            .map_err(|e| connect_err(format!("cannot resolve {host}: {e}")))?
+            .collect();
+        let mut last = format!("{host} resolved to no address");
+        let mut tcp = None;
+        for addr in addrs {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match TcpStream::connect_timeout(&addr, left) {
+                Ok(s) => {
+                    tcp = Some(s);
+                    break;
+                }
+                Err(e) => last = format!("{addr}: {e}"),
+            }
+        }
+        let tcp = tcp.ok_or_else(|| connect_err(last))?;
+        let _ = tcp.set_nodelay(true);
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        tcp.set_read_timeout(Some(left))
+            .and_then(|_| tcp.set_write_timeout(Some(left)))
+            .map_err(|e| connect_err(e.to_string()))?;
+        let raw = tcp.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let (socket, _response) = tungstenite::client::client_with_config(
+            url,
+            Stream::Plain(tcp),
+            Some(ws_config(opts.max_message_bytes)),
+        )
+        .map_err(|e| connect_err(format!("WebSocket handshake failed: {e}")))?;
+        raw.set_read_timeout(None)
+            .and_then(|_| raw.set_write_timeout(Some(WRITE_TIMEOUT)))
+            .map_err(|e| connect_err(e.to_string()))?;
+        Ok(Transport {
+            socket: Mutex::new(socket),
+            raw,
+            next_id: AtomicU64::new(1),
+            broken: AtomicBool::new(false),
+            url_redacted,
+            secrets,
+        })
+    }
+
+    /// A fresh command id.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// True once a write failed or the socket was shut down.
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Acquire)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, WebSocket<Stream>> {
+        self.socket.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes one text frame. Blocks at most [`WRITE_TIMEOUT`] (plus the time another writer or
+    /// the draining reader holds the lock); on failure the connection is shut down.
+    pub fn send_text(&self, text: String) -> Result<(), Error> {
+        if self.is_broken() {
+            return Err(Error::ConnectionLost("the connection is closed".into()));
+        }
+        let result = self.lock().send(Message::text(text));
+        result.map_err(|e| {
+            let reason = self.secrets.scrub(&format!("write failed: {e}"));
+            self.shutdown();
+            Error::ConnectionLost(reason)
+        })
+    }
+
+    /// Blocks until bytes are waiting or the connection ends. Holds no lock, uses no CPU.
+    pub fn wait_readable(&self) -> Readiness {
+        let mut byte = [0u8; 1];
+        loop {
+            match self.raw.peek(&mut byte) {
+                Ok(0) => return Readiness::Closed("the browser closed the connection".into()),
+                Ok(_) => return Readiness::Data,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // A writer may have raced us between our drain and this peek in the rare case
+                // the socket was still non-blocking; it never is outside the lock, but be safe.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Readiness::Closed(format!("socket error: {e}")),
+            }
+        }
+    }
+
+    /// Reads every complete message already available, appending it to `out`, without waiting
+    /// for more. `Err` means the connection is finished (closed, broken, protocol violation,
+    /// oversize frame); messages read before that are still in `out`.
+    pub fn drain(&self, out: &mut Vec<Message>) -> Result<(), String> {
+        let mut ws = self.lock();
+        self.raw
+            .set_nonblocking(true)
+            .map_err(|e| format!("set_nonblocking: {e}"))?;
+        let result = loop {
+            match ws.read() {
+                Ok(msg) => out.push(msg),
+                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                    break Ok(());
+                }
+                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
+                    break Err("the browser closed the WebSocket".to_string());
+                }
+                Err(e) => break Err(self.secrets.scrub(&format!("WebSocket error: {e}"))),
+            }
+        };
+        let restore = self.raw.set_nonblocking(false);
+        drop(ws);
+        if let Err(e) = restore {
+            return Err(format!("set_nonblocking(false): {e}"));
+        }
+        result
+    }
+
+    /// Sends a WebSocket close frame, best effort (bounded by the write time-out).
+    pub fn close(&self) {
+        if !self.is_broken() {
+            let _ = self.lock().close(None);
+            let _ = self.lock().flush();
+        }
+    }
+
+    /// Shuts the TCP connection down in both directions: the reader's `peek` returns, blocked
+    /// writers fail at once. Idempotent.
+    pub fn shutdown(&self) {
+        self.broken.store(true, Ordering::Release);
+        let _ = self.raw.shutdown(Shutdown::Both);
+    }
+}
