@@ -48,6 +48,10 @@ pub enum CallKind {
         dialog_id: String,
         /// Who is answering, recorded as `closed_by` when the answer lands.
         by: ClosedBy,
+        /// Accept or dismiss.
+        accept: bool,
+        /// The prompt text sent.
+        prompt_text: Option<String>,
     },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
@@ -123,8 +127,8 @@ struct Session {
 #[derive(Debug)]
 struct OpenDialog {
     public: PendingDialog,
-    /// Answers written and not yet acknowledged: (call id, who answered).
-    answers_in_flight: Vec<(u64, ClosedBy)>,
+    /// Answers written and not yet acknowledged: (call id, who answered, what it said).
+    answers_in_flight: Vec<(u64, ClosedBy, (bool, String))>,
     /// `javascriptDialogClosed` arrived while an answer was in flight; the ack decides who closed it.
     closed_event: Option<(bool, String)>,
 }
@@ -191,10 +195,16 @@ impl Core {
 
     /// Records a call before its command is written, so its reply finds it.
     pub fn register(&mut self, id: u64, call: PendingCall) {
-        if let CallKind::DialogAnswer { dialog_id, by } = &call.kind
+        if let CallKind::DialogAnswer {
+            dialog_id,
+            by,
+            accept,
+            prompt_text,
+        } = &call.kind
             && let Some(d) = self.open.iter_mut().find(|d| d.public.id == *dialog_id)
         {
-            d.answers_in_flight.push((id, *by));
+            let said = (*accept, prompt_text.clone().unwrap_or_default());
+            d.answers_in_flight.push((id, *by, said));
         }
         if self.calls.len() >= PURGE_EVERY && self.calls.len().is_power_of_two() {
             let now = Instant::now();
@@ -301,7 +311,7 @@ impl Core {
             return;
         };
         match (&call.kind, outcome) {
-            (CallKind::DialogAnswer { dialog_id, by }, outcome) => {
+            (CallKind::DialogAnswer { dialog_id, by, .. }, outcome) => {
                 let (dialog_id, by) = (dialog_id.clone(), *by);
                 let result = self.on_answer_reply(id, &dialog_id, by, outcome, &call.method);
                 self.deliver(call, result);
@@ -746,15 +756,18 @@ impl Core {
         method: &str,
     ) -> CallResult {
         let pos = self.open.iter().position(|d| d.public.id == dialog_id);
+        let mut said = None;
         if let Some(pos) = pos {
-            self.open[pos]
-                .answers_in_flight
-                .retain(|(id, _)| *id != call_id);
+            let flights = &mut self.open[pos].answers_in_flight;
+            if let Some(i) = flights.iter().position(|(id, _, _)| *id == call_id) {
+                said = Some(flights.remove(i).2);
+            }
         }
         match outcome {
             Ok(_) => {
-                if pos.is_some() {
-                    let closed = self.open[pos.unwrap_or_default()].closed_event.take();
+                if let Some(pos) = pos {
+                    // The browser's own account (the Closed event) wins over what we sent.
+                    let closed = self.open[pos].closed_event.take().or(said);
                     self.finalize(dialog_id, by, closed);
                 }
                 Ok(json!({}))
@@ -870,6 +883,8 @@ pub fn answer_command(
         kind: CallKind::DialogAnswer {
             dialog_id: dialog_id.to_string(),
             by,
+            accept,
+            prompt_text: prompt_text.map(str::to_string),
         },
     }
 }

@@ -13,10 +13,12 @@
 
 pub mod config;
 pub mod core;
+pub mod endpoint;
 pub mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
 pub mod frames;
+pub mod launch;
 pub mod protocol;
 pub mod redact;
 pub mod registry;
@@ -27,6 +29,7 @@ pub mod transport;
 pub mod watchdog;
 
 pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits};
+pub use endpoint::cdp_available;
 pub use error::Error;
 pub use registry::{StartOptions, SupervisorRegistry};
 pub use state::{ClosedBy, ClosedDialog, ConsoleEntry, FrameTree, PendingDialog, Snapshot};

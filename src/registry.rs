@@ -168,6 +168,9 @@ impl SupervisorRegistry {
             let (done_tx, done_rx) = bounded::<()>(0);
             st.starting = Some((cdp_url.to_string(), options.clone(), done_rx));
             let old = slot.current.swap(None);
+            if let Some(old) = &old {
+                old.mark_stopping();
+            }
             drop(st);
             if let Some(old) = old {
                 log::info!(
@@ -213,28 +216,39 @@ impl SupervisorRegistry {
     /// Stops `task_id`'s supervisor (dismissing pending dialogs first) and forgets it. Returns
     /// whether there was one. A start in progress for the task is cancelled.
     pub fn stop(&self, task_id: &str) -> bool {
-        let Some(slot) = self.slots.load().get(task_id).cloned() else {
-            return false;
-        };
-        let _w = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
-        let mut st = slot.lock();
-        st.generation += 1;
-        let cur = slot.current.swap(None);
-        let was_starting = st.starting.is_some();
-        if !was_starting {
-            st.removed = true;
-            let mut map = HashMap::clone(&self.slots.load());
-            map.remove(task_id);
-            self.slots.store(Arc::new(map));
-        }
-        drop(st);
-        drop(_w);
-        match cur {
-            Some(s) => {
-                s.stop();
-                true
+        loop {
+            let Some(slot) = self.slots.load().get(task_id).cloned() else {
+                return false;
+            };
+            let map_guard = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
+            let mut st = slot.lock();
+            if st.removed {
+                // Another stop removed this slot after we looked it up; a newer slot may exist.
+                continue;
             }
-            None => was_starting,
+            st.generation += 1;
+            let cur = slot.current.swap(None);
+            if let Some(c) = &cur {
+                c.mark_stopping();
+            }
+            let was_starting = st.starting.is_some();
+            if !was_starting {
+                st.removed = true;
+                let mut map = HashMap::clone(&self.slots.load());
+                if map.get(task_id).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
+                    map.remove(task_id);
+                    self.slots.store(Arc::new(map));
+                }
+            }
+            drop(st);
+            drop(map_guard);
+            return match cur {
+                Some(s) => {
+                    s.stop();
+                    true
+                }
+                None => was_starting,
+            };
         }
     }
 

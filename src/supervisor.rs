@@ -15,8 +15,9 @@
 //! lost" instead of waiting for their deadline.
 
 use std::sync::Arc;
+use std::sync::Condvar;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -65,9 +66,25 @@ struct Shared {
     snapshot: ArcSwap<Snapshot>,
     /// Set by the reader thread as it exits.
     reader_done: AtomicBool,
+    /// Threads blocked in [`Supervisor::wait_for`]; the reader only touches `changed` when > 0,
+    /// so nobody waiting costs nothing.
+    waiters: AtomicUsize,
+    /// Paired with `changed` to wake `wait_for` callers after a publish.
+    change_lock: Mutex<()>,
+    /// Notified after every publish while someone waits.
+    changed: Condvar,
 }
 
 impl Shared {
+    /// Publishes a snapshot (reader thread only) and wakes `wait_for` callers, if any.
+    fn publish(&self, snapshot: Snapshot) {
+        self.snapshot.store(Arc::new(snapshot));
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.changed.notify_all();
+        }
+    }
+
     /// Registers and writes one command. `reply`: where its reply goes.
     fn send(
         &self,
@@ -166,7 +183,10 @@ pub struct Supervisor {
     settings: Settings,
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Not alive any more (set first, possibly by the registry under its slot lock).
     stopping: AtomicBool,
+    /// `stop` has begun its work (exactly one caller does it).
+    stop_started: AtomicBool,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -193,7 +213,8 @@ impl Supervisor {
             connect_timeout: settings.start_timeout.min(Duration::from_secs(10)),
             max_message_bytes: settings.config.limits.max_message_bytes,
         };
-        let transport = Transport::connect(cdp_url, &opts)?;
+        let ws_url = crate::endpoint::resolve(cdp_url)?;
+        let transport = Transport::connect(&ws_url, &opts)?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let core = Core::new(
@@ -212,6 +233,9 @@ impl Supervisor {
             registrations: reg_tx,
             snapshot: ArcSwap::from_pointee(first),
             reader_done: AtomicBool::new(false),
+            waiters: AtomicUsize::new(0),
+            change_lock: Mutex::new(()),
+            changed: Condvar::new(),
         });
         let sup = Arc::new(Supervisor {
             task_id: task_id.to_string(),
@@ -220,6 +244,7 @@ impl Supervisor {
             shared: Arc::clone(&shared),
             threads: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
+            stop_started: AtomicBool::new(false),
         });
         let spawned = sup.spawn_threads(core, reg_rx, wd_tx, wd_rx);
         if let Err(e) = spawned.and_then(|_| sup.attach(deadline)) {
@@ -420,6 +445,44 @@ impl Supervisor {
         f(&self.shared.snapshot.load())
     }
 
+    /// Blocks until a published snapshot satisfies `pred`, or `timeout` passes (`None`). No
+    /// polling: the reader wakes waiters after each publish. Returns at once with `None` when the
+    /// supervisor has ended and the last snapshot does not match.
+    pub fn wait_for(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&Snapshot) -> bool,
+    ) -> Option<Arc<Snapshot>> {
+        let deadline = Instant::now() + timeout;
+        let sh = &self.shared;
+        loop {
+            let snap = self.snapshot();
+            if pred(&snap) {
+                return Some(snap);
+            }
+            if sh.reader_done.load(Ordering::Acquire) && self.snapshot().version == snap.version {
+                return None;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let guard = sh.change_lock.lock().unwrap_or_else(|e| e.into_inner());
+            sh.waiters.fetch_add(1, Ordering::SeqCst);
+            // Re-check after announcing ourselves: a publish in between is not missed.
+            if sh.snapshot.load().version == snap.version {
+                let _unused = sh.changed.wait_timeout(guard, left);
+            }
+            sh.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits until a dialog is pending and returns the first one.
+    pub fn wait_for_dialog(&self, timeout: Duration) -> Option<PendingDialog> {
+        self.wait_for(timeout, |s| !s.pending_dialogs.is_empty())
+            .and_then(|s| s.pending_dialogs.first().cloned())
+    }
+
     /// True while the connection is up, the page is attached and `stop` has not been called.
     pub fn is_alive(&self) -> bool {
         !self.stopping.load(Ordering::Acquire)
@@ -558,11 +621,19 @@ impl Supervisor {
         Ok((result, session))
     }
 
+    /// Marks the supervisor as stopping: from now on it is not alive, and calls fail. The registry
+    /// does this while it still holds the task's slot, so no observer ever sees two live
+    /// supervisors for one task; [`Supervisor::stop`] finishes the job.
+    pub(crate) fn mark_stopping(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
     /// Stops the supervisor: dismisses dialogs still pending (so the page is not left wedged),
     /// closes the socket and joins both threads. Returns within about 1 s even when the peer has
     /// stopped answering. Idempotent.
     pub fn stop(&self) {
-        let first = !self.stopping.swap(true, Ordering::AcqRel);
+        let first = !self.stop_started.swap(true, Ordering::AcqRel);
+        self.mark_stopping();
         if first {
             let budget = Instant::now() + Duration::from_millis(700);
             let shared = Arc::clone(&self.shared);
@@ -750,7 +821,7 @@ fn reader_loop(
         }
         carry_out(shared, &mut core, &watchdog);
         if core.take_dirty() {
-            shared.snapshot.store(Arc::new(core.snapshot()));
+            shared.publish(core.snapshot());
         }
         for (tx, result) in core.take_deliveries() {
             let _ = tx.send(result);
@@ -765,8 +836,8 @@ fn reader_loop(
         core.register(id, call);
     }
     core.on_disconnect(&reason);
-    shared.snapshot.store(Arc::new(core.snapshot()));
     shared.reader_done.store(true, Ordering::Release);
+    shared.publish(core.snapshot());
     for (tx, result) in core.take_deliveries() {
         let _ = tx.send(result);
     }

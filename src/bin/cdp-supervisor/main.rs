@@ -1,0 +1,178 @@
+//! The `cdp-supervisor` command-line tool: `demo`, `watch`, `check` (SPEC §15).
+
+mod demo;
+mod http;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
+use cdp_supervisor::{Config, SupervisorRegistry, cdp_available, redact::redact_url};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cdp-supervisor",
+    version,
+    about = "Persistent CDP supervision: native dialogs, frames, routing"
+)]
+struct Cli {
+    /// Configuration file layered over config/default.toml (also $CDP_SUPERVISOR_CONFIG).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Launch headless Chromium, serve a page with dialogs and a cross-site iframe, and narrate
+    /// what the supervisor sees and does. Falls back to the built-in fake browser without Chromium.
+    Demo,
+    /// Print JSON lines of state changes until Ctrl-C.
+    Watch {
+        /// CDP endpoint (ws://, wss://, http://host:port); default: config, else launch Chromium.
+        #[arg(long)]
+        cdp_url: Option<String>,
+    },
+    /// Exit 0 when a CDP endpoint answers at URL, 1 otherwise.
+    Check {
+        /// ws://, wss:// or http://host:port
+        url: String,
+    },
+}
+
+/// What Ctrl-C must clean up: supervisors first, then the browser we launched.
+#[derive(Default)]
+pub struct Cleanup {
+    registry: Mutex<Option<Arc<SupervisorRegistry>>>,
+    browser: Mutex<Option<LaunchedBrowser>>,
+}
+
+impl Cleanup {
+    /// Stops every supervisor and kills the launched browser (idempotent).
+    pub fn run(&self) {
+        if let Some(r) = self
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            r.stop_all();
+        }
+        drop(
+            self.browser
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+    }
+    /// Registers the registry to stop on Ctrl-C.
+    pub fn set_registry(&self, r: Arc<SupervisorRegistry>) {
+        *self.registry.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    }
+    /// Registers the browser to kill on Ctrl-C.
+    pub fn set_browser(&self, b: LaunchedBrowser) {
+        *self.browser.lock().unwrap_or_else(|e| e.into_inner()) = Some(b);
+    }
+    /// The launched browser's WebSocket URL, if any.
+    pub fn browser_ws(&self) -> Option<String> {
+        self.browser
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|b| b.ws_url().to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
+        .target(env_logger::Target::Stderr)
+        .init();
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cleanup = Arc::new(Cleanup::default());
+    {
+        let cleanup = Arc::clone(&cleanup);
+        let handler = ctrlc::set_handler(move || {
+            eprintln!("\ninterrupted: stopping supervisors and the browser");
+            cleanup.run();
+            std::process::exit(0);
+        });
+        if let Err(e) = handler {
+            eprintln!("warning: cannot install the Ctrl-C handler: {e}");
+        }
+    }
+    let result = match cli.command {
+        Cmd::Demo => demo::run(config, &cleanup),
+        Cmd::Watch { cdp_url } => watch(config, cdp_url, &cleanup),
+        Cmd::Check { url } => {
+            if cdp_available(&url) {
+                println!("ok: a CDP endpoint answers at {}", redact_url(&url));
+                Ok(())
+            } else {
+                Err(format!("no CDP endpoint answers at {}", redact_url(&url)))
+            }
+        }
+    };
+    cleanup.run();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Launches the configured/found browser, registering it for cleanup; returns its WebSocket URL.
+pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<String>, String> {
+    let Some(exe) = find_browser(config.chrome_path.as_deref()).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let b = LaunchedBrowser::launch(&exe).map_err(|e| e.to_string())?;
+    log::info!("launched {} (pid {})", exe.display(), b.pid());
+    cleanup.set_browser(b);
+    Ok(cleanup.browser_ws())
+}
+
+fn watch(config: Config, cdp_url: Option<String>, cleanup: &Cleanup) -> Result<(), String> {
+    let url = match cdp_url.or_else(|| config.cdp_url.clone()) {
+        Some(u) => u,
+        None => launch_browser(&config, cleanup)?
+            .ok_or("no CDP URL given and no Chromium found (install chromium or set CHROME)")?,
+    };
+    let registry = Arc::new(SupervisorRegistry::new(config));
+    cleanup.set_registry(Arc::clone(&registry));
+    let sup = registry
+        .get_or_start("watch", &url)
+        .map_err(|e| e.to_string())?;
+    eprintln!("watching {} (Ctrl-C to stop)", sup.cdp_url_redacted());
+    let mut last = String::new();
+    loop {
+        let snap = sup.snapshot();
+        let line = snap.to_json().to_string();
+        if line != last {
+            println!("{line}");
+            last = line;
+        }
+        if !snap.active {
+            return Err(format!(
+                "the connection ended: {}",
+                snap.disconnect_reason
+                    .as_deref()
+                    .unwrap_or("unknown reason")
+            ));
+        }
+        let v = snap.version;
+        sup.wait_for(Duration::from_secs(3600), |s| s.version != v);
+    }
+}
