@@ -419,7 +419,7 @@ struct Row {
 
 fn header() {
     println!(
-        "{:<22} {:<34} {:>3} {:>4} {:>9} {:>9} {:>8} {:>8} {:>9} {:>11}",
+        "{:<20} {:<38} {:>3} {:>4} {:>9} {:>9} {:>8} {:>8} {:>9} {:>11}",
         "scenario",
         "variant",
         "rd",
@@ -431,15 +431,20 @@ fn header() {
         "Mreads/s",
         "publishes/s"
     );
-    println!("{}", "-".repeat(126));
+    println!("{}", "-".repeat(128));
+}
+
+fn ratio(x: f64) -> String {
+    if x < 10.0 {
+        format!("{x:.2}x")
+    } else {
+        format!("{x:.0}x")
+    }
 }
 
 fn print_row(row: &Row) {
     let (x50, x99) = match row.base {
-        Some((b50, b99)) => (
-            format!("{:.1}x", row.r.p50() / b50),
-            format!("{:.1}x", row.r.p99() / b99),
-        ),
+        Some((b50, b99)) => (ratio(row.r.p50() / b50), ratio(row.r.p99() / b99)),
         None => ("-".into(), "-".into()),
     };
     let pubs = if row.r.publishes > 0 {
@@ -448,7 +453,7 @@ fn print_row(row: &Row) {
         "-".into()
     };
     println!(
-        "{:<22} {:<34} {:>3} {:>4} {:>9.1} {:>9.1} {:>8} {:>8} {:>9.2} {:>11}",
+        "{:<20} {:<38} {:>3} {:>4} {:>9.1} {:>9.1} {:>8} {:>8} {:>9.2} {:>11}",
         row.scenario,
         row.variant,
         row.readers,
@@ -574,50 +579,39 @@ fn main() {
             for readers in [1usize, 2] {
                 let emit = |stop: &AtomicBool| live.emit_until(stop);
                 let version = || live.version();
-                let parts: [(&'static str, RunResult); 4] = [
+                let guard_read = || sup.with_snapshot(|s| s.pending_dialogs.len());
+                let full_read = || sup.snapshot().pending_dialogs.len();
+                let reg_read = || {
+                    live.registry
+                        .snapshot(black_box(TASK))
+                        .map_or(0, |s| s.pending_dialogs.len())
+                };
+                let hash_read = || map.get(black_box(TASK)).map_or(0, |v| *v as usize);
+                let idle = |_: &AtomicBool| ();
+                let parts: [(&'static str, RunResult); 6] = [
                     (
                         "Supervisor::with_snapshot (Guard)",
-                        measure(
-                            readers,
-                            short,
-                            || sup.with_snapshot(|s| s.pending_dialogs.len()),
-                            emit,
-                            version,
-                        ),
+                        measure(readers, short, guard_read, emit, version),
                     ),
                     (
                         "Supervisor::snapshot (load_full)",
-                        measure(
-                            readers,
-                            short,
-                            || sup.snapshot().pending_dialogs.len(),
-                            emit,
-                            version,
-                        ),
+                        measure(readers, short, full_read, emit, version),
                     ),
                     (
                         "std HashMap<String,_>::get (SipHash)",
-                        measure(
-                            readers,
-                            short,
-                            || map.get(black_box(TASK)).map_or(0, |v| *v as usize),
-                            emit,
-                            version,
-                        ),
+                        measure(readers, short, hash_read, emit, version),
+                    ),
+                    (
+                        "with_snapshot, writer idle",
+                        measure(readers, short, guard_read, idle, || 0),
+                    ),
+                    (
+                        "Supervisor::snapshot, writer idle",
+                        measure(readers, short, full_read, idle, || 0),
                     ),
                     (
                         "registry.snapshot(), writer idle",
-                        measure(
-                            readers,
-                            short,
-                            || {
-                                live.registry
-                                    .snapshot(black_box(TASK))
-                                    .map_or(0, |s| s.pending_dialogs.len())
-                            },
-                            |_| (),
-                            || 0,
-                        ),
+                        measure(readers, short, reg_read, idle, || 0),
                     ),
                 ];
                 let base = rows
@@ -625,12 +619,12 @@ fn main() {
                     .find(|r| r.readers == readers && r.variant.starts_with("registry"))
                     .map(|r| (r.r.p50(), r.r.p99()));
                 for (variant, r) in parts {
-                    let idle = r.publishes == 0;
+                    let writer_idle = r.publishes == 0;
                     breakdown.push(Row {
                         scenario: scenario.clone(),
                         variant,
                         readers,
-                        busy: readers + if idle { 0 } else { 2 },
+                        busy: readers + if writer_idle { 0 } else { 2 },
                         r,
                         base,
                     });

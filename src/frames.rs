@@ -189,16 +189,45 @@ impl Frames {
         true
     }
 
-    /// `Target.detachedFromTarget` of an OOPIF session: the frame went away, or swapped back
-    /// in-process (then the parent's events re-add it).
+    /// `Target.detachedFromTarget` of an OOPIF session. The frame itself stays until its parent
+    /// reports `frameDetached` (it may be swapping back in-process, or to a new session); what
+    /// lived only in the detached session (its nested frames) is gone with it.
     pub fn oopif_detached(&mut self, session: &str, target_id: &str) -> bool {
-        match self.map.get(target_id) {
-            Some(r) if r.session_id.as_deref() == Some(session) => {
-                self.remove_subtree(target_id);
-                true
-            }
-            _ => false,
+        let Some(rec) = self.map.get(target_id) else {
+            return false;
+        };
+        if rec.session_id.as_deref() != Some(session) {
+            return false;
         }
+        let parent_owner = rec
+            .parent_frame_id
+            .as_ref()
+            .and_then(|p| self.map.get(p))
+            .map(|p| p.owner_session.clone());
+        let nested: Vec<String> = self
+            .map
+            .values()
+            .filter(|r| r.owner_session == session && r.frame_id != target_id)
+            .map(|r| r.frame_id.clone())
+            .collect();
+        for id in nested {
+            if self.map.contains_key(&id) {
+                self.remove_subtree(&id);
+            }
+        }
+        match parent_owner {
+            Some(owner) => {
+                if let Some(rec) = self.map.get_mut(target_id) {
+                    rec.is_oopif = false;
+                    rec.session_id = None;
+                    rec.owner_session = owner;
+                    rec.default_context = None;
+                }
+            }
+            None => self.remove_subtree(target_id),
+        }
+        self.changed = true;
+        true
     }
 
     /// A default execution context appeared for `frame_id` on `session`.
