@@ -365,7 +365,9 @@ impl Live {
         self.snap().version
     }
 
-    /// The emitter: console errors with distinct text, as fast as the socket takes them.
+    /// The emitter: console errors with distinct text, as fast as the socket takes them. After
+    /// `stop`, waits until the supervisor has drained the socket backlog (no new version for
+    /// 30 ms), so the next run does not share the CPU with a writer still catching up.
     fn emit_until(&self, stop: &AtomicBool) {
         let mut i = 0u64;
         while !stop.load(Ordering::Relaxed) {
@@ -374,6 +376,15 @@ impl Live {
                 "Runtime.consoleAPICalled",
                 console_event(&format!("bench error {i}")),
             );
+        }
+        let mut last = self.version();
+        loop {
+            thread::sleep(Duration::from_millis(30));
+            let v = self.version();
+            if v == last {
+                break;
+            }
+            last = v;
         }
     }
 

@@ -142,6 +142,8 @@ pub struct Config {
     pub cdp_url: Option<String>,
     /// `browser.chrome_path`.
     pub chrome_path: Option<String>,
+    /// `browser.ca_file`: extra CA certificates (PEM) trusted for `wss://`.
+    pub ca_file: Option<std::path::PathBuf>,
     /// `supervisor.start_timeout_s`.
     pub start_timeout: Duration,
     /// `supervisor.call_timeout_s`: default for calls that do not give one.
@@ -160,6 +162,7 @@ impl Default for Config {
             dialog_bridge: BridgeMode::Auto,
             cdp_url: None,
             chrome_path: None,
+            ca_file: None,
             start_timeout: Duration::from_secs(15),
             call_timeout: Duration::from_secs(30),
             reconnect_attempts: 5,
@@ -290,6 +293,16 @@ impl Config {
             }
         }
         cfg.chrome_path = non_empty(get_str(c, "browser.chrome_path")?);
+        cfg.ca_file = non_empty(get_str(c, "browser.ca_file")?).map(std::path::PathBuf::from);
+        if let Some(p) = &cfg.ca_file
+            && !p.is_file()
+        {
+            return Err(invalid(
+                "browser.ca_file",
+                &p.display().to_string(),
+                "empty, or the path of an existing PEM file of CA certificates",
+            ));
+        }
         if let Some(d) = get_secs(c, "supervisor.start_timeout_s", 0.0, 600.0)? {
             cfg.start_timeout = d;
         }

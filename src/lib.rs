@@ -19,6 +19,7 @@ pub mod error;
 pub mod fake;
 pub mod frames;
 pub mod launch;
+pub mod mcp;
 pub mod protocol;
 pub mod redact;
 pub mod registry;

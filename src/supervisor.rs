@@ -212,6 +212,7 @@ impl Supervisor {
         let opts = ConnectOptions {
             connect_timeout: settings.start_timeout.min(Duration::from_secs(10)),
             max_message_bytes: settings.config.limits.max_message_bytes,
+            ca_file: settings.config.ca_file.clone(),
         };
         let ws_url = crate::endpoint::resolve(cdp_url)?;
         let transport = Transport::connect(&ws_url, &opts)?;

@@ -32,8 +32,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tungstenite::protocol::WebSocketConfig;
@@ -50,12 +50,15 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum Stream {
     /// Plain TCP (`ws://`).
     Plain(TcpStream),
+    /// TLS over TCP (`wss://`), rustls.
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
 }
 
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
         }
     }
 }
@@ -64,13 +67,44 @@ impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
         }
     }
+}
+
+/// A rustls client configuration: the web PKI roots, plus the certificates of `ca_file` (PEM).
+pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .map_err(|e| format!("cannot read CA file {}: {e}", path.display()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("bad PEM in CA file {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!("CA file {} holds no certificate", path.display()));
+        }
+        for c in certs {
+            roots
+                .add(c)
+                .map_err(|e| format!("unusable certificate in {}: {e}", path.display()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS setup: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 /// What [`Transport::wait_readable`] saw.
@@ -115,6 +149,8 @@ pub struct ConnectOptions {
     pub connect_timeout: Duration,
     /// Largest accepted message; larger frames close the connection with a logged reason.
     pub max_message_bytes: usize,
+    /// Extra CA certificates (PEM) trusted for `wss://`, besides the web PKI roots.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ConnectOptions {
@@ -122,6 +158,7 @@ impl Default for ConnectOptions {
         ConnectOptions {
             connect_timeout: Duration::from_secs(10),
             max_message_bytes: 64 << 20,
+            ca_file: None,
         }
     }
 }
@@ -145,21 +182,16 @@ impl Transport {
             url: url_redacted.clone(),
             reason: e.to_string(),
         })?;
-        match parsed.scheme() {
-            "ws" => {}
-            "wss" => {
-                return Err(Error::InvalidUrl {
-                    url: url_redacted,
-                    reason: "wss:// is not supported by this build yet".into(),
-                });
-            }
+        let tls = match parsed.scheme() {
+            "ws" => false,
+            "wss" => true,
             other => {
                 return Err(Error::InvalidUrl {
                     url: url_redacted,
                     reason: format!("scheme {other:?} is not a WebSocket scheme (ws:// or wss://)"),
                 });
             }
-        }
+        };
         let host = parsed.host_str().ok_or_else(|| Error::InvalidUrl {
             url: url_redacted.clone(),
             reason: "no host".into(),
@@ -194,9 +226,28 @@ impl Transport {
             .and_then(|_| tcp.set_write_timeout(Some(left)))
             .map_err(|e| connect_err(e.to_string()))?;
         let raw = tcp.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let stream = if tls {
+            let config = tls_config(opts.ca_file.as_deref()).map_err(&connect_err)?;
+            let name = rustls_pki_types::ServerName::try_from(
+                host.trim_matches(['[', ']']).to_string(),
+            )
+            .map_err(|e| connect_err(format!("{host} is not a valid TLS server name: {e}")))?;
+            let conn = rustls::ClientConnection::new(config, name)
+                .map_err(|e| connect_err(format!("TLS setup: {e}")))?;
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            // Finish the TLS handshake now so a certificate problem is reported as such.
+            while tls.conn.is_handshaking() {
+                tls.conn
+                    .complete_io(&mut tls.sock)
+                    .map_err(|e| connect_err(format!("TLS handshake failed: {e}")))?;
+            }
+            Stream::Tls(Box::new(tls))
+        } else {
+            Stream::Plain(tcp)
+        };
         let (socket, _response) = tungstenite::client::client_with_config(
             url,
-            Stream::Plain(tcp),
+            stream,
             Some(ws_config(opts.max_message_bytes)),
         )
         .map_err(|e| connect_err(format!("WebSocket handshake failed: {e}")))?;

@@ -37,6 +37,8 @@ enum Cmd {
         #[arg(long)]
         cdp_url: Option<String>,
     },
+    /// Model Context Protocol server on stdio (JSON-RPC 2.0, one message per line).
+    Mcp,
     /// Exit 0 when a CDP endpoint answers at URL, 1 otherwise.
     Check {
         /// ws://, wss:// or http://host:port
@@ -49,6 +51,8 @@ enum Cmd {
 pub struct Cleanup {
     registry: Mutex<Option<Arc<SupervisorRegistry>>>,
     browser: Mutex<Option<LaunchedBrowser>>,
+    /// Anything else to shut down (the MCP server and the browser it launched).
+    extra: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Cleanup {
@@ -62,12 +66,28 @@ impl Cleanup {
         {
             r.stop_all();
         }
+        let extra: Vec<_> = self
+            .extra
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for f in extra {
+            f();
+        }
         drop(
             self.browser
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .take(),
         );
+    }
+    /// Registers something else to shut down on Ctrl-C.
+    pub fn on_cleanup(&self, f: impl FnOnce() + Send + 'static) {
+        self.extra
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(f));
     }
     /// Registers the registry to stop on Ctrl-C.
     pub fn set_registry(&self, r: Arc<SupervisorRegistry>) {
@@ -114,6 +134,18 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Cmd::Demo => demo::run(config, &cleanup),
         Cmd::Watch { cdp_url } => watch(config, cdp_url, &cleanup),
+        Cmd::Mcp => {
+            let server = Arc::new(cdp_supervisor::mcp::McpServer::new(config));
+            {
+                let server = Arc::clone(&server);
+                cleanup.on_cleanup(move || server.shutdown());
+            }
+            let stdin = std::io::stdin().lock();
+            let stdout = std::io::stdout().lock();
+            let r = server.run(stdin, stdout).map_err(|e| format!("stdio: {e}"));
+            server.shutdown();
+            r
+        }
         Cmd::Check { url } => {
             if cdp_available(&url) {
                 println!("ok: a CDP endpoint answers at {}", redact_url(&url));

@@ -1,0 +1,200 @@
+//! `wss://` against a fake browser behind TLS (a self-signed CA passed through `browser.ca_file`):
+//! a dialog detected and answered over TLS; a certificate we do not trust is refused clearly.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cdp_supervisor::fake::FakeBrowser;
+use cdp_supervisor::{ClosedBy, Config, DialogAction, Error, SupervisorRegistry};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// A CA and a server certificate for 127.0.0.1/localhost signed by it.
+struct Pki {
+    ca_pem: String,
+    server_cert: CertificateDer<'static>,
+    server_key: PrivateKeyDer<'static>,
+}
+
+fn pki() -> Pki {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        server_cert: leaf.der().clone(),
+        server_key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+    }
+}
+
+/// Terminates TLS on 127.0.0.1 and relays bytes to `upstream` (the plain fake browser). Its
+/// threads end with their connections, and the accept thread with the test process.
+struct TlsProxy {
+    port: u16,
+}
+
+impl TlsProxy {
+    fn start(pki: &Pki, upstream: u16) -> TlsProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![pki.server_cert.clone()], pki.server_key.clone_key())
+                .unwrap(),
+        );
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(client) = conn else { return };
+                let config = Arc::clone(&config);
+                std::thread::spawn(move || relay(client, config, upstream));
+            }
+        });
+        TlsProxy { port }
+    }
+}
+
+fn relay(client: TcpStream, config: Arc<rustls::ServerConfig>, upstream: u16) {
+    let Ok(conn) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let raw = client.try_clone().unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, client);
+    while tls.conn.is_handshaking() {
+        if tls.conn.complete_io(&mut tls.sock).is_err() {
+            return; // e.g. the client refused our certificate
+        }
+    }
+    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    let tls = Arc::new(Mutex::new(tls));
+    // upstream -> client: write under the lock.
+    let (tls_w, mut up_r, raw_w) = (
+        Arc::clone(&tls),
+        up.try_clone().unwrap(),
+        raw.try_clone().unwrap(),
+    );
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 16384];
+        loop {
+            match up_r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let mut t = tls_w.lock().unwrap();
+                    if t.write_all(&buf[..n]).and_then(|_| t.flush()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = raw_w.shutdown(Shutdown::Both);
+    });
+    // client -> upstream: wait for bytes without the lock, then drain non-blocking under it.
+    let mut up_w = up;
+    let mut byte = [0u8; 1];
+    let mut buf = [0u8; 16384];
+    while let Ok(n) = raw.peek(&mut byte) {
+        if n == 0 {
+            break;
+        }
+        let mut data = Vec::new();
+        {
+            let mut t = tls.lock().unwrap();
+            raw.set_nonblocking(true).unwrap();
+            let r = loop {
+                match t.read(&mut buf) {
+                    Ok(0) => break Err(()),
+                    Ok(n) => data.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(()),
+                    Err(_) => break Err(()),
+                }
+            };
+            raw.set_nonblocking(false).unwrap();
+            if r.is_err() && data.is_empty() {
+                break;
+            }
+        }
+        if up_w.write_all(&data).is_err() {
+            break;
+        }
+    }
+    let _ = up_w.shutdown(Shutdown::Both);
+}
+
+fn fake_port(fake: &FakeBrowser) -> u16 {
+    fake.http_url().rsplit(':').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn dialog_is_detected_and_answered_over_wss_with_an_extra_ca() {
+    let pki = pki();
+    let fake = FakeBrowser::start().unwrap();
+    let proxy = TlsProxy::start(&pki, fake_port(&fake));
+    let dir = std::env::temp_dir().join(format!("cdp-sup-wss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+    let config = Config::from_toml(&format!(
+        "[browser]\nca_file = {:?}\n",
+        ca_file.display().to_string()
+    ))
+    .unwrap();
+    let reg = SupervisorRegistry::new(config);
+    let url = format!("wss://localhost:{}/devtools/browser/fake", proxy.port);
+    let sup = reg.get_or_start("tls", &url).expect("attach over wss");
+    assert!(sup.snapshot().active);
+    fake.open_dialog("prompt", "over TLS?", "no");
+    let d = sup
+        .wait_for_dialog(Duration::from_secs(5))
+        .expect("detected over TLS");
+    assert_eq!(d.message, "over TLS?");
+    sup.respond_to_dialog(DialogAction::Accept, Some("yes ✓"), None)
+        .unwrap();
+    let s = sup
+        .wait_for(Duration::from_secs(5), |s| !s.recent_dialogs.is_empty())
+        .unwrap();
+    assert_eq!(s.recent_dialogs[0].closed_by, ClosedBy::Agent);
+    assert_eq!(s.recent_dialogs[0].user_input.as_deref(), Some("yes ✓"));
+    assert!(reg.stop("tls"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_untrusted_certificate_is_refused_with_a_clear_error() {
+    let pki = pki();
+    let fake = FakeBrowser::start().unwrap();
+    let proxy = TlsProxy::start(&pki, fake_port(&fake));
+    let reg = SupervisorRegistry::new(Config::default());
+    let url = format!(
+        "wss://localhost:{}/devtools/browser/fake?token=S3CR3T",
+        proxy.port
+    );
+    let err = reg.get_or_start("tls", &url).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Connect { .. }), "{text}");
+    assert!(text.contains("TLS handshake failed"), "{text}");
+    assert!(text.to_lowercase().contains("certificate"), "{text}");
+    assert!(!text.contains("S3CR3T"), "credential leaked: {text}");
+    assert_eq!(fake.accepted_count(), 0, "nothing reached the browser");
+}
+
+#[test]
+fn a_missing_ca_file_is_a_config_error_naming_the_key() {
+    let err = Config::from_toml("[browser]\nca_file = \"/no/such/ca.pem\"\n").unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("browser.ca_file") && text.contains("/no/such/ca.pem"),
+        "{text}"
+    );
+}
