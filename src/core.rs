@@ -150,6 +150,8 @@ pub struct Core {
     console: VecDeque<ConsoleEntry>,
     frames: Frames,
     blocked: Option<Blocked>,
+    /// Set when this supervisor cannot go on (its page target went away): no reconnect.
+    fatal: Option<String>,
     out: Vec<Outgoing>,
     deliveries: Vec<(Sender<CallResult>, CallResult)>,
     version: u64,
@@ -182,6 +184,7 @@ impl Core {
             console: VecDeque::new(),
             frames,
             blocked: None,
+            fatal: None,
             out: Vec::new(),
             deliveries: Vec::new(),
             version: 0,
@@ -247,6 +250,36 @@ impl Core {
     /// True (once) when the visible state changed since the last snapshot.
     pub fn take_dirty(&mut self) -> bool {
         std::mem::replace(&mut self.dirty, false)
+    }
+
+    /// Why this supervisor cannot continue, if it cannot (no reconnect then).
+    pub fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+
+    /// A new connection is up: forget everything that belonged to the old one (sessions, frames,
+    /// open dialogs, blocked) but keep the dialog counter and the recent/console rings. Returns
+    /// the page target to re-attach to, preferably.
+    pub fn reset_for_reconnect(&mut self) -> Option<String> {
+        for d in self.open.drain(..) {
+            warn!(
+                "task {}: dialog {} was open when the connection dropped; if it is still open the \
+                 page will show as blocked",
+                self.task_id, d.public.id
+            );
+            self.out.push(Outgoing::CancelWatchdog {
+                dialog_id: d.public.id,
+            });
+        }
+        self.sessions.clear();
+        self.frames = Frames::new(self.settings.limits.clone());
+        self.blocked = None;
+        self.active = true;
+        self.disconnect_reason = None;
+        self.page_session_id = None;
+        self.dialogs_changed = true;
+        self.dirty = true;
+        self.page_target_id.take()
     }
 
     /// The connection ended: fail every waiting call at once and mark the state inactive.
@@ -548,8 +581,7 @@ impl Core {
                 "task {}: the page target {} went away",
                 self.task_id, session.target_id
             );
-            self.active = false;
-            self.disconnect_reason = Some("the page target was closed".into());
+            self.fatal = Some("the page target was closed or detached".into());
             self.dirty = true;
             return;
         }

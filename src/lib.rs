@@ -11,6 +11,7 @@
 //! [`registry`], [`tools`] (JSON handlers), [`config`].
 #![deny(missing_docs, missing_debug_implementations)]
 
+mod attach;
 pub mod config;
 pub mod core;
 pub mod endpoint;
@@ -19,8 +20,10 @@ pub mod error;
 pub mod fake;
 pub mod frames;
 pub mod launch;
+mod link;
 pub mod mcp;
 pub mod protocol;
+mod reader;
 pub mod redact;
 pub mod registry;
 pub mod state;

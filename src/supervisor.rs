@@ -14,27 +14,23 @@
 //! ends, the reader drops every pending call, so waiting callers fail at once with "connection
 //! lost" instead of waiting for their deadline.
 
-use std::sync::Arc;
-use std::sync::Condvar;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use log::{debug, info, warn};
 use serde_json::{Value, json};
-use tungstenite::Message;
 
+use crate::attach::{Choice, attach_page};
 use crate::config::{Config, DialogAction, DialogPolicy};
-use crate::core::{
-    CallKind, CallResult, Core, CoreSettings, Outgoing, PendingCall, answer_command,
-};
+use crate::core::{CallKind, Core, CoreSettings, Outgoing, answer_command};
 use crate::error::Error;
-use crate::protocol;
+use crate::link::Shared;
+use crate::reader::{Reader, ReconnectPlan};
 use crate::state::{ClosedBy, PendingDialog, Snapshot};
-use crate::transport::{ConnectOptions, Readiness, Transport};
+use crate::transport::{ConnectOptions, Transport};
 use crate::watchdog::{self, WatchdogMsg};
 
 /// Where a CDP call goes (SPEC §8).
@@ -52,111 +48,8 @@ pub enum Route<'a> {
 const READER_STACK: usize = 256 * 1024;
 /// Stack size of watchdog threads.
 const WATCHDOG_STACK: usize = 128 * 1024;
-/// How long `start` waits for `Page.enable` before probing for an orphaned dialog (SPEC §4.5).
-const PAGE_ENABLE_PROBE_AFTER: Duration = Duration::from_secs(2);
 /// Longest deadline a single call may have.
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// What the reader, the watchdog and callers share.
-struct Shared {
-    transport: Transport,
-    /// Call registrations, drained by the reader before it applies what it read.
-    registrations: Sender<(u64, PendingCall)>,
-    /// The published state. Written only by the reader thread.
-    snapshot: ArcSwap<Snapshot>,
-    /// Set by the reader thread as it exits.
-    reader_done: AtomicBool,
-    /// Threads blocked in [`Supervisor::wait_for`]; the reader only touches `changed` when > 0,
-    /// so nobody waiting costs nothing.
-    waiters: AtomicUsize,
-    /// Paired with `changed` to wake `wait_for` callers after a publish.
-    change_lock: Mutex<()>,
-    /// Notified after every publish while someone waits.
-    changed: Condvar,
-}
-
-impl Shared {
-    /// Publishes a snapshot (reader thread only) and wakes `wait_for` callers, if any.
-    fn publish(&self, snapshot: Snapshot) {
-        self.snapshot.store(Arc::new(snapshot));
-        if self.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
-            self.changed.notify_all();
-        }
-    }
-
-    /// Registers and writes one command. `reply`: where its reply goes.
-    fn send(
-        &self,
-        method: &str,
-        params: Value,
-        session_id: Option<&str>,
-        kind: CallKind,
-        reply: Option<Sender<CallResult>>,
-        expires: Option<Instant>,
-    ) -> Result<u64, Error> {
-        let id = self.transport.next_id();
-        let text = protocol::encode_command(id, method, &params, session_id);
-        let call = PendingCall {
-            method: method.to_string(),
-            session_id: session_id.map(str::to_string),
-            kind,
-            reply,
-            expires,
-        };
-        self.registrations
-            .send((id, call))
-            .map_err(|_| Error::ConnectionLost("the supervisor's reader has stopped".into()))?;
-        self.transport.send_text(text)?;
-        Ok(id)
-    }
-
-    /// Sends and waits for the reply until `timeout`.
-    fn call(
-        &self,
-        method: &str,
-        params: Value,
-        session_id: Option<&str>,
-        kind: CallKind,
-        timeout: Duration,
-    ) -> CallResult {
-        let (rx, deadline) = self.start_call(method, params, session_id, kind, timeout)?;
-        wait_reply(&rx, method, deadline, timeout)
-    }
-
-    /// Sends, returning the reply channel and the deadline, for pipelined calls.
-    fn start_call(
-        &self,
-        method: &str,
-        params: Value,
-        session_id: Option<&str>,
-        kind: CallKind,
-        timeout: Duration,
-    ) -> Result<(Receiver<CallResult>, Instant), Error> {
-        let deadline = Instant::now() + timeout;
-        let (tx, rx) = bounded(1);
-        self.send(method, params, session_id, kind, Some(tx), Some(deadline))?;
-        Ok((rx, deadline))
-    }
-}
-
-fn wait_reply(
-    rx: &Receiver<CallResult>,
-    method: &str,
-    deadline: Instant,
-    timeout: Duration,
-) -> CallResult {
-    match rx.recv_deadline(deadline) {
-        Ok(r) => r,
-        Err(RecvTimeoutError::Timeout) => Err(Error::Timeout {
-            method: method.to_string(),
-            after: timeout,
-        }),
-        Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLost(
-            "the connection closed before the reply".into(),
-        )),
-    }
-}
 
 /// Per-start settings after applying a task's overrides.
 #[derive(Debug, Clone)]
@@ -187,13 +80,15 @@ pub struct Supervisor {
     stopping: AtomicBool,
     /// `stop` has begun its work (exactly one caller does it).
     stop_started: AtomicBool,
+    /// Dropped by `stop`: wakes the reader out of a reconnect back-off or attempt.
+    stop_signal: Mutex<Option<Sender<()>>>,
 }
 
 impl std::fmt::Debug for Supervisor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Supervisor")
             .field("task_id", &self.task_id)
-            .field("cdp_url", &self.shared.transport.url_redacted)
+            .field("cdp_url", &self.shared.url_redacted)
             .field("active", &self.is_alive())
             .finish_non_exhaustive()
     }
@@ -218,6 +113,7 @@ impl Supervisor {
         let transport = Transport::connect(&ws_url, &opts)?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
+        let (stop_tx, stop_rx) = bounded::<()>(0);
         let core = Core::new(
             task_id,
             &transport.url_redacted,
@@ -229,54 +125,65 @@ impl Supervisor {
         );
         let mut first = Snapshot::empty(task_id, &transport.url_redacted);
         first.active = true;
-        let shared = Arc::new(Shared {
-            transport,
-            registrations: reg_tx,
-            snapshot: ArcSwap::from_pointee(first),
-            reader_done: AtomicBool::new(false),
-            waiters: AtomicUsize::new(0),
-            change_lock: Mutex::new(()),
-            changed: Condvar::new(),
-        });
+        let shared = Arc::new(Shared::new(transport, reg_tx, first));
+        let reader = Reader {
+            shared: Arc::clone(&shared),
+            core,
+            registrations: reg_rx,
+            watchdog: wd_tx,
+            stop: stop_rx,
+            reconnect: ReconnectPlan {
+                cdp_url: cdp_url.to_string(),
+                attempts: settings.config.reconnect_attempts,
+                connect: opts,
+                attach_timeout: settings.start_timeout,
+            },
+        };
         let sup = Arc::new(Supervisor {
             task_id: task_id.to_string(),
             cdp_url: cdp_url.to_string(),
             settings,
-            shared: Arc::clone(&shared),
+            shared,
             threads: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             stop_started: AtomicBool::new(false),
+            stop_signal: Mutex::new(Some(stop_tx)),
         });
-        let spawned = sup.spawn_threads(core, reg_rx, wd_tx, wd_rx);
-        if let Err(e) = spawned.and_then(|_| sup.attach(deadline)) {
+        let spawned = sup.spawn_threads(reader, wd_rx);
+        let choice = match &sup.settings.target_id {
+            Some(t) => Choice::Exactly(t),
+            None => Choice::FirstPage,
+        };
+        let attached = spawned
+            .and_then(|_| attach_page(&sup.shared, choice, sup.settings.start_timeout, deadline));
+        if let Err(e) = attached {
             sup.stop();
-            return Err(e);
+            return Err(match e {
+                Error::Timeout { method, .. } => Error::StartTimeout(
+                    sup.settings.start_timeout,
+                    format!("{method} got no answer (is the endpoint a live, responsive browser?)"),
+                ),
+                other => other,
+            });
         }
         info!(
             "task {}: attached to {} on {} in {:?}",
             sup.task_id,
             sup.snapshot().page_target_id.as_deref().unwrap_or("?"),
-            sup.shared.transport.url_redacted,
+            sup.shared.url_redacted,
             started.elapsed()
         );
         Ok(sup)
     }
 
-    fn spawn_threads(
-        &self,
-        core: Core,
-        reg_rx: Receiver<(u64, PendingCall)>,
-        wd_tx: Sender<WatchdogMsg>,
-        wd_rx: Receiver<WatchdogMsg>,
-    ) -> Result<(), Error> {
+    fn spawn_threads(&self, reader: Reader, wd_rx: Receiver<WatchdogMsg>) -> Result<(), Error> {
         let spawn_err = |e: std::io::Error| Error::Io(format!("cannot spawn a thread: {e}"));
-        let shared = Arc::clone(&self.shared);
-        let reader = std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name(format!("cdp-reader-{}", short(&self.task_id)))
             .stack_size(READER_STACK)
-            .spawn(move || reader_loop(&shared, core, reg_rx, wd_tx))
+            .spawn(move || reader.run())
             .map_err(spawn_err)?;
-        self.lock_threads().push(reader);
+        self.lock_threads().push(handle);
         let shared = Arc::clone(&self.shared);
         let task = self.task_id.clone();
         let dog = std::thread::Builder::new()
@@ -296,127 +203,6 @@ impl Supervisor {
         self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// SPEC §4 steps 1-3 and 5, on the calling thread, bounded by `deadline`.
-    fn attach(&self, deadline: Instant) -> Result<(), Error> {
-        let left = || deadline.saturating_duration_since(Instant::now());
-        let sh = &self.shared;
-        let targets = sh.call(
-            "Target.getTargets",
-            json!({}),
-            None,
-            CallKind::Plain,
-            left(),
-        )?;
-        let targets: protocol::GetTargets = serde_json::from_value(targets).unwrap_or_default();
-        let target_id = match &self.settings.target_id {
-            Some(want) => targets
-                .target_infos
-                .iter()
-                .find(|t| t.target_id == *want)
-                .map(|t| t.target_id.clone())
-                .ok_or_else(|| {
-                    Error::NoPage(format!("the browser has no target with id {want:?}"))
-                })?,
-            None => match targets.target_infos.iter().find(|t| is_usable_page(t)) {
-                Some(t) => t.target_id.clone(),
-                None => {
-                    let created = sh.call(
-                        "Target.createTarget",
-                        json!({"url": "about:blank", "background": true}),
-                        None,
-                        CallKind::Plain,
-                        left(),
-                    )?;
-                    created["targetId"]
-                        .as_str()
-                        .ok_or_else(|| {
-                            Error::NoPage("Target.createTarget returned no targetId".into())
-                        })?
-                        .to_string()
-                }
-            },
-        };
-        let attached = sh.call(
-            "Target.attachToTarget",
-            json!({"targetId": target_id, "flatten": true}),
-            None,
-            CallKind::AttachPage {
-                target_id: target_id.clone(),
-            },
-            left(),
-        )?;
-        let session = attached["sessionId"]
-            .as_str()
-            .ok_or_else(|| Error::NoPage("Target.attachToTarget returned no sessionId".into()))?
-            .to_string();
-        let s = Some(session.as_str());
-        // Pipelined: none of these waits for the previous one.
-        let timeout = left();
-        let (page_enable, _) =
-            sh.start_call("Page.enable", json!({}), s, CallKind::PageEnable, timeout)?;
-        sh.send(
-            "Runtime.enable",
-            json!({}),
-            s,
-            CallKind::Automatic,
-            None,
-            None,
-        )?;
-        let (tree, tree_deadline) = sh.start_call(
-            "Page.getFrameTree",
-            json!({}),
-            s,
-            CallKind::SeedFrameTree {
-                session_id: session.clone(),
-            },
-            timeout,
-        )?;
-        sh.send(
-            "Target.setAutoAttach",
-            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-            s,
-            CallKind::Automatic,
-            None,
-            None,
-        )?;
-        let probe_at = (Instant::now() + PAGE_ENABLE_PROBE_AFTER).min(deadline);
-        match page_enable.recv_deadline(probe_at) {
-            Ok(r) => {
-                r?;
-                wait_reply(&tree, "Page.getFrameTree", tree_deadline, timeout)?;
-                Ok(())
-            }
-            Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLost(
-                "the connection closed while attaching".into(),
-            )),
-            Err(RecvTimeoutError::Timeout) => {
-                // The page does not answer. If the browser does, an orphaned dialog blocks it:
-                // the reader publishes `blocked` and we return instead of hanging (SPEC §4.5).
-                let probe = sh.call(
-                    "Browser.getVersion",
-                    json!({}),
-                    None,
-                    CallKind::ProbeBlocked,
-                    left().max(Duration::from_millis(1)),
-                );
-                match probe {
-                    Ok(_) if self.snapshot().blocked.is_some() => Ok(()),
-                    Ok(_) => match page_enable.recv_deadline(deadline) {
-                        Ok(r) => r.map(|_| ()),
-                        Err(_) => Err(Error::StartTimeout(
-                            self.settings.start_timeout,
-                            "Page.enable did not answer".into(),
-                        )),
-                    },
-                    Err(e) => Err(Error::StartTimeout(
-                        self.settings.start_timeout,
-                        format!("neither the page nor the browser answers: {e}"),
-                    )),
-                }
-            }
-        }
-    }
-
     /// The task this supervisor serves.
     pub fn task_id(&self) -> &str {
         &self.task_id
@@ -424,7 +210,7 @@ impl Supervisor {
 
     /// The CDP URL it is connected to, credentials redacted.
     pub fn cdp_url_redacted(&self) -> &str {
-        &self.shared.transport.url_redacted
+        &self.shared.url_redacted
     }
 
     pub(crate) fn cdp_url_raw(&self) -> &str {
@@ -454,28 +240,7 @@ impl Supervisor {
         timeout: Duration,
         pred: impl Fn(&Snapshot) -> bool,
     ) -> Option<Arc<Snapshot>> {
-        let deadline = Instant::now() + timeout;
-        let sh = &self.shared;
-        loop {
-            let snap = self.snapshot();
-            if pred(&snap) {
-                return Some(snap);
-            }
-            if sh.reader_done.load(Ordering::Acquire) && self.snapshot().version == snap.version {
-                return None;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let guard = sh.change_lock.lock().unwrap_or_else(|e| e.into_inner());
-            sh.waiters.fetch_add(1, Ordering::SeqCst);
-            // Re-check after announcing ourselves: a publish in between is not missed.
-            if sh.snapshot.load().version == snap.version {
-                let _unused = sh.changed.wait_timeout(guard, left);
-            }
-            sh.waiters.fetch_sub(1, Ordering::SeqCst);
-        }
+        self.shared.wait_for(Instant::now() + timeout, pred)
     }
 
     /// Waits until a dialog is pending and returns the first one.
@@ -484,16 +249,26 @@ impl Supervisor {
             .and_then(|s| s.pending_dialogs.first().cloned())
     }
 
-    /// True while the connection is up, the page is attached and `stop` has not been called.
+    /// True until the supervisor is stopped or has given up (its reconnect budget is spent, or
+    /// its page target went away). While it reconnects it is alive but not `active` in the
+    /// snapshot, and calls fail at once.
     pub fn is_alive(&self) -> bool {
-        !self.stopping.load(Ordering::Acquire)
-            && !self.shared.reader_done.load(Ordering::Acquire)
-            && self.shared.snapshot.load().active
+        !self.stopping.load(Ordering::Acquire) && !self.shared.reader_done.load(Ordering::Acquire)
+    }
+
+    /// True while alive and connected (the snapshot's `active`).
+    pub fn is_active(&self) -> bool {
+        self.is_alive() && self.shared.snapshot.load().active
     }
 
     fn ensure_alive(&self) -> Result<(), Error> {
-        if self.is_alive() {
+        if self.is_active() {
             Ok(())
+        } else if self.is_alive() {
+            Err(Error::ConnectionLost(format!(
+                "the connection of task {:?} dropped; the supervisor is reconnecting",
+                self.task_id
+            )))
         } else {
             Err(Error::NotActive(self.task_id.clone()))
         }
@@ -645,11 +420,17 @@ impl Supervisor {
                 .stack_size(READER_STACK)
                 .spawn(move || {
                     dismiss_all(&shared, &pending, budget);
-                    shared.transport.close();
+                    shared.transport.load().close();
                     let _ = done_tx.send(());
                 });
             let _ = done_rx.recv_deadline(budget + Duration::from_millis(100));
-            self.shared.transport.shutdown();
+            drop(
+                self.stop_signal
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(),
+            );
+            self.shared.transport.load().shutdown();
             if let Ok(t) = polite {
                 let _ = t.join();
             }
@@ -671,13 +452,6 @@ impl Drop for Supervisor {
 
 fn short(task_id: &str) -> String {
     task_id.chars().take(12).collect()
-}
-
-fn is_usable_page(t: &protocol::TargetInfo) -> bool {
-    t.kind == "page"
-        && !t.url.starts_with("devtools://")
-        && !t.url.starts_with("chrome-extension://")
-        && !t.url.starts_with("chrome://")
 }
 
 fn session_for_target(snap: &Snapshot, target_id: &str) -> Result<String, Error> {
@@ -787,103 +561,5 @@ fn fire_watchdog(shared: &Shared, task_id: &str, dialog_id: &str, session_id: &s
         && let Err(e) = shared.send(method, params, session_id.as_deref(), kind, None, None)
     {
         debug!("task {task_id}: watchdog dismissal not sent: {e}");
-    }
-}
-
-/// The reader loop: the only writer of this supervisor's state.
-///
-/// Blocks until bytes arrive (no CPU, no lock), drains every complete message, applies them in
-/// order, carries out what the state machine asked for, publishes once per batch if the visible
-/// state changed, and only then wakes the callers whose replies arrived, so a caller that gets
-/// its reply already sees its effect in the snapshot.
-fn reader_loop(
-    shared: &Shared,
-    mut core: Core,
-    registrations: Receiver<(u64, PendingCall)>,
-    watchdog: Sender<WatchdogMsg>,
-) {
-    let transport = &shared.transport;
-    let mut batch: Vec<Message> = Vec::with_capacity(64);
-    let reason = loop {
-        if let Readiness::Closed(reason) = transport.wait_readable() {
-            break reason;
-        }
-        let drained = transport.drain(&mut batch);
-        for (id, call) in registrations.try_iter() {
-            core.register(id, call);
-        }
-        for msg in batch.drain(..) {
-            match msg {
-                Message::Text(text) => core.on_text(text.as_str()),
-                Message::Binary(b) => debug!("ignoring a binary frame of {} bytes", b.len()),
-                Message::Close(_) => debug!("the browser sent a close frame"),
-                _ => {}
-            }
-        }
-        carry_out(shared, &mut core, &watchdog);
-        if core.take_dirty() {
-            shared.publish(core.snapshot());
-        }
-        for (tx, result) in core.take_deliveries() {
-            let _ = tx.send(result);
-        }
-        if let Err(reason) = drained {
-            break reason;
-        }
-    };
-    transport.shutdown();
-    info!("connection to {} ended: {reason}", transport.url_redacted);
-    for (id, call) in registrations.try_iter() {
-        core.register(id, call);
-    }
-    core.on_disconnect(&reason);
-    shared.reader_done.store(true, Ordering::Release);
-    shared.publish(core.snapshot());
-    for (tx, result) in core.take_deliveries() {
-        let _ = tx.send(result);
-    }
-}
-
-/// Writes the commands the state machine queued (fire-and-forget) and forwards watchdog actions.
-fn carry_out(shared: &Shared, core: &mut Core, watchdog: &Sender<WatchdogMsg>) {
-    for action in core.take_outgoing() {
-        match action {
-            Outgoing::Command {
-                method,
-                params,
-                session_id,
-                kind,
-            } => {
-                let id = shared.transport.next_id();
-                let text = protocol::encode_command(id, method, &params, session_id.as_deref());
-                core.register(
-                    id,
-                    PendingCall {
-                        method: method.to_string(),
-                        session_id,
-                        kind,
-                        reply: None,
-                        expires: None,
-                    },
-                );
-                if let Err(e) = shared.transport.send_text(text) {
-                    debug!("automatic {method} not sent: {e}");
-                }
-            }
-            Outgoing::ArmWatchdog {
-                dialog_id,
-                session_id,
-                deadline,
-            } => {
-                let _ = watchdog.send(WatchdogMsg::Arm {
-                    dialog_id,
-                    session_id,
-                    deadline,
-                });
-            }
-            Outgoing::CancelWatchdog { dialog_id } => {
-                let _ = watchdog.send(WatchdogMsg::Cancel { dialog_id });
-            }
-        }
     }
 }

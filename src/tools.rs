@@ -22,6 +22,9 @@ fn live(reg: &SupervisorRegistry, task_id: &str) -> Result<std::sync::Arc<Superv
             "no browser supervisor for task {task_id:?}: connect first (browser_connect / get_or_start)"
         ))),
         Some(s) if !s.is_alive() => Err(failure(Error::NotActive(task_id.to_string()))),
+        Some(s) if !s.is_active() => Err(failure(Error::ConnectionLost(format!(
+            "the connection of task {task_id:?} dropped; the supervisor is reconnecting"
+        )))),
         Some(s) => Ok(s),
     }
 }

@@ -32,7 +32,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -124,8 +124,6 @@ pub struct Transport {
     /// A clone of the TCP socket: the reader peeks on it without the lock; `shutdown` uses it to
     /// wake everyone.
     raw: TcpStream,
-    /// Next command id; ids are unique per connection and never reused.
-    next_id: AtomicU64,
     /// Set once the connection is known to be broken (write failure, shutdown).
     broken: AtomicBool,
     /// The CDP URL, redacted, for messages.
@@ -257,16 +255,10 @@ impl Transport {
         Ok(Transport {
             socket: Mutex::new(socket),
             raw,
-            next_id: AtomicU64::new(1),
             broken: AtomicBool::new(false),
             url_redacted,
             secrets,
         })
-    }
-
-    /// A fresh command id.
-    pub fn next_id(&self) -> u64 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// True once a write failed or the socket was shut down.

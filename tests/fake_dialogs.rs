@@ -16,8 +16,22 @@ use serde_json::{Value, json};
 const WAIT: Duration = Duration::from_secs(5);
 
 fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
+    setup_with(Config::default(), options)
+}
+
+fn no_reconnect() -> Config {
+    Config {
+        reconnect_attempts: 0,
+        ..Config::default()
+    }
+}
+
+fn setup_with(
+    config: Config,
+    options: StartOptions,
+) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     let fake = FakeBrowser::start().expect("fake browser");
-    let reg = SupervisorRegistry::new(Config::default());
+    let reg = SupervisorRegistry::new(config);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach to the fake browser");
@@ -435,7 +449,7 @@ fn rebind_to_another_endpoint_starts_fresh_state_and_stops_the_old() {
 
 #[test]
 fn dead_supervisor_is_replaced_by_get_or_start() {
-    let (fake, reg, sup) = setup(StartOptions::default());
+    let (fake, reg, sup) = setup_with(no_reconnect(), StartOptions::default());
     fake.drop_connections();
     wait_snapshot(&sup, "inactive after the drop", |s| !s.active);
     assert!(!sup.is_alive());
@@ -480,7 +494,7 @@ fn stop_dismisses_pending_dialogs_before_closing() {
 
 #[test]
 fn pending_calls_fail_at_once_when_the_connection_drops() {
-    let (fake, _reg, sup) = setup(StartOptions::default());
+    let (fake, _reg, sup) = setup_with(no_reconnect(), StartOptions::default());
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
     let page = sup.snapshot().page_target_id.clone().unwrap();
     let calling = {

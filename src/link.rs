@@ -1,0 +1,180 @@
+//! What a supervisor's threads share: the current connection, command ids, call registration, and
+//! the published snapshot with its change notification.
+//!
+//! Ownership: the reader thread is the only one that stores a snapshot or swaps the transport
+//! (after a reconnect); callers, the watchdog and the attach sequence only register calls and
+//! write commands.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use serde_json::Value;
+
+use crate::core::{CallKind, CallResult, PendingCall};
+use crate::error::Error;
+use crate::protocol;
+use crate::state::Snapshot;
+use crate::transport::Transport;
+
+/// State shared by one supervisor's threads.
+pub(crate) struct Shared {
+    /// The live connection; replaced by the reader after a reconnect.
+    pub transport: ArcSwap<Transport>,
+    /// Command ids, unique across reconnects so a stale reply can never match a new call.
+    next_id: AtomicU64,
+    /// The CDP URL, redacted.
+    pub url_redacted: String,
+    /// Call registrations, drained by the reader before it applies what it read.
+    pub registrations: Sender<(u64, PendingCall)>,
+    /// The published state. Written only by the reader thread.
+    pub snapshot: ArcSwap<Snapshot>,
+    /// Set by the reader thread as it exits for good.
+    pub reader_done: AtomicBool,
+    /// Threads blocked in `wait_for`; the reader only touches `changed` when > 0, so nobody
+    /// waiting costs nothing.
+    waiters: AtomicUsize,
+    /// Paired with `changed` to wake `wait_for` callers after a publish.
+    change_lock: Mutex<()>,
+    /// Notified after every publish while someone waits.
+    changed: Condvar,
+}
+
+impl Shared {
+    pub fn new(
+        transport: Transport,
+        registrations: Sender<(u64, PendingCall)>,
+        first: Snapshot,
+    ) -> Shared {
+        Shared {
+            url_redacted: transport.url_redacted.clone(),
+            transport: ArcSwap::from_pointee(transport),
+            next_id: AtomicU64::new(1),
+            registrations,
+            snapshot: ArcSwap::from_pointee(first),
+            reader_done: AtomicBool::new(false),
+            waiters: AtomicUsize::new(0),
+            change_lock: Mutex::new(()),
+            changed: Condvar::new(),
+        }
+    }
+
+    /// A fresh command id.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Publishes a snapshot (reader thread only) and wakes `wait_for` callers, if any.
+    pub fn publish(&self, snapshot: Snapshot) {
+        self.snapshot.store(Arc::new(snapshot));
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.changed.notify_all();
+        }
+    }
+
+    /// Blocks until a published snapshot satisfies `pred` or `deadline` passes.
+    pub fn wait_for(
+        &self,
+        deadline: Instant,
+        pred: impl Fn(&Snapshot) -> bool,
+    ) -> Option<Arc<Snapshot>> {
+        loop {
+            let snap = self.snapshot.load_full();
+            if pred(&snap) {
+                return Some(snap);
+            }
+            if self.reader_done.load(Ordering::Acquire)
+                && self.snapshot.load().version == snap.version
+            {
+                return None;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let guard = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.waiters.fetch_add(1, Ordering::SeqCst);
+            // Re-check after announcing ourselves: a publish in between is not missed.
+            if self.snapshot.load().version == snap.version {
+                let _unused = self.changed.wait_timeout(guard, left);
+            }
+            self.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Registers and writes one command. `reply`: where its reply goes.
+    pub fn send(
+        &self,
+        method: &str,
+        params: Value,
+        session_id: Option<&str>,
+        kind: CallKind,
+        reply: Option<Sender<CallResult>>,
+        expires: Option<Instant>,
+    ) -> Result<u64, Error> {
+        let id = self.next_id();
+        let text = protocol::encode_command(id, method, &params, session_id);
+        let call = PendingCall {
+            method: method.to_string(),
+            session_id: session_id.map(str::to_string),
+            kind,
+            reply,
+            expires,
+        };
+        self.registrations
+            .send((id, call))
+            .map_err(|_| Error::ConnectionLost("the supervisor's reader has stopped".into()))?;
+        self.transport.load().send_text(text)?;
+        Ok(id)
+    }
+
+    /// Sends and waits for the reply until `timeout`.
+    pub fn call(
+        &self,
+        method: &str,
+        params: Value,
+        session_id: Option<&str>,
+        kind: CallKind,
+        timeout: Duration,
+    ) -> CallResult {
+        let (rx, deadline) = self.start_call(method, params, session_id, kind, timeout)?;
+        wait_reply(&rx, method, deadline, timeout)
+    }
+
+    /// Sends, returning the reply channel and the deadline, for pipelined calls.
+    pub fn start_call(
+        &self,
+        method: &str,
+        params: Value,
+        session_id: Option<&str>,
+        kind: CallKind,
+        timeout: Duration,
+    ) -> Result<(Receiver<CallResult>, Instant), Error> {
+        let deadline = Instant::now() + timeout;
+        let (tx, rx) = bounded(1);
+        self.send(method, params, session_id, kind, Some(tx), Some(deadline))?;
+        Ok((rx, deadline))
+    }
+}
+
+/// Waits for one reply until `deadline`; a closed channel means the connection went away.
+pub fn wait_reply(
+    rx: &Receiver<CallResult>,
+    method: &str,
+    deadline: Instant,
+    timeout: Duration,
+) -> CallResult {
+    match rx.recv_deadline(deadline) {
+        Ok(r) => r,
+        Err(RecvTimeoutError::Timeout) => Err(Error::Timeout {
+            method: method.to_string(),
+            after: timeout,
+        }),
+        Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLost(
+            "the connection closed before the reply".into(),
+        )),
+    }
+}

@@ -1,0 +1,276 @@
+//! **The reader loop**: the only writer of a supervisor's state, and its reconnect policy.
+//!
+//! Per connection: block until bytes arrive (no CPU, no lock), drain every complete message,
+//! apply them in order to the [`Core`], carry out what it asked for (fire-and-forget commands,
+//! watchdog arm/cancel), publish once per batch if the visible state changed, and only then wake
+//! the callers whose replies arrived, so a caller that gets its reply already sees its effect.
+//!
+//! When the connection ends, every pending call fails at once and `active: false` is published.
+//! Unless the supervisor is stopping (or the page target is gone), the reader then reconnects
+//! with a bounded budget (`reconnect_attempts`, backoff 250 ms doubling to 5 s, each wait cut
+//! short by `stop`), swaps the new transport in, resets the per-connection state and re-attaches
+//! from a short-lived thread (never from the reader, which must read the replies). When the budget
+//! is spent the reader exits: the supervisor is dead and the registry replaces it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, select};
+use log::{debug, info, warn};
+use tungstenite::Message;
+
+use crate::attach::{Choice, attach_page};
+use crate::core::{Core, Outgoing, PendingCall};
+use crate::link::Shared;
+use crate::protocol;
+use crate::transport::{ConnectOptions, Readiness, Transport};
+use crate::watchdog::WatchdogMsg;
+
+/// First reconnect back-off; doubles per attempt.
+pub const BACKOFF_START: Duration = Duration::from_millis(250);
+/// Longest reconnect back-off.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Everything the reader thread owns.
+pub(crate) struct Reader {
+    pub shared: Arc<Shared>,
+    pub core: Core,
+    pub registrations: Receiver<(u64, PendingCall)>,
+    pub watchdog: Sender<WatchdogMsg>,
+    /// Disconnects when `stop` is called.
+    pub stop: Receiver<()>,
+    /// How to reconnect.
+    pub reconnect: ReconnectPlan,
+}
+
+/// How to reach the browser again.
+#[derive(Debug, Clone)]
+pub(crate) struct ReconnectPlan {
+    /// The URL the user gave (re-resolved each time: an `http://` endpoint may have a new ws URL).
+    pub cdp_url: String,
+    /// Attempts before giving up (0: never reconnect).
+    pub attempts: u32,
+    /// Socket settings.
+    pub connect: ConnectOptions,
+    /// Bound on each re-attach.
+    pub attach_timeout: Duration,
+}
+
+impl Reader {
+    fn stopped(&self) -> bool {
+        matches!(self.stop.try_recv(), Err(TryRecvError::Disconnected))
+    }
+
+    /// Runs until `stop`, a fatal page loss, or an exhausted reconnect budget.
+    pub fn run(mut self) {
+        let mut failures = 0u32;
+        let mut attached_ok = Arc::new(AtomicBool::new(true));
+        let mut attachers: Vec<JoinHandle<()>> = Vec::new();
+        loop {
+            let reason = self.read_connection();
+            self.shared.transport.load().shutdown();
+            info!("connection to {} ended: {reason}", self.shared.url_redacted);
+            self.core.on_disconnect(&reason);
+            self.flush();
+            if self.stopped() || self.core.fatal().is_some() {
+                break;
+            }
+            if attached_ok.load(Ordering::Acquire) {
+                failures = 0;
+            }
+            let Some(transport) = self.reconnect(&mut failures) else {
+                break;
+            };
+            self.shared.transport.store(Arc::new(transport));
+            let prefer = self.core.reset_for_reconnect();
+            self.flush();
+            attached_ok = Arc::new(AtomicBool::new(false));
+            attachers.push(self.spawn_reattach(prefer, Arc::clone(&attached_ok)));
+        }
+        // Whatever registered after the last drain fails now rather than at its deadline.
+        for (id, call) in self.registrations.try_iter() {
+            self.core.register(id, call);
+        }
+        let reason = self
+            .core
+            .fatal()
+            .map(str::to_string)
+            .unwrap_or_else(|| "the supervisor stopped".into());
+        self.core.on_disconnect(&reason);
+        self.shared.reader_done.store(true, Ordering::Release);
+        self.flush();
+        drop(self.registrations);
+        for a in attachers {
+            let _ = a.join();
+        }
+    }
+
+    /// Publishes if dirty, then delivers replies.
+    fn flush(&mut self) {
+        if self.core.take_dirty() {
+            self.shared.publish(self.core.snapshot());
+        }
+        for (tx, result) in self.core.take_deliveries() {
+            let _ = tx.send(result);
+        }
+    }
+
+    /// Reads one connection until it ends; returns why.
+    fn read_connection(&mut self) -> String {
+        let transport = self.shared.transport.load_full();
+        let mut batch: Vec<Message> = Vec::with_capacity(64);
+        loop {
+            if let Readiness::Closed(reason) = transport.wait_readable() {
+                return reason;
+            }
+            let drained = transport.drain(&mut batch);
+            for (id, call) in self.registrations.try_iter() {
+                self.core.register(id, call);
+            }
+            for msg in batch.drain(..) {
+                match msg {
+                    Message::Text(text) => self.core.on_text(text.as_str()),
+                    Message::Binary(b) => debug!("ignoring a binary frame of {} bytes", b.len()),
+                    Message::Close(_) => debug!("the browser sent a close frame"),
+                    _ => {}
+                }
+            }
+            self.carry_out(&transport);
+            self.flush();
+            if let Err(reason) = drained {
+                return reason;
+            }
+            if let Some(fatal) = self.core.fatal() {
+                return fatal.to_string();
+            }
+        }
+    }
+
+    /// Writes the commands the state machine queued (fire-and-forget) and forwards watchdog
+    /// actions.
+    fn carry_out(&mut self, transport: &Transport) {
+        for action in self.core.take_outgoing() {
+            match action {
+                Outgoing::Command {
+                    method,
+                    params,
+                    session_id,
+                    kind,
+                } => {
+                    let id = self.shared.next_id();
+                    let text = protocol::encode_command(id, method, &params, session_id.as_deref());
+                    self.core.register(
+                        id,
+                        PendingCall {
+                            method: method.to_string(),
+                            session_id,
+                            kind,
+                            reply: None,
+                            expires: None,
+                        },
+                    );
+                    if let Err(e) = transport.send_text(text) {
+                        debug!("automatic {method} not sent: {e}");
+                    }
+                }
+                Outgoing::ArmWatchdog {
+                    dialog_id,
+                    session_id,
+                    deadline,
+                } => {
+                    let _ = self.watchdog.send(WatchdogMsg::Arm {
+                        dialog_id,
+                        session_id,
+                        deadline,
+                    });
+                }
+                Outgoing::CancelWatchdog { dialog_id } => {
+                    let _ = self.watchdog.send(WatchdogMsg::Cancel { dialog_id });
+                }
+            }
+        }
+    }
+
+    /// Tries to connect again within the budget; `None` when it is spent or `stop` was called.
+    fn reconnect(&mut self, failures: &mut u32) -> Option<Transport> {
+        let plan = self.reconnect.clone();
+        while *failures < plan.attempts {
+            let backoff = BACKOFF_START
+                .saturating_mul(1u32 << (*failures).min(16))
+                .min(BACKOFF_MAX);
+            *failures += 1;
+            match self.stop.recv_timeout(backoff) {
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => return None,
+            }
+            info!(
+                "reconnecting to {} (attempt {}/{})",
+                self.shared.url_redacted, failures, plan.attempts
+            );
+            // Connect on a helper thread so `stop` is never kept waiting by a slow connect.
+            let (tx, rx) = bounded(1);
+            let (url, opts) = (plan.cdp_url.clone(), plan.connect.clone());
+            let helper = std::thread::Builder::new()
+                .name("cdp-reconnect".into())
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let r = crate::endpoint::resolve(&url)
+                        .and_then(|ws| Transport::connect(&ws, &opts));
+                    let _ = tx.send(r);
+                });
+            if helper.is_err() {
+                continue;
+            }
+            select! {
+                recv(rx) -> r => match r {
+                    Ok(Ok(t)) => {
+                        info!("reconnected to {}", self.shared.url_redacted);
+                        return Some(t);
+                    }
+                    Ok(Err(e)) => warn!("reconnect attempt {} failed: {e}", failures),
+                    Err(_) => warn!("reconnect attempt {} failed", failures),
+                },
+                recv(self.stop) -> _ => return None,
+            }
+        }
+        warn!(
+            "giving up on {} after {} reconnect attempts",
+            self.shared.url_redacted, plan.attempts
+        );
+        None
+    }
+
+    fn spawn_reattach(&self, prefer: Option<String>, ok: Arc<AtomicBool>) -> JoinHandle<()> {
+        let shared = Arc::clone(&self.shared);
+        let timeout = self.reconnect.attach_timeout;
+        let spawned = std::thread::Builder::new()
+            .name("cdp-reattach".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let choice = match &prefer {
+                    Some(t) => Choice::Prefer(t),
+                    None => Choice::FirstPage,
+                };
+                match attach_page(&shared, choice, timeout, Instant::now() + timeout) {
+                    Ok(t) => {
+                        info!("re-attached to page {t}");
+                        ok.store(true, Ordering::Release);
+                    }
+                    Err(e) => {
+                        warn!("re-attaching after a reconnect failed: {e}");
+                        shared.transport.load().shutdown();
+                    }
+                }
+            });
+        match spawned {
+            Ok(h) => h,
+            Err(e) => {
+                warn!("cannot spawn the re-attach thread: {e}");
+                self.shared.transport.load().shutdown();
+                std::thread::spawn(|| {})
+            }
+        }
+    }
+}
