@@ -86,6 +86,13 @@ pub enum Error {
         /// The browser's words.
         detail: String,
     },
+    /// The page is wedged by a dialog that belongs to no live CDP client (SPEC §4.5, §11).
+    #[error(
+        "the page is blocked by a JavaScript dialog opened by a CDP client that has disconnected; \
+         such a dialog cannot be answered over CDP (the browser answers 'No dialog is showing'). \
+         Reload or navigate the page (browser_cdp Page.reload or Page.navigate) to clear it"
+    )]
+    OrphanedDialog,
     /// A frame id the supervisor does not know.
     #[error(
         "unknown frame_id {0:?}: read frame_tree from browser_snapshot for the current frame ids"

@@ -287,6 +287,9 @@ impl Supervisor {
         self.ensure_alive()?;
         let snap = self.snapshot();
         let pending = &snap.pending_dialogs;
+        if pending.is_empty() && snap.blocked.is_some() {
+            return Err(Error::OrphanedDialog);
+        }
         let dialog =
             match dialog_id {
                 Some(id) => pending.iter().find(|d| d.id == id).ok_or_else(|| {
