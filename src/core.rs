@@ -121,6 +121,8 @@ pub struct CoreSettings {
 struct Session {
     target_id: String,
     kind: String,
+    /// The session whose auto-attach produced this one (`None` for the page).
+    parent: Option<String>,
 }
 
 /// A dialog that has opened and not yet been recorded as closed.
@@ -427,6 +429,7 @@ impl Core {
                 Session {
                     target_id: target_id.to_string(),
                     kind: "page".into(),
+                    parent: None,
                 },
             );
             self.dirty = true;
@@ -448,6 +451,36 @@ impl Core {
                     self.dialog_closed(session, ev);
                 }
             }
+            "Page.frameAttached"
+            | "Page.frameNavigated"
+            | "Page.frameDetached"
+            | "Runtime.executionContextCreated"
+            | "Runtime.executionContextDestroyed"
+            | "Runtime.executionContextsCleared"
+                // Frame ownership only ever comes from sessions we attached: a stray session
+                // must not take over (or delete) frames it does not own.
+                if self.sessions.contains_key(session) =>
+            {
+                self.frame_event(method, session, params);
+            }
+            "Runtime.consoleAPICalled" => self.console_api(params),
+            "Runtime.exceptionThrown" => self.exception_thrown(params),
+            "Target.attachedToTarget" => {
+                if let Some(ev) = protocol::decode::<protocol::AttachedToTarget>(params) {
+                    self.target_attached(session_id, ev);
+                }
+            }
+            "Target.detachedFromTarget" => {
+                if let Some(ev) = protocol::decode::<protocol::DetachedFromTarget>(params) {
+                    self.target_detached(ev);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn frame_event(&mut self, method: &str, session: &str, params: Option<&RawValue>) {
+        match method {
             "Page.frameAttached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameAttached>(params) {
                     self.dirty |= self
@@ -463,7 +496,9 @@ impl Core {
             }
             "Page.frameDetached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameDetached>(params) {
-                    self.dirty |= self.frames.detached(&ev.frame_id, ev.reason.as_deref());
+                    self.dirty |= self
+                        .frames
+                        .detached(session, &ev.frame_id, ev.reason.as_deref());
                 }
             }
             "Runtime.executionContextCreated" => {
@@ -486,18 +521,6 @@ impl Core {
             }
             "Runtime.executionContextsCleared" => {
                 self.dirty |= self.frames.contexts_cleared(session);
-            }
-            "Runtime.consoleAPICalled" => self.console_api(params),
-            "Runtime.exceptionThrown" => self.exception_thrown(params),
-            "Target.attachedToTarget" => {
-                if let Some(ev) = protocol::decode::<protocol::AttachedToTarget>(params) {
-                    self.target_attached(session_id, ev);
-                }
-            }
-            "Target.detachedFromTarget" => {
-                if let Some(ev) = protocol::decode::<protocol::DetachedFromTarget>(params) {
-                    self.target_detached(ev);
-                }
             }
             _ => {}
         }
@@ -530,6 +553,7 @@ impl Core {
                     Session {
                         target_id: info.target_id.clone(),
                         kind: info.kind.clone(),
+                        parent: Some(parent.clone()),
                     },
                 );
                 self.dirty |= self.frames.oopif_attached(
@@ -560,6 +584,7 @@ impl Core {
                     Session {
                         target_id: info.target_id.clone(),
                         kind: info.kind.clone(),
+                        parent: Some(parent.clone()),
                     },
                 );
                 self.command("Runtime.enable", json!({}), child.clone());
@@ -585,16 +610,37 @@ impl Core {
             self.dirty = true;
             return;
         }
+        // Sessions attached through this one die with it; Chromium does not always say so.
+        let mut gone = vec![ev.session_id.clone()];
+        let mut i = 0;
+        while i < gone.len() {
+            let parent = gone[i].clone();
+            let children: Vec<String> = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.parent.as_deref() == Some(parent.as_str()))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for c in children {
+                if let Some(s) = self.sessions.remove(&c)
+                    && s.kind == "iframe"
+                {
+                    self.dirty |= self.frames.oopif_gone(&c, &s.target_id);
+                }
+                gone.push(c);
+            }
+            i += 1;
+        }
         if session.kind == "iframe" {
             self.dirty |= self
                 .frames
                 .oopif_detached(&ev.session_id, &session.target_id);
         }
-        // Calls on a session that went away will never be answered.
+        // Calls on sessions that went away will never be answered.
         let dead: Vec<u64> = self
             .calls
             .iter()
-            .filter(|(_, c)| c.session_id.as_deref() == Some(ev.session_id.as_str()))
+            .filter(|(_, c)| c.session_id.as_ref().is_some_and(|s| gone.contains(s)))
             .map(|(id, _)| *id)
             .collect();
         for id in dead {

@@ -58,27 +58,48 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
     );
     s.write_all(req.as_bytes())
         .map_err(|e| fail(e.to_string()))?;
-    let mut body = Vec::new();
+    // Chromium keeps the connection open despite `Connection: close`: read the head, then
+    // exactly Content-Length bytes (or until close when there is none).
+    let mut data = Vec::new();
     let mut buf = [0u8; 8192];
+    let mut need: Option<usize> = None;
+    let mut head_end = None;
     loop {
+        if let (Some(h), Some(n)) = (head_end, need)
+            && data.len() >= h + n
+        {
+            break;
+        }
         if Instant::now() >= deadline {
             return Err(fail("timed out reading /json/version".into()));
         }
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                body.extend_from_slice(&buf[..n]);
-                if body.len() > 1 << 20 {
+                data.extend_from_slice(&buf[..n]);
+                if data.len() > 1 << 20 {
                     return Err(fail("/json/version answer is larger than 1 MiB".into()));
                 }
             }
             Err(e) => return Err(fail(format!("reading /json/version: {e}"))),
         }
+        if head_end.is_none()
+            && let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n")
+        {
+            head_end = Some(i + 4);
+            let head = String::from_utf8_lossy(&data[..i]).to_ascii_lowercase();
+            need = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok());
+        }
     }
-    let text = String::from_utf8_lossy(&body);
-    let (head, json) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| fail("not an HTTP answer".into()))?;
+    let Some(h) = head_end else {
+        return Err(fail("not an HTTP answer".into()));
+    };
+    let head = String::from_utf8_lossy(&data[..h]).to_string();
+    let end = need.map_or(data.len(), |n| (h + n).min(data.len()));
+    let json = String::from_utf8_lossy(&data[h..end]).to_string();
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
         let status = head.lines().next().unwrap_or("");
         return Err(fail(format!("/json/version answered {status:?}")));

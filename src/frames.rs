@@ -16,7 +16,8 @@ pub type FrameMap = Arc<HashMap<String, FrameRecord>>;
 pub struct Frames {
     limits: Limits,
     map: HashMap<String, FrameRecord>,
-    /// Insertion order, so `frame_tree` lists siblings in document order.
+    /// Sibling order in `frame_tree`: document order for what `Page.getFrameTree` listed, then
+    /// the order in which frames attached.
     order: HashMap<String, u64>,
     next_order: u64,
     main: Option<String>,
@@ -74,10 +75,11 @@ impl Frames {
             Some(frag) if !frag.is_empty() => format!("{}{}", f.url, frag),
             _ => f.url.clone(),
         };
+        // Chromium reports opaque origins (about:srcdoc, data:) as "://" or "null".
         rec.origin = f
             .security_origin
             .clone()
-            .filter(|o| !o.is_empty())
+            .filter(|o| !o.is_empty() && o != "://" && o != "null")
             .unwrap_or_else(|| origin_of(&f.url));
         rec.name = f.name.clone().filter(|n| !n.is_empty());
         if let Some(p) = &f.parent_id {
@@ -97,6 +99,11 @@ impl Frames {
         let mut queue = VecDeque::from([(tree, is_page)]);
         while let Some((node, is_page)) = queue.pop_front() {
             self.apply_frame(session, &node.frame, is_page);
+            // The browser's tree is in document order: adopt it for every frame it lists.
+            if self.map.contains_key(&node.frame.id) {
+                self.order.insert(node.frame.id.clone(), self.next_order);
+                self.next_order += 1;
+            }
             queue.extend(node.child_frames.iter().map(|c| (c, false)));
         }
     }
@@ -119,14 +126,38 @@ impl Frames {
         true
     }
 
-    /// `Page.frameNavigated`.
+    /// `Page.frameNavigated`: a new document, so the old document's child frames are gone
+    /// (Chromium sends no `frameDetached` for them on a reload).
     pub fn navigated(&mut self, session: &str, frame: &protocol::Frame, is_page: bool) -> bool {
+        let children: Vec<String> = self
+            .map
+            .values()
+            .filter(|r| r.parent_frame_id.as_deref() == Some(frame.id.as_str()))
+            .map(|r| r.frame_id.clone())
+            .collect();
+        for c in children {
+            if self.map.contains_key(&c) {
+                self.remove_subtree(&c);
+            }
+        }
         self.apply_frame(session, frame, is_page)
     }
 
-    /// `Page.frameDetached`: `swap` keeps the frame (it moved to another process).
-    pub fn detached(&mut self, frame_id: &str, reason: Option<&str>) -> bool {
-        if reason == Some("swap") || !self.map.contains_key(frame_id) {
+    /// `Page.frameDetached` on `session`: `swap` keeps the frame (it moved to another process).
+    /// Only the session that owns the frame, or its parent frame, may remove it.
+    pub fn detached(&mut self, session: &str, frame_id: &str, reason: Option<&str>) -> bool {
+        let Some(rec) = self.map.get(frame_id) else {
+            return false;
+        };
+        if reason == Some("swap") {
+            return false;
+        }
+        let parent_owner = rec
+            .parent_frame_id
+            .as_ref()
+            .and_then(|p| self.map.get(p))
+            .map(|p| p.owner_session.as_str());
+        if rec.owner_session != session && parent_owner != Some(session) {
             return false;
         }
         self.remove_subtree(frame_id);
@@ -228,6 +259,17 @@ impl Frames {
         }
         self.changed = true;
         true
+    }
+
+    /// An OOPIF session died with its parent session: its frame and subtree are gone.
+    pub fn oopif_gone(&mut self, session: &str, target_id: &str) -> bool {
+        match self.map.get(target_id) {
+            Some(r) if r.session_id.as_deref() == Some(session) => {
+                self.remove_subtree(target_id);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// A default execution context appeared for `frame_id` on `session`.

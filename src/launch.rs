@@ -165,9 +165,15 @@ impl LaunchedBrowser {
                 .stack_size(64 * 1024)
                 .spawn(move || {
                     // Keep draining after the URL so the browser never blocks on a full pipe.
+                    let mut announced = false;
                     for line in BufReader::new(stderr).lines() {
                         let Ok(line) = line else { break };
-                        let _ = line_tx.send(line);
+                        if announced {
+                            log::debug!("browser: {line}");
+                        } else {
+                            announced = line.starts_with("DevTools listening on ");
+                            let _ = line_tx.send(line);
+                        }
                     }
                 });
         }
@@ -178,6 +184,7 @@ impl LaunchedBrowser {
                 Ok(line) => {
                     if let Some(url) = line.strip_prefix("DevTools listening on ") {
                         browser.ws_url = url.trim().to_string();
+                        log::info!("launched {} (pid {})", executable.display(), browser.pid);
                         return Ok(browser);
                     }
                     log::debug!("browser: {line}");

@@ -121,8 +121,13 @@ impl Reader {
     fn read_connection(&mut self) -> String {
         let transport = self.shared.transport.load_full();
         let mut batch: Vec<Message> = Vec::with_capacity(64);
+        // Drain before the first wait: the handshake may have left frames (or TLS plaintext)
+        // buffered above the socket, where `peek` cannot see them.
+        let mut first = true;
         loop {
-            if let Readiness::Closed(reason) = transport.wait_readable() {
+            if !std::mem::take(&mut first)
+                && let Readiness::Closed(reason) = transport.wait_readable()
+            {
                 return reason;
             }
             let drained = transport.drain(&mut batch);
@@ -133,7 +138,7 @@ impl Reader {
                 match msg {
                     Message::Text(text) => self.core.on_text(text.as_str()),
                     Message::Binary(b) => debug!("ignoring a binary frame of {} bytes", b.len()),
-                    Message::Close(_) => debug!("the browser sent a close frame"),
+                    Message::Close(c) => info!("the browser sent a close frame: {c:?}"),
                     _ => {}
                 }
             }

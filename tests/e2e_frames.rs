@@ -439,12 +439,17 @@ fn tool_eval(fx: &Fixture, expression: &str, route: Value) -> Value {
     tools::browser_cdp(&fx.reg, &fx.task, &args)
 }
 
-/// `document.title` of a frame through the supervisor's routing.
+/// `document.title` of a frame through the supervisor's routing, once its document has loaded
+/// (right after a navigation commits, the new document may not have parsed its `<title>` yet).
+/// Waits for the `load` event, not a timer: timers in background pages are throttled.
 fn title_in(sup: &Supervisor, route: Route<'_>) -> Value {
+    let expression = "new Promise(r => { const done = () => r(document.title); \
+                      if (document.readyState === 'complete') done(); \
+                      else addEventListener('load', done); })";
     let v = sup
         .call(
             "Runtime.evaluate",
-            json!({"expression": "document.title", "returnByValue": true}),
+            json!({"expression": expression, "awaitPromise": true, "returnByValue": true}),
             route,
             T,
         )
@@ -722,16 +727,17 @@ fn browser_cdp_routes_into_every_frame() {
         "{out}"
     );
 
-    // timeout_s: clamped to at least 1 s, so 0 still works (a 300 ms promise resolves in
-    // time); a non-number is an error.
+    // timeout_s: clamped to at least 1 s, so 0 still works: a call that keeps the frame busy
+    // for 300 ms (synchronously: timers in background pages are throttled) still gets its
+    // reply. A non-number is an error.
     let started = Instant::now();
     let out = tools::browser_cdp(
         &fx.reg,
         &fx.task,
         &json!({
             "method": "Runtime.evaluate",
-            "params": {"expression": "new Promise(r => setTimeout(() => r('late ok'), 300))",
-                       "awaitPromise": true, "returnByValue": true},
+            "params": {"expression": "{ const t0 = Date.now(); while (Date.now() - t0 < 300) {} 'late ok' }",
+                       "returnByValue": true},
             "frame_id": ids.cross,
             "timeout_s": 0,
         }),

@@ -14,8 +14,6 @@
 //! answered the fake has recorded them too. That lets a test assert that something did *not*
 //! happen without sleeping.
 
-mod common;
-
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -777,8 +775,9 @@ fn calls_route_to_oopif_sessions_and_same_process_contexts() {
     // A same-process frame inside the OOPIF belongs to the OOPIF's session, with its context.
     frame_attached(&fake, "CHILD-1", "INNER-1", "FRAME-X");
     context_created(&fake, "CHILD-1", "INNER-1", 9);
-    let s = wait_snapshot(&sup, "INNER-1 in frame_tree", |s| {
+    let s = wait_snapshot(&sup, "INNER-1 and its context", |s| {
         child(s, "INNER-1").is_some()
+            && s.frames.get("INNER-1").and_then(|r| r.default_context) == Some(9)
     });
     let inner = child(&s, "INNER-1").unwrap();
     assert_eq!(inner.parent_frame_id.as_deref(), Some("FRAME-X"));

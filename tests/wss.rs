@@ -100,14 +100,12 @@ fn relay(client: TcpStream, config: Arc<rustls::ServerConfig>, upstream: u16) {
         }
         let _ = raw_w.shutdown(Shutdown::Both);
     });
-    // client -> upstream: wait for bytes without the lock, then drain non-blocking under it.
+    // client -> upstream: drain non-blocking under the lock (rustls may already hold plaintext
+    // that arrived with the handshake), then wait for more bytes without the lock.
     let mut up_w = up;
     let mut byte = [0u8; 1];
     let mut buf = [0u8; 16384];
-    while let Ok(n) = raw.peek(&mut byte) {
-        if n == 0 {
-            break;
-        }
+    loop {
         let mut data = Vec::new();
         {
             let mut t = tls.lock().unwrap();
@@ -126,6 +124,9 @@ fn relay(client: TcpStream, config: Arc<rustls::ServerConfig>, upstream: u16) {
             }
         }
         if up_w.write_all(&data).is_err() {
+            break;
+        }
+        if !matches!(raw.peek(&mut byte), Ok(n) if n > 0) {
             break;
         }
     }

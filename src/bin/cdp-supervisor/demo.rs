@@ -113,17 +113,33 @@ pub fn run(config: Config, cleanup: &Cleanup) -> Result<(), String> {
             WAIT,
         )
         .map_err(|e| e.to_string())?;
-        let loaded = sup.wait_for(WAIT, |s| {
+        let navigated = sup.wait_for(WAIT, |s| {
             s.frame_tree.children.iter().any(|c| c.is_oopif)
                 && s.frame_tree.top.as_ref().is_some_and(|t| t.url == *url)
         });
+        // Wait for the load event (it waits for the iframes too): Chromium cancels an open
+        // dialog when any frame of the page commits a navigation, so a dialog raised while the
+        // cross-site iframe is still loading would be closed by the browser itself.
+        let loaded = navigated.is_some()
+            && sup
+                .call(
+                    "Runtime.evaluate",
+                    json!({
+                        "expression": "document.readyState === 'complete' || new Promise(r => addEventListener('load', () => r(true)))",
+                        "awaitPromise": true,
+                        "returnByValue": true,
+                    }),
+                    Route::Target(&page),
+                    WAIT,
+                )
+                .is_ok();
         say(&format!(
-            "==> navigated to {url} ({:.0} ms){}",
+            "==> loaded {url} with its cross-site iframe ({:.0} ms){}",
             ms(t.elapsed()),
-            if loaded.is_some() {
+            if loaded {
                 ""
             } else {
-                " — the iframe did not show up in time"
+                " — the page did not finish loading in time"
             }
         ));
         let _ = server;

@@ -5,12 +5,21 @@ mod http;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
 use cdp_supervisor::{Config, SupervisorRegistry, cdp_available, redact::redact_url};
 use clap::{Parser, Subcommand};
+
+/// Set by the Ctrl-C handler before it cleans up: whatever fails after this is the stop itself.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// True once Ctrl-C was pressed.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -123,6 +132,7 @@ fn main() -> ExitCode {
     {
         let cleanup = Arc::clone(&cleanup);
         let handler = ctrlc::set_handler(move || {
+            INTERRUPTED.store(true, Ordering::SeqCst);
             eprintln!("\ninterrupted: stopping supervisors and the browser");
             cleanup.run();
             std::process::exit(0);
@@ -158,6 +168,8 @@ fn main() -> ExitCode {
     cleanup.run();
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // Ctrl-C: the stop is what made the command end; the handler exits 0 too.
+        Err(_) if interrupted() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -171,7 +183,6 @@ pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<Strin
         return Ok(None);
     };
     let b = LaunchedBrowser::launch(&exe).map_err(|e| e.to_string())?;
-    log::info!("launched {} (pid {})", exe.display(), b.pid());
     cleanup.set_browser(b);
     Ok(cleanup.browser_ws())
 }
@@ -196,7 +207,10 @@ fn watch(config: Config, cdp_url: Option<String>, cleanup: &Cleanup) -> Result<(
             println!("{line}");
             last = line;
         }
-        if !snap.active {
+        if !snap.active && !sup.is_alive() {
+            if interrupted() {
+                return Ok(());
+            }
             return Err(format!(
                 "the connection ended: {}",
                 snap.disconnect_reason

@@ -1,0 +1,668 @@
+//! The `cdp-supervisor` binary as a subprocess (SPEC §9, §15): `demo` against real Chromium and
+//! against the built-in fake browser, a bad `CHROME`, `watch` against a given endpoint and with a
+//! browser of its own (clean stop on SIGINT: browser gone, profile removed), and `check`.
+//!
+//! Every child runs under a [`Proc`] guard that SIGKILLs and reaps it on drop (also when the test
+//! panics); stdout and stderr are drained by threads into channels so every read has a deadline.
+//! Tests needing Chromium skip (`SKIPPED: no Chromium`) when none is installed, unless
+//! `CDP_SUPERVISOR_E2E=require`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Browser, RawCdp, wait_until};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
+
+/// Deadline for a process to stop after SIGINT or the end of its input.
+const STOP: Duration = Duration::from_secs(5);
+
+// ---------------------------------------------------------------------------
+// Process harness
+// ---------------------------------------------------------------------------
+
+/// A `Command` for the binary with a clean configuration environment.
+fn bin(args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| {
+            k.starts_with("CDP_SUPERVISOR__") || k == "CDP_SUPERVISOR_CONFIG" || k == "RUST_LOG"
+        }) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+/// One stream of a child: lines as they come (channel) and everything so far (text).
+struct Stream {
+    lines: Receiver<String>,
+    all: Arc<Mutex<String>>,
+    /// Set when the drain thread saw the end of the stream.
+    eof: Arc<AtomicBool>,
+}
+
+impl Stream {
+    fn drain(r: impl Read + Send + 'static, name: &str) -> Stream {
+        let (tx, rx) = mpsc::channel();
+        let all = Arc::new(Mutex::new(String::new()));
+        let all2 = Arc::clone(&all);
+        let eof = Arc::new(AtomicBool::new(false));
+        let eof2 = Arc::clone(&eof);
+        thread::Builder::new()
+            .name(format!("drain-{name}"))
+            .spawn(move || {
+                let mut r = BufReader::new(r);
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match r.read_until(b'\n', &mut buf) {
+                        Ok(0) | Err(_) => {
+                            eof2.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        Ok(_) => {}
+                    }
+                    let line = String::from_utf8_lossy(&buf).into_owned();
+                    all2.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push_str(&line);
+                    let _ = tx.send(line.trim_end_matches(['\n', '\r']).to_string());
+                }
+            })
+            .expect("spawn a drain thread");
+        Stream {
+            lines: rx,
+            all,
+            eof,
+        }
+    }
+
+    fn text(&self) -> String {
+        self.all.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The first line (from now) for which `f` returns `Some`, within `timeout`.
+    fn find<T>(&self, timeout: Duration, mut f: impl FnMut(&str) -> Option<T>) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(v) = f(&line) {
+                        return Some(v);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+/// A running child: SIGKILLed and reaped on drop. A Chromium it launched (identified by its
+/// profile directory, which carries the child's pid) is killed on drop too.
+struct Proc {
+    child: Child,
+    out: Stream,
+    err: Stream,
+    status: Option<ExitStatus>,
+}
+
+impl Proc {
+    fn spawn(mut cmd: Command) -> Proc {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn cdp-supervisor");
+        let out = Stream::drain(child.stdout.take().unwrap(), "stdout");
+        let err = Stream::drain(child.stderr.take().unwrap(), "stderr");
+        Proc {
+            child,
+            out,
+            err,
+            status: None,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the exit within `timeout`.
+    fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = wait_until(timeout, || self.child.try_wait().ok().flatten());
+        }
+        self.status
+    }
+
+    /// Waits for the exit, panicking with the output when it does not come in time.
+    fn expect_exit(&mut self, timeout: Duration, what: &str) -> ExitStatus {
+        let t = Instant::now();
+        match self.wait(timeout) {
+            Some(s) => s,
+            None => panic!(
+                "{what}: still running after {:?}\n{}",
+                t.elapsed(),
+                self.dump()
+            ),
+        }
+    }
+
+    fn sigint(&self) {
+        // SAFETY: kill(2) on our own unreaped child.
+        let rc = unsafe { libc::kill(self.pid() as libc::pid_t, libc::SIGINT) };
+        assert_eq!(rc, 0, "kill(SIGINT) failed");
+    }
+
+    /// Both outputs as read so far, for failure messages.
+    fn dump(&self) -> String {
+        format!(
+            "--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.out.text(),
+            self.err.text()
+        )
+    }
+
+    /// Final stdout and stderr after the process exited: waits (at most 5 s) for both pipes to
+    /// reach their end, then returns what was read.
+    fn outputs(&self) -> (String, String) {
+        let _ = wait_until(Duration::from_secs(5), || {
+            (self.out.eof.load(Ordering::SeqCst) && self.err.eof.load(Ordering::SeqCst))
+                .then_some(())
+        });
+        (self.out.text(), self.err.text())
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let pid = self.pid();
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // Belt and braces: a Chromium launched by it dies through PR_SET_PDEATHSIG; kill any
+        // that did not (identified by the profile directory naming our child's pid).
+        for b in browsers_of(pid) {
+            // SAFETY: kill(2) on a process group whose identity was just checked.
+            unsafe {
+                libc::kill(-(b as libc::pid_t), libc::SIGKILL);
+                libc::kill(b as libc::pid_t, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Runs the binary to completion within `timeout`; returns (status, stdout, stderr).
+fn run(cmd: Command, timeout: Duration, what: &str) -> (ExitStatus, String, String) {
+    let mut p = Proc::spawn(cmd);
+    let status = p.expect_exit(timeout, what);
+    let (out, err) = p.outputs();
+    (status, out, err)
+}
+
+// ---------------------------------------------------------------------------
+// /proc helpers
+// ---------------------------------------------------------------------------
+
+/// The process state letter of `pid` (`R`, `S`, `Z`, ...), `None` when it does not exist.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ..." - comm may contain spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
+}
+
+/// Alive = exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    proc_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some(close) = stat.rfind(')') else {
+                return false;
+            };
+            let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            // Fields after comm: state ppid pgrp ...
+            f.len() > 2 && f[0] != "Z" && f[0] != "X" && f[2] == pgid.to_string()
+        })
+        .collect()
+}
+
+/// The profile-directory prefix a `cdp-supervisor` process with pid `pid` uses.
+fn profile_prefix(pid: u32) -> String {
+    format!("cdp-supervisor-profile-{pid}-")
+}
+
+/// Profile directories (under the temp dir) created by the process `pid`.
+fn profiles_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = profile_prefix(pid);
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Pids of live browser *leaders* launched by process `pid`: processes whose command line has
+/// `--user-data-dir=<tmp>/cdp-supervisor-profile-<pid>-...` and that lead their process group.
+fn browsers_of(pid: u32) -> Vec<u32> {
+    let needle = format!(
+        "--user-data-dir={}",
+        std::env::temp_dir().join(profile_prefix(pid)).display()
+    );
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| {
+                    c.split(|b| *b == 0)
+                        .any(|a| a.starts_with(needle.as_bytes()))
+                })
+                .unwrap_or(false)
+                && alive(*p)
+                && group_members(*p).contains(p)
+        })
+        .collect()
+}
+
+/// Parses `launched <path> (pid N)` from a log line.
+fn launched_pid(line: &str) -> Option<u32> {
+    let i = line.find("launched ")?;
+    let rest = &line[i..];
+    let j = rest.find("(pid ")? + "(pid ".len();
+    let digits: String = rest[j..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The Chromium path for a test, or `None` (after the harness's skip rule).
+fn chromium_or_skip() -> Option<PathBuf> {
+    match common::chromium_path() {
+        Some(p) => Some(p),
+        None => {
+            assert!(
+                !common::e2e_required(),
+                "CDP_SUPERVISOR_E2E=require but no Chromium found (set CHROME or install chromium)"
+            );
+            eprintln!("SKIPPED: no Chromium");
+            None
+        }
+    }
+}
+
+fn no_panic(stderr: &str, what: &str) {
+    assert!(
+        !stderr.contains("panicked"),
+        "{what}: the binary panicked:\n{stderr}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// demo
+// ---------------------------------------------------------------------------
+
+#[test]
+fn demo_with_chromium_narrates_and_cleans_up() {
+    let Some(chrome) = chromium_or_skip() else {
+        return;
+    };
+    let mut cmd = bin(&["demo"]);
+    cmd.env("CHROME", &chrome).env("RUST_LOG", "info");
+    let mut p = Proc::spawn(cmd);
+    let status = p.expect_exit(Duration::from_secs(60), "demo");
+    let (out, err) = p.outputs();
+    let ctx = format!("--- stdout ---\n{out}\n--- stderr ---\n{err}");
+    assert!(status.success(), "demo exits 0, got {status}\n{ctx}");
+    no_panic(&err, "demo");
+    for needle in ["detected", "closed_by=agent", "OOPIF", "summary"] {
+        assert!(out.contains(needle), "stdout mentions {needle:?}\n{ctx}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.contains("got") && l.contains("\"Ada Lovelace ✓\"")),
+        "the page reports the prompt answer \"Ada Lovelace ✓\"\n{ctx}"
+    );
+    assert!(
+        !out.contains("fake CDP browser"),
+        "with Chromium available the demo does not fall back to the fake browser\n{ctx}"
+    );
+    // The browser it launched is gone and its profile removed.
+    let pid = err.lines().find_map(launched_pid);
+    let pid =
+        pid.unwrap_or_else(|| panic!("no `launched ... (pid N)` line at RUST_LOG=info\n{ctx}"));
+    assert!(
+        wait_until(STOP, || (!alive(pid)).then_some(())).is_some(),
+        "the demo's Chromium (pid {pid}) is still running after the demo exited"
+    );
+    let left = profiles_of(p.pid());
+    assert!(left.is_empty(), "profile directories left behind: {left:?}");
+}
+
+#[test]
+fn demo_without_chromium_runs_against_the_fake_browser() {
+    let empty = TempDir::new("empty-path");
+    let mut cmd = bin(&["demo"]);
+    cmd.env_remove("CHROME").env("PATH", &empty.0);
+    let (status, out, err) = run(cmd, Duration::from_secs(30), "demo (no Chromium)");
+    let ctx = format!("--- stdout ---\n{out}\n--- stderr ---\n{err}");
+    assert!(status.success(), "exits 0, got {status}\n{ctx}");
+    no_panic(&err, "demo (no Chromium)");
+    let all = format!("{out}\n{err}").to_lowercase();
+    assert!(
+        all.contains("fake"),
+        "says it runs against the fake browser\n{ctx}"
+    );
+    assert!(
+        all.contains("install"),
+        "says how to install a browser\n{ctx}"
+    );
+    assert!(out.contains("detected"), "dialogs detected\n{ctx}");
+    assert!(out.contains("answered"), "dialogs answered\n{ctx}");
+    assert!(
+        out.contains("closed_by=agent"),
+        "dialogs closed by the agent\n{ctx}"
+    );
+    assert!(
+        out.contains("\"Ada Lovelace ✓\""),
+        "the prompt answer is shown\n{ctx}"
+    );
+}
+
+#[test]
+fn demo_with_a_bad_chrome_path_fails_clearly() {
+    let mut cmd = bin(&["demo"]);
+    cmd.env("CHROME", "/no/such/chrome");
+    let (status, out, err) = run(cmd, Duration::from_secs(20), "demo (bad CHROME)");
+    let ctx = format!("--- stdout ---\n{out}\n--- stderr ---\n{err}");
+    assert!(!status.success(), "exits non-zero\n{ctx}");
+    assert!(
+        status.code().is_some(),
+        "exits (not killed by a signal): {status}\n{ctx}"
+    );
+    assert!(
+        err.contains("/no/such/chrome"),
+        "the error on stderr names the path\n{ctx}"
+    );
+    no_panic(&err, "demo (bad CHROME)");
+}
+
+// ---------------------------------------------------------------------------
+// watch
+// ---------------------------------------------------------------------------
+
+/// The single page target of a fresh browser, with a raw session on it.
+fn first_page(cdp: &mut RawCdp) -> (String, String) {
+    let targets = cdp
+        .call(
+            "Target.getTargets",
+            json!({}),
+            None,
+            common::DEFAULT_TIMEOUT,
+        )
+        .expect("Target.getTargets");
+    let page = targets["targetInfos"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["targetId"].as_str())
+        .expect("the fresh browser has a page")
+        .to_string();
+    let sid = cdp.attach(&page).expect("attach to the page");
+    (page, sid)
+}
+
+#[test]
+fn watch_given_url_prints_state_lines_and_stops_on_sigint() {
+    if chromium_or_skip().is_none() {
+        return;
+    }
+    // A browser of its own: watch attaches to the first page, and this test raises a dialog there.
+    let browser = Browser::launch().expect("launch Chromium");
+    let mut cmd = bin(&["watch", "--cdp-url", &browser.ws_url]);
+    cmd.env("RUST_LOG", "info");
+    let mut p = Proc::spawn(cmd);
+
+    let first = p.out.find(Duration::from_secs(15), |l| {
+        let v: Value = serde_json::from_str(l).ok()?;
+        v.get("pending_dialogs")?.as_array()?;
+        Some(v)
+    });
+    let first = first.unwrap_or_else(|| panic!("no JSON state line within 15 s\n{}", p.dump()));
+    assert_eq!(
+        first["pending_dialogs"],
+        json!([]),
+        "nothing pending at first"
+    );
+
+    // A state change (a dialog opening on the watched page) prints a new line.
+    let mut cdp = RawCdp::connect(&browser.ws_url).expect("raw CDP client");
+    let (page, sid) = first_page(&mut cdp);
+    assert_eq!(
+        first["page_target_id"].as_str(),
+        Some(page.as_str()),
+        "watch attached to the browser's page"
+    );
+    cdp.evaluate(
+        &sid,
+        "setTimeout(() => alert('watch me'), 0); 1",
+        common::DEFAULT_TIMEOUT,
+    )
+    .expect("schedule an alert");
+    let seen = p.out.find(Duration::from_secs(10), |l| {
+        let v: Value = serde_json::from_str(l).ok()?;
+        let d = v.get("pending_dialogs")?.as_array()?.first()?.clone();
+        (d["message"] == "watch me").then_some(d)
+    });
+    let d = seen.unwrap_or_else(|| panic!("the pending alert never showed up\n{}", p.dump()));
+    assert_eq!(d["type"], "alert");
+
+    p.sigint();
+    let status = p.expect_exit(STOP, "watch after SIGINT");
+    let (out, err) = p.outputs();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "watch exits 0 on SIGINT: {status}\n{}",
+        p.dump()
+    );
+    no_panic(&err, "watch");
+    for l in out.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(
+            serde_json::from_str::<Value>(l).is_ok(),
+            "stdout carries JSON lines only; got {l:?}"
+        );
+    }
+    // The browser was given, not launched: it is still there.
+    assert!(
+        alive(browser.pid),
+        "watch must not kill a browser it did not launch"
+    );
+}
+
+#[test]
+fn watch_launching_its_own_browser_cleans_up_on_sigint() {
+    let Some(chrome) = chromium_or_skip() else {
+        return;
+    };
+    let mut cmd = bin(&["watch"]);
+    cmd.env("CHROME", &chrome).env("RUST_LOG", "info");
+    let mut p = Proc::spawn(cmd);
+
+    let chromium = p
+        .err
+        .find(Duration::from_secs(20), launched_pid)
+        .unwrap_or_else(|| panic!("no `launched ... (pid N)` line within 20 s\n{}", p.dump()));
+    let line = p.out.find(Duration::from_secs(15), |l| {
+        serde_json::from_str::<Value>(l)
+            .ok()
+            .filter(|v| v.get("pending_dialogs").is_some())
+    });
+    assert!(
+        line.is_some(),
+        "no JSON state line within 15 s\n{}",
+        p.dump()
+    );
+    assert!(
+        alive(chromium),
+        "the launched Chromium (pid {chromium}) runs"
+    );
+    assert_eq!(
+        browsers_of(p.pid()),
+        vec![chromium],
+        "the logged pid is the browser using the binary's profile directory"
+    );
+    let profiles = profiles_of(p.pid());
+    assert_eq!(profiles.len(), 1, "one temporary profile: {profiles:?}");
+
+    p.sigint();
+    let status = p.expect_exit(STOP, "watch after SIGINT");
+    let (_, err) = p.outputs();
+    no_panic(&err, "watch");
+    assert!(
+        wait_until(STOP, || (!alive(chromium)).then_some(())).is_some(),
+        "Chromium (pid {chromium}) still running {STOP:?} after watch exited"
+    );
+    assert!(
+        wait_until(STOP, || group_members(chromium).is_empty().then_some(())).is_some(),
+        "Chromium's process group still has members: {:?}",
+        group_members(chromium)
+    );
+    assert!(
+        wait_until(STOP, || (!profiles[0].exists()).then_some(())).is_some(),
+        "the profile {} was not removed",
+        profiles[0].display()
+    );
+    // Checked last so that a wrong exit code does not hide a leaked browser.
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "watch exits 0 on SIGINT: {status}\n{}",
+        p.dump()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// check
+// ---------------------------------------------------------------------------
+
+#[test]
+fn check_a_running_browser_by_ws_and_http() {
+    let Some(browser) = common::shared_browser() else {
+        return;
+    };
+    for url in [browser.ws_url.clone(), browser.http_endpoint()] {
+        let (status, out, err) = run(bin(&["check", &url]), Duration::from_secs(15), "check");
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "check {url} exits 0\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
+        );
+        no_panic(&err, "check");
+    }
+}
+
+#[test]
+fn check_nothing_listening_exits_1_quickly() {
+    let t = Instant::now();
+    let (status, out, err) = run(
+        bin(&["check", "ws://127.0.0.1:1"]),
+        Duration::from_secs(6),
+        "check",
+    );
+    let took = t.elapsed();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "check of a closed port exits 1\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
+    );
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(
+        err.contains("127.0.0.1:1"),
+        "the message names the endpoint: {err:?}"
+    );
+    no_panic(&err, "check");
+}
+
+#[test]
+fn check_rejects_a_non_cdp_scheme() {
+    let (status, _out, err) = run(
+        bin(&["check", "ftp://127.0.0.1:1/"]),
+        Duration::from_secs(6),
+        "check",
+    );
+    assert_eq!(status.code(), Some(1), "check ftp:// exits 1: {err}");
+    assert!(!err.trim().is_empty(), "says why");
+    no_panic(&err, "check");
+}
+
+#[test]
+fn check_never_prints_credentials() {
+    let url = "ws://user:pw@127.0.0.1:1/?token=S3CR3T";
+    for log in [None, Some("trace")] {
+        let mut cmd = bin(&["check", url]);
+        if let Some(l) = log {
+            cmd.env("RUST_LOG", l);
+        }
+        let (status, out, err) = run(cmd, Duration::from_secs(6), "check");
+        let both = format!("{out}\n{err}");
+        assert_eq!(status.code(), Some(1), "exits 1\n{both}");
+        assert!(!err.trim().is_empty(), "says why");
+        assert!(
+            !both.contains("S3CR3T"),
+            "RUST_LOG={log:?}: the token leaked:\n{both}"
+        );
+        assert!(
+            !both.contains("pw"),
+            "RUST_LOG={log:?}: the password leaked:\n{both}"
+        );
+    }
+}
+
+/// A temporary directory, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!(
+            "cdp-supervisor-cli-test-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a temporary directory");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
