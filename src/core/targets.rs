@@ -1,0 +1,181 @@
+//! Child targets and frame events in the state machine (SPEC §4.4, §7): sessions attached,
+//! enabled and resumed; frames owned only by the sessions we track.
+
+use super::*;
+
+impl Core {
+    pub(super) fn frame_event(&mut self, method: &str, session: &str, params: Option<&RawValue>) {
+        match method {
+            "Page.frameAttached" => {
+                if let Some(ev) = protocol::decode::<protocol::FrameAttached>(params) {
+                    self.dirty |= self
+                        .frames
+                        .attached(session, &ev.frame_id, &ev.parent_frame_id);
+                }
+            }
+            "Page.frameNavigated" => {
+                if let Some(ev) = protocol::decode::<protocol::FrameNavigated>(params) {
+                    let is_page = self.page_session_id.as_deref() == Some(session);
+                    self.dirty |= self.frames.navigated(session, &ev.frame, is_page);
+                }
+            }
+            "Page.frameDetached" => {
+                if let Some(ev) = protocol::decode::<protocol::FrameDetached>(params) {
+                    self.dirty |= self
+                        .frames
+                        .detached(session, &ev.frame_id, ev.reason.as_deref());
+                }
+            }
+            "Runtime.executionContextCreated" => {
+                if let Some(ev) = protocol::decode::<protocol::ExecutionContextCreated>(params)
+                    && let Some(aux) = ev.context.aux_data
+                    && aux.is_default
+                    && let Some(frame_id) = aux.frame_id
+                {
+                    self.dirty |= self
+                        .frames
+                        .context_created(session, &frame_id, ev.context.id);
+                }
+            }
+            "Runtime.executionContextDestroyed" => {
+                if let Some(ev) = protocol::decode::<protocol::ExecutionContextDestroyed>(params) {
+                    self.dirty |= self
+                        .frames
+                        .context_destroyed(session, ev.execution_context_id);
+                }
+            }
+            "Runtime.executionContextsCleared" => {
+                self.dirty |= self.frames.contexts_cleared(session);
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn target_attached(
+        &mut self,
+        parent_session: Option<&str>,
+        ev: protocol::AttachedToTarget,
+    ) {
+        let info = ev.target_info;
+        if ev.session_id.is_empty() {
+            return;
+        }
+        if parent_session.is_none() {
+            // Browser-level: only the page we asked to attach to concerns us (it may arrive before
+            // the attach reply).
+            let ours = self.calls.values().any(|c| {
+                matches!(&c.kind, CallKind::AttachPage { target_id } if *target_id == info.target_id)
+            });
+            if ours {
+                self.set_page_session(&ev.session_id, &info.target_id);
+            }
+            return;
+        }
+        let parent = parent_session.unwrap_or_default().to_string();
+        let sid = ev.session_id.clone();
+        let child = Some(sid.clone());
+        let room = self.sessions.len() < self.settings.limits.frames_max;
+        match info.kind.as_str() {
+            "iframe" if room => {
+                self.sessions.insert(
+                    sid.clone(),
+                    Session {
+                        target_id: info.target_id.clone(),
+                        kind: info.kind.clone(),
+                        parent: Some(parent.clone()),
+                    },
+                );
+                self.dirty |= self.frames.oopif_attached(
+                    &parent,
+                    &sid,
+                    &info.target_id,
+                    &info.url,
+                    info.parent_frame_id.as_deref(),
+                );
+                for method in ["Page.enable", "Runtime.enable"] {
+                    self.command(method, json!({}), child.clone());
+                }
+                self.command(
+                    "Target.setAutoAttach",
+                    json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+                    child.clone(),
+                );
+                self.command("Page.getFrameTree", json!({}), child.clone());
+                if let Some(Outgoing::Command { kind, .. }) = self.out.last_mut() {
+                    *kind = CallKind::SeedFrameTree {
+                        session_id: sid.clone(),
+                    };
+                }
+            }
+            "worker" | "shared_worker" | "service_worker" if room => {
+                self.sessions.insert(
+                    sid.clone(),
+                    Session {
+                        target_id: info.target_id.clone(),
+                        kind: info.kind.clone(),
+                        parent: Some(parent.clone()),
+                    },
+                );
+                self.command("Runtime.enable", json!({}), child.clone());
+            }
+            _ => {}
+        }
+        // Always resume: a paused target that nobody resumes hangs its page.
+        if ev.waiting_for_debugger || info.kind == "iframe" {
+            self.command("Runtime.runIfWaitingForDebugger", json!({}), child);
+        }
+    }
+
+    pub(super) fn target_detached(&mut self, ev: protocol::DetachedFromTarget) {
+        let Some(session) = self.sessions.remove(&ev.session_id) else {
+            return;
+        };
+        if self.page_session_id.as_deref() == Some(ev.session_id.as_str()) {
+            warn!(
+                "task {}: the page target {} went away",
+                self.task_id, session.target_id
+            );
+            self.fatal = Some("the page target was closed or detached".into());
+            self.dirty = true;
+            return;
+        }
+        // Sessions attached through this one die with it; Chromium does not always say so.
+        let mut gone = vec![ev.session_id.clone()];
+        let mut i = 0;
+        while i < gone.len() {
+            let parent = gone[i].clone();
+            let children: Vec<String> = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| s.parent.as_deref() == Some(parent.as_str()))
+                .map(|(id, _)| id.clone())
+                .collect();
+            for c in children {
+                if let Some(s) = self.sessions.remove(&c)
+                    && s.kind == "iframe"
+                {
+                    self.dirty |= self.frames.oopif_gone(&c, &s.target_id);
+                }
+                gone.push(c);
+            }
+            i += 1;
+        }
+        if session.kind == "iframe" {
+            self.dirty |= self
+                .frames
+                .oopif_detached(&ev.session_id, &session.target_id);
+        }
+        // Calls on sessions that went away will never be answered.
+        let dead: Vec<u64> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| c.session_id.as_ref().is_some_and(|s| gone.contains(s)))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in dead {
+            if let Some(call) = self.calls.remove(&id) {
+                self.deliver(call, Err(Error::ConnectionLost("target detached".into())));
+            }
+        }
+    }
+}
