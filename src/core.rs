@@ -14,7 +14,7 @@ use log::{debug, info, warn};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::config::{DialogPolicy, Limits};
+use crate::config::{BridgeMode, DialogPolicy, Limits};
 use crate::error::Error;
 use crate::frames::Frames;
 
@@ -81,20 +81,24 @@ pub struct PendingCall {
     pub expires: Option<Instant>,
 }
 
+/// A command to send (registered under a fresh id first).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    /// The CDP method.
+    pub method: &'static str,
+    /// Its params.
+    pub params: Value,
+    /// Target session (`None`: browser-level).
+    pub session_id: Option<String>,
+    /// What the reply means.
+    pub kind: CallKind,
+}
+
 /// Something the reader thread must do for the state machine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outgoing {
-    /// Send a command (registered under a fresh id first).
-    Command {
-        /// The CDP method.
-        method: &'static str,
-        /// Its params.
-        params: Value,
-        /// Target session (`None`: browser-level).
-        session_id: Option<String>,
-        /// What the reply means.
-        kind: CallKind,
-    },
+    /// Send a command.
+    Command(Command),
     /// Start the watchdog for a `must_respond` dialog.
     ArmWatchdog {
         /// `d-N`.
@@ -120,6 +124,8 @@ pub struct CoreSettings {
     pub dialog_timeout: Duration,
     /// Caps.
     pub limits: Limits,
+    /// Dialog bridge mode (SPEC §6).
+    pub bridge: BridgeMode,
 }
 
 /// What a child session is attached to.
@@ -135,6 +141,8 @@ struct Session {
 #[derive(Debug)]
 struct OpenDialog {
     public: PendingDialog,
+    /// When it opened (for the proxy signature in `auto` bridge mode).
+    opened: Instant,
     /// Answers written and not yet acknowledged: (call id, who answered, what it said).
     answers_in_flight: Vec<(u64, ClosedBy, (bool, String))>,
     /// `javascriptDialogClosed` arrived while an answer was in flight; the ack decides who closed it.
@@ -158,6 +166,9 @@ pub struct Core {
     console: VecDeque<ConsoleEntry>,
     frames: Frames,
     blocked: Option<Blocked>,
+    /// The bridge is installed on every page/iframe session (mode `on`, or `auto` after the
+    /// proxy signature was seen).
+    bridge_active: bool,
     /// Set when this supervisor cannot go on (its page target went away): no reconnect.
     fatal: Option<String>,
     out: Vec<Outgoing>,
@@ -177,6 +188,7 @@ impl Core {
     /// A fresh model for `task_id` (the URL is already redacted).
     pub fn new(task_id: &str, cdp_url_redacted: &str, settings: CoreSettings) -> Core {
         let frames = Frames::new(settings.limits.clone());
+        let bridge_active = settings.bridge == BridgeMode::On;
         Core {
             task_id: task_id.to_string(),
             settings,
@@ -192,6 +204,7 @@ impl Core {
             console: VecDeque::new(),
             frames,
             blocked: None,
+            bridge_active,
             fatal: None,
             out: Vec::new(),
             deliveries: Vec::new(),
@@ -335,6 +348,39 @@ impl Core {
         p.clone()
     }
 
+    /// Whether the dialog bridge is installed (SPEC §6).
+    pub fn bridge_active(&self) -> bool {
+        self.bridge_active
+    }
+
+    /// Installs the bridge on one session: the script, then the narrow Fetch interception.
+    fn bridge_setup(&mut self, session_id: &str) {
+        let sid = Some(session_id.to_string());
+        self.command(
+            "Page.addScriptToEvaluateOnNewDocument",
+            crate::bridge::add_script_params(),
+            sid.clone(),
+        );
+        self.command("Fetch.enable", crate::bridge::fetch_enable_params(), sid);
+    }
+
+    /// Turns the bridge on for the page and every tracked iframe session.
+    fn activate_bridge(&mut self) {
+        if std::mem::replace(&mut self.bridge_active, true) {
+            return;
+        }
+        let sessions: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.kind == "page" || s.kind == "iframe")
+            .map(|(id, _)| id.clone())
+            .collect();
+        for s in sessions {
+            self.bridge_setup(&s);
+        }
+        self.dirty = true;
+    }
+
     fn deliver(&mut self, call: PendingCall, result: CallResult) {
         if let Some(tx) = call.reply {
             self.deliveries.push((tx, result));
@@ -428,6 +474,9 @@ impl Core {
 
     fn set_page_session(&mut self, session_id: &str, target_id: &str) {
         if self.page_session_id.as_deref() != Some(session_id) {
+            if self.bridge_active {
+                self.bridge_setup(session_id);
+            }
             self.page_session_id = Some(session_id.to_string());
             self.page_target_id = Some(target_id.to_string());
             self.sessions.insert(
@@ -469,6 +518,7 @@ impl Core {
             {
                 self.frame_event(method, session, params);
             }
+            "Fetch.requestPaused" => self.request_paused(session, params),
             "Runtime.consoleAPICalled" => self.console_api(params),
             "Runtime.exceptionThrown" => self.exception_thrown(params),
             "Target.attachedToTarget" => {
@@ -486,12 +536,12 @@ impl Core {
     }
 
     fn command(&mut self, method: &'static str, params: Value, session_id: Option<String>) {
-        self.out.push(Outgoing::Command {
+        self.out.push(Outgoing::Command(Command {
             method,
             params,
             session_id,
             kind: CallKind::Automatic,
-        });
+        }));
     }
 }
 

@@ -12,6 +12,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod attach;
+pub mod bridge;
 pub mod config;
 pub mod core;
 pub mod endpoint;

@@ -22,7 +22,7 @@ use log::{debug, info, warn};
 use tungstenite::Message;
 
 use crate::attach::{Choice, attach_page};
-use crate::core::{Core, Outgoing, PendingCall};
+use crate::core::{Command, Core, Outgoing, PendingCall};
 use crate::link::Shared;
 use crate::protocol;
 use crate::transport::{ConnectOptions, Readiness, Transport};
@@ -158,12 +158,12 @@ impl Reader {
     fn carry_out(&mut self, transport: &Transport) {
         for action in self.core.take_outgoing() {
             match action {
-                Outgoing::Command {
+                Outgoing::Command(Command {
                     method,
                     params,
                     session_id,
                     kind,
-                } => {
+                }) => {
                     let id = self.shared.next_id();
                     let text = protocol::encode_command(id, method, &params, session_id.as_deref());
                     self.core.register(

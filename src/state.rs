@@ -61,6 +61,8 @@ pub struct PendingDialog {
     pub url: String,
     /// The CDP session the dialog arrived on, where its answer must go (not in the JSON).
     pub session_id: String,
+    /// For a bridge dialog (SPEC §6): the paused request to fulfil (not in the JSON).
+    pub bridge_request_id: Option<String>,
 }
 
 impl PendingDialog {

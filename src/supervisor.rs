@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 
 use crate::attach::{Choice, attach_page};
 use crate::config::{Config, DialogAction, DialogPolicy};
-use crate::core::{CallKind, Core, CoreSettings, Outgoing, answer_command};
+use crate::core::{CallKind, Core, CoreSettings, answer_command};
 use crate::error::Error;
 use crate::link::Shared;
 use crate::reader::{Reader, ReconnectPlan};
@@ -121,6 +121,7 @@ impl Supervisor {
                 policy: settings.dialog_policy,
                 dialog_timeout: settings.dialog_timeout,
                 limits: settings.config.limits.clone(),
+                bridge: settings.config.dialog_bridge,
             },
         );
         let mut first = Snapshot::empty(task_id, &transport.url_redacted);
@@ -190,8 +191,8 @@ impl Supervisor {
             .name(format!("cdp-watchdog-{}", short(&self.task_id)))
             .stack_size(WATCHDOG_STACK)
             .spawn(move || {
-                watchdog::run(wd_rx, |dialog_id, session_id| {
-                    fire_watchdog(&shared, &task, dialog_id, session_id)
+                watchdog::run(wd_rx, |dialog_id, _session_id| {
+                    fire_watchdog(&shared, &task, dialog_id)
                 })
             })
             .map_err(spawn_err)?;
@@ -330,26 +331,12 @@ impl Supervisor {
             (true, None) if dialog.kind == "prompt" => Some(dialog.default_prompt.as_str()),
             _ => None,
         };
-        let Outgoing::Command {
-            method,
-            params,
-            session_id,
-            kind,
-        } = answer_command(
-            &dialog.id,
-            &dialog.session_id,
-            accept,
-            text,
-            ClosedBy::Agent,
-        )
-        else {
-            unreachable!("answer_command builds a command")
-        };
+        let c = answer_command(dialog, accept, text, ClosedBy::Agent);
         self.shared.call(
-            method,
-            params,
-            session_id.as_deref(),
-            kind,
+            c.method,
+            c.params,
+            c.session_id.as_deref(),
+            c.kind,
             self.settings.call_timeout,
         )?;
         Ok(dialog.clone())
@@ -515,22 +502,14 @@ fn session_for_frame(
 fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Instant) {
     let mut waits = Vec::new();
     for d in pending {
-        let Outgoing::Command {
-            method,
-            params,
-            session_id,
-            kind,
-        } = answer_command(&d.id, &d.session_id, false, None, ClosedBy::AutoPolicy)
-        else {
-            continue;
-        };
+        let c = answer_command(d, false, None, ClosedBy::AutoPolicy);
         let (tx, rx) = bounded(1);
         if shared
             .send(
-                method,
-                params,
-                session_id.as_deref(),
-                kind,
+                c.method,
+                c.params,
+                c.session_id.as_deref(),
+                c.kind,
                 Some(tx),
                 Some(budget),
             )
@@ -544,25 +523,21 @@ fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Instant) {
     }
 }
 
-fn fire_watchdog(shared: &Shared, task_id: &str, dialog_id: &str, session_id: &str) {
-    let still_pending = shared
-        .snapshot
-        .load()
-        .pending_dialogs
-        .iter()
-        .any(|d| d.id == dialog_id);
-    if !still_pending {
-        return;
-    }
+fn fire_watchdog(shared: &Shared, task_id: &str, dialog_id: &str) {
+    let snap = shared.snapshot.load_full();
+    let Some(dialog) = snap.pending_dialogs.iter().find(|d| d.id == dialog_id) else {
+        return; // closed in the meantime: never fire for a closed dialog
+    };
     warn!("task {task_id}: dialog {dialog_id} was not answered in time; the watchdog dismisses it");
-    if let Outgoing::Command {
-        method,
-        params,
-        session_id,
-        kind,
-    } = answer_command(dialog_id, session_id, false, None, ClosedBy::Watchdog)
-        && let Err(e) = shared.send(method, params, session_id.as_deref(), kind, None, None)
-    {
+    let c = answer_command(dialog, false, None, ClosedBy::Watchdog);
+    if let Err(e) = shared.send(
+        c.method,
+        c.params,
+        c.session_id.as_deref(),
+        c.kind,
+        None,
+        None,
+    ) {
         debug!("task {task_id}: watchdog dismissal not sent: {e}");
     }
 }

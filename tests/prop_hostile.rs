@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use cdp_supervisor::config::{DialogPolicy, Limits};
+use cdp_supervisor::config::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::core::{CallKind, Core, CoreSettings, PendingCall};
 use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::{ClosedBy, Config, SupervisorRegistry, tools};
@@ -116,6 +116,7 @@ fn settings(policy: DialogPolicy) -> CoreSettings {
     CoreSettings {
         policy,
         dialog_timeout: Duration::from_secs(300),
+        bridge: BridgeMode::Auto,
         limits: Limits {
             frame_tree_max_entries: 5,
             recent_dialogs_max: 3,

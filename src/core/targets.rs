@@ -16,11 +16,15 @@ impl Core {
             "Page.frameNavigated" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameNavigated>(params) {
                     let is_page = self.page_session_id.as_deref() == Some(session);
+                    self.bridge_frame_gone(&ev.frame.id);
                     self.dirty |= self.frames.navigated(session, &ev.frame, is_page);
                 }
             }
             "Page.frameDetached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameDetached>(params) {
+                    if ev.reason.as_deref() != Some("swap") {
+                        self.bridge_frame_gone(&ev.frame_id);
+                    }
                     self.dirty |= self
                         .frames
                         .detached(session, &ev.frame_id, ev.reason.as_deref());
@@ -101,10 +105,14 @@ impl Core {
                     child.clone(),
                 );
                 self.command("Page.getFrameTree", json!({}), child.clone());
-                if let Some(Outgoing::Command { kind, .. }) = self.out.last_mut() {
-                    *kind = CallKind::SeedFrameTree {
+                if let Some(Outgoing::Command(c)) = self.out.last_mut() {
+                    c.kind = CallKind::SeedFrameTree {
                         session_id: sid.clone(),
                     };
+                }
+                // The bridge goes in before the frame resumes, so its first script sees it.
+                if self.bridge_active {
+                    self.bridge_setup(&sid);
                 }
             }
             "worker" | "shared_worker" | "service_worker" if room => {
