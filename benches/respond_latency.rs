@@ -1,1 +1,166 @@
-fn main() {}
+//! Dialog answer round trip: `respond_to_dialog` against raw CDP round trips, on the fake browser.
+//!
+//! Custom harness (`harness = false`): `cargo bench --bench respond_latency`.
+//!
+//! Every variant talks to the same `FakeBrowser` (one thread per connection, `TCP_NODELAY`), in
+//! the same run, interleaved sample by sample:
+//! * `respond_to_dialog`: the fake opens an alert, the supervisor's snapshot shows it, then the
+//!   timed call writes `Page.handleJavaScriptDialog` and returns after the fake's
+//!   `javascriptDialogClosed` event and reply were read and the close published.
+//! * `sup.call("Browser.getVersion", Route::Browser)`: a plain round trip through the supervisor.
+//! * raw client `Browser.getVersion`: a plain tungstenite client, request then blocking read.
+//! * raw client `Page.handleJavaScriptDialog`: the same client attached to the page answers an
+//!   alert itself (the same fake work as the supervisor's answer: closed event + reply).
+//!
+//! Target (issue): `respond_to_dialog` <= 1.1 x the raw round trip + 20 us.
+//!
+//! Environment: `RESPOND_SAMPLES` (default 2000).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use cdp_supervisor::fake::FakeBrowser;
+use cdp_supervisor::{Config, DialogAction, Route, SupervisorRegistry};
+use common::*;
+use serde_json::json;
+
+const WARMUP: usize = 200;
+
+fn main() {
+    let (date, nproc) = machine();
+    let samples: usize = std::env::var("RESPOND_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|n: &usize| *n > 0)
+        .unwrap_or(2000);
+    let started = Instant::now();
+    println!("respond_latency: {date}, nproc = {nproc}");
+
+    let fake = FakeBrowser::start().expect("start the fake browser");
+    let registry = SupervisorRegistry::new(Config::default());
+    let sup = registry
+        .get_or_start("respond", &fake.ws_url())
+        .expect("start the supervisor");
+    let mut raw = RawClient::connect(&fake.ws_url());
+    let session = raw.attach_sequence(None);
+    raw.events.clear();
+
+    let mut h_resp = new_hist();
+    let mut h_call = new_hist();
+    let mut h_raw = new_hist();
+    let mut h_raw_dialog = new_hist();
+    let t_wait = Duration::from_secs(5);
+    for i in 0..WARMUP + samples {
+        let keep = i >= WARMUP;
+        // 1. respond_to_dialog.
+        fake.open_dialog("alert", "respond me", "");
+        let d = sup.wait_for_dialog(t_wait).expect("the dialog");
+        let t0 = Instant::now();
+        sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+            .expect("respond_to_dialog");
+        let el = t0.elapsed();
+        if keep {
+            record(&mut h_resp, el);
+        }
+        // The raw client received the opening and closing events too: drop them.
+        raw.wait_event("Page.javascriptDialogClosed");
+        raw.events.clear();
+        // 2. sup.call, browser-level.
+        let t0 = Instant::now();
+        sup.call(
+            "Browser.getVersion",
+            json!({}),
+            Route::Browser,
+            Duration::from_secs(5),
+        )
+        .expect("Browser.getVersion");
+        let el = t0.elapsed();
+        if keep {
+            record(&mut h_call, el);
+        }
+        // 3. raw client, browser-level.
+        let t0 = Instant::now();
+        raw.call("Browser.getVersion", json!({}), None);
+        let el = t0.elapsed();
+        if keep {
+            record(&mut h_raw, el);
+        }
+        // 4. raw client answers a dialog itself.
+        fake.open_dialog("alert", "raw answer", "");
+        raw.wait_event("Page.javascriptDialogOpening");
+        let t0 = Instant::now();
+        raw.call(
+            "Page.handleJavaScriptDialog",
+            json!({"accept": true}),
+            Some(&session),
+        );
+        let el = t0.elapsed();
+        if keep {
+            record(&mut h_raw_dialog, el);
+        }
+        raw.events.clear();
+        // The supervisor sees the remote close; let it settle before the next sample.
+        sup.wait_for(t_wait, |s| s.pending_dialogs.is_empty())
+            .expect("the remote close");
+    }
+
+    println!(
+        "{samples} samples per variant after {WARMUP} warm-up, interleaved; every variant talks \
+         to the same FakeBrowser over loopback (the fake serialises each answer with serde_json \
+         and records every command; a dialog answer also sends javascriptDialogClosed first)."
+    );
+    println!();
+    lat_header();
+    lat_row("raw client: Browser.getVersion round trip", &h_raw, None);
+    lat_row(
+        "raw client: Page.handleJavaScriptDialog",
+        &h_raw_dialog,
+        Some(&h_raw),
+    );
+    lat_row(
+        "sup.call(Browser.getVersion, Route::Browser)",
+        &h_call,
+        Some(&h_raw),
+    );
+    lat_row("sup.respond_to_dialog (Accept)", &h_resp, Some(&h_raw));
+    println!();
+    let r50 = q_us(&h_resp, 0.5);
+    let r99 = q_us(&h_resp, 0.99);
+    let mut verdicts = Vec::new();
+    for (name, h) in [
+        ("raw Browser.getVersion", &h_raw),
+        ("raw Page.handleJavaScriptDialog", &h_raw_dialog),
+        ("sup.call Browser.getVersion", &h_call),
+    ] {
+        let lim50 = 1.1 * q_us(h, 0.5) + 20.0;
+        let lim99 = 1.1 * q_us(h, 0.99) + 20.0;
+        let ok = r50 <= lim50;
+        println!(
+            "Target respond_to_dialog <= 1.1 x {name} + 20 us: p50 {} ({r50:.1} us vs limit \
+             {lim50:.1} us, ratio {:.2}x); p99 {} ({r99:.1} us vs limit {lim99:.1} us).",
+            verdict(ok),
+            r50 / q_us(h, 0.5),
+            verdict(r99 <= lim99)
+        );
+        verdicts.push(format!("vs {name}: {}", verdict(ok)));
+    }
+    println!("Total bench time: {:.1} s", started.elapsed().as_secs_f64());
+    println!();
+    println!(
+        "README: respond_latency ({date}, nproc={nproc}): respond_to_dialog p50 {r50:.1} us / p99 \
+         {r99:.1} us vs raw tungstenite Browser.getVersion {:.1} / {:.1} us, raw \
+         handleJavaScriptDialog {:.1} / {:.1} us, sup.call {:.1} / {:.1} us (fake browser, \
+         loopback, {samples} samples); target <= 1.1x raw + 20 us at p50: {}.",
+        q_us(&h_raw, 0.5),
+        q_us(&h_raw, 0.99),
+        q_us(&h_raw_dialog, 0.5),
+        q_us(&h_raw_dialog, 0.99),
+        q_us(&h_call, 0.5),
+        q_us(&h_call, 0.99),
+        verdicts.join(", ")
+    );
+    drop(raw);
+    drop(registry);
+    drop(fake);
+}

@@ -598,8 +598,17 @@ fn main() {
                         .map_or(0, |s| s.pending_dialogs.len())
                 };
                 let hash_read = || map.get(black_box(TASK)).map_or(0, |v| *v as usize);
+                let reg_with = || {
+                    live.registry
+                        .with_snapshot(black_box(TASK), |s| s.pending_dialogs.len())
+                        .unwrap_or(0)
+                };
                 let idle = |_: &AtomicBool| ();
-                let parts: [(&'static str, RunResult); 6] = [
+                let parts: [(&'static str, RunResult); 7] = [
+                    (
+                        "registry.with_snapshot (no refcount)",
+                        measure(readers, short, reg_with, emit, version),
+                    ),
                     (
                         "Supervisor::with_snapshot (Guard)",
                         measure(readers, short, guard_read, emit, version),

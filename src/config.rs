@@ -130,7 +130,8 @@ impl Default for Limits {
 }
 
 /// Everything a registry needs to know. `Default` equals the shipped `config/default.toml`.
-#[derive(Debug, Clone, PartialEq)]
+/// `Debug` redacts credentials in `cdp_url`.
+#[derive(Clone, PartialEq)]
 pub struct Config {
     /// `browser.dialog_policy`.
     pub dialog_policy: DialogPolicy,
@@ -152,6 +153,26 @@ pub struct Config {
     pub reconnect_attempts: u32,
     /// `limits.*`.
     pub limits: Limits,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("dialog_policy", &self.dialog_policy)
+            .field("dialog_timeout", &self.dialog_timeout)
+            .field("dialog_bridge", &self.dialog_bridge)
+            .field(
+                "cdp_url",
+                &self.cdp_url.as_deref().map(crate::redact::redact_url),
+            )
+            .field("chrome_path", &self.chrome_path)
+            .field("ca_file", &self.ca_file)
+            .field("start_timeout", &self.start_timeout)
+            .field("call_timeout", &self.call_timeout)
+            .field("reconnect_attempts", &self.reconnect_attempts)
+            .field("limits", &self.limits)
+            .finish()
+    }
 }
 
 impl Default for Config {

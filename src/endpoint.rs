@@ -53,8 +53,11 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
         .map_err(|e| fail(e.to_string()))?;
     s.set_write_timeout(Some(left))
         .map_err(|e| fail(e.to_string()))?;
+    let auth = crate::transport::basic_auth(parsed)
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
     let req = format!(
-        "GET /json/version HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nAccept: application/json\r\n\r\n"
+        "GET /json/version HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nAccept: application/json\r\n{auth}\r\n"
     );
     s.write_all(req.as_bytes())
         .map_err(|e| fail(e.to_string()))?;
@@ -114,6 +117,10 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
         url::Url::parse(ws).map_err(|e| fail(format!("bad webSocketDebuggerUrl: {e}")))?;
     if resolved.query().is_none() && parsed.query().is_some() {
         resolved.set_query(parsed.query());
+    }
+    if resolved.username().is_empty() && !parsed.username().is_empty() {
+        let _ = resolved.set_username(parsed.username());
+        let _ = resolved.set_password(parsed.password());
     }
     Ok(resolved.to_string())
 }

@@ -68,8 +68,10 @@ impl Reader {
         let mut failures = 0u32;
         let mut attached_ok = Arc::new(AtomicBool::new(true));
         let mut attachers: Vec<JoinHandle<()>> = Vec::new();
+        let mut last_reason;
         loop {
             let reason = self.read_connection();
+            last_reason = reason.clone();
             self.shared.transport.load().shutdown();
             info!("connection to {} ended: {reason}", self.shared.url_redacted);
             self.core.on_disconnect(&reason);
@@ -93,11 +95,15 @@ impl Reader {
         for (id, call) in self.registrations.try_iter() {
             self.core.register(id, call);
         }
-        let reason = self
-            .core
-            .fatal()
-            .map(str::to_string)
-            .unwrap_or_else(|| "the supervisor stopped".into());
+        let reason = match self.core.fatal() {
+            Some(f) => f.to_string(),
+            None if self.stopped() => "the supervisor stopped".into(),
+            None if self.reconnect.attempts == 0 => last_reason,
+            None => format!(
+                "gave up after {} reconnect attempts; the connection had ended: {last_reason}",
+                self.reconnect.attempts
+            ),
+        };
         self.core.on_disconnect(&reason);
         self.shared.reader_done.store(true, Ordering::Release);
         self.flush();

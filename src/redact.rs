@@ -39,14 +39,20 @@ pub fn redact_url(raw: &str) -> String {
 }
 
 fn redact_unparsed(raw: &str) -> String {
-    let mut out = raw.to_string();
-    if let Some(q) = out.find(['?', '#']) {
-        out.truncate(q + 1);
-        out.push_str(MASK);
-    }
-    let start = out.find("//").map(|i| i + 2).unwrap_or(0);
-    if let Some(at) = out[start..].rfind('@') {
-        out.replace_range(start..start + at, MASK);
+    let start = raw.find("//").map(|i| i + 2).unwrap_or(0);
+    // Userinfo first: a password may itself contain '?', '#' or '/'; everything up to the last
+    // '@' after the scheme is treated as credentials.
+    let (mut out, rest_from) = match raw[start..].rfind('@') {
+        Some(at) => (format!("{}{MASK}@", &raw[..start]), start + at + 1),
+        None => (raw[..start].to_string(), start),
+    };
+    let rest = &raw[rest_from..];
+    match rest.find(['?', '#']) {
+        Some(q) => {
+            out.push_str(&rest[..=q]);
+            out.push_str(MASK);
+        }
+        None => out.push_str(rest),
     }
     out
 }
@@ -127,8 +133,15 @@ mod tests {
 
     #[test]
     fn unparseable_url_is_masked_conservatively() {
-        let r = redact_url("ws//user:S3CR3T@host?token=S3CR3T");
-        assert!(!r.contains("S3CR3T"), "{r}");
+        for raw in [
+            "ws//user:S3CR3T@host?token=S3CR3T",
+            "ws://user:pw-S3CR3T?x@127.0.0.1:9/devtools",
+            "ws://user:pw-S3CR3T#x@127.0.0.1:9/devtools?token=S3CR3T",
+            "ws://user:pw/S3CR3T@h:99999/x",
+        ] {
+            let r = redact_url(raw);
+            assert!(!r.contains("S3CR3T") && !r.contains("user"), "{raw} -> {r}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! generation, so the finishing start sees that it lost and stops its own supervisor instead of
 //! publishing a zombie.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ pub struct StartOptions {
     pub dialog_bridge: Option<BridgeMode>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct SlotState {
     /// Bumped by every stop and every start; a start that finds it changed has lost a race.
     generation: u64,
@@ -42,6 +42,19 @@ struct SlotState {
     starting: Option<(String, StartOptions, Receiver<()>)>,
     /// The slot was removed from the map; callers holding it must look again.
     removed: bool,
+}
+
+impl std::fmt::Debug for SlotState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotState")
+            .field("generation", &self.generation)
+            .field(
+                "starting",
+                &self.starting.as_ref().map(|(url, _, _)| redact_url(url)),
+            )
+            .field("removed", &self.removed)
+            .finish()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -65,6 +78,12 @@ impl Slot {
 pub struct SupervisorRegistry {
     config: Config,
     slots: ArcSwap<HashMap<String, Arc<Slot>>>,
+    /// The read side: task -> its current supervisor, one arc-swap load away. Derived from the
+    /// slots (republished, copy-on-write, whenever a slot's supervisor changes), so the hot
+    /// `snapshot`/`get` path is a single load, one hash and the supervisor's own snapshot load.
+    live: ArcSwap<HashMap<String, Arc<Supervisor>>>,
+    /// Serialises republishing `live`; always the innermost lock, never held across a wait.
+    live_write: Mutex<()>,
     /// Serialises changes to the map itself (inserting/removing slots).
     map_write: Mutex<()>,
 }
@@ -74,7 +93,9 @@ impl SupervisorRegistry {
     pub fn new(config: Config) -> Self {
         SupervisorRegistry {
             config,
-            slots: ArcSwap::from_pointee(HashMap::new()),
+            slots: ArcSwap::from_pointee(HashMap::default()),
+            live: ArcSwap::from_pointee(HashMap::default()),
+            live_write: Mutex::new(()),
             map_write: Mutex::new(()),
         }
     }
@@ -170,6 +191,7 @@ impl SupervisorRegistry {
             let old = slot.current.swap(None);
             if let Some(old) = &old {
                 old.mark_stopping();
+                self.set_live(task_id, None);
             }
             drop(st);
             if let Some(old) = old {
@@ -192,25 +214,50 @@ impl SupervisorRegistry {
                     "{task_id} (stopped while it was starting)"
                 )));
             }
-            let sup = result?;
+            let sup = match result {
+                Ok(s) => s,
+                Err(e) => {
+                    drop(st);
+                    self.remove_if_idle(task_id, &slot);
+                    return Err(e);
+                }
+            };
             *slot.options.lock().unwrap_or_else(|e| e.into_inner()) = options;
             slot.current.store(Some(Arc::clone(&sup)));
+            self.set_live(task_id, Some(&sup));
             return Ok(sup);
         }
+    }
+
+    /// Republishes the read side for one task (called with the slot's lock held).
+    fn set_live(&self, task_id: &str, sup: Option<&Arc<Supervisor>>) {
+        let _w = self.live_write.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = HashMap::clone(&self.live.load());
+        match sup {
+            Some(s) => map.insert(task_id.to_string(), Arc::clone(s)),
+            None => map.remove(task_id),
+        };
+        self.live.store(Arc::new(map));
     }
 
     /// The supervisor for `task_id`, if one has been started and not stopped (it may be dead:
     /// check [`Supervisor::is_alive`]). Lock-free.
     pub fn get(&self, task_id: &str) -> Option<Arc<Supervisor>> {
-        self.slots.load().get(task_id)?.current.load_full()
+        self.live.load().get(task_id).cloned()
     }
 
-    /// The latest snapshot of `task_id`. Lock-free and wait-free.
+    /// The latest snapshot of `task_id`. Lock-free and wait-free: one arc-swap load of the task
+    /// map, one hash lookup, the supervisor's snapshot load and one reference-count increment; no
+    /// lock, no allocation, no syscall.
     pub fn snapshot(&self, task_id: &str) -> Option<Arc<Snapshot>> {
-        let slots = self.slots.load();
-        let slot = slots.get(task_id)?;
-        let sup = slot.current.load();
-        sup.as_ref().map(|s| s.snapshot())
+        self.live.load().get(task_id).map(|s| s.snapshot())
+    }
+
+    /// Calls `f` with the latest snapshot of `task_id` without touching its reference count:
+    /// the fastest read, for handlers that only look (nothing shared is written, so readers on
+    /// other cores never contend).
+    pub fn with_snapshot<R>(&self, task_id: &str, f: impl FnOnce(&Snapshot) -> R) -> Option<R> {
+        self.live.load().get(task_id).map(|s| s.with_snapshot(f))
     }
 
     /// Stops `task_id`'s supervisor (dismissing pending dialogs first) and forgets it. Returns
@@ -230,6 +277,7 @@ impl SupervisorRegistry {
             let cur = slot.current.swap(None);
             if let Some(c) = &cur {
                 c.mark_stopping();
+                self.set_live(task_id, None);
             }
             let was_starting = st.starting.is_some();
             if !was_starting {
@@ -249,6 +297,22 @@ impl SupervisorRegistry {
                 }
                 None => was_starting,
             };
+        }
+    }
+
+    /// Forgets `slot` when it holds no supervisor and no start is in progress (a failed start
+    /// must not leave its task behind).
+    fn remove_if_idle(&self, task_id: &str, slot: &Arc<Slot>) {
+        let _w = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = slot.lock();
+        if st.removed || st.starting.is_some() || slot.current.load().is_some() {
+            return;
+        }
+        st.removed = true;
+        let mut map = HashMap::clone(&self.slots.load());
+        if map.get(task_id).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+            map.remove(task_id);
+            self.slots.store(Arc::new(map));
         }
     }
 

@@ -78,6 +78,109 @@ impl Write for Stream {
     }
 }
 
+/// The `Authorization: Basic` value for a URL's `user:password@`, if it has one.
+pub fn basic_auth(url: &url::Url) -> Option<String> {
+    use base64::Engine;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        url::form_urlencoded::parse(format!("x={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or(""))
+    );
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    ))
+}
+
+/// The client side of the WebSocket upgrade, done here rather than by tungstenite's client
+/// handshake so that nothing logs the request line or headers (query tokens, `Authorization`):
+/// credentials never reach a log line, even a dependency's at trace level.
+fn ws_handshake(
+    mut stream: Stream,
+    url: &url::Url,
+    max_message_bytes: usize,
+) -> Result<WebSocket<Stream>, String> {
+    let key = tungstenite::handshake::client::generate_key();
+    let host = url.host_str().unwrap_or("");
+    let host_header = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    };
+    let mut target = url.path().to_string();
+    if let Some(q) = url.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    let mut req = format!(
+        "GET {target} HTTP/1.1\r\nHost: {host_header}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+    );
+    if let Some(auth) = basic_auth(url) {
+        req.push_str(&format!("Authorization: {auth}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream
+        .write_all(req.as_bytes())
+        .and_then(|_| stream.flush())
+        .map_err(|e| format!("WebSocket handshake failed: sending the upgrade request: {e}"))?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > 64 * 1024 {
+            return Err(
+                "WebSocket handshake failed: the answer's head is larger than 64 KiB".into(),
+            );
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => {
+                return Err("WebSocket handshake failed: the server closed the connection".into());
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                return Err(format!(
+                    "WebSocket handshake failed: reading the answer: {e}"
+                ));
+            }
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let status = head.lines().next().unwrap_or("").trim().to_string();
+    if status.split_whitespace().nth(1) != Some("101") {
+        return Err(format!(
+            "WebSocket handshake failed: the server answered {status:?} instead of 101 Switching Protocols"
+        ));
+    }
+    let expected = tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let accepted = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("sec-websocket-accept") && v.trim() == expected
+        })
+    });
+    if !accepted {
+        return Err("WebSocket handshake failed: wrong or missing Sec-WebSocket-Accept".into());
+    }
+    let leftover = buf[head_end..].to_vec();
+    Ok(WebSocket::from_partially_read(
+        stream,
+        leftover,
+        tungstenite::protocol::Role::Client,
+        Some(ws_config(max_message_bytes)),
+    ))
+}
+
 /// A rustls client configuration: the web PKI roots, plus the certificates of `ca_file` (PEM).
 pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
     use rustls_pki_types::CertificateDer;
@@ -243,12 +346,7 @@ impl Transport {
         } else {
             Stream::Plain(tcp)
         };
-        let (socket, _response) = tungstenite::client::client_with_config(
-            url,
-            stream,
-            Some(ws_config(opts.max_message_bytes)),
-        )
-        .map_err(|e| connect_err(format!("WebSocket handshake failed: {e}")))?;
+        let socket = ws_handshake(stream, &parsed, opts.max_message_bytes).map_err(&connect_err)?;
         raw.set_read_timeout(None)
             .and_then(|_| raw.set_write_timeout(Some(WRITE_TIMEOUT)))
             .map_err(|e| connect_err(e.to_string()))?;
@@ -342,5 +440,18 @@ impl Transport {
     pub fn shutdown(&self) {
         self.broken.store(true, Ordering::Release);
         let _ = self.raw.shutdown(Shutdown::Both);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_auth_comes_from_userinfo_percent_decoded() {
+        let u = url::Url::parse("wss://us%40er:p%3Aw@h/x").unwrap();
+        assert_eq!(basic_auth(&u).as_deref(), Some("Basic dXNAZXI6cDp3")); // "us@er:p:w"
+        let u = url::Url::parse("wss://h/x?token=t").unwrap();
+        assert_eq!(basic_auth(&u), None);
     }
 }

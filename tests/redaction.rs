@@ -8,7 +8,7 @@
 //! so `S3CR3T`, `pw-` and `user:` must appear nowhere.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -718,6 +718,10 @@ fn the_scenario_really_ran() {
     assert!(has("cdp_supervisor"), "no records from the crate itself");
     assert!(has("tungstenite"), "no records from tungstenite");
     assert!(has("rustls"), "no records from rustls (the wss:// attempt)");
+    for (label, text) in &r.artifacts {
+        let short: String = text.chars().take(240).collect();
+        eprintln!("[{label}] {short}");
+    }
     eprintln!(
         "{} log records captured ({} from cdp_supervisor), {} artifacts checked, {} facts",
         r.lines.len(),
