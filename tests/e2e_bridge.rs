@@ -32,8 +32,8 @@ use serde_json::{Value, json};
 const T: Duration = Duration::from_secs(15);
 /// Images on the load-time page.
 const IMAGES: usize = 20;
-/// Measured loads per mode (after one warm-up each).
-const LOAD_RUNS: usize = 7;
+/// Measured loads per mode (half per phase, after one warm-up per phase).
+const LOAD_RUNS: usize = 12;
 
 /// A 1x1 transparent GIF.
 const GIF: &[u8] = &[
@@ -620,83 +620,91 @@ fn bridge_does_not_slow_the_pages_own_requests() {
     let Some(browser) = common::shared_browser() else {
         return;
     };
-    let mut fx = Fixture::open(&browser.ws_url, "e2e-bridge-load-on", "/main");
-    let off_url = fx.server.url("127.0.0.1", "/main");
-    let (off_page, off_session) = fx.cdp.open_page(&off_url, T).expect("open the second page");
-    fx.more.push((off_page.clone(), off_session.clone()));
-    let on_page = fx.page.clone();
-    let on_session = fx.session.clone();
-    let sup_on = fx.attach_to(
-        "e2e-bridge-load-on",
-        &on_page,
-        StartOptions {
-            dialog_bridge: Some(BridgeMode::On),
-            ..StartOptions::default()
-        },
-    );
-    let _sup_off = fx.attach_to(
-        "e2e-bridge-load-off",
-        &off_page,
-        StartOptions {
-            dialog_bridge: Some(BridgeMode::Off),
-            ..StartOptions::default()
-        },
-    );
+    let mut fx = Fixture::open(&browser.ws_url, "e2e-bridge-load", "/main");
+    let url = fx.server.url("127.0.0.1", "/main");
+    let (b_page, b_session) = fx.cdp.open_page(&url, T).expect("open the second page");
+    fx.more.push((b_page.clone(), b_session.clone()));
+    let pages = [
+        (fx.page.clone(), fx.session.clone()),
+        (b_page.clone(), b_session.clone()),
+    ];
 
-    // Alternate the two pages so that drift in machine load hits both alike; run 0 warms up.
+    // Two phases swap which page has the bridge, and each run alternates which page loads first,
+    // so neither the page nor the order favours one mode. Index 0 = bridge on, 1 = off.
     let mut wall = [Vec::new(), Vec::new()];
     let mut done = [Vec::new(), Vec::new()];
     let mut load = [Vec::new(), Vec::new()];
-    for run in 0..=LOAD_RUNS {
-        for (i, session) in [on_session.as_str(), off_session.as_str()]
-            .into_iter()
-            .enumerate()
-        {
-            let url = fx.server.url(
-                "127.0.0.1",
-                &format!("/load?r={run}-{i}-{}", Instant::now().elapsed().as_nanos()),
+    let mut seq = 0u32;
+    for phase in 0..2 {
+        let on = phase; // the page index that has the bridge in this phase
+        let mut sups = Vec::new();
+        for (i, (page, _)) in pages.iter().enumerate() {
+            let mode = if i == on {
+                BridgeMode::On
+            } else {
+                BridgeMode::Off
+            };
+            let task = format!("e2e-bridge-load-{phase}-{i}");
+            let sup = fx.attach_to(
+                &task,
+                page,
+                StartOptions {
+                    dialog_bridge: Some(mode),
+                    ..StartOptions::default()
+                },
             );
-            let took = navigate_and_wait(&mut fx.cdp, session, &url);
-            let (l, d) = page_timing(&mut fx.cdp, session);
-            if run > 0 {
-                wall[i].push(took.as_secs_f64() * 1000.0);
-                load[i].push(l);
-                done[i].push(d);
+            sups.push((task, sup));
+        }
+        for run in 0..=LOAD_RUNS / 2 {
+            let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
+            for i in order {
+                seq += 1;
+                let session = pages[i].1.clone();
+                let url = fx.server.url("127.0.0.1", &format!("/load?r={seq}"));
+                let took = navigate_and_wait(&mut fx.cdp, &session, &url);
+                let (l, d) = page_timing(&mut fx.cdp, &session);
+                let mode = usize::from(i != on);
+                if run > 0 {
+                    wall[mode].push(took.as_secs_f64() * 1000.0);
+                    load[mode].push(l);
+                    done[mode].push(d);
+                }
             }
+        }
+        // The measurement means something only if the bridge really was on for one page and off
+        // for the other: the script is in the measured document, and a dialog goes through Fetch.
+        for (i, (_, session)) in pages.iter().enumerate() {
+            let has = fx
+                .cdp
+                .evaluate(session, "window.__cdpDialogBridge === true", T)
+                .expect("probe");
+            assert_eq!(has, json!(i == on), "phase {phase}: page {i} bridge script");
+        }
+        let sup_on = &sups[on].1;
+        fx.cdp
+            .evaluate(&pages[on].1, &trigger_expr("confirm('bridge still on?')"), T)
+            .expect("trigger");
+        let d = pending(sup_on);
+        assert!(d.bridge_request_id.is_some(), "{d:?}");
+        sup_on
+            .respond_to_dialog(DialogAction::Accept, None, None)
+            .expect("answer");
+        assert_eq!(got(&fx.report()), ("boolean".into(), json!(true)));
+        for (task, _) in sups {
+            assert!(fx.reg.stop(&task));
         }
     }
 
-    // The measurement means something only if the bridge really was on for one page and off for
-    // the other: the script is in the measured document, and a dialog goes through Fetch.
-    assert_eq!(
-        fx.cdp
-            .evaluate(&on_session, "window.__cdpDialogBridge === true", T)
-            .expect("probe"),
-        json!(true)
-    );
-    assert_eq!(
-        fx.cdp
-            .evaluate(&off_session, "window.__cdpDialogBridge === true", T)
-            .expect("probe"),
-        json!(false)
-    );
-    fx.trigger(&sup_on, In::Top, "confirm('bridge still on?')");
-    let d = pending(&sup_on);
-    assert!(d.bridge_request_id.is_some(), "{d:?}");
-    sup_on
-        .respond_to_dialog(DialogAction::Accept, None, None)
-        .expect("answer");
-    assert_eq!(got(&fx.report()), ("boolean".into(), json!(true)));
-
+    let n = done[0].len();
     let [wall_on, wall_off] = wall.map(median);
     let [load_on, load_off] = load.map(median);
     let [done_on, done_off] = done.clone().map(median);
     let ratio = done_on / done_off;
     eprintln!(
-        "page load with {IMAGES} images + fetch + XHR, median of {LOAD_RUNS} runs each:\n  \
+        "page load with {IMAGES} images + fetch + XHR, median of {n} runs each:\n  \
          bridge on : load event {load_on:.1} ms, all requests done {done_on:.1} ms, wall {wall_on:.1} ms\n  \
          bridge off: load event {load_off:.1} ms, all requests done {done_off:.1} ms, wall {wall_off:.1} ms\n  \
-         ratio on/off: done {ratio:.2}x, load {:.2}x, wall {:.2}x\n  raw done on {:?}\n  raw done off {:?}",
+         ratio on/off: done {ratio:.2}x, load {:.2}x, wall {:.2}x\n  raw done on {:.0?}\n  raw done off {:.0?}",
         load_on / load_off,
         wall_on / wall_off,
         done[0],
@@ -1009,3 +1017,4 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
         assert!(*ms < 2000.0, "the .invalid host must fail fast: {ms:.1} ms");
     }
 }
+
