@@ -63,8 +63,9 @@ fn main() {
         if keep {
             record(&mut h_resp, el);
         }
-        // The raw client received the opening and closing events too: drop them.
-        raw.wait_event("Page.javascriptDialogClosed");
+        // The raw client received the opening event too (the fake sends the closed event only
+        // to the answering connection): drop it.
+        raw.wait_event("Page.javascriptDialogOpening");
         raw.events.clear();
         // 2. sup.call, browser-level.
         let t0 = Instant::now();
@@ -99,10 +100,13 @@ fn main() {
         if keep {
             record(&mut h_raw_dialog, el);
         }
-        raw.events.clear();
-        // The supervisor sees the remote close; let it settle before the next sample.
+        // The fake told only the raw client that its dialog closed: tell every connection (the
+        // supervisor records a remote close) and let both settle before the next sample.
+        fake.close_dialog_remotely();
         sup.wait_for(t_wait, |s| s.pending_dialogs.is_empty())
             .expect("the remote close");
+        raw.wait_event("Page.javascriptDialogClosed");
+        raw.events.clear();
     }
 
     println!(

@@ -47,7 +47,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let registry = Arc::new(SupervisorRegistry::new(Config::load(None)?));
     let task = "agent-task-1";
     let sup = registry.get_or_start(task, &url)?;
-    println!("attached: {}", handle_tool(&registry, task, "browser_snapshot", &json!({})));
+    println!(
+        "attached: {}",
+        handle_tool(&registry, task, "browser_snapshot", &json!({}))
+    );
 
     // Something on the page opens a prompt (here: we make it do so).
     match &fake {
@@ -65,7 +68,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     sup.wait_for_dialog(Duration::from_secs(10))
         .ok_or("no dialog appeared")?;
-    println!("pending:  {}", handle_tool(&registry, task, "browser_snapshot", &json!({})));
+    println!(
+        "pending:  {}",
+        handle_tool(&registry, task, "browser_snapshot", &json!({}))
+    );
     let answer = handle_tool(
         &registry,
         task,
@@ -73,7 +79,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &json!({"action": "accept", "prompt_text": "Ada"}),
     );
     println!("answered: {answer}");
-    println!("after:    {}", handle_tool(&registry, task, "browser_snapshot", &json!({})));
+    println!(
+        "after:    {}",
+        handle_tool(&registry, task, "browser_snapshot", &json!({}))
+    );
     registry.stop(task);
     Ok(())
 }

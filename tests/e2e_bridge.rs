@@ -33,7 +33,7 @@ const T: Duration = Duration::from_secs(15);
 /// Images on the load-time page.
 const IMAGES: usize = 20;
 /// Measured loads per mode (half per phase, after one warm-up per phase).
-const LOAD_RUNS: usize = 12;
+const LOAD_RUNS: usize = 16;
 
 /// A 1x1 transparent GIF.
 const GIF: &[u8] = &[
@@ -682,7 +682,11 @@ fn bridge_does_not_slow_the_pages_own_requests() {
         }
         let sup_on = &sups[on].1;
         fx.cdp
-            .evaluate(&pages[on].1, &trigger_expr("confirm('bridge still on?')"), T)
+            .evaluate(
+                &pages[on].1,
+                &trigger_expr("confirm('bridge still on?')"),
+                T,
+            )
             .expect("trigger");
         let d = pending(sup_on);
         assert!(d.bridge_request_id.is_some(), "{d:?}");
@@ -965,13 +969,15 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
 
     let page = fx.page.clone();
     let mut fallback_ms = Vec::new();
-    let cases: [(
-        &str,
-        (&str, &str),
+    // (call, (kind, message), answer, prompt text, (typeof r, r))
+    type Case<'a> = (
+        &'a str,
+        (&'a str, &'a str),
         DialogAction,
-        Option<&str>,
-        (&str, Value),
-    ); 3] = [
+        Option<&'a str>,
+        (&'a str, Value),
+    );
+    let cases: [Case<'_>; 4] = [
         (
             "alert('native after all')",
             ("alert", "native after all"),
@@ -993,6 +999,13 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
             Some(ZOE),
             ("string", json!(ZOE)),
         ),
+        (
+            "prompt('native prompt?', 'def')",
+            ("prompt", "native prompt?"),
+            DialogAction::Dismiss,
+            None,
+            ("object", Value::Null),
+        ),
     ];
     for (call, what, action, text, (ty, value)) in cases {
         let r = round(&mut fx, &sup, In::Top, &page, call, what, action, text);
@@ -1010,11 +1023,10 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
     let openings = native_openings(&mut fx);
     assert_eq!(
         openings.len(),
-        3,
-        "three native dialogs opened: {openings:?}"
+        4,
+        "four native dialogs opened: {openings:?}"
     );
     for ms in probe_ms.iter().chain(&fallback_ms) {
         assert!(*ms < 2000.0, "the .invalid host must fail fast: {ms:.1} ms");
     }
 }
-

@@ -414,7 +414,7 @@ fn bridge_off_and_auto_install_nothing_until_needed() {
 
 #[test]
 fn paused_bridge_prompt_is_pending_and_the_agent_answer_fulfils_it() {
-    let (fake, _reg, sup) = setup(bridge_on());
+    let (fake, reg, sup) = setup(bridge_on());
     let page = page_session(&sup);
     let text = "Zoë 日本語 ✓ \"quotes\" & ?=";
     bridge_dialog(
@@ -434,7 +434,7 @@ fn paused_bridge_prompt_is_pending_and_the_agent_answer_fulfils_it() {
     assert_eq!(d.session_id, page);
     assert!(d.opened_at > 1.6e9);
     // The §10 JSON shows it like any dialog.
-    let j = tools::browser_snapshot(&_reg, "task", &json!({}));
+    let j = tools::browser_snapshot(&reg, "task", &json!({}));
     assert_eq!(j["pending_dialogs"][0]["type"], "prompt", "{j}");
     assert_eq!(j["pending_dialogs"][0]["frame_id"], PAGE, "{j}");
 

@@ -147,19 +147,20 @@ impl Core {
     }
 
     pub(super) fn dialog_closed(&mut self, session: &str, ev: protocol::DialogClosed) {
+        // Only native dialogs close with this event; a bridge dialog closes when its paused
+        // request is fulfilled (or goes away).
+        let native_open = |d: &OpenDialog| {
+            d.public.session_id == session
+                && d.closed_event.is_none()
+                && d.public.bridge_request_id.is_none()
+        };
         let pos = self
             .open
             .iter()
             .position(|d| {
-                d.public.session_id == session
-                    && d.closed_event.is_none()
-                    && (ev.frame_id.is_none() || d.public.frame_id == ev.frame_id)
+                native_open(d) && (ev.frame_id.is_none() || d.public.frame_id == ev.frame_id)
             })
-            .or_else(|| {
-                self.open
-                    .iter()
-                    .position(|d| d.public.session_id == session && d.closed_event.is_none())
-            });
+            .or_else(|| self.open.iter().position(native_open));
         let Some(pos) = pos else {
             debug!(
                 "task {}: javascriptDialogClosed for no open dialog",
