@@ -142,6 +142,9 @@ fn main() {
             }
         }
         let _ = id;
+        if std::env::var("CHR_DEBUG").is_ok() {
+            eprintln!("sample {i}: dialog {did}");
+        }
         if i % 2 == 0 {
             let t1 = Instant::now();
             sup.respond_to_dialog(DialogAction::Accept, None, Some(&did))

@@ -50,6 +50,15 @@ impl Core {
         }
         let sid = Some(session.to_string()).filter(|s| !s.is_empty());
         let Some(req) = crate::bridge::parse_request(&p.request.url) else {
+            if crate::bridge::is_bridge_url(&p.request.url) {
+                // The bridge host but not a dialog: never leave it hanging, never let it out.
+                self.command(
+                    "Fetch.failRequest",
+                    json!({"requestId": p.request_id, "errorReason": "BlockedByClient"}),
+                    sid,
+                );
+                return;
+            }
             self.command(
                 "Fetch.continueRequest",
                 json!({"requestId": p.request_id}),
