@@ -90,6 +90,10 @@ fn main() {
         // 4. raw client answers a dialog itself.
         fake.open_dialog("alert", "raw answer", "");
         raw.wait_event("Page.javascriptDialogOpening");
+        // The supervisor must have seen this dialog too, or its remote close below could be
+        // mistaken for the next sample's dialog closing.
+        sup.wait_for_dialog(t_wait)
+            .expect("the supervisor sees the dialog");
         let t0 = Instant::now();
         raw.call(
             "Page.handleJavaScriptDialog",

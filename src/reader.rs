@@ -148,8 +148,12 @@ impl Reader {
                     _ => {}
                 }
             }
-            self.carry_out(&transport);
+            let watchdog = self.carry_out(&transport);
             self.flush();
+            // Watchdog bookkeeping last: waking that thread must not delay the callers above.
+            for msg in watchdog {
+                let _ = self.watchdog.send(msg);
+            }
             if let Err(reason) = drained {
                 return reason;
             }
@@ -159,9 +163,10 @@ impl Reader {
         }
     }
 
-    /// Writes the commands the state machine queued (fire-and-forget) and forwards watchdog
-    /// actions.
-    fn carry_out(&mut self, transport: &Transport) {
+    /// Writes the commands the state machine queued (fire-and-forget) and returns the watchdog
+    /// actions, for sending once callers have been served.
+    fn carry_out(&mut self, transport: &Transport) -> Vec<WatchdogMsg> {
+        let mut watchdog = Vec::new();
         for action in self.core.take_outgoing() {
             match action {
                 Outgoing::Command(Command {
@@ -191,17 +196,18 @@ impl Reader {
                     session_id,
                     deadline,
                 } => {
-                    let _ = self.watchdog.send(WatchdogMsg::Arm {
+                    watchdog.push(WatchdogMsg::Arm {
                         dialog_id,
                         session_id,
                         deadline,
                     });
                 }
                 Outgoing::CancelWatchdog { dialog_id } => {
-                    let _ = self.watchdog.send(WatchdogMsg::Cancel { dialog_id });
+                    watchdog.push(WatchdogMsg::Cancel { dialog_id });
                 }
             }
         }
+        watchdog
     }
 
     /// Tries to connect again within the budget; `None` when it is spent or `stop` was called.

@@ -264,8 +264,14 @@ impl Default for ConnectOptions {
     }
 }
 
+/// Bytes tungstenite reads per `read` call. Its default (128 KiB) is zero-filled before every
+/// read, which costs microseconds per message and makes 128 KiB per connection resident; CDP
+/// messages are mostly small, and large ones simply take more reads.
+const READ_CHUNK: usize = 16 * 1024;
+
 fn ws_config(max: usize) -> WebSocketConfig {
     WebSocketConfig::default()
+        .read_buffer_size(READ_CHUNK)
         .max_message_size(Some(max))
         .max_frame_size(Some(max))
 }

@@ -484,6 +484,8 @@ impl RawClient {
         );
         let tcp = TcpStream::connect(addr).expect("connect");
         let _ = tcp.set_nodelay(true);
+        // A browser that stops answering fails the bench instead of hanging it.
+        let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
         let (ws, _) = tungstenite::client::client(url, tcp).expect("WebSocket handshake");
         RawClient {
             ws,
@@ -509,7 +511,11 @@ impl RawClient {
     /// Reads and parses one text message.
     pub fn recv(&mut self) -> Value {
         loop {
-            match self.ws.read().expect("raw client read") {
+            let msg = match self.ws.read() {
+                Ok(m) => m,
+                Err(e) => panic!("raw client read failed (10 s read time-out): {e}"),
+            };
+            match msg {
                 Message::Text(t) => return serde_json::from_str(t.as_str()).expect("JSON"),
                 _ => continue,
             }
