@@ -28,6 +28,10 @@ use crate::protocol;
 use crate::transport::{ConnectOptions, Readiness, Transport};
 use crate::watchdog::WatchdogMsg;
 
+/// Messages applied per batch before publishing: bounds how stale the snapshot can get during
+/// a flood, and the memory a batch holds.
+const MAX_BATCH: usize = 4096;
+
 /// First reconnect back-off; doubles per attempt.
 pub const BACKOFF_START: Duration = Duration::from_millis(250);
 /// Longest reconnect back-off.
@@ -128,15 +132,14 @@ impl Reader {
         let transport = self.shared.transport.load_full();
         let mut batch: Vec<Message> = Vec::with_capacity(64);
         // Drain before the first wait: the handshake may have left frames (or TLS plaintext)
-        // buffered above the socket, where `peek` cannot see them.
-        let mut first = true;
+        // buffered above the socket, where `peek` cannot see them; likewise after a capped drain.
+        let mut more = true;
         loop {
-            if !std::mem::take(&mut first)
-                && let Readiness::Closed(reason) = transport.wait_readable()
-            {
+            if !more && let Readiness::Closed(reason) = transport.wait_readable() {
                 return reason;
             }
-            let drained = transport.drain(&mut batch);
+            let drained = transport.drain(&mut batch, MAX_BATCH);
+            more = matches!(drained, Ok(true));
             for (id, call) in self.registrations.try_iter() {
                 self.core.register(id, call);
             }

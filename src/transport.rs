@@ -267,7 +267,7 @@ impl Default for ConnectOptions {
 /// Bytes tungstenite reads per `read` call. Its default (128 KiB) is zero-filled before every
 /// read, which costs microseconds per message and makes 128 KiB per connection resident; CDP
 /// messages are mostly small, and large ones simply take more reads.
-const READ_CHUNK: usize = 16 * 1024;
+const READ_CHUNK: usize = 8 * 1024;
 
 fn ws_config(max: usize) -> WebSocketConfig {
     WebSocketConfig::default()
@@ -407,16 +407,28 @@ impl Transport {
     /// Reads every complete message already available, appending it to `out`, without waiting
     /// for more. `Err` means the connection is finished (closed, broken, protocol violation,
     /// oversize frame); messages read before that are still in `out`.
-    pub fn drain(&self, out: &mut Vec<Message>) -> Result<(), String> {
+    ///
+    /// At most `max` messages are taken per call (so a flood is applied and published in
+    /// batches); `Ok(true)` means the cap was hit and more may already be buffered above the
+    /// socket, where [`Transport::wait_readable`] cannot see it: call `drain` again without
+    /// waiting.
+    pub fn drain(&self, out: &mut Vec<Message>, max: usize) -> Result<bool, String> {
         let mut ws = self.lock();
         self.raw
             .set_nonblocking(true)
             .map_err(|e| format!("set_nonblocking: {e}"))?;
+        let mut taken = 0usize;
         let result = loop {
+            if taken >= max {
+                break Ok(true);
+            }
             match ws.read() {
-                Ok(msg) => out.push(msg),
+                Ok(msg) => {
+                    out.push(msg);
+                    taken += 1;
+                }
                 Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
-                    break Ok(());
+                    break Ok(false);
                 }
                 Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed) => {
