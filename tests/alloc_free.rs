@@ -53,15 +53,19 @@ fn snapshot_reads_allocate_nothing_while_the_writer_publishes() {
     // A writer that keeps the reader thread publishing new snapshots.
     let stop = Arc::new(AtomicBool::new(false));
     let fake = Arc::new(fake);
+    // Paced: each event waits for its publish, so every event is one new snapshot (a flood would
+    // be applied in large batches with few publishes).
     let writer = {
-        let (stop, fake) = (Arc::clone(&stop), Arc::clone(&fake));
+        let (stop, fake, sup) = (Arc::clone(&stop), Arc::clone(&fake), Arc::clone(&sup));
         std::thread::spawn(move || {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) && i < 200_000 {
+                let v = sup.with_snapshot(|s| s.version);
                 fake.emit_on_page(
                     "Runtime.consoleAPICalled",
                     json!({"type": "error", "args": [{"type": "string", "value": format!("e{i}")}]}),
                 );
+                sup.wait_for(Duration::from_secs(1), |s| s.version > v);
                 i += 1;
             }
         })

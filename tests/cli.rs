@@ -18,6 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::procs::{
+    alive, browsers_of, clean_config_env, group_members, kill_browsers_of, launched_pid,
+    profiles_of,
+};
 use common::{Browser, RawCdp, wait_until};
 use serde_json::{Value, json};
 
@@ -34,13 +38,7 @@ const STOP: Duration = Duration::from_secs(5);
 fn bin(args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.args(args);
-    for (k, _) in std::env::vars_os() {
-        if k.to_str().is_some_and(|k| {
-            k.starts_with("CDP_SUPERVISOR__") || k == "CDP_SUPERVISOR_CONFIG" || k == "RUST_LOG"
-        }) {
-            cmd.env_remove(k);
-        }
-    }
+    clean_config_env(&mut cmd);
     cmd
 }
 
@@ -194,13 +192,7 @@ impl Drop for Proc {
         }
         // Belt and braces: a Chromium launched by it dies through PR_SET_PDEATHSIG; kill any
         // that did not (identified by the profile directory naming our child's pid).
-        for b in browsers_of(pid) {
-            // SAFETY: kill(2) on a process group whose identity was just checked.
-            unsafe {
-                libc::kill(-(b as libc::pid_t), libc::SIGKILL);
-                libc::kill(b as libc::pid_t, libc::SIGKILL);
-            }
-        }
+        kill_browsers_of(pid);
     }
 }
 
@@ -213,96 +205,8 @@ fn run(cmd: Command, timeout: Duration, what: &str) -> (ExitStatus, String, Stri
 }
 
 // ---------------------------------------------------------------------------
-// /proc helpers
+// Helpers
 // ---------------------------------------------------------------------------
-
-/// The process state letter of `pid` (`R`, `S`, `Z`, ...), `None` when it does not exist.
-fn proc_state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) S ..." - comm may contain spaces and parentheses.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.trim_start().chars().next()
-}
-
-/// Alive = exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    proc_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
-}
-
-/// Live (non-zombie) processes whose process group is `pgid`.
-fn group_members(pgid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            let Some(close) = stat.rfind(')') else {
-                return false;
-            };
-            let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-            // Fields after comm: state ppid pgrp ...
-            f.len() > 2 && f[0] != "Z" && f[0] != "X" && f[2] == pgid.to_string()
-        })
-        .collect()
-}
-
-/// The profile-directory prefix a `cdp-supervisor` process with pid `pid` uses.
-fn profile_prefix(pid: u32) -> String {
-    format!("cdp-supervisor-profile-{pid}-")
-}
-
-/// Profile directories (under the temp dir) created by the process `pid`.
-fn profiles_of(pid: u32) -> Vec<PathBuf> {
-    let prefix = profile_prefix(pid);
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.starts_with(&prefix))
-                })
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Pids of live browser *leaders* launched by process `pid`: processes whose command line has
-/// `--user-data-dir=<tmp>/cdp-supervisor-profile-<pid>-...` and that lead their process group.
-fn browsers_of(pid: u32) -> Vec<u32> {
-    let needle = format!(
-        "--user-data-dir={}",
-        std::env::temp_dir().join(profile_prefix(pid)).display()
-    );
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .map(|c| {
-                    c.split(|b| *b == 0)
-                        .any(|a| a.starts_with(needle.as_bytes()))
-                })
-                .unwrap_or(false)
-                && alive(*p)
-                && group_members(*p).contains(p)
-        })
-        .collect()
-}
-
-/// Parses `launched <path> (pid N)` from a log line.
-fn launched_pid(line: &str) -> Option<u32> {
-    let i = line.find("launched ")?;
-    let rest = &line[i..];
-    let j = rest.find("(pid ")? + "(pid ".len();
-    let digits: String = rest[j..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
 
 /// The Chromium path for a test, or `None` (after the harness's skip rule).
 fn chromium_or_skip() -> Option<PathBuf> {

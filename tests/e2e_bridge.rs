@@ -25,7 +25,7 @@ use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, PendingDialog, Route, StartOptions,
     Supervisor, SupervisorRegistry, bridge,
 };
-use common::{HttpServer, RawCdp, Response, wait_until};
+use common::{HttpServer, RawCdp, Response, js, wait_until};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.
@@ -104,11 +104,6 @@ fn start_server() -> HttpServer {
             _ => Response::not_found(),
         }
     })
-}
-
-/// A JavaScript string literal for `s`.
-fn js(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serialises")
 }
 
 /// Schedules `call` on a fresh task and reports what it returned, with the wall clock just before
@@ -203,11 +198,7 @@ impl Fixture {
 
     /// The next report of a page, parsed.
     fn report(&self) -> Value {
-        let raw = self
-            .server
-            .wait_report(T)
-            .expect("the page reported what its dialog returned within the deadline");
-        serde_json::from_str(&raw).unwrap_or_else(|e| panic!("report {raw:?} is not JSON: {e}"))
+        self.server.wait_report_json(T)
     }
 }
 

@@ -22,7 +22,7 @@ use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, DialogPolicy, Error, PendingDialog,
     Route, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
-use common::{HttpServer, RawCdp, Response, wait_until};
+use common::{HttpServer, RawCdp, Response, js, wait_until};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.
@@ -39,11 +39,6 @@ const PARENT_PAGE: &str = r#"<!doctype html>
 const CHILD_PAGE: &str = r#"<!doctype html>
 <html><head><meta charset="utf-8"><title>dialogs child</title></head>
 <body><p>child</p></body></html>"#;
-
-/// A JavaScript string literal for `s`.
-fn js(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serialises")
-}
 
 /// An expression that schedules `call` (e.g. `confirm('Sure?')`) on a fresh task and reports
 /// `{at: location.pathname, r: <what it returned>}` once it returns. It evaluates at once.
@@ -122,11 +117,7 @@ impl Fixture {
 
     /// The next report of the page, parsed: `{"at": path, "r": value}`.
     fn report(&self) -> Value {
-        let raw = self
-            .server
-            .wait_report(T)
-            .expect("the page reported what its dialog returned within the deadline");
-        serde_json::from_str(&raw).unwrap_or_else(|e| panic!("report {raw:?} is not JSON: {e}"))
+        self.server.wait_report_json(T)
     }
 }
 

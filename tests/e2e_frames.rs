@@ -33,7 +33,7 @@ use cdp_supervisor::state::FrameRecord;
 use cdp_supervisor::{
     Config, DialogAction, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
-use common::{HttpServer, RawCdp, Response};
+use common::{HttpServer, RawCdp, Response, js};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.
@@ -63,11 +63,6 @@ fn url_encode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// A JavaScript string literal for `s`.
-fn js(s: &str) -> String {
-    serde_json::to_string(s).expect("a string serialises")
 }
 
 // ---------------------------------------------------------------------------------------------

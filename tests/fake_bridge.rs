@@ -14,6 +14,8 @@
 //! the fake has recorded them too. That lets a test assert that something did *not* happen
 //! without sleeping.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,11 +23,13 @@ use base64::Engine;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, DialogPolicy, Error, PendingDialog,
-    Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, bridge, tools,
+    StartOptions, Supervisor, SupervisorRegistry, bridge, tools,
+};
+use common::fakes::{
+    WAIT, barrier, methods, page_session, sent_on, wait_pending, wait_sent, wait_snapshot,
 };
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(5);
 /// The fake's default page: target id and main frame id.
 const PAGE: &str = "PAGE-1";
 /// The pattern SPEC §6 fixes for `Fetch.enable`.
@@ -50,42 +54,11 @@ fn bridge_on() -> StartOptions {
     }
 }
 
-fn wait_snapshot(sup: &Supervisor, what: &str, pred: impl Fn(&Snapshot) -> bool) -> Arc<Snapshot> {
-    sup.wait_for(WAIT, pred).unwrap_or_else(|| {
-        panic!(
-            "timed out waiting for {what}; last snapshot: {}",
-            sup.snapshot().to_json()
-        )
-    })
-}
-
-fn wait_pending(sup: &Supervisor, n: usize) -> Arc<Snapshot> {
-    wait_snapshot(sup, &format!("{n} pending dialogs"), |s| {
-        s.pending_dialogs.len() == n
-    })
-}
-
 fn wait_closed(sup: &Supervisor, id: &str) -> ClosedDialog {
     let s = wait_snapshot(sup, &format!("{id} in recent_dialogs"), |s| {
         s.closed_dialog(id).is_some() && s.pending_dialogs.iter().all(|d| d.id != id)
     });
     s.closed_dialog(id).cloned().expect("just checked")
-}
-
-fn page_session(sup: &Supervisor) -> String {
-    sup.snapshot()
-        .page_session_id
-        .clone()
-        .expect("the page session is known after start")
-}
-
-/// Everything emitted before this call has been applied and published, and every automatic
-/// command it triggered has been recorded by the fake.
-fn barrier(sup: &Supervisor) {
-    for _ in 0..2 {
-        sup.call("Browser.getVersion", json!({}), Route::Browser, WAIT)
-            .expect("browser-level call");
-    }
 }
 
 /// `encodeURIComponent`, as the injected script encodes the query values.
@@ -150,30 +123,6 @@ fn sent(fake: &FakeBrowser, method: &str) -> Vec<Value> {
         .into_iter()
         .filter(|c| c["method"] == method)
         .collect()
-}
-
-/// Commands the fake received on `session`, in order.
-fn sent_on(fake: &FakeBrowser, session: &str) -> Vec<Value> {
-    fake.received()
-        .into_iter()
-        .filter(|c| c["sessionId"] == session)
-        .collect()
-}
-
-fn methods(cmds: &[Value]) -> Vec<String> {
-    cmds.iter()
-        .map(|c| c["method"].as_str().unwrap_or("?").to_string())
-        .collect()
-}
-
-fn wait_sent(fake: &FakeBrowser, session: &str, method: &str) -> Value {
-    fake.wait_for_command(|c| c["sessionId"] == session && c["method"] == method, WAIT)
-        .unwrap_or_else(|| {
-            panic!(
-                "{method} never sent on {session}; sent there: {:?}",
-                methods(&sent_on(fake, session))
-            )
-        })
 }
 
 /// The `Fetch.fulfillRequest` for `request_id` (waits for it).

@@ -7,13 +7,12 @@ use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::{
-    ClosedBy, Config, DialogAction, DialogPolicy, Error, Route, Snapshot, StartOptions, Supervisor,
+    ClosedBy, Config, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
     SupervisorRegistry, tools,
 };
+use common::fakes::{WAIT, wait_pending, wait_snapshot};
 use common::wait_until;
 use serde_json::{Value, json};
-
-const WAIT: Duration = Duration::from_secs(5);
 
 fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     setup_with(Config::default(), options)
@@ -36,21 +35,6 @@ fn setup_with(
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach to the fake browser");
     (fake, reg, sup)
-}
-
-fn wait_snapshot(sup: &Supervisor, what: &str, pred: impl Fn(&Snapshot) -> bool) -> Arc<Snapshot> {
-    sup.wait_for(WAIT, pred).unwrap_or_else(|| {
-        panic!(
-            "timed out waiting for {what}; last snapshot: {}",
-            sup.snapshot().to_json()
-        )
-    })
-}
-
-fn wait_pending(sup: &Supervisor, n: usize) -> Arc<Snapshot> {
-    wait_snapshot(sup, &format!("{n} pending dialogs"), |s| {
-        s.pending_dialogs.len() == n
-    })
 }
 
 fn wait_closed(sup: &Supervisor, id: &str) -> cdp_supervisor::ClosedDialog {

@@ -14,6 +14,8 @@
 //! answered the fake has recorded them too. That lets a test assert that something did *not*
 //! happen without sleeping.
 
+mod common;
+
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -23,9 +25,9 @@ use cdp_supervisor::state::FrameEntry;
 use cdp_supervisor::{
     BridgeMode, Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
 };
+use common::fakes::{WAIT, barrier, methods, page_session, sent_on, wait_sent, wait_snapshot};
 use serde_json::{Value, json};
 
-const WAIT: Duration = Duration::from_secs(5);
 /// The fake's default page: target id and main frame id.
 const PAGE: &str = "PAGE-1";
 
@@ -43,31 +45,6 @@ fn setup() -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
         .expect("attach to the fake browser");
     assert_eq!(fake.page_target_id(), PAGE);
     (fake, reg, sup)
-}
-
-fn wait_snapshot(sup: &Supervisor, what: &str, pred: impl Fn(&Snapshot) -> bool) -> Arc<Snapshot> {
-    sup.wait_for(WAIT, pred).unwrap_or_else(|| {
-        panic!(
-            "timed out waiting for {what}; last snapshot: {}",
-            sup.snapshot().to_json()
-        )
-    })
-}
-
-fn page_session(sup: &Supervisor) -> String {
-    sup.snapshot()
-        .page_session_id
-        .clone()
-        .expect("the page session is known after start")
-}
-
-/// Everything emitted before this call has been applied and published, and every automatic
-/// command it triggered has been recorded by the fake.
-fn barrier(sup: &Supervisor) {
-    for _ in 0..2 {
-        sup.call("Browser.getVersion", json!({}), Route::Browser, WAIT)
-            .expect("browser-level call");
-    }
 }
 
 /// A `Target.attachedToTarget` to script.
@@ -206,30 +183,6 @@ fn origin(url: &str) -> String {
     let host = rest.split('/').next().unwrap_or("");
     let scheme = url.split("://").next().unwrap_or("");
     format!("{scheme}://{host}")
-}
-
-/// Commands the fake received on `session`, in order.
-fn sent_on(fake: &FakeBrowser, session: &str) -> Vec<Value> {
-    fake.received()
-        .into_iter()
-        .filter(|c| c["sessionId"] == session)
-        .collect()
-}
-
-fn methods(cmds: &[Value]) -> Vec<String> {
-    cmds.iter()
-        .map(|c| c["method"].as_str().unwrap_or("?").to_string())
-        .collect()
-}
-
-fn wait_sent(fake: &FakeBrowser, session: &str, method: &str) -> Value {
-    fake.wait_for_command(|c| c["sessionId"] == session && c["method"] == method, WAIT)
-        .unwrap_or_else(|| {
-            panic!(
-                "{method} never sent on {session}; sent there: {:?}",
-                methods(&sent_on(fake, session))
-            )
-        })
 }
 
 fn child<'a>(s: &'a Snapshot, frame: &str) -> Option<&'a FrameEntry> {

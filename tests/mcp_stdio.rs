@@ -15,13 +15,15 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::procs::{
+    alive, browsers_of, clean_config_env, kill_browsers_of, launched_pid, profiles_of,
+};
 use common::{HttpServer, Response, wait_until};
 use serde_json::{Value, json};
 
@@ -100,13 +102,7 @@ impl Mcp {
     fn start(envs: &[(&str, &std::ffi::OsStr)]) -> Mcp {
         let mut cmd = Command::new(BIN);
         cmd.arg("mcp");
-        for (k, _) in std::env::vars_os() {
-            if k.to_str().is_some_and(|k| {
-                k.starts_with("CDP_SUPERVISOR__") || k == "CDP_SUPERVISOR_CONFIG" || k == "RUST_LOG"
-            }) {
-                cmd.env_remove(k);
-            }
-        }
+        clean_config_env(&mut cmd);
         cmd.env("RUST_LOG", "info");
         for (k, v) in envs {
             cmd.env(k, v);
@@ -220,93 +216,13 @@ impl Drop for Mcp {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-        for b in browsers_of(pid) {
-            // SAFETY: kill(2) on a process group whose identity was just checked.
-            unsafe {
-                libc::kill(-(b as libc::pid_t), libc::SIGKILL);
-                libc::kill(b as libc::pid_t, libc::SIGKILL);
-            }
-        }
+        kill_browsers_of(pid);
     }
 }
 
 // ---------------------------------------------------------------------------
-// /proc helpers
+// Helpers
 // ---------------------------------------------------------------------------
-
-/// Alive = exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(close) = stat.rfind(')') else {
-        return false;
-    };
-    !matches!(
-        stat[close + 1..].trim_start().chars().next(),
-        Some('Z' | 'X')
-    )
-}
-
-/// The process group of `pid`.
-fn pgid(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    f.get(2)?.parse().ok()
-}
-
-fn profile_prefix(pid: u32) -> String {
-    format!("cdp-supervisor-profile-{pid}-")
-}
-
-/// Profile directories (under the temp dir) created by process `pid`.
-fn profiles_of(pid: u32) -> Vec<PathBuf> {
-    let prefix = profile_prefix(pid);
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n.starts_with(&prefix))
-                })
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Live browser process-group leaders launched by process `pid` (their `--user-data-dir` is
-/// `<tmp>/cdp-supervisor-profile-<pid>-...`).
-fn browsers_of(pid: u32) -> Vec<u32> {
-    let needle = format!(
-        "--user-data-dir={}",
-        std::env::temp_dir().join(profile_prefix(pid)).display()
-    );
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read(format!("/proc/{p}/cmdline"))
-                .map(|c| {
-                    c.split(|b| *b == 0)
-                        .any(|a| a.starts_with(needle.as_bytes()))
-                })
-                .unwrap_or(false)
-                && alive(*p)
-                && pgid(*p) == Some(*p)
-        })
-        .collect()
-}
-
-/// Parses `launched <path> (pid N)` from a log line.
-fn launched_pid(line: &str) -> Option<u32> {
-    let rest = &line[line.find("launched ")?..];
-    let j = rest.find("(pid ")? + "(pid ".len();
-    let digits: String = rest[j..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
 
 /// Every stdout line is one JSON-RPC 2.0 message.
 fn assert_stdout_is_json_rpc(lines: &[String]) {

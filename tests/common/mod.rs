@@ -14,10 +14,18 @@
 //! * [`HttpServer`]: a loopback HTTP/1.1 server with a `/report` channel so
 //!   page JavaScript can tell the test exactly what it observed.
 //! * [`wait_until`]: the one sanctioned polling helper.
+//! * [`js`]: a JavaScript string literal for page expressions.
+//! * [`fakes`]: waits and command checks for tests driving the scripted fake
+//!   CDP browser.
+//! * [`procs`]: `/proc` helpers for tests that run the binary and check the
+//!   processes and profile directories it leaves behind.
 //!
 //! Every test binary uses a subset of this module, hence `dead_code` is
 //! allowed.
 #![allow(dead_code)]
+
+pub mod fakes;
+pub mod procs;
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -936,6 +944,15 @@ impl HttpServer {
         let rx = self.reports.lock().unwrap_or_else(|p| p.into_inner());
         rx.recv_timeout(timeout).ok()
     }
+
+    /// The next recorded report (see [`HttpServer::wait_report`]) parsed as
+    /// JSON; panics when none arrives within `timeout` or it is not JSON.
+    pub fn wait_report_json(&self, timeout: Duration) -> Value {
+        let raw = self
+            .wait_report(timeout)
+            .unwrap_or_else(|| panic!("the page reported nothing within {timeout:?}"));
+        serde_json::from_str(&raw).unwrap_or_else(|e| panic!("report {raw:?} is not JSON: {e}"))
+    }
 }
 
 impl Drop for HttpServer {
@@ -1118,6 +1135,15 @@ fn hex_val(b: u8) -> Option<u8> {
         b'A'..=b'F' => Some(b - b'A' + 10),
         _ => None,
     }
+}
+
+// ---------------------------------------------------------------------------
+// Page JavaScript
+// ---------------------------------------------------------------------------
+
+/// A JavaScript string literal for `s`.
+pub fn js(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
 }
 
 // ---------------------------------------------------------------------------

@@ -1,0 +1,81 @@
+//! Helpers for tests that drive a supervisor with the scripted fake CDP browser
+//! (`tests/fake_bridge.rs`, `tests/fake_dialogs.rs`, `tests/fake_frames.rs`).
+//!
+//! Every test binary compiles this module but only some use it, hence `dead_code` is
+//! allowed.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cdp_supervisor::fake::FakeBrowser;
+use cdp_supervisor::{Route, Snapshot, Supervisor};
+use serde_json::{Value, json};
+
+/// Deadline of every wait in the fake-browser tests.
+pub const WAIT: Duration = Duration::from_secs(5);
+
+/// Waits (up to [`WAIT`]) for a snapshot satisfying `pred`; panics naming `what` and showing the
+/// last snapshot otherwise.
+pub fn wait_snapshot(
+    sup: &Supervisor,
+    what: &str,
+    pred: impl Fn(&Snapshot) -> bool,
+) -> Arc<Snapshot> {
+    sup.wait_for(WAIT, pred).unwrap_or_else(|| {
+        panic!(
+            "timed out waiting for {what}; last snapshot: {}",
+            sup.snapshot().to_json()
+        )
+    })
+}
+
+/// Waits until exactly `n` dialogs are pending.
+pub fn wait_pending(sup: &Supervisor, n: usize) -> Arc<Snapshot> {
+    wait_snapshot(sup, &format!("{n} pending dialogs"), |s| {
+        s.pending_dialogs.len() == n
+    })
+}
+
+/// The supervisor's session on the page.
+pub fn page_session(sup: &Supervisor) -> String {
+    sup.snapshot()
+        .page_session_id
+        .clone()
+        .expect("the page session is known after start")
+}
+
+/// Everything emitted before this call has been applied and published, and every automatic
+/// command it triggered has been recorded by the fake.
+pub fn barrier(sup: &Supervisor) {
+    for _ in 0..2 {
+        sup.call("Browser.getVersion", json!({}), Route::Browser, WAIT)
+            .expect("browser-level call");
+    }
+}
+
+/// Commands the fake received on `session`, in order.
+pub fn sent_on(fake: &FakeBrowser, session: &str) -> Vec<Value> {
+    fake.received()
+        .into_iter()
+        .filter(|c| c["sessionId"] == session)
+        .collect()
+}
+
+/// The methods of `cmds`, in order.
+pub fn methods(cmds: &[Value]) -> Vec<String> {
+    cmds.iter()
+        .map(|c| c["method"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// Waits (up to [`WAIT`]) for the fake to receive `method` on `session`; returns the command.
+pub fn wait_sent(fake: &FakeBrowser, session: &str, method: &str) -> Value {
+    fake.wait_for_command(|c| c["sessionId"] == session && c["method"] == method, WAIT)
+        .unwrap_or_else(|| {
+            panic!(
+                "{method} never sent on {session}; sent there: {:?}",
+                methods(&sent_on(fake, session))
+            )
+        })
+}

@@ -1,0 +1,130 @@
+//! `/proc` helpers for tests that run the `cdp-supervisor` binary and check the processes
+//! and profile directories it leaves behind (`tests/cli.rs`, `tests/mcp_stdio.rs`).
+//!
+//! Every test binary compiles this module but only some use it, hence `dead_code` is
+//! allowed.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Removes every variable that configures `cdp-supervisor` (`CDP_SUPERVISOR__*`,
+/// `CDP_SUPERVISOR_CONFIG`) and `RUST_LOG` from `cmd`'s environment, so the test's own
+/// environment cannot change what the binary does.
+pub fn clean_config_env(cmd: &mut Command) {
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| {
+            k.starts_with("CDP_SUPERVISOR__") || k == "CDP_SUPERVISOR_CONFIG" || k == "RUST_LOG"
+        }) {
+            cmd.env_remove(k);
+        }
+    }
+}
+
+/// The process state letter of `pid` (`R`, `S`, `Z`, ...), `None` when it does not exist.
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ..." - comm may contain spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.trim_start().chars().next()
+}
+
+/// Alive = exists and is not a zombie (`Z`) or dead (`X`).
+pub fn alive(pid: u32) -> bool {
+    proc_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// The process group of `pid`, `None` when it does not exist.
+pub fn pgid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after comm: state ppid pgrp ...
+    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    f.get(2)?.parse().ok()
+}
+
+/// Live (non-zombie) processes whose process group is `pgid`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let Some(close) = stat.rfind(')') else {
+                return false;
+            };
+            let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+            // Fields after comm: state ppid pgrp ...
+            f.len() > 2 && f[0] != "Z" && f[0] != "X" && f[2] == pgid.to_string()
+        })
+        .collect()
+}
+
+/// The profile-directory prefix a `cdp-supervisor` process with pid `pid` uses.
+pub fn profile_prefix(pid: u32) -> String {
+    format!("cdp-supervisor-profile-{pid}-")
+}
+
+/// Profile directories (under the temp dir) created by the process `pid`.
+pub fn profiles_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = profile_prefix(pid);
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.starts_with(&prefix))
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Pids of live browser *leaders* launched by process `pid`: processes whose command line has
+/// `--user-data-dir=<tmp>/cdp-supervisor-profile-<pid>-...`, that are [`alive`] and that lead
+/// their process group.
+pub fn browsers_of(pid: u32) -> Vec<u32> {
+    let needle = format!(
+        "--user-data-dir={}",
+        std::env::temp_dir().join(profile_prefix(pid)).display()
+    );
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| {
+                    c.split(|b| *b == 0)
+                        .any(|a| a.starts_with(needle.as_bytes()))
+                })
+                .unwrap_or(false)
+                && alive(*p)
+                && pgid(*p) == Some(*p)
+        })
+        .collect()
+}
+
+/// SIGKILLs every live browser leader launched by process `pid` (see [`browsers_of`]) and its
+/// process group.
+pub fn kill_browsers_of(pid: u32) {
+    for b in browsers_of(pid) {
+        // SAFETY: kill(2) on a process group whose identity was just checked.
+        unsafe {
+            libc::kill(-(b as libc::pid_t), libc::SIGKILL);
+            libc::kill(b as libc::pid_t, libc::SIGKILL);
+        }
+    }
+}
+
+/// Parses `launched <path> (pid N)` from a log line.
+pub fn launched_pid(line: &str) -> Option<u32> {
+    let rest = &line[line.find("launched ")?..];
+    let j = rest.find("(pid ")? + "(pid ".len();
+    let digits: String = rest[j..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
