@@ -1,8 +1,7 @@
-//! The heart of the crate: one [`Supervisor`] per task, and **the reader loop** that owns its
-//! state.
+//! One [`Supervisor`] per task: its public API (start, snapshot, dialogs, routed calls, stop).
 //!
 //! Threads per supervisor:
-//! * the **reader** ([`reader_loop`]): blocks on the socket, drains what arrived, feeds it to the
+//! * the **reader** (`crate::reader`, the reader loop): blocks on the socket, drains what arrived, feeds it to the
 //!   [`Core`] state machine, writes the automatic commands the core queues (fire-and-forget),
 //!   publishes a new [`Snapshot`] when the visible state changed, then hands replies to waiting
 //!   callers. It is the only writer of state and never waits for a CDP reply.
