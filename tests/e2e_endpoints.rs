@@ -45,10 +45,12 @@ fn http_endpoint_resolves_attaches_and_answers_a_dialog() {
         sup.snapshot().page_target_id.as_deref(),
         Some(page.as_str())
     );
-    assert_eq!(
-        sup.cdp_url_redacted(),
-        http,
-        "the snapshot keeps the URL the user gave"
+    let port = http.rsplit(':').next().unwrap();
+    assert!(
+        sup.cdp_url_redacted()
+            .starts_with(&format!("ws://127.0.0.1:{port}/devtools/browser/")),
+        "connected to the resolved WebSocket URL: {}",
+        sup.cdp_url_redacted()
     );
     sup.call(
         "Runtime.evaluate",
