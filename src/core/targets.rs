@@ -79,16 +79,14 @@ impl Core {
         let sid = ev.session_id.clone();
         let child = Some(sid.clone());
         let room = self.sessions.len() < self.settings.limits.frames_max;
+        let session = Session {
+            target_id: info.target_id.clone(),
+            kind: info.kind.clone(),
+            parent: Some(parent.clone()),
+        };
         match info.kind.as_str() {
             "iframe" if room => {
-                self.sessions.insert(
-                    sid.clone(),
-                    Session {
-                        target_id: info.target_id.clone(),
-                        kind: info.kind.clone(),
-                        parent: Some(parent.clone()),
-                    },
-                );
+                self.sessions.insert(sid.clone(), session);
                 self.dirty |= self.frames.oopif_attached(
                     &parent,
                     &sid,
@@ -116,14 +114,7 @@ impl Core {
                 }
             }
             "worker" | "shared_worker" | "service_worker" if room => {
-                self.sessions.insert(
-                    sid.clone(),
-                    Session {
-                        target_id: info.target_id.clone(),
-                        kind: info.kind.clone(),
-                        parent: Some(parent.clone()),
-                    },
-                );
+                self.sessions.insert(sid.clone(), session);
                 self.command("Runtime.enable", json!({}), child.clone());
             }
             _ => {}
