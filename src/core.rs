@@ -103,8 +103,6 @@ pub enum Outgoing {
     ArmWatchdog {
         /// `d-N`.
         dialog_id: String,
-        /// Where the dismissal goes.
-        session_id: String,
         /// When to dismiss.
         deadline: Instant,
     },
@@ -181,7 +179,8 @@ pub struct Core {
     console_changed: bool,
 }
 
-/// How long an entry for a caller that gave up may stay in the call table before a purge.
+/// Once the call table holds this many entries (and at each doubling after), entries whose
+/// caller gave up (deadline passed, reply never came) are purged.
 const PURGE_EVERY: usize = 1024;
 
 impl Core {

@@ -196,7 +196,6 @@ impl Frames {
     /// process, on `session`.
     pub fn oopif_attached(
         &mut self,
-        parent_session: &str,
         session: &str,
         target_id: &str,
         url: &str,
@@ -216,7 +215,6 @@ impl Frames {
         if let Some(p) = parent_frame_id.filter(|p| !p.is_empty()) {
             rec.parent_frame_id = Some(p.to_string());
         }
-        let _ = parent_session;
         true
     }
 

@@ -196,12 +196,10 @@ impl Reader {
                 }
                 Outgoing::ArmWatchdog {
                     dialog_id,
-                    session_id,
                     deadline,
                 } => {
                     watchdog.push(WatchdogMsg::Arm {
                         dialog_id,
-                        session_id,
                         deadline,
                     });
                 }

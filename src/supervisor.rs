@@ -190,9 +190,7 @@ impl Supervisor {
             .name(format!("cdp-watchdog-{}", short(&self.task_id)))
             .stack_size(WATCHDOG_STACK)
             .spawn(move || {
-                watchdog::run(wd_rx, |dialog_id, _session_id| {
-                    fire_watchdog(&shared, &task, dialog_id)
-                })
+                watchdog::run(wd_rx, |dialog_id| fire_watchdog(&shared, &task, dialog_id))
             })
             .map_err(spawn_err)?;
         self.lock_threads().push(dog);

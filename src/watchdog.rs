@@ -15,12 +15,10 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 /// A message from the reader thread.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchdogMsg {
-    /// Dismiss `dialog_id` on `session_id` at `deadline` unless cancelled first.
+    /// Dismiss `dialog_id` at `deadline` unless cancelled first.
     Arm {
         /// `d-N`.
         dialog_id: String,
-        /// Where the dismissal goes.
-        session_id: String,
         /// When.
         deadline: Instant,
     },
@@ -31,12 +29,12 @@ pub enum WatchdogMsg {
     },
 }
 
-/// Runs the watchdog until `rx` disconnects. `fire(dialog_id, session_id)` is called for every
-/// dialog whose deadline passes while it is armed.
-pub fn run(rx: Receiver<WatchdogMsg>, mut fire: impl FnMut(&str, &str)) {
-    let mut armed: Vec<(String, String, Instant)> = Vec::new();
+/// Runs the watchdog until `rx` disconnects. `fire(dialog_id)` is called for every dialog whose
+/// deadline passes while it is armed.
+pub fn run(rx: Receiver<WatchdogMsg>, mut fire: impl FnMut(&str)) {
+    let mut armed: Vec<(String, Instant)> = Vec::new();
     loop {
-        let next = armed.iter().map(|(_, _, d)| *d).min();
+        let next = armed.iter().map(|(_, d)| *d).min();
         let msg = match next {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(deadline) => rx.recv_deadline(deadline),
@@ -44,20 +42,18 @@ pub fn run(rx: Receiver<WatchdogMsg>, mut fire: impl FnMut(&str, &str)) {
         match msg {
             Ok(WatchdogMsg::Arm {
                 dialog_id,
-                session_id,
                 deadline,
             }) => {
-                armed.retain(|(id, _, _)| *id != dialog_id);
-                armed.push((dialog_id, session_id, deadline));
+                armed.retain(|(id, _)| *id != dialog_id);
+                armed.push((dialog_id, deadline));
             }
-            Ok(WatchdogMsg::Cancel { dialog_id }) => armed.retain(|(id, _, _)| *id != dialog_id),
+            Ok(WatchdogMsg::Cancel { dialog_id }) => armed.retain(|(id, _)| *id != dialog_id),
             Err(RecvTimeoutError::Timeout) => {
                 let now = Instant::now();
-                let (due, keep): (Vec<_>, Vec<_>) =
-                    armed.drain(..).partition(|(_, _, d)| *d <= now);
+                let (due, keep): (Vec<_>, Vec<_>) = armed.drain(..).partition(|(_, d)| *d <= now);
                 armed = keep;
-                for (dialog_id, session_id, _) in due {
-                    fire(&dialog_id, &session_id);
+                for (dialog_id, _) in due {
+                    fire(&dialog_id);
                 }
             }
             Err(RecvTimeoutError::Disconnected) => return,
@@ -75,15 +71,10 @@ mod tests {
     fn fires_only_armed_and_uncancelled_dialogs_in_deadline_order() {
         let (tx, rx) = unbounded();
         let (fired_tx, fired_rx) = unbounded();
-        let t = std::thread::spawn(move || {
-            run(rx, |d, s| {
-                fired_tx.send((d.to_string(), s.to_string())).unwrap()
-            })
-        });
+        let t = std::thread::spawn(move || run(rx, |d| fired_tx.send(d.to_string()).unwrap()));
         let now = Instant::now();
         let arm = |id: &str, ms| WatchdogMsg::Arm {
             dialog_id: id.into(),
-            session_id: "S".into(),
             deadline: now + Duration::from_millis(ms),
         };
         tx.send(arm("d-2", 60)).unwrap();
@@ -95,7 +86,7 @@ mod tests {
         .unwrap();
         let first = fired_rx.recv_timeout(Duration::from_secs(5)).unwrap();
         let second = fired_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        assert_eq!((first.0.as_str(), second.0.as_str()), ("d-1", "d-2"));
+        assert_eq!((first.as_str(), second.as_str()), ("d-1", "d-2"));
         drop(tx);
         t.join().unwrap();
         assert!(

@@ -114,6 +114,8 @@ fn racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_threads() {
             "a connection left open"
         );
     }
+    // A thread's exit signals nothing we can wait on (the fake's connection threads end after
+    // their sockets close), so re-read /proc under a deadline.
     let deadline = Instant::now() + Duration::from_secs(5);
     while thread_count() > baseline && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));

@@ -121,7 +121,6 @@ impl Core {
         if answer.is_none() {
             self.out.push(Outgoing::ArmWatchdog {
                 dialog_id: dialog.id.clone(),
-                session_id: session.to_string(),
                 deadline: Instant::now() + self.settings.dialog_timeout,
             });
         }

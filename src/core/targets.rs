@@ -88,7 +88,6 @@ impl Core {
             "iframe" if room => {
                 self.sessions.insert(sid.clone(), session);
                 self.dirty |= self.frames.oopif_attached(
-                    &parent,
                     &sid,
                     &info.target_id,
                     &info.url,

@@ -258,25 +258,12 @@ impl FakeBrowser {
         pred: impl Fn(&Value) -> bool,
         timeout: Duration,
     ) -> Option<Value> {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.state();
         let mut checked = 0;
-        loop {
-            if let Some(found) = state.received[checked..].iter().find(|c| pred(c)) {
-                return Some(found.clone());
-            }
+        self.shared.wait_state(Instant::now() + timeout, |state| {
+            let found = state.received[checked..].iter().find(|c| pred(c)).cloned();
             checked = state.received.len();
-            let now = Instant::now();
-            if now >= deadline || state.shutdown {
-                return None;
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+            found
+        })
     }
 
     /// Number of live WebSocket connections.
@@ -292,23 +279,11 @@ impl FakeBrowser {
     /// Waits until exactly `n` WebSocket connections are live; returns false
     /// on timeout.
     pub fn wait_for_connections(&self, n: usize, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut state = self.shared.state();
-        loop {
-            if state.conns.len() == n {
-                return true;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.shared
+            .wait_state(Instant::now() + timeout, |state| {
+                (state.conns.len() == n).then_some(())
+            })
+            .is_some()
     }
 
     /// Abruptly closes (TCP shutdown, no close frame) every live connection.

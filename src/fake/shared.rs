@@ -140,6 +140,30 @@ impl Shared {
         lock(&self.state)
     }
 
+    /// Waits until `check` returns `Some` (it runs under the lock after every state change) or
+    /// `deadline` passes or the fake shuts down (`None`).
+    pub(super) fn wait_state<T>(
+        &self,
+        deadline: Instant,
+        mut check: impl FnMut(&State) -> Option<T>,
+    ) -> Option<T> {
+        let mut state = self.state();
+        loop {
+            if let Some(v) = check(&state) {
+                return Some(v);
+            }
+            let now = Instant::now();
+            if now >= deadline || state.shutdown {
+                return None;
+            }
+            state = self
+                .changed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     /// Applies `change` to the state and wakes every waiter.
     pub(super) fn update<R>(&self, change: impl FnOnce(&mut State) -> R) -> R {
         let mut state = self.state();
