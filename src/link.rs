@@ -19,6 +19,25 @@ use crate::protocol;
 use crate::state::Snapshot;
 use crate::transport::Transport;
 
+/// Where a supervisor publishes its snapshot: the arc-swap plus the task it belongs to. Its own
+/// allocation, so a reader's per-thread cache (see `registry`) can keep it without keeping the
+/// supervisor's socket or anything else alive.
+#[derive(Debug)]
+pub(crate) struct SnapshotCell {
+    /// The task whose state this is.
+    pub task_id: String,
+    /// The latest snapshot.
+    pub current: ArcSwap<Snapshot>,
+}
+
+impl std::ops::Deref for SnapshotCell {
+    type Target = ArcSwap<Snapshot>;
+
+    fn deref(&self) -> &ArcSwap<Snapshot> {
+        &self.current
+    }
+}
+
 /// State shared by one supervisor's threads.
 pub(crate) struct Shared {
     /// The live connection; replaced by the reader after a reconnect.
@@ -30,7 +49,7 @@ pub(crate) struct Shared {
     /// Call registrations, drained by the reader before it applies what it read.
     pub registrations: Sender<(u64, PendingCall)>,
     /// The published state. Written only by the reader thread.
-    pub snapshot: ArcSwap<Snapshot>,
+    pub snapshot: Arc<SnapshotCell>,
     /// Set by the reader thread as it exits for good.
     pub reader_done: AtomicBool,
     /// Threads blocked in `wait_for`; the reader only touches `changed` when > 0, so nobody
@@ -53,7 +72,10 @@ impl Shared {
             transport: ArcSwap::from_pointee(transport),
             next_id: AtomicU64::new(1),
             registrations,
-            snapshot: ArcSwap::from_pointee(first),
+            snapshot: Arc::new(SnapshotCell {
+                task_id: first.task_id.clone(),
+                current: ArcSwap::from_pointee(first),
+            }),
             reader_done: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
             change_lock: Mutex::new(()),

@@ -7,8 +7,21 @@
 //! attaches, and takes the lock again to publish. A `stop` that happens meanwhile bumps the slot's
 //! generation, so the finishing start sees that it lost and stops its own supervisor instead of
 //! publishing a zombie.
+//!
+//! # The read path
+//!
+//! `snapshot`/`with_snapshot`/`get` first look in a one-entry **per-thread cache** of the last
+//! `(registry, task) -> supervisor` lookup, validated by the registry's `live_generation` (bumped
+//! after every change of the live map): a hit costs a thread-local access, one atomic load and a
+//! string comparison instead of an arc-swap guard and a hash lookup. A miss (another task, or the
+//! map changed) takes the lock-free path and refills the entry without allocating. The entry holds
+//! an `Arc` of the supervisor's snapshot cell (its task id and arc-swap, nothing else), so after a
+//! stop that cell and its last snapshot can stay allocated until that thread's next read through
+//! any registry, or its exit; the supervisor itself (threads, socket) is not kept.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -17,6 +30,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
 use crate::config::{BridgeMode, Config, DialogPolicy};
 use crate::error::Error;
+use crate::link::SnapshotCell;
 use crate::redact::redact_url;
 use crate::state::Snapshot;
 use crate::supervisor::{Settings, Supervisor};
@@ -86,6 +100,26 @@ pub struct SupervisorRegistry {
     live_write: Mutex<()>,
     /// Serialises changes to the map itself (inserting/removing slots).
     map_write: Mutex<()>,
+    /// Bumped (release) after every store of `live`; validates the per-thread read cache.
+    live_generation: AtomicU64,
+    /// Process-unique identity of this registry, for the per-thread read cache.
+    uid: u64,
+}
+
+/// Source of [`SupervisorRegistry::uid`]s; 0 is never used, so an empty cache matches nothing.
+static NEXT_REGISTRY_UID: AtomicU64 = AtomicU64::new(1);
+
+/// The per-thread read cache (see the module doc).
+struct LiveCache {
+    registry: u64,
+    generation: u64,
+    cell: Option<Arc<SnapshotCell>>,
+}
+
+thread_local! {
+    static LIVE_CACHE: RefCell<LiveCache> = const {
+        RefCell::new(LiveCache { registry: 0, generation: 0, cell: None })
+    };
 }
 
 impl SupervisorRegistry {
@@ -97,6 +131,8 @@ impl SupervisorRegistry {
             live: ArcSwap::from_pointee(HashMap::default()),
             live_write: Mutex::new(()),
             map_write: Mutex::new(()),
+            live_generation: AtomicU64::new(0),
+            uid: NEXT_REGISTRY_UID.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -238,6 +274,45 @@ impl SupervisorRegistry {
             None => map.remove(task_id),
         };
         self.live.store(Arc::new(map));
+        self.live_generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Runs `f` on the snapshot cell of `task_id`'s live supervisor, through the per-thread
+    /// cache when it is valid (see the module doc). Never allocates.
+    fn with_cell<R>(&self, task_id: &str, f: impl FnOnce(&SnapshotCell) -> R) -> Option<R> {
+        // Read the generation before the map: an entry filled from a map at least as new as this
+        // generation stays valid exactly as long as the generation does not move.
+        let generation = self.live_generation.load(Ordering::Acquire);
+        let mut f = Some(f);
+        let cached = LIVE_CACHE.try_with(|cell| {
+            // Busy: `f` of an outer read is reading again on this thread. Take the plain path.
+            let mut entry = cell.try_borrow_mut().ok()?;
+            let hit = entry.registry == self.uid
+                && entry.generation == generation
+                && entry.cell.as_ref().is_some_and(|c| c.task_id == task_id);
+            if !hit {
+                let Some(cell) = self
+                    .live
+                    .load()
+                    .get(task_id)
+                    .map(|s| Arc::clone(s.snapshot_cell()))
+                else {
+                    return Some(None);
+                };
+                *entry = LiveCache {
+                    registry: self.uid,
+                    generation,
+                    cell: Some(cell),
+                };
+            }
+            let f = f.take()?;
+            Some(entry.cell.as_deref().map(f))
+        });
+        match cached {
+            Ok(Some(r)) => r,
+            // No cache on this thread (busy, or being torn down): the lock-free path.
+            _ => f.and_then(|f| self.live.load().get(task_id).map(|s| f(s.snapshot_cell()))),
+        }
     }
 
     /// The supervisor for `task_id`, if one has been started and not stopped (it may be dead:
@@ -246,18 +321,19 @@ impl SupervisorRegistry {
         self.live.load().get(task_id).cloned()
     }
 
-    /// The latest snapshot of `task_id`. Lock-free and wait-free: one arc-swap load of the task
-    /// map, one hash lookup, the supervisor's snapshot load and one reference-count increment; no
-    /// lock, no allocation, no syscall.
+    /// The latest snapshot of `task_id`. Lock-free and wait-free: the task's supervisor from the
+    /// per-thread cache (or one arc-swap load of the task map and one hash lookup), then the
+    /// supervisor's snapshot load and one reference-count increment; no lock, no allocation, no
+    /// syscall.
     pub fn snapshot(&self, task_id: &str) -> Option<Arc<Snapshot>> {
-        self.live.load().get(task_id).map(|s| s.snapshot())
+        self.with_cell(task_id, |c| c.load_full())
     }
 
     /// Calls `f` with the latest snapshot of `task_id` without touching its reference count:
     /// the fastest read, for handlers that only look (nothing shared is written, so readers on
     /// other cores never contend).
     pub fn with_snapshot<R>(&self, task_id: &str, f: impl FnOnce(&Snapshot) -> R) -> Option<R> {
-        self.live.load().get(task_id).map(|s| s.with_snapshot(f))
+        self.with_cell(task_id, |c| f(&c.load()))
     }
 
     /// Stops `task_id`'s supervisor (dismissing pending dialogs first) and forgets it. Returns

@@ -26,7 +26,7 @@ use crate::attach::{Choice, attach_page};
 use crate::config::{Config, DialogAction, DialogPolicy};
 use crate::core::{CallKind, Core, CoreSettings, answer_command};
 use crate::error::Error;
-use crate::link::Shared;
+use crate::link::{Shared, SnapshotCell};
 use crate::reader::{Reader, ReconnectPlan};
 use crate::state::{ClosedBy, PendingDialog, Snapshot};
 use crate::transport::{ConnectOptions, Transport};
@@ -218,6 +218,11 @@ impl Supervisor {
     /// The settings it was started with (config plus the task's overrides).
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// Where the snapshot is published (for the registry's per-thread read cache).
+    pub(crate) fn snapshot_cell(&self) -> &Arc<SnapshotCell> {
+        &self.shared.snapshot
     }
 
     /// The latest published state. Wait-free: no lock, no allocation, no syscall.

@@ -70,6 +70,9 @@ fn snapshot_reads_allocate_nothing_while_the_writer_publishes() {
             }
         })
     };
+    // A second task: alternating between the two misses the per-thread read cache on every
+    // read, so the refill path is measured too.
+    let other = reg.get_or_start("alloc-other", &fake.ws_url()).unwrap();
     let v0 = sup.snapshot().version;
     // Warm up: arc-swap registers this thread's debt slots on first use.
     for _ in 0..100 {
@@ -88,8 +91,13 @@ fn snapshot_reads_allocate_nothing_while_the_writer_publishes() {
                 .unwrap_or(0);
             total += sup.snapshot().pending_dialogs.len();
             total += sup.with_snapshot(|s| s.frame_tree.children.len() + s.pending_dialogs.len());
+            total += reg
+                .snapshot("alloc-other")
+                .map_or(1, |s| s.pending_dialogs.len() + 1);
+            total += reg.snapshot("alloc").map_or(0, |s| s.pending_dialogs.len());
+            total += usize::from(reg.snapshot("no-such-task").is_none());
         }
-        reads += 4000;
+        reads += 7000;
     }
     let after = allocations();
     stop.store(true, Ordering::Relaxed);
@@ -105,5 +113,6 @@ fn snapshot_reads_allocate_nothing_while_the_writer_publishes() {
         "the writer published too little ({published})"
     );
     assert_eq!(after - before, 0, "the read path allocated");
+    drop(other);
     reg.stop_all();
 }
