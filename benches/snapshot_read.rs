@@ -63,8 +63,16 @@ impl State {
     fn from_snapshot(s: &Snapshot) -> State {
         State {
             pending_dialogs: s.pending_dialogs.to_vec(),
-            recent_dialogs: s.recent_dialogs.to_vec(),
-            console_errors: s.console_errors.to_vec(),
+            recent_dialogs: s
+                .recent_dialogs
+                .iter()
+                .map(|d| ClosedDialog::clone(d))
+                .collect(),
+            console_errors: s
+                .console_errors
+                .iter()
+                .map(|e| ConsoleEntry::clone(e))
+                .collect(),
             frames: s
                 .frame_tree
                 .top

@@ -160,8 +160,8 @@ pub struct Core {
     calls: HashMap<u64, PendingCall>,
     next_dialog: u64,
     open: Vec<OpenDialog>,
-    recent: VecDeque<ClosedDialog>,
-    console: VecDeque<ConsoleEntry>,
+    recent: VecDeque<Arc<ClosedDialog>>,
+    console: VecDeque<Arc<ConsoleEntry>>,
     frames: Frames,
     blocked: Option<Blocked>,
     /// The bridge is installed on every page/iframe session (mode `on`, or `auto` after the
@@ -331,14 +331,13 @@ impl Core {
                 .iter()
                 .filter(|d| d.closed_event.is_none())
                 .map(|d| d.public.clone())
-                .collect::<Vec<_>>()
-                .into();
+                .collect();
         }
         if std::mem::take(&mut self.recent_changed) {
-            p.recent_dialogs = self.recent.iter().cloned().collect::<Vec<_>>().into();
+            p.recent_dialogs = self.recent.iter().cloned().collect();
         }
         if std::mem::take(&mut self.console_changed) {
-            p.console_errors = self.console.iter().cloned().collect::<Vec<_>>().into();
+            p.console_errors = self.console.iter().cloned().collect();
         }
         if let Some((map, tree)) = self.frames.take_published() {
             p.frames = map;

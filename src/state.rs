@@ -255,14 +255,15 @@ pub struct Snapshot {
     pub page_session_id: Option<String>,
     /// Dialogs waiting for an answer, oldest first.
     pub pending_dialogs: Arc<[PendingDialog]>,
-    /// The last closed dialogs, newest last.
-    pub recent_dialogs: Arc<[ClosedDialog]>,
+    /// The last closed dialogs, newest last. Each entry is shared between snapshots, so
+    /// publishing a change costs reference counts, not copies.
+    pub recent_dialogs: Arc<[Arc<ClosedDialog>]>,
     /// The capped tree shown to agents.
     pub frame_tree: Arc<FrameTree>,
     /// Every known frame, for lookups and routing.
     pub frames: Arc<HashMap<String, FrameRecord>>,
-    /// Console ring, newest last.
-    pub console_errors: Arc<[ConsoleEntry]>,
+    /// Console ring, newest last (entries shared between snapshots, like `recent_dialogs`).
+    pub console_errors: Arc<[Arc<ConsoleEntry>]>,
     /// Set when the page is wedged by an orphaned dialog.
     pub blocked: Option<Blocked>,
     /// Why the connection ended, when it has.
@@ -306,12 +307,7 @@ impl Snapshot {
         if !self.recent_dialogs.is_empty() {
             m.insert(
                 "recent_dialogs".into(),
-                Value::Array(
-                    self.recent_dialogs
-                        .iter()
-                        .map(ClosedDialog::to_json)
-                        .collect(),
-                ),
+                Value::Array(self.recent_dialogs.iter().map(|c| c.to_json()).collect()),
             );
         }
         m.insert("frame_tree".into(), self.frame_tree.to_json());
@@ -329,7 +325,11 @@ impl Snapshot {
 
     /// The most recent closed record of dialog `id`, if it is still in the ring.
     pub fn closed_dialog(&self, id: &str) -> Option<&ClosedDialog> {
-        self.recent_dialogs.iter().rev().find(|c| c.dialog.id == id)
+        self.recent_dialogs
+            .iter()
+            .rev()
+            .find(|c| c.dialog.id == id)
+            .map(|c| &**c)
     }
 }
 

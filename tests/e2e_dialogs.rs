@@ -164,7 +164,7 @@ fn wait_closed(sup: &Supervisor, id: &str) -> ClosedDialog {
 }
 
 /// Waits until some dialog of `kind` appears in `recent_dialogs`; returns its record.
-fn wait_closed_kind(sup: &Supervisor, kind: &str) -> ClosedDialog {
+fn wait_closed_kind(sup: &Supervisor, kind: &str) -> Arc<ClosedDialog> {
     wait_until(T, || {
         let snap = sup.snapshot();
         snap.recent_dialogs

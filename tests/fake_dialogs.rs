@@ -545,3 +545,40 @@ fn late_reply_after_a_timeout_is_dropped_and_the_supervisor_keeps_serving() {
     let r = sup.call("No.suchMethod", json!({}), Route::Browser, WAIT);
     assert!(matches!(r, Err(Error::Cdp { code: -32601, .. })), "{r:?}");
 }
+
+#[test]
+fn publishing_shares_unchanged_ring_entries_instead_of_copying_them() {
+    let (fake, reg, sup) = setup(StartOptions::default());
+    for i in 0..3 {
+        fake.emit_on_page(
+            "Runtime.consoleAPICalled",
+            json!({"type": "error", "args": [{"type": "string", "value": format!("e{i}")}]}),
+        );
+    }
+    let s1 = wait_snapshot(&sup, "3 console errors", |s| s.console_errors.len() == 3);
+    fake.open_dialog("alert", "first", "");
+    wait_pending(&sup, 1);
+    sup.respond_to_dialog(DialogAction::Accept, None, None)
+        .unwrap();
+    let s2 = wait_snapshot(&sup, "one closed", |s| s.recent_dialogs.len() == 1);
+    fake.emit_on_page(
+        "Runtime.consoleAPICalled",
+        json!({"type": "error", "args": [{"type": "string", "value": "e3"}]}),
+    );
+    fake.open_dialog("alert", "second", "");
+    wait_pending(&sup, 1);
+    sup.respond_to_dialog(DialogAction::Dismiss, None, None)
+        .unwrap();
+    let s3 = wait_snapshot(&sup, "two closed, four errors", |s| {
+        s.recent_dialogs.len() == 2 && s.console_errors.len() == 4
+    });
+    // The rings changed between s1/s2 and s3, yet their older entries are the same allocations.
+    for i in 0..3 {
+        assert!(Arc::ptr_eq(&s1.console_errors[i], &s3.console_errors[i]));
+    }
+    assert!(Arc::ptr_eq(&s2.recent_dialogs[0], &s3.recent_dialogs[0]));
+    assert_eq!(s3.recent_dialogs[0].dialog.message, "first");
+    assert_eq!(s3.recent_dialogs[1].closed_by, ClosedBy::Agent);
+    assert_eq!(s3.console_errors[3].text, "e3");
+    reg.stop_all();
+}

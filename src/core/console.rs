@@ -10,12 +10,12 @@ impl Core {
         while self.console.len() >= max {
             self.console.pop_front();
         }
-        self.console.push_back(ConsoleEntry {
+        self.console.push_back(Arc::new(ConsoleEntry {
             ts: now_epoch(),
             level: level.to_string(),
             text: clip(text, MAX_TEXT),
             url: clip(url, MAX_TEXT),
-        });
+        }));
         self.console_changed = true;
         self.dirty = true;
     }

@@ -275,13 +275,13 @@ impl Core {
             Some((a, u)) => (Some(a), Some(u)),
             None => (None, None),
         };
-        self.recent.push_back(ClosedDialog {
+        self.recent.push_back(Arc::new(ClosedDialog {
             dialog: d.public,
             closed_at: now_epoch(),
             closed_by: by,
             accepted,
             user_input,
-        });
+        }));
         self.out.push(Outgoing::CancelWatchdog {
             dialog_id: dialog_id.to_string(),
         });
