@@ -21,8 +21,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::{Config, DialogAction, Route, SupervisorRegistry};
+use cdp_supervisor::{Config, DialogAction, Route, Supervisor, SupervisorRegistry};
 use common::*;
+use hdrhistogram::Histogram;
 use serde_json::json;
 
 const WARMUP: usize = 200;
@@ -46,6 +47,104 @@ fn main() {
     let session = raw.attach_sequence(None);
     raw.events.clear();
 
+    let free = measure(&fake, &sup, &mut raw, &session, samples);
+    let pinned = pin_process_to_cpu0().then(|| measure(&fake, &sup, &mut raw, &session, samples));
+    println!(
+        "{samples} samples per variant after {WARMUP} warm-up, interleaved; every variant talks \
+         to the same FakeBrowser over loopback (the fake serialises each answer with serde_json \
+         and records every command; a dialog answer also sends javascriptDialogClosed first)."
+    );
+    let free_line = report(
+        "free: the scheduler places every thread (a reply often wakes a thread on the idle vCPU)",
+        &free,
+    );
+    let pinned_line = match &pinned {
+        Some(p) => report(
+            "pinned: every thread of the process on CPU 0 (no idle-vCPU wake-ups; the work alone)",
+            p,
+        ),
+        None => "pinned run skipped (sched_setaffinity failed)".to_string(),
+    };
+    println!("Total bench time: {:.1} s", started.elapsed().as_secs_f64());
+    println!();
+    println!(
+        "README: respond_latency ({date}, nproc={nproc}, fake browser, loopback, {samples} \
+         samples): {free_line}; {pinned_line}."
+    );
+    drop(raw);
+    drop(registry);
+    drop(fake);
+}
+
+/// Prints one run's table and verdicts; returns its summary for the README line.
+fn report(title: &str, r: &Run) -> String {
+    println!();
+    println!("{title}");
+    lat_header();
+    lat_row("raw client: Browser.getVersion round trip", &r.raw, None);
+    lat_row(
+        "raw client: Page.handleJavaScriptDialog",
+        &r.raw_dialog,
+        Some(&r.raw),
+    );
+    lat_row(
+        "sup.call(Browser.getVersion, Route::Browser)",
+        &r.call,
+        Some(&r.raw),
+    );
+    lat_row("sup.respond_to_dialog (Accept)", &r.resp, Some(&r.raw));
+    let r50 = q_us(&r.resp, 0.5);
+    let r99 = q_us(&r.resp, 0.99);
+    let mut verdicts = Vec::new();
+    for (name, h) in [
+        ("raw Browser.getVersion", &r.raw),
+        ("raw Page.handleJavaScriptDialog", &r.raw_dialog),
+        ("sup.call Browser.getVersion", &r.call),
+    ] {
+        let lim50 = 1.1 * q_us(h, 0.5) + 20.0;
+        let lim99 = 1.1 * q_us(h, 0.99) + 20.0;
+        let ok = r50 <= lim50;
+        println!(
+            "Target respond_to_dialog <= 1.1 x {name} + 20 us: p50 {} ({r50:.1} us vs limit \
+             {lim50:.1} us, ratio {:.2}x); p99 {} ({r99:.1} us vs limit {lim99:.1} us).",
+            verdict(ok),
+            r50 / q_us(h, 0.5),
+            verdict(r99 <= lim99)
+        );
+        verdicts.push(format!("vs {name}: {}", verdict(ok)));
+    }
+    let short = title.split(':').next().unwrap_or(title);
+    format!(
+        "{short}: respond_to_dialog p50 {r50:.1} us / p99 {r99:.1} us vs raw Browser.getVersion \
+         {:.1} / {:.1} us, raw handleJavaScriptDialog {:.1} / {:.1} us, sup.call {:.1} / {:.1} \
+         us; target <= 1.1x raw + 20 us at p50: {}",
+        q_us(&r.raw, 0.5),
+        q_us(&r.raw, 0.99),
+        q_us(&r.raw_dialog, 0.5),
+        q_us(&r.raw_dialog, 0.99),
+        q_us(&r.call, 0.5),
+        q_us(&r.call, 0.99),
+        verdicts.join(", ")
+    )
+}
+
+/// The four variants' histograms: respond_to_dialog, sup.call, raw getVersion, raw dialog answer.
+struct Run {
+    resp: Histogram<u64>,
+    call: Histogram<u64>,
+    raw: Histogram<u64>,
+    raw_dialog: Histogram<u64>,
+}
+
+/// One interleaved measurement of every variant.
+fn measure(
+    fake: &FakeBrowser,
+    sup: &Supervisor,
+    raw: &mut RawClient,
+    session: &str,
+    samples: usize,
+) -> Run {
+    let session = session.to_string();
     let mut h_resp = new_hist();
     let mut h_call = new_hist();
     let mut h_raw = new_hist();
@@ -112,63 +211,36 @@ fn main() {
         raw.wait_event("Page.javascriptDialogClosed");
         raw.events.clear();
     }
-
-    println!(
-        "{samples} samples per variant after {WARMUP} warm-up, interleaved; every variant talks \
-         to the same FakeBrowser over loopback (the fake serialises each answer with serde_json \
-         and records every command; a dialog answer also sends javascriptDialogClosed first)."
-    );
-    println!();
-    lat_header();
-    lat_row("raw client: Browser.getVersion round trip", &h_raw, None);
-    lat_row(
-        "raw client: Page.handleJavaScriptDialog",
-        &h_raw_dialog,
-        Some(&h_raw),
-    );
-    lat_row(
-        "sup.call(Browser.getVersion, Route::Browser)",
-        &h_call,
-        Some(&h_raw),
-    );
-    lat_row("sup.respond_to_dialog (Accept)", &h_resp, Some(&h_raw));
-    println!();
-    let r50 = q_us(&h_resp, 0.5);
-    let r99 = q_us(&h_resp, 0.99);
-    let mut verdicts = Vec::new();
-    for (name, h) in [
-        ("raw Browser.getVersion", &h_raw),
-        ("raw Page.handleJavaScriptDialog", &h_raw_dialog),
-        ("sup.call Browser.getVersion", &h_call),
-    ] {
-        let lim50 = 1.1 * q_us(h, 0.5) + 20.0;
-        let lim99 = 1.1 * q_us(h, 0.99) + 20.0;
-        let ok = r50 <= lim50;
-        println!(
-            "Target respond_to_dialog <= 1.1 x {name} + 20 us: p50 {} ({r50:.1} us vs limit \
-             {lim50:.1} us, ratio {:.2}x); p99 {} ({r99:.1} us vs limit {lim99:.1} us).",
-            verdict(ok),
-            r50 / q_us(h, 0.5),
-            verdict(r99 <= lim99)
-        );
-        verdicts.push(format!("vs {name}: {}", verdict(ok)));
+    Run {
+        resp: h_resp,
+        call: h_call,
+        raw: h_raw,
+        raw_dialog: h_raw_dialog,
     }
-    println!("Total bench time: {:.1} s", started.elapsed().as_secs_f64());
-    println!();
-    println!(
-        "README: respond_latency ({date}, nproc={nproc}): respond_to_dialog p50 {r50:.1} us / p99 \
-         {r99:.1} us vs raw tungstenite Browser.getVersion {:.1} / {:.1} us, raw \
-         handleJavaScriptDialog {:.1} / {:.1} us, sup.call {:.1} / {:.1} us (fake browser, \
-         loopback, {samples} samples); target <= 1.1x raw + 20 us at p50: {}.",
-        q_us(&h_raw, 0.5),
-        q_us(&h_raw, 0.99),
-        q_us(&h_raw_dialog, 0.5),
-        q_us(&h_raw_dialog, 0.99),
-        q_us(&h_call, 0.5),
-        q_us(&h_call, 0.99),
-        verdicts.join(", ")
-    );
-    drop(raw);
-    drop(registry);
-    drop(fake);
+}
+
+/// Restricts every thread of this process (present ones; new ones inherit it) to CPU 0.
+fn pin_process_to_cpu0() -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    let mut ok = true;
+    for t in tasks.flatten() {
+        let Some(tid) = t
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; the size
+        // passed is the set's own size.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        ok &= rc == 0;
+    }
+    ok
 }

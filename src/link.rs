@@ -208,7 +208,7 @@ pub fn wait_reply(
         if Instant::now() >= spin_until.min(deadline) {
             break;
         }
-        std::hint::spin_loop();
+        std::thread::yield_now();
     }
     match rx.recv_deadline(deadline) {
         Ok(r) => r,
