@@ -14,7 +14,9 @@
 //! `(registry, task) -> supervisor` lookup, validated by the registry's `live_generation` (bumped
 //! after every change of the live map): a hit costs a thread-local access, one atomic load and a
 //! string comparison instead of an arc-swap guard and a hash lookup. A miss (another task, or the
-//! map changed) takes the lock-free path and refills the entry without allocating. The entry holds
+//! map changed) takes the lock-free path; the second miss in a row on the same task refills the
+//! entry (without allocating), so reading tasks in no particular order costs no more than
+//! before. The entry holds
 //! an `Arc` of the supervisor's snapshot cell (its task id and arc-swap, nothing else), so after a
 //! stop that cell and its last snapshot can stay allocated until that thread's next read through
 //! any registry, or its exit; the supervisor itself (threads, socket) is not kept.
@@ -114,11 +116,15 @@ struct LiveCache {
     registry: u64,
     generation: u64,
     cell: Option<Arc<SnapshotCell>>,
+    /// Address of the cell the last miss found (identity only, never dereferenced): the entry is
+    /// refilled only when two misses in a row find the same cell, so a thread reading tasks in
+    /// no particular order does not pay a reference-count pair per read to churn the entry.
+    last_miss: usize,
 }
 
 thread_local! {
     static LIVE_CACHE: RefCell<LiveCache> = const {
-        RefCell::new(LiveCache { registry: 0, generation: 0, cell: None })
+        RefCell::new(LiveCache { registry: 0, generation: 0, cell: None, last_miss: 0 })
     };
 }
 
@@ -290,23 +296,28 @@ impl SupervisorRegistry {
             let hit = entry.registry == self.uid
                 && entry.generation == generation
                 && entry.cell.as_ref().is_some_and(|c| c.task_id == task_id);
-            if !hit {
-                let Some(cell) = self
-                    .live
-                    .load()
-                    .get(task_id)
-                    .map(|s| Arc::clone(s.snapshot_cell()))
-                else {
-                    return Some(None);
-                };
+            if hit {
+                let f = f.take()?;
+                return Some(entry.cell.as_deref().map(f));
+            }
+            let live = self.live.load();
+            let Some(sup) = live.get(task_id) else {
+                return Some(None);
+            };
+            let found = sup.snapshot_cell();
+            let address = Arc::as_ptr(found) as usize;
+            if entry.last_miss == address {
                 *entry = LiveCache {
                     registry: self.uid,
                     generation,
-                    cell: Some(cell),
+                    cell: Some(Arc::clone(found)),
+                    last_miss: 0,
                 };
+            } else {
+                entry.last_miss = address;
             }
             let f = f.take()?;
-            Some(entry.cell.as_deref().map(f))
+            Some(Some(f(found)))
         });
         match cached {
             Ok(Some(r)) => r,
