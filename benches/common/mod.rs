@@ -471,6 +471,10 @@ pub struct RawClient {
     next_id: u64,
     /// Events read while waiting for a reply.
     pub events: VecDeque<Value>,
+    /// Commands sent and not answered yet (id, method), for the failure message.
+    unanswered: Vec<(u64, String)>,
+    /// Replies read while waiting for another one.
+    replies: Vec<Value>,
 }
 
 impl RawClient {
@@ -491,6 +495,8 @@ impl RawClient {
             ws,
             next_id: 1,
             events: VecDeque::new(),
+            unanswered: Vec::new(),
+            replies: Vec::new(),
         }
     }
 
@@ -505,6 +511,7 @@ impl RawClient {
         self.ws
             .send(Message::text(m.to_string()))
             .expect("raw client send");
+        self.unanswered.push((id, method.to_string()));
         id
     }
 
@@ -513,7 +520,12 @@ impl RawClient {
         loop {
             let msg = match self.ws.read() {
                 Ok(m) => m,
-                Err(e) => panic!("raw client read failed (10 s read time-out): {e}"),
+                Err(e) => panic!(
+                    "raw client read failed (10 s read time-out): {e}; unanswered: {:?}; last \
+                     events: {:?}",
+                    self.unanswered,
+                    self.events.iter().rev().take(5).collect::<Vec<_>>()
+                ),
             };
             match msg {
                 Message::Text(t) => return serde_json::from_str(t.as_str()).expect("JSON"),
@@ -522,20 +534,33 @@ impl RawClient {
         }
     }
 
-    /// Reads until the reply to `id` (events are queued in `events`); panics on a CDP error.
+    /// Reads until the reply to `id` (events are queued in `events`, other replies in
+    /// `replies`: Chromium does not always answer pipelined commands in order); panics on a CDP
+    /// error.
     pub fn wait_reply(&mut self, id: u64) -> Value {
-        loop {
-            let v = self.recv();
-            if v.get("id").and_then(Value::as_u64) == Some(id) {
-                if let Some(e) = v.get("error") {
-                    panic!("CDP error for id {id}: {e}");
-                }
-                return v["result"].clone();
+        let v = loop {
+            if let Some(i) = self
+                .replies
+                .iter()
+                .position(|r| r["id"].as_u64() == Some(id))
+            {
+                break self.replies.swap_remove(i);
             }
-            if v.get("method").is_some() {
+            let v = self.recv();
+            if let Some(got) = v.get("id").and_then(Value::as_u64) {
+                self.unanswered.retain(|(i, _)| *i != got);
+                if got == id {
+                    break v;
+                }
+                self.replies.push(v);
+            } else if v.get("method").is_some() {
                 self.events.push_back(v);
             }
+        };
+        if let Some(e) = v.get("error") {
+            panic!("CDP error for id {id}: {e}");
         }
+        v["result"].clone()
     }
 
     /// Sends and waits for the reply.
