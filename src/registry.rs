@@ -19,7 +19,8 @@
 //! before. The entry holds
 //! an `Arc` of the supervisor's snapshot cell (its task id and arc-swap, nothing else), so after a
 //! stop that cell and its last snapshot can stay allocated until that thread's next read through
-//! any registry, or its exit; the supervisor itself (threads, socket) is not kept.
+//! any registry, or its exit; the supervisor itself (threads, socket) is not kept. (A thread's very
+//! first read registers the cache's destructor with the C runtime, which may allocate once.)
 
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::RefCell;
