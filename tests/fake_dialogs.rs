@@ -71,7 +71,15 @@ fn attach_publishes_page_target_and_main_frame_from_first_snapshot() {
     assert_eq!(j["pending_dialogs"], json!([]));
     assert!(j.get("recent_dialogs").is_none());
     assert_eq!(j["page_target_id"], json!(fake.page_target_id()));
-    // The attach sequence really happened, in SPEC order, on the page session.
+    // The attach sequence really happened, in SPEC order, on the page session. The last command
+    // is pipelined after the one `get_or_start` waits for: let the fake read it first.
+    wait_until(WAIT, || {
+        fake.received()
+            .iter()
+            .any(|c| c["method"] == "Target.setAutoAttach")
+            .then_some(())
+    })
+    .expect("the fake read Target.setAutoAttach");
     let methods: Vec<String> = fake
         .received()
         .iter()
