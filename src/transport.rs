@@ -42,6 +42,9 @@ use tungstenite::{Message, WebSocket};
 use crate::error::Error;
 use crate::redact::{Secrets, redact_url};
 
+/// How often the reader yields to a writer holding the socket lock before it sleeps on it.
+const YIELDS_BEFORE_LOCK: usize = 16;
+
 /// How long one frame write may block before the connection is declared broken.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -374,6 +377,20 @@ impl Transport {
         self.socket.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// [`Transport::lock`] for the reader: a writer holds the lock only for one frame write, so
+    /// while it does, yield the CPU (to that writer, if it was preempted on this CPU) a few times
+    /// before sleeping on the mutex.
+    fn lock_yielding(&self) -> std::sync::MutexGuard<'_, WebSocket<Stream>> {
+        for _ in 0..YIELDS_BEFORE_LOCK {
+            match self.socket.try_lock() {
+                Ok(g) => return g,
+                Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => std::thread::yield_now(),
+            }
+        }
+        self.lock()
+    }
+
     /// Writes one text frame. Blocks at most [`WRITE_TIMEOUT`] (plus the time another writer or
     /// the draining reader holds the lock); on failure the connection is shut down.
     pub fn send_text(&self, text: String) -> Result<(), Error> {
@@ -413,7 +430,7 @@ impl Transport {
     /// socket, where [`Transport::wait_readable`] cannot see it: call `drain` again without
     /// waiting.
     pub fn drain(&self, out: &mut Vec<Message>, max: usize) -> Result<bool, String> {
-        let mut ws = self.lock();
+        let mut ws = self.lock_yielding();
         self.raw
             .set_nonblocking(true)
             .map_err(|e| format!("set_nonblocking: {e}"))?;
