@@ -25,6 +25,7 @@ use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, PendingDialog, Route, StartOptions,
     Supervisor, SupervisorRegistry, bridge,
 };
+use common::pages::{self, attach_to_page};
 use common::{HttpServer, RawCdp, Response, js, wait_until};
 use serde_json::{Value, json};
 
@@ -168,16 +169,7 @@ impl Fixture {
     }
 
     fn attach_to(&self, task: &str, page: &str, options: StartOptions) -> Arc<Supervisor> {
-        let options = StartOptions {
-            target_id: Some(page.to_string()),
-            ..options
-        };
-        let sup = self
-            .reg
-            .get_or_start_with(task, &self.ws_url, options)
-            .expect("the supervisor attaches to the test page");
-        assert_eq!(sup.snapshot().page_target_id.as_deref(), Some(page));
-        sup
+        attach_to_page(&self.reg, task, &self.ws_url, page, options)
     }
 
     fn eval_top(&mut self, expression: &str) -> Value {
@@ -280,17 +272,7 @@ fn wait_bridge_script(fx: &mut Fixture, sup: &Supervisor, place: In<'_>) {
 }
 
 fn wait_closed(sup: &Supervisor, id: &str) -> ClosedDialog {
-    let snap = sup
-        .wait_for(T, |s| {
-            s.closed_dialog(id).is_some() && s.pending_dialogs.iter().all(|d| d.id != id)
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "dialog {id} was not recorded as closed within {T:?}; snapshot: {}",
-                sup.snapshot().to_json()
-            )
-        });
-    snap.closed_dialog(id).cloned().expect("just checked")
+    pages::wait_closed(sup, T, id)
 }
 
 fn pending(sup: &Supervisor) -> PendingDialog {

@@ -22,6 +22,7 @@ use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, DialogPolicy, Error, PendingDialog,
     Route, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
+use common::pages::{self, attach_to_page, wait_pick};
 use common::{HttpServer, RawCdp, Response, js, wait_until};
 use serde_json::{Value, json};
 
@@ -90,20 +91,7 @@ impl Fixture {
 
     /// Attaches this test's supervisor to this test's page.
     fn attach(&self, options: StartOptions) -> Arc<Supervisor> {
-        let options = StartOptions {
-            target_id: Some(self.page.clone()),
-            ..options
-        };
-        let sup = self
-            .reg
-            .get_or_start_with(&self.task, &self.ws_url, options)
-            .expect("the supervisor attaches to the test page");
-        assert_eq!(
-            sup.snapshot().page_target_id.as_deref(),
-            Some(self.page.as_str()),
-            "the supervisor attached to the page it was told to"
-        );
-        sup
+        attach_to_page(&self.reg, &self.task, &self.ws_url, &self.page, options)
     }
 
     /// Schedules `call` in the main frame through the raw client.
@@ -130,54 +118,27 @@ impl Drop for Fixture {
 
 /// Waits until exactly one dialog is pending and returns it.
 fn wait_pending(sup: &Supervisor) -> PendingDialog {
-    wait_until(T, || {
-        let snap = sup.snapshot();
-        match &*snap.pending_dialogs {
+    wait_pick(sup, T, "a single pending dialog", |s| {
+        match &*s.pending_dialogs {
             [d] => Some(d.clone()),
             _ => None,
         }
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "no (single) pending dialog within {T:?}; snapshot: {}",
-            sup.snapshot().to_json()
-        )
     })
 }
 
 /// Waits until dialog `id` is in `recent_dialogs` and no longer pending; returns its record.
 fn wait_closed(sup: &Supervisor, id: &str) -> ClosedDialog {
-    wait_until(T, || {
-        let snap = sup.snapshot();
-        let still_pending = snap.pending_dialogs.iter().any(|d| d.id == id);
-        match snap.closed_dialog(id) {
-            Some(c) if !still_pending => Some(c.clone()),
-            _ => None,
-        }
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "dialog {id} was not recorded as closed within {T:?}; snapshot: {}",
-            sup.snapshot().to_json()
-        )
-    })
+    pages::wait_closed(sup, T, id)
 }
 
 /// Waits until some dialog of `kind` appears in `recent_dialogs`; returns its record.
 fn wait_closed_kind(sup: &Supervisor, kind: &str) -> Arc<ClosedDialog> {
-    wait_until(T, || {
-        let snap = sup.snapshot();
-        snap.recent_dialogs
+    wait_pick(sup, T, &format!("a closed {kind} in recent_dialogs"), |s| {
+        s.recent_dialogs
             .iter()
             .rev()
             .find(|c| c.dialog.kind == kind)
             .cloned()
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "no closed {kind} in recent_dialogs within {T:?}; snapshot: {}",
-            sup.snapshot().to_json()
-        )
     })
 }
 
@@ -323,20 +284,18 @@ fn dialogs_from_same_origin_iframe_carry_the_iframe_frame_id() {
     assert_ne!(child, fx.page);
 
     // The supervisor's frame tree knows the same-origin child (same process: no session).
-    let entry = wait_until(T, || {
-        sup.snapshot()
-            .frame_tree
-            .children
-            .iter()
-            .find(|f| f.frame_id == child)
-            .cloned()
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "child frame {child} not in frame_tree: {}",
-            sup.snapshot().to_json()
-        )
-    });
+    let entry = wait_pick(
+        &sup,
+        T,
+        &format!("child frame {child} in frame_tree"),
+        |s| {
+            s.frame_tree
+                .children
+                .iter()
+                .find(|f| f.frame_id == child)
+                .cloned()
+        },
+    );
     assert_eq!(entry.parent_frame_id.as_deref(), Some(fx.page.as_str()));
     assert!(!entry.is_oopif);
     assert_eq!(entry.session_id, None);

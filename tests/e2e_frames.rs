@@ -33,6 +33,7 @@ use cdp_supervisor::state::FrameRecord;
 use cdp_supervisor::{
     Config, DialogAction, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
+use common::pages::attach_to_page;
 use common::{HttpServer, RawCdp, Response, js};
 use serde_json::{Value, json};
 
@@ -271,20 +272,13 @@ impl Fixture {
 
     /// Attaches this test's supervisor to this test's page.
     fn attach(&self) -> Arc<Supervisor> {
-        let options = StartOptions {
-            target_id: Some(self.page.clone()),
-            ..StartOptions::default()
-        };
-        let sup = self
-            .reg
-            .get_or_start_with(&self.task, &self.ws_url, options)
-            .expect("the supervisor attaches to the test page");
-        assert_eq!(
-            sup.snapshot().page_target_id.as_deref(),
-            Some(self.page.as_str()),
-            "the supervisor attached to the page it was told to"
-        );
-        sup
+        attach_to_page(
+            &self.reg,
+            &self.task,
+            &self.ws_url,
+            &self.page,
+            StartOptions::default(),
+        )
     }
 
     fn top_url(&self) -> String {

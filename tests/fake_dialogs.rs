@@ -11,7 +11,6 @@ use cdp_supervisor::{
     SupervisorRegistry, tools,
 };
 use common::fakes::{WAIT, wait_pending, wait_snapshot};
-use common::wait_until;
 use serde_json::{Value, json};
 
 fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
@@ -73,13 +72,8 @@ fn attach_publishes_page_target_and_main_frame_from_first_snapshot() {
     assert_eq!(j["page_target_id"], json!(fake.page_target_id()));
     // The attach sequence really happened, in SPEC order, on the page session. The last command
     // is pipelined after the one `get_or_start` waits for: let the fake read it first.
-    wait_until(WAIT, || {
-        fake.received()
-            .iter()
-            .any(|c| c["method"] == "Target.setAutoAttach")
-            .then_some(())
-    })
-    .expect("the fake read Target.setAutoAttach");
+    fake.wait_for_command(|c| c["method"] == "Target.setAutoAttach", WAIT)
+        .expect("the fake read Target.setAutoAttach");
     let methods: Vec<String> = fake
         .received()
         .iter()
@@ -353,7 +347,7 @@ fn two_pending_dialogs_without_dialog_id_is_an_error_listing_both() {
 
 #[test]
 fn tool_handler_reports_every_error_case() {
-    let (fake, reg, _sup) = setup(StartOptions::default());
+    let (fake, reg, sup) = setup(StartOptions::default());
     let call = |args: Value| tools::browser_dialog(&reg, "task", &args);
     let r = tools::browser_dialog(&reg, "nobody", &json!({"action": "accept"}));
     assert_eq!(r["success"], false);
@@ -387,9 +381,7 @@ fn tool_handler_reports_every_error_case() {
     let r = call(json!({"action": "accept"}));
     assert!(r["error"].as_str().unwrap().contains("no dialog"), "{r}");
     fake.open_dialog("prompt", "Name?", "d");
-    wait_until(WAIT, || {
-        (!reg.snapshot("task")?.pending_dialogs.is_empty()).then_some(())
-    });
+    wait_pending(&sup, 1);
     let r = call(json!({"action": "accept", "dialog_id": "d-7"}));
     assert!(r["error"].as_str().unwrap().contains("d-1"), "{r}");
     let r = call(json!({"action": "accept", "prompt_text": "via tool"}));

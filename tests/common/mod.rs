@@ -17,6 +17,8 @@
 //! * [`js`]: a JavaScript string literal for page expressions.
 //! * [`fakes`]: waits and command checks for tests driving the scripted fake
 //!   CDP browser.
+//! * [`pages`]: supervisor helpers for the real-Chromium tests (attach to a test page, wait
+//!   for a snapshot).
 //! * [`procs`]: `/proc` helpers for tests that run the binary and check the
 //!   processes and profile directories it leaves behind.
 //!
@@ -25,6 +27,7 @@
 #![allow(dead_code)]
 
 pub mod fakes;
+pub mod pages;
 pub mod procs;
 
 use std::collections::VecDeque;
