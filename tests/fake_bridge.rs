@@ -26,7 +26,8 @@ use cdp_supervisor::{
     StartOptions, Supervisor, SupervisorRegistry, bridge, tools,
 };
 use common::fakes::{
-    WAIT, barrier, methods, page_session, sent_on, wait_pending, wait_sent, wait_snapshot,
+    WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_pending, wait_sent,
+    wait_snapshot,
 };
 use serde_json::{Value, json};
 
@@ -209,34 +210,6 @@ fn attach_iframe(fake: &FakeBrowser, parent_session: &str, session: &str, frame:
             },
             "waitingForDebugger": true,
         }),
-    );
-}
-
-fn frame_navigated(
-    fake: &FakeBrowser,
-    session: &str,
-    frame: &str,
-    parent: Option<&str>,
-    url: &str,
-) {
-    let mut f = json!({
-        "id": frame,
-        "loaderId": format!("L-{frame}-{url}"),
-        "url": url,
-        "domainAndRegistry": "",
-        "securityOrigin": "http://fake.test",
-        "mimeType": "text/html",
-        "secureContextType": "InsecureScheme",
-        "crossOriginIsolatedContextType": "NotIsolated",
-        "gatedAPIFeatures": [],
-    });
-    if let Some(p) = parent {
-        f["parentId"] = json!(p);
-    }
-    fake.emit(
-        Some(session),
-        "Page.frameNavigated",
-        json!({"frame": f, "type": "Navigation"}),
     );
 }
 

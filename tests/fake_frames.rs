@@ -25,7 +25,9 @@ use cdp_supervisor::state::FrameEntry;
 use cdp_supervisor::{
     BridgeMode, Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
 };
-use common::fakes::{WAIT, barrier, methods, page_session, sent_on, wait_sent, wait_snapshot};
+use common::fakes::{
+    WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_sent, wait_snapshot,
+};
 use serde_json::{Value, json};
 
 /// The fake's default page: target id and main frame id.
@@ -115,34 +117,6 @@ fn attach_oopif(
     Attach::iframe(session, frame, &url, parent).emit(fake, parent_session);
 }
 
-fn frame_navigated(
-    fake: &FakeBrowser,
-    session: &str,
-    frame: &str,
-    parent: Option<&str>,
-    url: &str,
-) {
-    let mut f = json!({
-        "id": frame,
-        "loaderId": format!("L-{frame}"),
-        "url": url,
-        "domainAndRegistry": "",
-        "securityOrigin": origin(url),
-        "mimeType": "text/html",
-        "secureContextType": "InsecureScheme",
-        "crossOriginIsolatedContextType": "NotIsolated",
-        "gatedAPIFeatures": [],
-    });
-    if let Some(p) = parent {
-        f["parentId"] = json!(p);
-    }
-    fake.emit(
-        Some(session),
-        "Page.frameNavigated",
-        json!({"frame": f, "type": "Navigation"}),
-    );
-}
-
 fn frame_attached(fake: &FakeBrowser, session: &str, frame: &str, parent: &str) {
     fake.emit(
         Some(session),
@@ -176,13 +150,6 @@ fn console(fake: &FakeBrowser, session: &str, kind: &str, text: &str) {
             "timestamp": 1.0e12,
         }),
     );
-}
-
-fn origin(url: &str) -> String {
-    let rest = url.split_once("://").map_or("", |(_, r)| r);
-    let host = rest.split('/').next().unwrap_or("");
-    let scheme = url.split("://").next().unwrap_or("");
-    format!("{scheme}://{host}")
 }
 
 fn child<'a>(s: &'a Snapshot, frame: &str) -> Option<&'a FrameEntry> {

@@ -79,3 +79,41 @@ pub fn wait_sent(fake: &FakeBrowser, session: &str, method: &str) -> Value {
             )
         })
 }
+
+/// Emits `Page.frameNavigated` for `frame` (under `parent`, if any) on `session`: a new document
+/// at `url` (its loader id changes with the URL), with the URL's origin.
+pub fn frame_navigated(
+    fake: &FakeBrowser,
+    session: &str,
+    frame: &str,
+    parent: Option<&str>,
+    url: &str,
+) {
+    let mut f = json!({
+        "id": frame,
+        "loaderId": format!("L-{frame}-{url}"),
+        "url": url,
+        "domainAndRegistry": "",
+        "securityOrigin": origin(url),
+        "mimeType": "text/html",
+        "secureContextType": "InsecureScheme",
+        "crossOriginIsolatedContextType": "NotIsolated",
+        "gatedAPIFeatures": [],
+    });
+    if let Some(p) = parent {
+        f["parentId"] = json!(p);
+    }
+    fake.emit(
+        Some(session),
+        "Page.frameNavigated",
+        json!({"frame": f, "type": "Navigation"}),
+    );
+}
+
+/// `scheme://host[:port]` of `url`.
+fn origin(url: &str) -> String {
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    let host = rest.split('/').next().unwrap_or("");
+    let scheme = url.split("://").next().unwrap_or("");
+    format!("{scheme}://{host}")
+}
