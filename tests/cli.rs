@@ -9,17 +9,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use common::procs::{
-    alive, browsers_of, clean_config_env, group_members, kill_browsers_of, launched_pid,
+    Lines, alive, browsers_of, clean_config_env, group_members, kill_browsers_of, launched_pid,
     profiles_of,
 };
 use common::{Browser, RawCdp, wait_until};
@@ -42,77 +37,12 @@ fn bin(args: &[&str]) -> Command {
     cmd
 }
 
-/// One stream of a child: lines as they come (channel) and everything so far (text).
-struct Stream {
-    lines: Receiver<String>,
-    all: Arc<Mutex<String>>,
-    /// Set when the drain thread saw the end of the stream.
-    eof: Arc<AtomicBool>,
-}
-
-impl Stream {
-    fn drain(r: impl Read + Send + 'static, name: &str) -> Stream {
-        let (tx, rx) = mpsc::channel();
-        let all = Arc::new(Mutex::new(String::new()));
-        let all2 = Arc::clone(&all);
-        let eof = Arc::new(AtomicBool::new(false));
-        let eof2 = Arc::clone(&eof);
-        thread::Builder::new()
-            .name(format!("drain-{name}"))
-            .spawn(move || {
-                let mut r = BufReader::new(r);
-                let mut buf = Vec::new();
-                loop {
-                    buf.clear();
-                    match r.read_until(b'\n', &mut buf) {
-                        Ok(0) | Err(_) => {
-                            eof2.store(true, Ordering::SeqCst);
-                            return;
-                        }
-                        Ok(_) => {}
-                    }
-                    let line = String::from_utf8_lossy(&buf).into_owned();
-                    all2.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push_str(&line);
-                    let _ = tx.send(line.trim_end_matches(['\n', '\r']).to_string());
-                }
-            })
-            .expect("spawn a drain thread");
-        Stream {
-            lines: rx,
-            all,
-            eof,
-        }
-    }
-
-    fn text(&self) -> String {
-        self.all.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// The first line (from now) for which `f` returns `Some`, within `timeout`.
-    fn find<T>(&self, timeout: Duration, mut f: impl FnMut(&str) -> Option<T>) -> Option<T> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(v) = f(&line) {
-                        return Some(v);
-                    }
-                }
-                Err(_) => return None,
-            }
-        }
-    }
-}
-
 /// A running child: SIGKILLed and reaped on drop. A Chromium it launched (identified by its
 /// profile directory, which carries the child's pid) is killed on drop too.
 struct Proc {
     child: Child,
-    out: Stream,
-    err: Stream,
+    out: Lines,
+    err: Lines,
     status: Option<ExitStatus>,
 }
 
@@ -122,8 +52,8 @@ impl Proc {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn cdp-supervisor");
-        let out = Stream::drain(child.stdout.take().unwrap(), "stdout");
-        let err = Stream::drain(child.stderr.take().unwrap(), "stderr");
+        let out = Lines::drain(child.stdout.take().unwrap(), "stdout");
+        let err = Lines::drain(child.stderr.take().unwrap(), "stderr");
         Proc {
             child,
             out,
@@ -175,10 +105,11 @@ impl Proc {
     /// Final stdout and stderr after the process exited: waits (at most 5 s) for both pipes to
     /// reach their end, then returns what was read.
     fn outputs(&self) -> (String, String) {
-        let _ = wait_until(Duration::from_secs(5), || {
-            (self.out.eof.load(Ordering::SeqCst) && self.err.eof.load(Ordering::SeqCst))
-                .then_some(())
-        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        self.out
+            .wait_end(deadline.saturating_duration_since(Instant::now()));
+        self.err
+            .wait_end(deadline.saturating_duration_since(Instant::now()));
         (self.out.text(), self.err.text())
     }
 }

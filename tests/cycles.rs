@@ -1,6 +1,8 @@
 //! 1,000 start/stop cycles against one fake browser leave no thread, socket or registry slot
 //! behind. Alone in its binary so the thread and descriptor counts are ours.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::FakeBrowser;
@@ -10,15 +12,7 @@ const CYCLES: usize = 1_000;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn threads() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Threads:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .expect("/proc/self/status has Threads")
+    common::procs::self_status("Threads").expect("/proc/self/status has Threads") as usize
 }
 
 fn fds() -> usize {

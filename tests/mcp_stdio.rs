@@ -14,15 +14,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use common::procs::{
-    alive, browsers_of, clean_config_env, kill_browsers_of, launched_pid, profiles_of,
+    Lines, alive, browsers_of, clean_config_env, kill_browsers_of, launched_pid, profiles_of,
 };
 use common::{HttpServer, Response, wait_until};
 use serde_json::{Value, json};
@@ -47,46 +44,6 @@ const TOOLS: [&str; 5] = [
 // ---------------------------------------------------------------------------
 // The server process
 // ---------------------------------------------------------------------------
-
-/// Lines of one output stream, as they come, plus everything so far.
-struct Lines {
-    rx: Receiver<String>,
-    all: Arc<Mutex<Vec<String>>>,
-}
-
-impl Lines {
-    fn drain(r: impl Read + Send + 'static, name: &str) -> Lines {
-        let (tx, rx) = mpsc::channel();
-        let all = Arc::new(Mutex::new(Vec::new()));
-        let all2 = Arc::clone(&all);
-        thread::Builder::new()
-            .name(format!("mcp-{name}"))
-            .spawn(move || {
-                let mut r = BufReader::new(r);
-                let mut buf = Vec::new();
-                loop {
-                    buf.clear();
-                    match r.read_until(b'\n', &mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {}
-                    }
-                    let line = String::from_utf8_lossy(&buf)
-                        .trim_end_matches(['\n', '\r'])
-                        .to_string();
-                    all2.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(line.clone());
-                    let _ = tx.send(line);
-                }
-            })
-            .expect("spawn a drain thread");
-        Lines { rx, all }
-    }
-
-    fn all(&self) -> Vec<String> {
-        self.all.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
 
 /// `cdp-supervisor mcp`, SIGKILLed and reaped on drop together with any Chromium it launched.
 struct Mcp {

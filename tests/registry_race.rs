@@ -1,6 +1,8 @@
 //! 16 threads racing `get_or_start`/`stop` on 4 tasks: never two live supervisors for a task,
 //! no thread left behind. Alone in its binary so the thread count is ours.
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,15 +11,8 @@ use std::time::{Duration, Instant};
 use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::{Config, Supervisor, SupervisorRegistry};
 
-fn thread_count() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Threads:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+fn thread_count() -> u64 {
+    common::procs::self_status("Threads").unwrap_or(0)
 }
 
 #[test]

@@ -6,6 +6,8 @@
 //! are not disturbed by each other. Every wait has a deadline; figures go to stderr
 //! (`cargo test --test scale_limits -- --nocapture`).
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -28,15 +30,7 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Resident set size of this process, in KiB.
 fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
+    common::procs::self_status("VmRSS").unwrap_or(0)
 }
 
 fn start(fake: &FakeBrowser, cfg: Config) -> (SupervisorRegistry, Arc<Supervisor>) {

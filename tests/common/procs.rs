@@ -1,12 +1,103 @@
-//! `/proc` helpers for tests that run the `cdp-supervisor` binary and check the processes
-//! and profile directories it leaves behind (`tests/cli.rs`, `tests/mcp_stdio.rs`).
+//! Helpers for tests that run the `cdp-supervisor` binary (`tests/cli.rs`,
+//! `tests/mcp_stdio.rs`): its output streams, and `/proc` checks of the processes and profile
+//! directories it leaves behind.
 //!
 //! Every test binary compiles this module but only some use it, hence `dead_code` is
 //! allowed.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// One output stream of a child process, read by a thread of its own: the lines as they come
+/// (`rx`), every line so far, and the end of the stream.
+pub struct Lines {
+    /// Each line, without its line ending, as it is read.
+    pub rx: Receiver<String>,
+    all: Arc<Mutex<Vec<String>>>,
+    /// Disconnects when the reading thread reached the end of the stream.
+    ended: Receiver<()>,
+}
+
+impl Lines {
+    /// Starts the thread (`name` names it) that reads `r` to its end.
+    pub fn drain(r: impl Read + Send + 'static, name: &str) -> Lines {
+        let (tx, rx) = mpsc::channel();
+        let (ended_tx, ended) = mpsc::channel::<()>();
+        let all = Arc::new(Mutex::new(Vec::new()));
+        let all2 = Arc::clone(&all);
+        thread::Builder::new()
+            .name(format!("drain-{name}"))
+            .spawn(move || {
+                let _ended = ended_tx;
+                let mut r = BufReader::new(r);
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match r.read_until(b'\n', &mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    let line = String::from_utf8_lossy(&buf)
+                        .trim_end_matches(['\n', '\r'])
+                        .to_string();
+                    all2.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(line.clone());
+                    let _ = tx.send(line);
+                }
+            })
+            .expect("spawn a drain thread");
+        Lines { rx, all, ended }
+    }
+
+    /// Every line read so far.
+    pub fn all(&self) -> Vec<String> {
+        self.all.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Every line read so far, each ended by `\n`.
+    pub fn text(&self) -> String {
+        self.all().iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    /// The first line (from now) for which `f` returns `Some`, within `timeout`.
+    pub fn find<T>(&self, timeout: Duration, mut f: impl FnMut(&str) -> Option<T>) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let line = self
+                .rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .ok()?;
+            if let Some(v) = f(&line) {
+                return Some(v);
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for the end of the stream; true when it came.
+    pub fn wait_end(&self, timeout: Duration) -> bool {
+        matches!(
+            self.ended.recv_timeout(timeout),
+            Err(mpsc::RecvTimeoutError::Disconnected)
+        )
+    }
+}
+
+/// A numeric field of `/proc/self/status` (e.g. `Threads`, `VmRSS` in KiB).
+pub fn self_status(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| {
+        l.strip_prefix(key)
+            .is_some_and(|rest| rest.starts_with(':'))
+    })?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
 
 /// Removes every variable that configures `cdp-supervisor` (`CDP_SUPERVISOR__*`,
 /// `CDP_SUPERVISOR_CONFIG`) and `RUST_LOG` from `cmd`'s environment, so the test's own
