@@ -92,11 +92,7 @@ const TARGET: f64 = 1.1;
 
 fn main() {
     let (date, nproc) = machine();
-    let samples: usize = std::env::var("CHROMIUM_SAMPLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|n: &usize| *n > 0)
-        .unwrap_or(300);
+    let samples: usize = env_or("CHROMIUM_SAMPLES", 300, |v| *v > 0);
     let exe = match find_browser(None) {
         Ok(Some(p)) => p,
         Ok(None) => {

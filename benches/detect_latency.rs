@@ -32,11 +32,7 @@ const TARGET_P99_US: f64 = 200.0;
 
 fn main() {
     let (date, nproc) = machine();
-    let samples: usize = std::env::var("DETECT_SAMPLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|n: &usize| *n > 0)
-        .unwrap_or(3000);
+    let samples: usize = env_or("DETECT_SAMPLES", 3000, |v| *v > 0);
     let started = Instant::now();
     println!("detect_latency: {date}, nproc = {nproc}");
 

@@ -88,11 +88,7 @@ impl Run {
 
 fn main() {
     let (date, nproc) = machine();
-    let events: usize = std::env::var("INGEST_EVENTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|n: &usize| *n >= CYCLE)
-        .unwrap_or(300_000);
+    let events: usize = env_or("INGEST_EVENTS", 300_000, |v| *v >= CYCLE);
     let cycles = events / CYCLE;
     let started = Instant::now();
     println!("ingest: {date}, nproc = {nproc}");

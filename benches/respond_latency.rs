@@ -30,11 +30,7 @@ const WARMUP: usize = 200;
 
 fn main() {
     let (date, nproc) = machine();
-    let samples: usize = std::env::var("RESPOND_SAMPLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|n: &usize| *n > 0)
-        .unwrap_or(2000);
+    let samples: usize = env_or("RESPOND_SAMPLES", 2000, |v| *v > 0);
     let started = Instant::now();
     println!("respond_latency: {date}, nproc = {nproc}");
 

@@ -68,10 +68,7 @@ fn fake_child() {
 fn raw_child() {
     raise_nofile();
     let url = std::env::var("SCALE_URL").expect("SCALE_URL");
-    let n: usize = std::env::var("SCALE_TASKS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1000);
+    let n: usize = env_or("SCALE_TASKS", 1000, |_| true);
     let rss0 = proc_status("self", "VmRSS");
     let clients: Vec<RawClient> = (0..n)
         .map(|_| {
@@ -93,15 +90,8 @@ fn main() {
         _ => {}
     }
     let (date, nproc) = machine();
-    let tasks: usize = std::env::var("SCALE_TASKS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|n: &usize| *n > 0)
-        .unwrap_or(1000);
-    let idle_secs: u64 = std::env::var("SCALE_IDLE_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let tasks: usize = env_or("SCALE_TASKS", 1000, |v| *v > 0);
+    let idle_secs: u64 = env_or("SCALE_IDLE_SECS", 10, |_| true);
     let started = Instant::now();
     println!("scale: {date}, nproc = {nproc}");
     let nofile = raise_nofile();

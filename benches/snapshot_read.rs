@@ -16,9 +16,10 @@
 //!
 //! Environment: `SNAPSHOT_BENCH_SECS` (default 1.0) sets the measured time of each run.
 
+mod common;
+
 use std::collections::HashMap;
 use std::hint::black_box;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, PoisonError, RwLock};
 use std::thread;
@@ -30,6 +31,7 @@ use cdp_supervisor::state::FrameEntry;
 use cdp_supervisor::{
     ClosedDialog, Config, ConsoleEntry, PendingDialog, Snapshot, SupervisorRegistry,
 };
+use common::{env_or, machine};
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -486,25 +488,11 @@ fn print_row(row: &Row) {
     );
 }
 
-fn shell(cmd: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(cmd).args(args).output().ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
 fn main() {
-    let secs: f64 = std::env::var("SNAPSHOT_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .filter(|s: &f64| *s > 0.0)
-        .unwrap_or(1.0);
+    let secs: f64 = env_or("SNAPSHOT_BENCH_SECS", 1.0, |v| *v > 0.0);
     let dur = Duration::from_secs_f64(secs);
     let short = Duration::from_secs_f64(secs / 2.0);
-    let date = shell("date", &["-u"]).unwrap_or_else(|| "unknown date".into());
-    let nproc = shell("nproc", &[]).unwrap_or_else(|| {
-        thread::available_parallelism().map_or("?".into(), |n| n.get().to_string())
-    });
+    let (date, nproc) = machine();
     let started = Instant::now();
 
     println!("snapshot_read: {date}, nproc = {nproc}");

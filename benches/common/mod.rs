@@ -37,6 +37,16 @@ pub fn shell(cmd: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The environment variable `name` parsed as a `T` when it parses and `ok` accepts it, else
+/// `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T, ok: impl Fn(&T) -> bool) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|v| ok(v))
+        .unwrap_or(default)
+}
+
 /// `(date -u, nproc)`.
 pub fn machine() -> (String, String) {
     let date = shell("date", &["-u"]).unwrap_or_else(|| "unknown date".into());
