@@ -106,6 +106,7 @@ impl State {
             level: "error".into(),
             text: format!("baseline error {i}"),
             url: "http://fake.test/app.js".into(),
+            frame_id: None,
         });
     }
 }

@@ -24,6 +24,8 @@ pub(crate) enum Choice<'a> {
     Prefer(&'a str),
     /// The first usable page; a new `about:blank` when there is none.
     FirstPage,
+    /// Always a new `about:blank` page (the task's own).
+    NewPage,
 }
 
 fn is_usable_page(t: &protocol::TargetInfo) -> bool {
@@ -62,6 +64,7 @@ pub(crate) fn attach_page(
         ),
         Choice::Prefer(id) => find(id).or(first_page).map(|t| t.target_id.clone()),
         Choice::FirstPage => first_page.map(|t| t.target_id.clone()),
+        Choice::NewPage => None,
     };
     let target_id = match chosen {
         Some(t) => t,

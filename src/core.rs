@@ -33,6 +33,12 @@ pub use dialogs::answer_command;
 pub enum CallKind {
     /// Nothing: just deliver the reply.
     Plain,
+    /// A caller's call into the page or one of its frames: a dialog that blocks it fails it at
+    /// once with [`Error::BlockedByDialog`] (SPEC §8), and its late reply is dropped.
+    Agent {
+        /// Dialogs the caller already saw pending and accounted for when it made the call.
+        known_dialogs: Vec<String>,
+    },
     /// `Target.attachToTarget` for the page: the reply names the page session.
     AttachPage {
         /// The page target.
@@ -231,10 +237,79 @@ impl Core {
         }
         if self.calls.len() >= PURGE_EVERY && self.calls.len().is_power_of_two() {
             let now = Instant::now();
-            self.calls
-                .retain(|_, c| c.expires.is_none_or(|t| t > now) || c.kind != CallKind::Plain);
+            self.calls.retain(|_, c| {
+                c.expires.is_none_or(|t| t > now)
+                    || !matches!(c.kind, CallKind::Plain | CallKind::Agent { .. })
+            });
+        }
+        let mut call = call;
+        if let CallKind::Agent { known_dialogs } = &call.kind
+            && call.reply.is_some()
+            && let Some(d) = self
+                .open
+                .iter()
+                .find(|d| !known_dialogs.contains(&d.public.id) && self.dialog_blocks(d, &call))
+        {
+            let err = Error::BlockedByDialog {
+                dialog: Box::new(d.public.clone()),
+                method: call.method.clone(),
+            };
+            if let Some(tx) = call.reply.take() {
+                self.deliveries.push((tx, Err(err)));
+            }
         }
         self.calls.insert(id, call);
+    }
+
+    /// Whether open dialog `d` stands between in-flight call `call` and its reply (SPEC §8).
+    /// Only dialogs that wait for the agent (`must_respond`, not yet closed) block anything.
+    fn dialog_blocks(&self, d: &OpenDialog, call: &PendingCall) -> bool {
+        let Some(sid) = call.session_id.as_deref() else {
+            return false; // browser-level calls are never affected
+        };
+        if self.settings.policy != DialogPolicy::MustRespond || d.closed_event.is_some() {
+            return false;
+        }
+        let owner = d
+            .public
+            .frame_id
+            .as_deref()
+            .and_then(|f| self.frames.owner_of(f))
+            .unwrap_or(d.public.session_id.as_str());
+        let hits = owner == sid
+            || (call.method.starts_with("Input.") && self.page_session_id.as_deref() == Some(sid));
+        hits && blocks_in_flight(&d.public.kind, &call.method)
+    }
+
+    /// Fails every in-flight agent call that the dialog at `pos` of `open` blocks.
+    fn fail_calls_blocked_by(&mut self, pos: usize) {
+        let d = &self.open[pos];
+        let blocked: Vec<u64> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| {
+                matches!(c.kind, CallKind::Agent { .. })
+                    && c.reply.is_some()
+                    && self.dialog_blocks(d, c)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in blocked {
+            let dialog = self.open[pos].public.clone();
+            if let Some(call) = self.calls.get_mut(&id)
+                && let Some(tx) = call.reply.take()
+            {
+                debug!(
+                    "task {}: {} (id {id}) is blocked by dialog {}",
+                    self.task_id, call.method, dialog.id
+                );
+                let err = Error::BlockedByDialog {
+                    dialog: Box::new(dialog),
+                    method: call.method.clone(),
+                };
+                self.deliveries.push((tx, Err(err)));
+            }
+        }
     }
 
     /// Number of calls waiting for a reply (for tests and diagnostics).
@@ -395,6 +470,14 @@ impl Core {
             );
             return;
         };
+        if matches!(call.kind, CallKind::Agent { .. }) && call.reply.is_none() {
+            debug!(
+                "task {}: dropping the late reply to {} (id {id}), abandoned because a dialog \
+                 blocked it",
+                self.task_id, call.method
+            );
+            return;
+        }
         match (&call.kind, outcome) {
             (CallKind::DialogAnswer { dialog_id, by, .. }, outcome) => {
                 let (dialog_id, by) = (dialog_id.clone(), *by);
@@ -517,8 +600,8 @@ impl Core {
                 self.frame_event(method, session, params);
             }
             "Fetch.requestPaused" => self.request_paused(session, params),
-            "Runtime.consoleAPICalled" => self.console_api(params),
-            "Runtime.exceptionThrown" => self.exception_thrown(params),
+            "Runtime.consoleAPICalled" => self.console_api(session, params),
+            "Runtime.exceptionThrown" => self.exception_thrown(session, params),
             "Target.attachedToTarget" => {
                 if let Some(ev) = protocol::decode::<protocol::AttachedToTarget>(params) {
                     self.target_attached(session_id, ev);
@@ -540,6 +623,19 @@ impl Core {
             session_id,
             kind: CallKind::Automatic,
         }));
+    }
+}
+
+/// Whether a call of `method` that is in flight when a `dialog_kind` dialog opens on its
+/// session waits on that dialog. Methods measured to answer while a dialog is open carry on,
+/// except that a navigation, reload or close waits on the `beforeunload` dialog it raised.
+pub fn blocks_in_flight(dialog_kind: &str, method: &str) -> bool {
+    match crate::measured::answered_with_dialog_open(method) {
+        Some(true) => {
+            dialog_kind == "beforeunload"
+                && matches!(method, "Page.navigate" | "Page.reload" | "Page.close")
+        }
+        _ => true,
     }
 }
 

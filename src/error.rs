@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::state::PendingDialog;
+
 /// Everything that can go wrong between a caller and the browser.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -119,6 +121,25 @@ pub enum Error {
     /// An I/O error outside the CDP connection (launching a browser, reading a file).
     #[error("{0}")]
     Io(String),
+    /// A JavaScript dialog blocks the page this call needs (SPEC §8): it opened while the call
+    /// was in flight, or was already pending and the browser cannot answer this method while it
+    /// is open. Answer the dialog, then retry if the call did not already take effect.
+    #[error(
+        "{method} is blocked by a{an} {kind} dialog {id} ({message:?}); answer it with browser_dialog",
+        an = if dialog.kind.starts_with(['a', 'e', 'i', 'o', 'u']) { "n" } else { "" },
+        kind = dialog.kind,
+        id = dialog.id,
+        message = dialog.message
+    )]
+    BlockedByDialog {
+        /// The dialog that blocks the call (as in `pending_dialogs`).
+        dialog: Box<PendingDialog>,
+        /// The CDP method of the blocked call.
+        method: String,
+    },
+    /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
+    #[error("CDP call {0} was cancelled")]
+    Cancelled(String),
 }
 
 impl Error {

@@ -27,6 +27,19 @@ pub struct Frames {
 }
 
 impl Frames {
+    /// The session that owns `frame_id`'s document, when the frame is known.
+    pub fn owner_of(&self, frame_id: &str) -> Option<&str> {
+        self.map.get(frame_id).map(|r| r.owner_session.as_str())
+    }
+
+    /// The frame whose default execution context on `session` is `ctx`.
+    pub fn frame_of_context(&self, session: &str, ctx: i64) -> Option<String> {
+        self.map
+            .values()
+            .find(|r| r.owner_session == session && r.default_context == Some(ctx))
+            .map(|r| r.frame_id.clone())
+    }
+
     /// An empty map.
     pub fn new(limits: Limits) -> Frames {
         Frames {

@@ -13,6 +13,7 @@
 
 mod attach;
 pub mod bridge;
+mod cancel;
 pub mod config;
 pub mod core;
 pub mod endpoint;
@@ -23,6 +24,7 @@ pub mod frames;
 pub mod launch;
 mod link;
 pub mod mcp;
+mod measured;
 pub mod protocol;
 mod reader;
 pub mod redact;
@@ -33,6 +35,7 @@ pub mod tools;
 pub mod transport;
 pub mod watchdog;
 
+pub use cancel::CancelToken;
 pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits};
 pub use endpoint::cdp_available;
 pub use error::Error;

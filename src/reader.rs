@@ -121,9 +121,17 @@ impl Reader {
     fn flush(&mut self) {
         if self.core.take_dirty() {
             self.shared.publish(self.core.snapshot());
+            // A caller that looked before this publish and registered after the last drain
+            // may be waiting on a dialog it could not see: registering it now lets the core
+            // fail it at once (see `Supervisor::call_with`).
+            for (id, call) in self.registrations.try_iter() {
+                self.core.register(id, call);
+            }
         }
         for (tx, result) in self.core.take_deliveries() {
-            let _ = tx.send(result);
+            if tx.send(result).is_err() {
+                debug!("dropping a reply nobody waits for any more (time-out or cancelled)");
+            }
         }
     }
 

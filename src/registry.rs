@@ -49,6 +49,10 @@ pub struct StartOptions {
     pub dialog_timeout: Option<Duration>,
     /// Override `browser.dialog_bridge` for this task.
     pub dialog_bridge: Option<BridgeMode>,
+    /// Give the task a page of its own: `Target.createTarget {url: "about:blank"}` at start
+    /// (ignored when `target_id` is set), and `Target.closeTarget` when the supervisor stops.
+    /// Two tasks on one browser then never share a tab (nor each other's dialogs).
+    pub new_page: bool,
 }
 
 #[derive(Default)]
@@ -171,6 +175,7 @@ impl SupervisorRegistry {
     fn settings(&self, opts: &StartOptions) -> Settings {
         Settings {
             target_id: opts.target_id.clone(),
+            new_page: opts.new_page && opts.target_id.is_none(),
             dialog_policy: opts.dialog_policy.unwrap_or(self.config.dialog_policy),
             dialog_timeout: opts.dialog_timeout.unwrap_or(self.config.dialog_timeout),
             start_timeout: self.config.start_timeout,

@@ -222,12 +222,18 @@ pub struct ConsoleEntry {
     pub text: String,
     /// Where it came from, when known.
     pub url: String,
+    /// The frame whose JavaScript logged it, when known.
+    pub frame_id: Option<String>,
 }
 
 impl ConsoleEntry {
-    /// `{ts, level, text, url}`.
+    /// `{ts, level, text, url, frame_id?}`.
     pub fn to_json(&self) -> Value {
-        json!({"ts": self.ts, "level": self.level, "text": self.text, "url": self.url})
+        let mut v = json!({"ts": self.ts, "level": self.level, "text": self.text, "url": self.url});
+        if let Some(f) = &self.frame_id {
+            v["frame_id"] = json!(f);
+        }
+        v
     }
 }
 
@@ -238,6 +244,13 @@ pub struct Blocked {
     pub reason: String,
     /// What the caller can do about it.
     pub hint: String,
+}
+
+impl Blocked {
+    /// `{reason, hint}`.
+    pub fn to_json(&self) -> Value {
+        json!({"reason": self.reason, "hint": self.hint})
+    }
 }
 
 /// An immutable view of one supervisor's state. Cheap to read from any thread.
@@ -315,10 +328,19 @@ impl Snapshot {
             m.insert("page_target_id".into(), json!(t));
         }
         if let Some(b) = &self.blocked {
+            m.insert("blocked".into(), b.to_json());
+        }
+        if !self.console_errors.is_empty() {
             m.insert(
-                "blocked".into(),
-                json!({"reason": b.reason, "hint": b.hint}),
+                "console_errors".into(),
+                Value::Array(self.console_errors.iter().map(|c| c.to_json()).collect()),
             );
+        }
+        if !self.active {
+            m.insert("state".into(), json!("reconnecting"));
+            if let Some(r) = &self.disconnect_reason {
+                m.insert("disconnect_reason".into(), json!(r));
+            }
         }
         Value::Object(m)
     }

@@ -23,10 +23,12 @@ use log::{debug, info, warn};
 use serde_json::{Value, json};
 
 use crate::attach::{Choice, attach_page};
+use crate::cancel::CancelToken;
 use crate::config::{Config, DialogAction, DialogPolicy};
-use crate::core::{CallKind, Core, CoreSettings, answer_command};
+use crate::core::{CallKind, CallResult, Core, CoreSettings, answer_command, blocks_in_flight};
 use crate::error::Error;
-use crate::link::{Shared, SnapshotCell};
+use crate::link::{Shared, SnapshotCell, wait_reply};
+use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
 use crate::state::{ClosedBy, PendingDialog, Snapshot};
 use crate::transport::{ConnectOptions, Transport};
@@ -41,6 +43,30 @@ pub enum Route<'a> {
     Target(&'a str),
     /// A frame: an OOPIF's own session, or the owning session with the frame's context.
     Frame(&'a str),
+    /// The task's page (its main frame's session).
+    Page,
+}
+
+impl Route<'_> {
+    /// How tool results name the route: `browser`, `target`, `frame` or `page`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Route::Browser => "browser",
+            Route::Target(_) => "target",
+            Route::Frame(_) => "frame",
+            Route::Page => "page",
+        }
+    }
+
+    /// The route of a call that names neither a frame nor a target (SPEC §8): methods of the
+    /// domains the browser target serves go to the browser, every other method to the page.
+    pub fn by_domain(method: &str) -> Route<'static> {
+        if crate::measured::browser_domain(method) {
+            Route::Browser
+        } else {
+            Route::Page
+        }
+    }
 }
 
 /// Stack size of reader threads: they parse JSON and log, nothing deep.
@@ -55,6 +81,8 @@ pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 pub struct Settings {
     /// Attach to this target instead of the first page.
     pub target_id: Option<String>,
+    /// Create a page of its own at start and close it at stop (see `StartOptions::new_page`).
+    pub new_page: bool,
     /// Dialog policy.
     pub dialog_policy: DialogPolicy,
     /// Watchdog time-out.
@@ -152,6 +180,7 @@ impl Supervisor {
         let spawned = sup.spawn_threads(reader, wd_rx);
         let choice = match &sup.settings.target_id {
             Some(t) => Choice::Exactly(t),
+            None if sup.settings.new_page => Choice::NewPage,
             None => Choice::FirstPage,
         };
         let attached = spawned
@@ -360,9 +389,44 @@ impl Supervisor {
     pub fn call_routed(
         &self,
         method: &str,
+        params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+    ) -> Result<(Value, Option<String>), Error> {
+        self.call_with(method, params, route, timeout, None)
+    }
+
+    /// Like [`Supervisor::call_routed`], but returns [`Error::Cancelled`] at once when `cancel`
+    /// is cancelled (the late reply is then dropped).
+    pub fn call_cancellable(
+        &self,
+        method: &str,
+        params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+        cancel: &CancelToken,
+    ) -> Result<(Value, Option<String>), Error> {
+        self.call_with(method, params, route, timeout, Some(cancel))
+    }
+
+    /// The dialog-aware call (SPEC §8): a call into the page never waits for its deadline
+    /// because of a dialog.
+    ///
+    /// * A dialog already pending that blocks the call: methods measured to hang fail at once
+    ///   without being sent; methods measured to answer go through; any other method is sent
+    ///   and fails after [`DIALOG_GRACE`] if no reply came while the dialog is still pending.
+    /// * A dialog that opens while the call is in flight: the reader fails the call at once.
+    ///
+    /// A dialog the caller could not see yet when it looked (published between that look and
+    /// the registration) is caught either by the second look after the write or by the reader,
+    /// which drains registrations again after each publish: one of the two always sees it.
+    fn call_with(
+        &self,
+        method: &str,
         mut params: Value,
         route: Route<'_>,
         timeout: Duration,
+        cancel: Option<&CancelToken>,
     ) -> Result<(Value, Option<String>), Error> {
         self.ensure_alive()?;
         if method.is_empty() {
@@ -376,17 +440,81 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            return Err(Error::Cancelled(method.to_string()));
+        }
         let timeout = timeout.clamp(Duration::from_millis(1), MAX_CALL_TIMEOUT);
         let snap = self.snapshot();
         let session = match route {
             Route::Browser => None,
+            Route::Page => Some(snap.page_session_id.clone().ok_or_else(|| {
+                Error::NoPage("the supervisor is not attached to a page yet".into())
+            })?),
             Route::Target(t) => Some(session_for_target(&snap, t)?),
             Route::Frame(f) => Some(session_for_frame(&snap, f, method, &mut params)?),
         };
-        let result =
-            self.shared
-                .call(method, params, session.as_deref(), CallKind::Plain, timeout)?;
-        Ok((result, session))
+        let Some(sid) = session else {
+            // Browser-level calls are never affected by dialogs.
+            let (rx, deadline) =
+                self.shared
+                    .start_call(method, params, None, CallKind::Plain, timeout)?;
+            return wait_reply_or_cancel(&rx, method, deadline, timeout, cancel).map(|v| (v, None));
+        };
+        let watching = self.settings.dialog_policy == DialogPolicy::MustRespond;
+        let known: Vec<&PendingDialog> = if watching {
+            snap.pending_dialogs
+                .iter()
+                .filter(|d| dialog_blocks(d, &snap, &sid, method))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut grace = None;
+        if let Some(d) = known.first() {
+            match measured::answered_with_dialog_open(method) {
+                Some(true) => {}
+                Some(false) => return Err(blocked(d, method)),
+                None => grace = Some(((*d).clone(), Instant::now() + DIALOG_GRACE)),
+            }
+        }
+        let kind = CallKind::Agent {
+            known_dialogs: known.iter().map(|d| d.id.clone()).collect(),
+        };
+        let (rx, deadline) = self
+            .shared
+            .start_call(method, params, Some(&sid), kind, timeout)?;
+        if watching {
+            // The second look (see above).
+            let now = self.snapshot();
+            if let Some(d) = now.pending_dialogs.iter().find(|d| {
+                !known.iter().any(|k| k.id == d.id)
+                    && dialog_blocks(d, &now, &sid, method)
+                    && blocks_in_flight(&d.kind, method)
+            }) {
+                return Err(blocked(d, method));
+            }
+        }
+        if let Some((dialog, until)) = grace {
+            match wait_reply_or_cancel(&rx, method, until.min(deadline), timeout, cancel) {
+                Err(Error::Timeout { .. }) if Instant::now() < deadline => {
+                    let still = self
+                        .snapshot()
+                        .pending_dialogs
+                        .iter()
+                        .any(|d| d.id == dialog.id);
+                    if still {
+                        debug!(
+                            "task {}: {method} got no reply within {DIALOG_GRACE:?} while dialog \
+                             {} is pending",
+                            self.task_id, dialog.id
+                        );
+                        return Err(blocked(&dialog, method));
+                    }
+                }
+                other => return other.map(|v| (v, Some(sid))),
+            }
+        }
+        wait_reply_or_cancel(&rx, method, deadline, timeout, cancel).map(|v| (v, Some(sid)))
     }
 
     /// Marks the supervisor as stopping: from now on it is not alive, and calls fail. The registry
@@ -406,12 +534,20 @@ impl Supervisor {
             let budget = Instant::now() + Duration::from_millis(700);
             let shared = Arc::clone(&self.shared);
             let pending = self.snapshot().pending_dialogs.clone();
+            let own_page = if self.settings.new_page {
+                self.snapshot().page_target_id.clone()
+            } else {
+                None
+            };
             let (done_tx, done_rx) = bounded::<()>(1);
             let polite = std::thread::Builder::new()
                 .name("cdp-stop".into())
                 .stack_size(READER_STACK)
                 .spawn(move || {
                     dismiss_all(&shared, &pending, budget);
+                    if let Some(target) = own_page {
+                        close_own_page(&shared, &target, budget);
+                    }
                     shared.transport.load().close();
                     let _ = done_tx.send(());
                 });
@@ -439,6 +575,52 @@ impl Supervisor {
 impl Drop for Supervisor {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// How long a call of a method whose behaviour under a dialog was not measured may wait for
+/// its reply while a dialog that blocks it is pending.
+pub const DIALOG_GRACE: Duration = Duration::from_millis(250);
+
+fn blocked(dialog: &PendingDialog, method: &str) -> Error {
+    Error::BlockedByDialog {
+        dialog: Box::new(dialog.clone()),
+        method: method.to_string(),
+    }
+}
+
+/// Whether `dialog` stands between a call on session `sid` and its reply (SPEC §8): the dialog
+/// opened in a frame that `sid` owns, or the call is an input event on the page (it reaches
+/// whichever frame it hits).
+fn dialog_blocks(dialog: &PendingDialog, snap: &Snapshot, sid: &str, method: &str) -> bool {
+    let owner = dialog
+        .frame_id
+        .as_deref()
+        .and_then(|f| snap.frames.get(f))
+        .map_or(dialog.session_id.as_str(), |r| r.owner_session.as_str());
+    owner == sid || (method.starts_with("Input.") && snap.page_session_id.as_deref() == Some(sid))
+}
+
+/// Waits for a reply until `deadline`, or until `cancel` fires.
+fn wait_reply_or_cancel(
+    rx: &Receiver<CallResult>,
+    method: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: Option<&CancelToken>,
+) -> CallResult {
+    let Some(cancel) = cancel else {
+        return wait_reply(rx, method, deadline, timeout);
+    };
+    crossbeam_channel::select! {
+        recv(rx) -> r => r.unwrap_or_else(|_| Err(Error::ConnectionLost(
+            "the connection closed before the reply".into(),
+        ))),
+        recv(cancel.receiver()) -> _ => Err(Error::Cancelled(method.to_string())),
+        default(deadline.saturating_duration_since(Instant::now())) => Err(Error::Timeout {
+            method: method.to_string(),
+            after: timeout,
+        }),
     }
 }
 
@@ -521,6 +703,24 @@ fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Instant) {
         }
     }
     for rx in waits {
+        let _ = rx.recv_deadline(budget);
+    }
+}
+
+/// Closes the page the supervisor created for its task (`StartOptions::new_page`).
+fn close_own_page(shared: &Shared, target_id: &str, budget: Instant) {
+    let (tx, rx) = bounded(1);
+    if shared
+        .send(
+            "Target.closeTarget",
+            json!({ "targetId": target_id }),
+            None,
+            CallKind::Automatic,
+            Some(tx),
+            Some(budget),
+        )
+        .is_ok()
+    {
         let _ = rx.recv_deadline(budget);
     }
 }

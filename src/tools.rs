@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::cancel::CancelToken;
 use crate::config::DialogAction;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
@@ -16,17 +17,70 @@ fn failure(error: impl std::fmt::Display) -> Value {
     json!({"success": false, "error": error.to_string()})
 }
 
+/// The one wording for a task that has no supervisor.
+pub fn no_supervisor(task_id: &str) -> Value {
+    failure(format!(
+        "no browser supervisor for task {task_id:?}: call browser_connect first"
+    ))
+}
+
 fn live(reg: &SupervisorRegistry, task_id: &str) -> Result<std::sync::Arc<Supervisor>, Value> {
     match reg.get(task_id) {
-        None => Err(failure(format!(
-            "no browser supervisor for task {task_id:?}: connect first (browser_connect / get_or_start)"
-        ))),
+        None => Err(no_supervisor(task_id)),
         Some(s) if !s.is_alive() => Err(failure(Error::NotActive(task_id.to_string()))),
         Some(s) if !s.is_active() => Err(failure(Error::ConnectionLost(format!(
             "the connection of task {task_id:?} dropped; the supervisor is reconnecting"
         )))),
         Some(s) => Ok(s),
     }
+}
+
+/// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog is
+/// pending and `blocked` when the page is blocked, so an agent sees a dialog on its next call
+/// without polling. Does nothing when the task has no live supervisor or `out` is no object.
+pub fn add_dialog_status(reg: &SupervisorRegistry, task_id: &str, out: &mut Value) {
+    let Some(obj) = out.as_object_mut() else {
+        return;
+    };
+    reg.with_snapshot(task_id, |s| {
+        if !s.pending_dialogs.is_empty() && !obj.contains_key("pending_dialogs") {
+            obj.insert(
+                "pending_dialogs".into(),
+                Value::Array(s.pending_dialogs.iter().map(|d| d.to_json()).collect()),
+            );
+        }
+        if let Some(b) = &s.blocked
+            && !obj.contains_key("blocked")
+        {
+            obj.insert("blocked".into(), b.to_json());
+        }
+    });
+}
+
+/// Fails (as a tool result) when `args` has a key not in `allowed`, naming the allowed ones.
+pub fn check_args(args: &Value, allowed: &[&str]) -> Result<(), Value> {
+    let Some(obj) = args.as_object() else {
+        return args_object(args);
+    };
+    let mut unknown: Vec<&str> = obj
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !allowed.contains(k))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    unknown.sort_unstable();
+    Err(failure(format!(
+        "unknown argument{} {}: allowed arguments are {}",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown
+            .iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        allowed.join(", ")
+    )))
 }
 
 /// Reads an optional string argument; anything but a string or null is an error.
@@ -63,11 +117,29 @@ fn args_object(args: &Value) -> Result<(), Value> {
     }
 }
 
-/// `browser_snapshot`: the fields a host merges into its page snapshot; `{}` when the task has no
-/// live supervisor.
-pub fn browser_snapshot(reg: &SupervisorRegistry, task_id: &str, _args: &Value) -> Value {
-    match reg.snapshot(task_id) {
-        Some(s) if s.active => s.to_json(),
+/// Arguments of `browser_snapshot`.
+pub const SNAPSHOT_ARGS: &[&str] = &["task_id"];
+/// Arguments of `browser_dialog`.
+pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "task_id"];
+/// Arguments of `browser_cdp`.
+pub const CDP_ARGS: &[&str] = &[
+    "method",
+    "params",
+    "frame_id",
+    "target_id",
+    "timeout_s",
+    "task_id",
+];
+
+/// `browser_snapshot`: the fields a host merges into its page snapshot (with `state` saying
+/// `reconnecting` while the supervisor reconnects); `{}` when the task has no live supervisor,
+/// and a failure for arguments it does not take.
+pub fn browser_snapshot(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
+    if let Err(e) = check_args(args, SNAPSHOT_ARGS) {
+        return e;
+    }
+    match reg.get(task_id) {
+        Some(sup) if sup.is_alive() => sup.snapshot().to_json(),
         _ => json!({}),
     }
 }
@@ -78,7 +150,7 @@ pub fn browser_dialog(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> 
 }
 
 fn dialog_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Value, Value> {
-    args_object(args)?;
+    check_args(args, DIALOG_ARGS)?;
     let action = match args.get("action") {
         Some(Value::String(s)) if s == "accept" => DialogAction::Accept,
         Some(Value::String(s)) if s == "dismiss" => DialogAction::Dismiss,
@@ -98,13 +170,32 @@ fn dialog_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result
     }
 }
 
-/// `browser_cdp {method, params?, frame_id?, target_id?, timeout_s?}` (SPEC §8).
+/// `browser_cdp {method, params?, frame_id?, target_id?, timeout_s?}` (SPEC §8). Without
+/// `frame_id`/`target_id` the call is routed by domain ([`Route::by_domain`]); the result says
+/// where it went (`routed_to`). A call that a dialog blocks fails at once with
+/// `blocked_by_dialog`.
 pub fn browser_cdp(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
-    cdp_inner(reg, task_id, args).unwrap_or_else(|e| e)
+    cdp_inner(reg, task_id, args, None).unwrap_or_else(|e| e)
 }
 
-fn cdp_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Value, Value> {
-    args_object(args)?;
+/// [`browser_cdp`] that returns at once (`"cancelled": true`) when `cancel` fires; the call's
+/// late reply is dropped.
+pub fn browser_cdp_cancellable(
+    reg: &SupervisorRegistry,
+    task_id: &str,
+    args: &Value,
+    cancel: &CancelToken,
+) -> Value {
+    cdp_inner(reg, task_id, args, Some(cancel)).unwrap_or_else(|e| e)
+}
+
+fn cdp_inner(
+    reg: &SupervisorRegistry,
+    task_id: &str,
+    args: &Value,
+    cancel: Option<&CancelToken>,
+) -> Result<Value, Value> {
+    check_args(args, CDP_ARGS)?;
     let method = match opt_str(args, "method")? {
         Some(m) if !m.trim().is_empty() => m,
         _ => {
@@ -144,12 +235,21 @@ fn cdp_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Va
         (Some(_), Some(_)) => return Err(failure("give frame_id or target_id, not both")),
         (Some(f), None) => Route::Frame(f),
         (None, Some(t)) => Route::Target(t),
-        (None, None) => Route::Browser,
+        (None, None) => Route::by_domain(method),
     };
     let sup = live(reg, task_id)?;
-    match sup.call_routed(method, params, route, timeout) {
+    let result = match cancel {
+        Some(c) => sup.call_cancellable(method, params, route, timeout, c),
+        None => sup.call_routed(method, params, route, timeout),
+    };
+    match result {
         Ok((result, session)) => {
-            let mut out = json!({"success": true, "method": method, "result": result});
+            let mut out = json!({
+                "success": true,
+                "method": method,
+                "routed_to": route.as_str(),
+                "result": result,
+            });
             if let Some(f) = frame_id {
                 out["frame_id"] = json!(f);
             }
@@ -158,10 +258,40 @@ fn cdp_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Va
             }
             Ok(out)
         }
-        Err(Error::Cdp { code, message, .. }) => Err(json!({
+        Err(Error::Cdp { code, message, .. }) => {
+            let hint = match (route, code) {
+                (Route::Browser, -32601) => {
+                    " (the call went to the browser target, which does not serve this domain; \
+                     pass target_id or frame_id to send it to the page)"
+                }
+                (_, -32601) => {
+                    " (this target does not serve that method; without target_id and frame_id, \
+                     browser-level domains go to the browser and the rest to the page)"
+                }
+                _ => "",
+            };
+            Err(json!({
+                "success": false,
+                "error": format!("CDP error from {method}: {message} (code {code}){hint}"),
+                "routed_to": route.as_str(),
+                "cdp_error": {"code": code, "message": message},
+            }))
+        }
+        Err(e @ Error::BlockedByDialog { .. }) => {
+            let Error::BlockedByDialog { dialog, .. } = &e else {
+                unreachable!()
+            };
+            Err(json!({
+                "success": false,
+                "error": e.to_string(),
+                "routed_to": route.as_str(),
+                "blocked_by_dialog": dialog.to_json(),
+            }))
+        }
+        Err(e @ Error::Cancelled(_)) => Err(json!({
             "success": false,
-            "error": format!("CDP error from {method}: {message} (code {code})"),
-            "cdp_error": {"code": code, "message": message},
+            "error": e.to_string(),
+            "cancelled": true,
         })),
         Err(e) => Err(failure(e)),
     }

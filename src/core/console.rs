@@ -5,7 +5,14 @@ use super::*;
 impl Core {
     // ---------------------------------------------------------------- console
 
-    pub(super) fn push_console(&mut self, level: &str, text: String, url: String) {
+    pub(super) fn push_console(
+        &mut self,
+        level: &str,
+        text: String,
+        url: String,
+        frame: Option<(&str, i64)>,
+    ) {
+        let frame_id = frame.and_then(|(s, ctx)| self.frames.frame_of_context(s, ctx));
         let max = self.settings.limits.console_errors_max;
         while self.console.len() >= max {
             self.console.pop_front();
@@ -15,12 +22,13 @@ impl Core {
             level: level.to_string(),
             text: clip(text, MAX_TEXT),
             url: clip(url, MAX_TEXT),
+            frame_id,
         }));
         self.console_changed = true;
         self.dirty = true;
     }
 
-    pub(super) fn console_api(&mut self, params: Option<&RawValue>) {
+    pub(super) fn console_api(&mut self, session: &str, params: Option<&RawValue>) {
         #[derive(serde::Deserialize, Default)]
         #[serde(default, rename_all = "camelCase")]
         struct Call {
@@ -28,6 +36,7 @@ impl Core {
             kind: String,
             args: Vec<Value>,
             stack_trace: Option<Value>,
+            execution_context_id: Option<i64>,
         }
         let Some(call) = protocol::decode::<Call>(params) else {
             return;
@@ -49,10 +58,11 @@ impl Core {
             .unwrap_or("")
             .to_string();
         let level = level.to_string();
-        self.push_console(&level, text, url);
+        let frame = call.execution_context_id.map(|c| (session, c));
+        self.push_console(&level, text, url, frame);
     }
 
-    pub(super) fn exception_thrown(&mut self, params: Option<&RawValue>) {
+    pub(super) fn exception_thrown(&mut self, session: &str, params: Option<&RawValue>) {
         let Some(v) = protocol::decode::<Value>(params) else {
             return;
         };
@@ -63,7 +73,8 @@ impl Core {
             .unwrap_or("uncaught exception")
             .to_string();
         let url = d["url"].as_str().unwrap_or("").to_string();
-        self.push_console("exception", text, url);
+        let frame = d["executionContextId"].as_i64().map(|c| (session, c));
+        self.push_console("exception", text, url, frame);
     }
 }
 

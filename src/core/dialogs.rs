@@ -130,6 +130,9 @@ impl Core {
             answers_in_flight: Vec::new(),
             closed_event: None,
         });
+        if answer.is_none() {
+            self.fail_calls_blocked_by(self.open.len() - 1);
+        }
         if let Some(c) = answer {
             self.out.push(Outgoing::Command(c));
         }
