@@ -146,7 +146,9 @@ pub fn browser_snapshot(reg: &SupervisorRegistry, task_id: &str, args: &Value) -
 
 /// `browser_dialog {action, prompt_text?, dialog_id?}`.
 pub fn browser_dialog(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
-    dialog_inner(reg, task_id, args).unwrap_or_else(|e| e)
+    let mut out = dialog_inner(reg, task_id, args).unwrap_or_else(|e| e);
+    add_dialog_status(reg, task_id, &mut out);
+    out
 }
 
 fn dialog_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Value, Value> {
@@ -175,7 +177,9 @@ fn dialog_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result
 /// where it went (`routed_to`). A call that a dialog blocks fails at once with
 /// `blocked_by_dialog`.
 pub fn browser_cdp(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
-    cdp_inner(reg, task_id, args, None).unwrap_or_else(|e| e)
+    let mut out = cdp_inner(reg, task_id, args, None).unwrap_or_else(|e| e);
+    add_dialog_status(reg, task_id, &mut out);
+    out
 }
 
 /// [`browser_cdp`] that returns at once (`"cancelled": true`) when `cancel` fires; the call's
@@ -186,7 +190,9 @@ pub fn browser_cdp_cancellable(
     args: &Value,
     cancel: &CancelToken,
 ) -> Value {
-    cdp_inner(reg, task_id, args, Some(cancel)).unwrap_or_else(|e| e)
+    let mut out = cdp_inner(reg, task_id, args, Some(cancel)).unwrap_or_else(|e| e);
+    add_dialog_status(reg, task_id, &mut out);
+    out
 }
 
 fn cdp_inner(

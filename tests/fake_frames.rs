@@ -213,10 +213,11 @@ fn child_iframe_target_is_enabled_pipelined_then_resumed() {
     assert_eq!(s.pending_dialogs[0].message, "still watching");
     assert_eq!(s.pending_dialogs[0].session_id, page);
     assert!(child(&s, "FRAME-X").is_some());
-    // And a call on the page session still completes.
+    // And a call on the page session still completes (one the browser answers while a dialog
+    // is open: an evaluate would now fail at once with BlockedByDialog, SPEC §8).
     sup.call(
-        "Runtime.evaluate",
-        json!({"expression": "1"}),
+        "Page.navigate",
+        json!({"url": "http://fake.test/"}),
         Route::Target(PAGE),
         WAIT,
     )

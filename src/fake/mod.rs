@@ -315,6 +315,13 @@ impl FakeBrowser {
         }
     }
 
+    /// Sends a reply `{"id", "sessionId", "result"}` to every live connection, whatever the
+    /// rules say: a late answer to a command the fake ignored, for instance.
+    pub fn send_reply(&self, id: &Value, session_id: &str, result: Value) {
+        let frame = json!({"id": id, "sessionId": session_id, "result": result});
+        self.send_raw(Message::text(frame.to_string()));
+    }
+
     /// Writes raw bytes straight onto every live connection's socket,
     /// bypassing WebSocket framing (for corrupt frames).
     pub fn send_raw_bytes(&self, bytes: &[u8]) {
