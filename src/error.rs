@@ -56,7 +56,7 @@ pub enum Error {
     NoPage(String),
     /// The supervisor has stopped or lost its connection.
     #[error(
-        "supervisor for task {0:?} is not active (stopped or disconnected); call get_or_start again"
+        "the browser supervisor for task {0:?} has stopped (or lost its connection for good); connect again"
     )]
     NotActive(String),
     /// `respond_to_dialog` with no dialog pending.

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::state::FrameEntry;
 use cdp_supervisor::{
-    BridgeMode, Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
+    BridgeMode, Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
 use common::fakes::{
     WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_sent, wait_snapshot,
@@ -1054,4 +1054,29 @@ fn frame_tree_leaves_out_oopifs_deeper_than_2() {
         )
         .expect("C as a target");
     assert_eq!(routed.as_deref(), Some("S-C"));
+}
+
+#[test]
+fn console_errors_name_their_frame_and_reach_the_snapshot_json() {
+    let (fake, reg, sup) = setup();
+    let page = page_session(&sup);
+    assert!(
+        tools::browser_snapshot(&reg, "task", &json!({}))
+            .get("console_errors")
+            .is_none(),
+        "console_errors only when non-empty"
+    );
+    context_created(&fake, &page, PAGE, 1);
+    wait_snapshot(&sup, "the main frame's context", |s| {
+        s.frames
+            .get(PAGE)
+            .is_some_and(|f| f.default_context == Some(1))
+    });
+    console(&fake, &page, "error", "in the main frame");
+    wait_snapshot(&sup, "the error", |s| !s.console_errors.is_empty());
+    let j = tools::browser_snapshot(&reg, "task", &json!({}));
+    let e = &j["console_errors"][0];
+    assert_eq!(e["text"], "in the main frame", "{j}");
+    assert_eq!(e["level"], "error");
+    assert_eq!(e["frame_id"], PAGE, "{j}");
 }
