@@ -214,29 +214,3 @@ fn measure(
         raw_dialog: h_raw_dialog,
     }
 }
-
-/// Restricts every thread of this process (present ones; new ones inherit it) to CPU 0.
-fn pin_process_to_cpu0() -> bool {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return false;
-    };
-    let mut ok = true;
-    for t in tasks.flatten() {
-        let Some(tid) = t
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; the size
-        // passed is the set's own size.
-        let rc = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(0, &mut set);
-            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
-        };
-        ok &= rc == 0;
-    }
-    ok
-}

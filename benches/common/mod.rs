@@ -141,6 +141,33 @@ pub fn ticks_per_s() -> u64 {
     if t > 0 { t as u64 } else { 100 }
 }
 
+/// Restricts every thread of this process (present ones; new threads and child processes inherit
+/// it) to CPU 0. False when any thread could not be pinned.
+pub fn pin_process_to_cpu0() -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    let mut ok = true;
+    for t in tasks.flatten() {
+        let Some(tid) = t
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes inside it; the size
+        // passed is the set's own size.
+        let rc = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        };
+        ok &= rc == 0;
+    }
+    ok
+}
+
 // ------------------------------------------------------------------------------------------------
 // WebSocket framing (server -> client frames are unmasked).
 
