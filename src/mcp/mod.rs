@@ -1,341 +1,231 @@
 //! The Model Context Protocol server (SPEC §15): JSON-RPC 2.0 over stdio, one message per line.
+//! [`McpServer::run`] is the main loop: it reads lines, answers the quick methods itself and
+//! hands every other `tools/call` to a bounded pool of workers.
 //!
-//! Methods: `initialize`, `notifications/initialized` (and any other notification: no answer),
-//! `ping`, `tools/list`, `tools/call`. Tools: `browser_connect`, `browser_snapshot`,
-//! `browser_dialog`, `browser_cdp`, `browser_disconnect`, each with an optional `task_id`
-//! (default `default`). Malformed JSON answers `-32700`, a message that is not a request
-//! `-32600`, an unknown method `-32601`, bad params `-32602`; a tool that fails returns a result
-//! with `isError: true`. Nothing here ends the server except the end of its input; stdout carries
-//! protocol messages only (logs go to stderr).
+//! * **Concurrency.** `initialize`, `ping`, `tools/list`, `logging/setLevel` and
+//!   `browser_snapshot` (a wait-free snapshot read) are answered on the reading thread; the other
+//!   tools run on at most [`MAX_IN_FLIGHT`] worker threads, spawned as needed. A call beyond that
+//!   is answered at once with a tool error, never queued. Every response and notification goes
+//!   through one [`rpc::Writer`] as one whole line. So a `browser_cdp` blocked on the page never
+//!   delays a `ping` or the `browser_dialog` that would unblock it.
+//! * **Cancellation.** `notifications/cancelled {requestId}` cancels that call's
+//!   [`CancelToken`]: its CDP call is abandoned and the request gets no response at all. An unknown
+//!   or finished id is ignored.
+//! * **Strict JSON-RPC 2.0** (see [`rpc::classify`]): `"jsonrpc": "2.0"` is required, responses
+//!   from the client are not answered, a line longer than [`MAX_LINE`] is skipped in bounded
+//!   memory, batches are refused: none of the [`PROTOCOL_VERSIONS`] has them (2025-03-26, the
+//!   only MCP version with batches, is not offered; a client asking for it is offered 2024-11-05).
+//! * **Logging.** `logging` is declared; `notifications/message` reports dialogs opening and
+//!   closing without the agent, lost and regained connections, ended supervisors ([`notify`]).
+//! * **Shutdown** ([`McpServer::shutdown`]: end of input, or the binary's signal handler):
+//!   in-flight calls are cancelled and get no response, every supervisor is stopped (pending
+//!   dialogs dismissed, tabs the server opened closed), the launched browser is closed
+//!   gracefully and its profile removed.
 
+mod browser;
+mod handlers;
+mod notify;
+mod rpc;
+mod schema;
+
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::{Value, json};
 
-use crate::config::{BridgeMode, Config, DialogPolicy};
-use crate::launch::{LaunchedBrowser, find_browser};
-use crate::redact::redact_url;
-use crate::registry::{StartOptions, SupervisorRegistry};
-use crate::tools;
+pub use schema::tool_list;
 
-/// MCP protocol versions we speak, newest first.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+use crate::cancel::CancelToken;
+use crate::config::Config;
+use crate::registry::SupervisorRegistry;
+use browser::BrowserSlot;
+use notify::{Level, Notifier};
+use rpc::{Incoming, Line, LineReader, Writer, code};
 
-/// Longest line accepted from the client.
-const MAX_LINE: usize = 16 << 20;
+/// MCP protocol versions we speak, newest first. None of them has JSON-RPC batches.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2024-11-05"];
 
-/// One MCP server: a registry, and a browser it launched on demand.
+/// Longest line accepted from the client; a longer one is skipped and answered with an error.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Most tool calls running on workers at once.
+pub const MAX_IN_FLIGHT: usize = 16;
+
+/// Stack size of worker threads (tool handlers parse and build JSON, nothing deep).
+const WORKER_STACK: usize = 512 * 1024;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// One MCP server: a registry, the browser it launched, its workers and its client's output.
 #[derive(Debug)]
 pub struct McpServer {
+    inner: Arc<Inner>,
+}
+
+/// What the reading thread, the workers and the watchers share.
+pub(crate) struct Inner {
     registry: Arc<SupervisorRegistry>,
-    browser: Mutex<Option<LaunchedBrowser>>,
+    browser: BrowserSlot,
+    notifier: Arc<Notifier>,
+    /// The output while `run` serves; `None` in the line-by-line API. Set by `run`.
+    writer: arc_swap::ArcSwapOption<Writer>,
+    /// Requests running on workers, by the JSON text of their id, with their cancel tokens.
+    /// Inserted by the reading thread, removed by the worker that answers.
+    in_flight: Mutex<HashMap<String, CancelToken>>,
+    /// Jobs for the workers; at most `MAX_IN_FLIGHT` are ever queued or running.
+    jobs: Sender<Job>,
+    jobs_rx: Receiver<Job>,
+    /// Worker threads started so far (at most `MAX_IN_FLIGHT`); written by the reading thread.
+    workers: AtomicUsize,
+    /// Set when shutdown starts: nothing new is started.
+    closing: AtomicBool,
+    /// Held for the whole shutdown; true once it is done (a second caller waits, then returns).
+    shut_down: Mutex<bool>,
 }
 
-fn rpc_error(id: Value, code: i64, message: impl Into<String>) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
-}
-
-fn rpc_result(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-fn task_schema() -> Value {
-    json!({"type": "string", "description": "Which browser task (default \"default\")"})
-}
-
-/// The `tools/list` entries, with input schemas.
-pub fn tool_list() -> Value {
-    json!([
-        {
-            "name": "browser_connect",
-            "description": "Attach a persistent CDP supervisor to a browser page: it catches native JS dialogs and tracks frames (including cross-origin iframes). Without cdp_url it launches a local headless Chromium.",
-            "inputSchema": {"type": "object", "properties": {
-                "cdp_url": {"type": "string", "description": "ws://, wss:// or http://host:port of a CDP endpoint"},
-                "task_id": task_schema(),
-                "target_id": {"type": "string", "description": "Attach to this page target instead of the first page"},
-                "dialog_policy": {"type": "string", "enum": ["must_respond", "auto_dismiss", "auto_accept"]},
-                "dialog_timeout_s": {"type": "number", "exclusiveMinimum": 0},
-                "dialog_bridge": {"type": "string", "enum": ["off", "on", "auto"]}
-            }, "additionalProperties": false}
-        },
-        {
-            "name": "browser_snapshot",
-            "description": "Pending JS dialogs, recently closed dialogs and the frame tree of the task's page.",
-            "inputSchema": {"type": "object", "properties": {"task_id": task_schema()}, "additionalProperties": false}
-        },
-        {
-            "name": "browser_dialog",
-            "description": "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload).",
-            "inputSchema": {"type": "object", "properties": {
-                "task_id": task_schema(),
-                "action": {"type": "string", "enum": ["accept", "dismiss"]},
-                "prompt_text": {"type": "string", "description": "Text a prompt() returns when accepted"},
-                "dialog_id": {"type": "string", "description": "Which dialog (d-N), when several are pending"}
-            }, "required": ["action"], "additionalProperties": false}
-        },
-        {
-            "name": "browser_cdp",
-            "description": "Send a raw CDP command, routed into a frame (frame_id, including cross-origin iframes), a target (target_id), or the browser (neither).",
-            "inputSchema": {"type": "object", "properties": {
-                "task_id": task_schema(),
-                "method": {"type": "string", "description": "e.g. Runtime.evaluate"},
-                "params": {"type": "object"},
-                "frame_id": {"type": "string"},
-                "target_id": {"type": "string"},
-                "timeout_s": {"type": "number", "minimum": 1, "maximum": 300}
-            }, "required": ["method"], "additionalProperties": false}
-        },
-        {
-            "name": "browser_disconnect",
-            "description": "Stop the task's supervisor (pending dialogs are dismissed first).",
-            "inputSchema": {"type": "object", "properties": {"task_id": task_schema()}, "additionalProperties": false}
-        }
-    ])
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("registry", &self.registry)
+            .field("browser", &self.browser)
+            .field("workers", &self.workers)
+            .finish_non_exhaustive()
+    }
 }
 
 impl McpServer {
     /// A server with its own registry.
     pub fn new(config: Config) -> McpServer {
+        let (jobs, jobs_rx) = bounded(MAX_IN_FLIGHT);
         McpServer {
-            registry: Arc::new(SupervisorRegistry::new(config)),
-            browser: Mutex::new(None),
+            inner: Arc::new(Inner {
+                registry: Arc::new(SupervisorRegistry::new(config)),
+                browser: BrowserSlot::default(),
+                notifier: Arc::new(Notifier::new()),
+                writer: arc_swap::ArcSwapOption::empty(),
+                in_flight: Mutex::new(HashMap::new()),
+                jobs,
+                jobs_rx,
+                workers: AtomicUsize::new(0),
+                closing: AtomicBool::new(false),
+                shut_down: Mutex::new(false),
+            }),
         }
     }
 
     /// The registry (for embedding and tests).
     pub fn registry(&self) -> &Arc<SupervisorRegistry> {
-        &self.registry
+        &self.inner.registry
     }
 
-    /// Serves `input` line by line until it ends, writing answers to `output`.
-    pub fn run(&self, input: impl BufRead, mut output: impl Write) -> std::io::Result<()> {
-        let mut input = input;
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            let n = std::io::Read::take(input.by_ref(), MAX_LINE as u64 + 1)
-                .read_until(b'\n', &mut line)?;
-            if n == 0 {
-                break;
+    /// Serves `input` line by line until it ends (or [`McpServer::shutdown`] is called and the
+    /// next line arrives), writing answers and notifications to `output`, then shuts down.
+    pub fn run(
+        &self,
+        input: impl BufRead,
+        output: impl Write + Send + 'static,
+    ) -> std::io::Result<()> {
+        let writer = Arc::new(Writer::new(Box::new(output)));
+        self.inner.writer.store(Some(Arc::clone(&writer)));
+        self.inner.notifier.set_writer(Some(Arc::clone(&writer)));
+        let mut lines = LineReader::new(input, MAX_LINE);
+        let result = loop {
+            if self.inner.closing.load(Ordering::Acquire) {
+                break Ok(());
             }
-            let answer = if line.len() > MAX_LINE && !line.ends_with(b"\n") {
-                // Skip the rest of the oversized line.
-                let mut rest = Vec::new();
-                input.read_until(b'\n', &mut rest)?;
-                Some(rpc_error(Value::Null, -32700, "message too large"))
-            } else {
-                let text = String::from_utf8_lossy(&line);
-                self.handle_line(text.trim())
-            };
-            if let Some(a) = answer {
-                writeln!(output, "{a}")?;
-                output.flush()?;
-            }
-        }
-        self.shutdown();
-        Ok(())
-    }
-
-    /// Stops every supervisor and the launched browser.
-    pub fn shutdown(&self) {
-        self.registry.stop_all();
-        drop(
-            self.browser
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
-    }
-
-    /// Answers one line (`None` for notifications and blank lines).
-    pub fn handle_line(&self, line: &str) -> Option<Value> {
-        if line.is_empty() {
-            return None;
-        }
-        let msg: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => return Some(rpc_error(Value::Null, -32700, format!("parse error: {e}"))),
-        };
-        let Some(obj) = msg.as_object() else {
-            return Some(rpc_error(
-                Value::Null,
-                -32600,
-                "invalid request: expected a JSON object",
-            ));
-        };
-        let id = obj.get("id").cloned();
-        let valid_id = matches!(id, None | Some(Value::String(_)) | Some(Value::Number(_)));
-        if !valid_id {
-            return Some(rpc_error(
-                Value::Null,
-                -32600,
-                "invalid request: id must be a string or number",
-            ));
-        }
-        let Some(method) = obj.get("method").and_then(Value::as_str) else {
-            // A response from the client (we send no requests) or garbage.
-            return id.map(|id| rpc_error(id, -32600, "invalid request: no method"));
-        };
-        let Some(id) = id else {
-            return None; // notification, e.g. notifications/initialized
-        };
-        let params = obj.get("params").cloned().unwrap_or(Value::Null);
-        Some(match method {
-            "initialize" => {
-                let asked = params.get("protocolVersion").and_then(Value::as_str);
-                let version = asked
-                    .filter(|v| PROTOCOL_VERSIONS.contains(v))
-                    .unwrap_or(PROTOCOL_VERSIONS[0]);
-                rpc_result(
-                    id,
-                    json!({
-                        "protocolVersion": version,
-                        "capabilities": {"tools": {"listChanged": false}},
-                        "serverInfo": {"name": "cdp-supervisor", "version": env!("CARGO_PKG_VERSION")},
-                        "instructions": "Call browser_connect first. Read browser_snapshot before acting: a pending dialog blocks the page until browser_dialog answers it."
-                    }),
-                )
-            }
-            "ping" => rpc_result(id, json!({})),
-            "tools/list" => rpc_result(id, json!({"tools": tool_list()})),
-            "tools/call" => self.tools_call(id, &params),
-            other => rpc_error(id, -32601, format!("method not found: {other}")),
-        })
-    }
-
-    fn tools_call(&self, id: Value, params: &Value) -> Value {
-        let Some(name) = params.get("name").and_then(Value::as_str) else {
-            return rpc_error(
-                id,
-                -32602,
-                "invalid params: tools/call needs a string \"name\"",
-            );
-        };
-        let args = match params.get("arguments") {
-            None | Some(Value::Null) => json!({}),
-            Some(a @ Value::Object(_)) => a.clone(),
-            Some(_) => {
-                return rpc_error(
-                    id,
-                    -32602,
-                    "invalid params: \"arguments\" must be an object",
-                );
-            }
-        };
-        let task = match args.get("task_id") {
-            None | Some(Value::Null) => "default".to_string(),
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            Some(_) => {
-                return rpc_error(
-                    id,
-                    -32602,
-                    "invalid params: task_id must be a non-empty string",
-                );
-            }
-        };
-        let mut tool_args = args.clone();
-        if let Some(o) = tool_args.as_object_mut() {
-            o.remove("task_id");
-        }
-        let out = match name {
-            "browser_connect" => self.connect(&task, &tool_args),
-            "browser_snapshot" => {
-                let s = tools::browser_snapshot(&self.registry, &task, &tool_args);
-                if s.as_object().is_some_and(|o| o.is_empty()) {
-                    json!({"success": false, "error": format!("no live browser supervisor for task {task:?}: call browser_connect first")})
-                } else {
-                    s
+            match lines.next_line() {
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+                Ok(Some(Line::TooLong)) => {
+                    writer.send(&rpc::error(
+                        Value::Null,
+                        code::PARSE_ERROR,
+                        format!("message too large: lines are limited to {MAX_LINE} bytes"),
+                    ));
                 }
-            }
-            "browser_dialog" => tools::browser_dialog(&self.registry, &task, &tool_args),
-            "browser_cdp" => tools::browser_cdp(&self.registry, &task, &tool_args),
-            "browser_disconnect" => {
-                json!({"success": true, "task_id": task, "stopped": self.registry.stop(&task)})
-            }
-            other => return rpc_error(id, -32602, format!("unknown tool: {other}")),
-        };
-        let is_error = out.get("success") == Some(&Value::Bool(false));
-        rpc_result(
-            id,
-            json!({
-                "content": [{"type": "text", "text": out.to_string()}],
-                "structuredContent": out,
-                "isError": is_error,
-            }),
-        )
-    }
-
-    fn connect(&self, task: &str, args: &Value) -> Value {
-        let fail = |e: String| json!({"success": false, "error": e});
-        let str_arg = |k: &str| -> Result<Option<String>, String> {
-            match args.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(format!("{k} must be a string")),
-            }
-        };
-        let parsed = (|| -> Result<(Option<String>, StartOptions), String> {
-            let mut opts = StartOptions {
-                target_id: str_arg("target_id")?,
-                ..Default::default()
-            };
-            if let Some(p) = str_arg("dialog_policy")? {
-                opts.dialog_policy = Some(DialogPolicy::parse(&p).map_err(|e| e.to_string())?);
-            }
-            if let Some(b) = str_arg("dialog_bridge")? {
-                opts.dialog_bridge = Some(BridgeMode::parse(&b).map_err(|e| e.to_string())?);
-            }
-            match args.get("dialog_timeout_s") {
-                None | Some(Value::Null) => {}
-                Some(v) => match v.as_f64() {
-                    Some(t) if t > 0.0 && t <= 86_400.0 => {
-                        opts.dialog_timeout = Some(Duration::from_secs_f64(t))
+                Ok(Some(Line::Text(line))) => match rpc::classify(&line) {
+                    None | Some(Incoming::Response) => {}
+                    Some(Incoming::Invalid(answer)) => {
+                        writer.send(&answer);
                     }
-                    _ => {
-                        return Err(format!(
-                            "dialog_timeout_s must be a number of seconds > 0 and <= 86400, got {v}"
-                        ));
+                    Some(Incoming::Notification { method, params }) => {
+                        self.inner.notification(&method, &params)
+                    }
+                    Some(Incoming::Request { id, method, params }) => {
+                        if let Some(answer) = Inner::serve(&self.inner, id, &method, &params) {
+                            writer.send(&answer);
+                        }
                     }
                 },
             }
-            Ok((str_arg("cdp_url")?, opts))
-        })();
-        let (url, opts) = match parsed {
-            Ok(x) => x,
-            Err(e) => return fail(e),
         };
-        let url = match url.or_else(|| self.registry.config().cdp_url.clone()) {
-            Some(u) => u,
-            None => match self.launched_browser_url() {
-                Ok(u) => u,
-                Err(e) => return fail(e),
-            },
-        };
-        match self.registry.get_or_start_with(task, &url, opts) {
-            Ok(sup) => json!({
-                "success": true,
-                "task_id": task,
-                "cdp_url": redact_url(&url),
-                "page_target_id": sup.snapshot().page_target_id,
-            }),
-            Err(e) => fail(e.to_string()),
+        self.shutdown();
+        result
+    }
+
+    /// Answers one line synchronously (`None` for notifications, client responses and blank
+    /// lines); tool calls run on the calling thread. For embedding and in-process tests.
+    pub fn handle_line(&self, line: &str) -> Option<Value> {
+        match rpc::classify(line.as_bytes())? {
+            Incoming::Response => None,
+            Incoming::Invalid(answer) => Some(answer),
+            Incoming::Notification { method, params } => {
+                self.inner.notification(&method, &params);
+                None
+            }
+            Incoming::Request { id, method, params } => {
+                Some(self.inner.answer(id, &method, &params, &CancelToken::new()))
+            }
         }
     }
 
-    fn launched_browser_url(&self) -> Result<String, String> {
-        let mut b = self.browser.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(b) = b.as_ref() {
-            return Ok(b.ws_url().to_string());
+    /// Ends the server (idempotent; a concurrent caller waits until it is done): calls in flight
+    /// are cancelled and get no response, nothing more is written, every supervisor is stopped
+    /// (in parallel, each within about 1 s) and the launched browser is closed (SIGTERM, SIGKILL
+    /// after 1 s) with its profile removed.
+    pub fn shutdown(&self) {
+        let inner = &self.inner;
+        let mut done = inner.shut_down.lock().unwrap_or_else(|e| e.into_inner());
+        if *done {
+            return;
         }
-        let exe = find_browser(self.registry.config().chrome_path.as_deref())
-            .map_err(|e| e.to_string())?
-            .ok_or("no cdp_url given and no Chromium-family browser found (install chromium or set CHROME)")?;
-        let launched = LaunchedBrowser::launch(&exe).map_err(|e| e.to_string())?;
-        let url = launched.ws_url().to_string();
-        *b = Some(launched);
-        Ok(url)
+        inner.closing.store(true, Ordering::Release);
+        inner.notifier.close();
+        for token in inner
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            token.cancel();
+        }
+        if let Some(w) = inner.writer.swap(None) {
+            w.close();
+        }
+        inner.notifier.set_writer(None);
+        let stops: Vec<_> = inner
+            .registry
+            .tasks()
+            .into_iter()
+            .filter_map(|task| {
+                let registry = Arc::clone(&inner.registry);
+                std::thread::Builder::new()
+                    .name("mcp-stop".into())
+                    .stack_size(256 * 1024)
+                    .spawn(move || registry.stop(&task))
+                    .ok()
+            })
+            .collect();
+        for s in stops {
+            let _ = s.join();
+        }
+        inner.registry.stop_all();
+        inner.browser.close(Duration::from_secs(1));
+        *done = true;
     }
 }
 
@@ -343,4 +233,210 @@ impl Drop for McpServer {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+fn initialize_result(params: &Value) -> Value {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = match asked {
+        Some(v) if PROTOCOL_VERSIONS.contains(&v) => v,
+        // 2025-03-26 clients also speak 2024-11-05, and that version has no batches either.
+        Some("2025-03-26") => "2024-11-05",
+        _ => PROTOCOL_VERSIONS[0],
+    };
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}, "logging": {}},
+        "serverInfo": {
+            "name": "cdp-supervisor",
+            "title": "CDP supervisor: JS dialogs, frames and raw CDP",
+            "version": env!("CARGO_PKG_VERSION")
+        },
+        "instructions": "Call browser_connect first (without cdp_url it launches a local headless Chromium and opens a tab for the task). Every tool result lists pending_dialogs: a JS dialog blocks the page until browser_dialog answers it, and browser_cdp calls it blocks fail at once with blocked_by_dialog."
+    })
+}
+
+impl Inner {
+    /// Handles a notification from the client.
+    fn notification(&self, method: &str, params: &Value) {
+        if method == "notifications/cancelled" {
+            let Some(id) = params.get("requestId") else {
+                return;
+            };
+            let key = id.to_string();
+            if let Some(token) = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+            {
+                log::debug!("request {key} cancelled by the client");
+                token.cancel();
+            }
+        }
+    }
+
+    /// The synchronous answer to a request.
+    fn answer(
+        self: &Arc<Self>,
+        id: Value,
+        method: &str,
+        params: &Value,
+        cancel: &CancelToken,
+    ) -> Value {
+        match method {
+            "initialize" => rpc::result(id, initialize_result(params)),
+            "ping" => rpc::result(id, json!({})),
+            "tools/list" => rpc::result(id, json!({"tools": tool_list()})),
+            "logging/setLevel" => match params.get("level").and_then(Value::as_str) {
+                Some(l) => match Level::parse(l) {
+                    Some(level) => {
+                        self.notifier.set_level(level);
+                        rpc::result(id, json!({}))
+                    }
+                    None => rpc::error(
+                        id,
+                        code::INVALID_PARAMS,
+                        format!(
+                            "invalid params: unknown level {l:?}; use one of {}",
+                            notify::LEVELS.join(", ")
+                        ),
+                    ),
+                },
+                None => rpc::error(
+                    id,
+                    code::INVALID_PARAMS,
+                    "invalid params: logging/setLevel needs a string \"level\"",
+                ),
+            },
+            "tools/call" => match tool_call_params(params) {
+                Ok((name, args)) => tool_result(id, handlers::call(self, name, &args, cancel)),
+                Err(e) => rpc::error(id, code::INVALID_PARAMS, e),
+            },
+            other => rpc::error(
+                id,
+                code::METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+            ),
+        }
+    }
+
+    /// Answers a request from the reading thread: at once (returned), or later from a worker
+    /// (`None`).
+    fn serve(me: &Arc<Self>, id: Value, method: &str, params: &Value) -> Option<Value> {
+        let inline = method != "tools/call"
+            || match tool_call_params(params) {
+                Ok((name, _)) => name == "browser_snapshot" || !handlers::is_tool(name),
+                Err(_) => true,
+            };
+        if inline {
+            return Some(me.answer(id, method, params, &CancelToken::new()));
+        }
+        let key = id.to_string();
+        let token = CancelToken::new();
+        let running = {
+            let mut in_flight = me.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            if in_flight.contains_key(&key) {
+                return Some(rpc::error(
+                    id,
+                    code::INVALID_REQUEST,
+                    "invalid request: a request with this id is still in flight",
+                ));
+            }
+            if in_flight.len() >= MAX_IN_FLIGHT {
+                return Some(tool_result(
+                    id,
+                    json!({"success": false, "error": format!(
+                        "too many tool calls in flight ({MAX_IN_FLIGHT}): wait for one to finish or cancel one, then retry"
+                    )}),
+                ));
+            }
+            in_flight.insert(key.clone(), token.clone());
+            in_flight.len()
+        };
+        if me.workers.load(Ordering::Acquire) < running {
+            me.spawn_worker();
+        }
+        let job_inner = Arc::clone(me);
+        let (method, params, job_key) = (method.to_string(), params.clone(), key.clone());
+        let job: Job = Box::new(move || {
+            let answer = job_inner.answer(id, &method, &params, &token);
+            job_inner.finish(&job_key, &token, &answer);
+        });
+        if let Err(e) = me.jobs.try_send(job) {
+            log::error!("the MCP worker queue refused a job: {e}");
+            me.in_flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        }
+        None
+    }
+
+    /// A worker's answer: written unless the request was cancelled (then it gets none).
+    fn finish(&self, key: &str, token: &CancelToken, answer: &Value) {
+        let cancelled = {
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            in_flight.remove(key);
+            token.is_cancelled()
+        };
+        if cancelled {
+            log::debug!("request {key} was cancelled: no response");
+            return;
+        }
+        if let Some(w) = self.writer.load_full() {
+            w.send(answer);
+        }
+    }
+
+    fn spawn_worker(&self) {
+        let n = self.workers.fetch_add(1, Ordering::AcqRel);
+        if n >= MAX_IN_FLIGHT {
+            self.workers.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let jobs = self.jobs_rx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("mcp-worker-{n}"))
+            .stack_size(WORKER_STACK)
+            .spawn(move || {
+                for job in jobs.iter() {
+                    job();
+                }
+            });
+        if let Err(e) = spawned {
+            self.workers.fetch_sub(1, Ordering::AcqRel);
+            log::error!("cannot start an MCP worker thread: {e}");
+        }
+    }
+}
+
+/// `tools/call` params: the tool name and its arguments (`{}` when absent). A missing name or an
+/// unknown tool is a protocol error; bad arguments are the tool's to report.
+fn tool_call_params(params: &Value) -> Result<(&str, Value), String> {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return Err("invalid params: tools/call needs a string \"name\"".into());
+    };
+    if !handlers::is_tool(name) {
+        return Err(format!(
+            "invalid params: unknown tool {name:?}; the tools are browser_connect, browser_snapshot, browser_dialog, browser_cdp, browser_disconnect"
+        ));
+    }
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(a) => a.clone(),
+    };
+    Ok((name, args))
+}
+
+/// A tool's JSON as an MCP tool result: text content, `structuredContent`, `isError`.
+fn tool_result(id: Value, out: Value) -> Value {
+    let is_error = out.get("success") == Some(&Value::Bool(false));
+    rpc::result(
+        id,
+        json!({
+            "content": [{"type": "text", "text": out.to_string()}],
+            "structuredContent": out,
+            "isError": is_error,
+        }),
+    )
 }
