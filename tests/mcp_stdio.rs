@@ -1248,3 +1248,75 @@ fn tasks_without_cdp_url_get_own_tabs_and_dialogs_and_browser_close_relaunches()
     );
     assert_stdout_is_json_rpc(&mcp.out.all());
 }
+
+#[test]
+fn calls_beyond_the_worker_limit_are_refused_at_once_not_queued() {
+    let Some((mut mcp, _tab)) = server_on_shared_tab() else {
+        return;
+    };
+    let slow: Vec<Value> = (0..16)
+        .map(|_| {
+            mcp.start_tool(
+                "browser_cdp",
+                evaluate("new Promise(r => setTimeout(() => r(7), 1500))"),
+            )
+        })
+        .collect();
+    let t = Instant::now();
+    let (is_error, v) = mcp.call_tool("browser_cdp", evaluate("1"), T);
+    assert!(
+        t.elapsed() < FAST,
+        "refused at once, took {:?}",
+        t.elapsed()
+    );
+    assert!(is_error, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("too many tool calls in flight")),
+        "{v}"
+    );
+    // Quick methods are still answered inline.
+    let s = mcp.ok_tool("browser_snapshot", json!({}), T);
+    assert_eq!(s["success"], true, "{s}");
+    for id in &slow {
+        let (is_error, v) = mcp.tool_answer(id, T, "a slow evaluate");
+        assert!(!is_error && v["result"]["result"]["value"] == 7, "{v}");
+    }
+    let r = mcp.ok_tool("browser_cdp", evaluate("1 + 2"), T);
+    assert_eq!(r["result"]["result"]["value"], 3, "{r}");
+    mcp.close_and_wait(STOP);
+}
+
+#[test]
+fn a_dialog_closed_by_the_policy_is_pushed_as_a_notice() {
+    let Some((ws, tab)) = shared_tab() else {
+        return;
+    };
+    let mut mcp = Mcp::start(&[]);
+    initialize(&mut mcp);
+    mcp.ok_tool(
+        "browser_connect",
+        json!({"cdp_url": ws, "target_id": tab, "dialog_policy": "auto_dismiss"}),
+        T,
+    );
+    let r = mcp.ok_tool("browser_cdp", evaluate("confirm('auto?')"), T);
+    assert_eq!(r["result"]["result"]["value"], false, "dismissed: {r}");
+    let note = mcp
+        .note(T, |n| n["params"]["data"]["event"] == "dialog_closed")
+        .unwrap_or_else(|| panic!("no dialog_closed message: {:?}", mcp.notes));
+    assert_eq!(note["params"]["level"], "notice", "{note}");
+    assert_eq!(
+        note["params"]["data"]["dialog"]["closed_by"], "auto_policy",
+        "{note}"
+    );
+    // Above the client's level: no more messages.
+    let ok = mcp.request("logging/setLevel", json!({"level": "error"}), T);
+    assert_eq!(ok["result"], json!({}), "{ok}");
+    let before = mcp.notes.len();
+    mcp.ok_tool("browser_cdp", evaluate("confirm('quiet?')"), T);
+    mcp.request("ping", json!({}), T);
+    mcp.close_and_wait(STOP);
+    while mcp.pump(Instant::now()) {}
+    assert_eq!(mcp.notes.len(), before, "{:?}", &mcp.notes[before..]);
+}
