@@ -1,11 +1,21 @@
 //! Launching a local Chromium-family browser when no CDP URL is given (SPEC §9).
 //!
-//! The browser runs headless with a fresh temporary profile, in its own process group. It is
-//! started from a small keeper thread that lives as long as the [`LaunchedBrowser`]: the child
-//! gets `PR_SET_PDEATHSIG(SIGKILL)`, which Linux ties to the *thread* that forked it, so the
+//! The browser runs headless with a fresh temporary profile, in its own process group, with its
+//! `TMPDIR` pointing into that profile: Chromium's own temporary directories
+//! (`.org.chromium.Chromium.*`) then go away with the profile, and nothing is left in `$TMPDIR`.
+//!
+//! It is started from a small keeper thread that lives as long as the [`LaunchedBrowser`]: the
+//! child gets `PR_SET_PDEATHSIG(SIGKILL)`, which Linux ties to the *thread* that forked it, so the
 //! browser dies with our process even when it is killed outright, and never with an unrelated
-//! caller thread that happened to launch it. `Drop` (also on panic, and from the binary's Ctrl-C
-//! handler) kills the whole process group, reaps the child and removes the profile.
+//! caller thread that happened to launch it. The keeper waits for the browser's exit with
+//! `waitid(WNOWAIT)`: it learns of the exit at once (so [`LaunchedBrowser::is_running`] is a
+//! channel check, not a poll) but leaves the child unreaped until the owner is done with it, so
+//! its pid, which is also its process group id, can never be reused by another process while we
+//! may still signal it.
+//!
+//! [`LaunchedBrowser::close`] (and `Drop`, also on panic and from the binary's signal handler)
+//! closes gracefully: SIGTERM to the whole process group, SIGKILL after a grace period (1 s for
+//! `Drop`), then reaps the child and removes the profile.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -14,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{Sender, bounded, unbounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, unbounded};
 
 use crate::error::Error;
 
@@ -67,13 +77,26 @@ fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A browser we started; killed (whole process group) and its profile removed on drop.
+/// What Chromium appends to its `TMPDIR` for its singleton socket:
+/// `/org.chromium.Chromium.XXXXXX/SingletonSocket`.
+const CHROMIUM_SOCKET_SUFFIX_LEN: usize = 45;
+/// Longest Unix socket path (`sun_path` is 108 bytes with its NUL).
+const UNIX_SOCKET_PATH_MAX: usize = 107;
+
+/// How long [`LaunchedBrowser`]'s `Drop` waits after SIGTERM before it SIGKILLs.
+pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// A browser we started; closed (SIGTERM, then SIGKILL, to its whole process group) and its
+/// profile removed on [`LaunchedBrowser::close`] or drop.
 #[derive(Debug)]
 pub struct LaunchedBrowser {
     ws_url: String,
     pid: u32,
     profile: PathBuf,
-    /// Dropping it tells the keeper thread to kill and reap the browser.
+    /// Disconnects when the browser process has exited (written by the keeper thread, which
+    /// drops the sender; read by any thread through [`LaunchedBrowser::is_running`]).
+    exited: Receiver<()>,
+    /// Dropping it tells the keeper thread to kill what is left of the group and reap the child.
     stop: Option<Sender<()>>,
     keeper: Option<std::thread::JoinHandle<()>>,
 }
@@ -96,6 +119,25 @@ impl LaunchedBrowser {
             "--remote-debugging-port=0",
         ]);
         cmd.arg(format!("--user-data-dir={}", profile.display()));
+        // Chromium's own temporary directories go into the profile, and away with it; unless
+        // that makes the path of Chromium's singleton socket too long for a Unix socket.
+        let tmp = profile.join("t");
+        let socket_path_len = tmp.as_os_str().len() + CHROMIUM_SOCKET_SUFFIX_LEN;
+        if socket_path_len > UNIX_SOCKET_PATH_MAX {
+            log::warn!(
+                "$TMPDIR is too deep for a Chromium temporary directory inside the profile \
+                 (a {socket_path_len}-byte socket path); Chromium's own temporary directories \
+                 stay in $TMPDIR"
+            );
+        } else if let Err(e) = std::fs::create_dir(&tmp) {
+            let _ = std::fs::remove_dir_all(&profile);
+            return Err(Error::Io(format!(
+                "cannot create {} for the browser: {e}",
+                tmp.display()
+            )));
+        } else {
+            cmd.env("TMPDIR", &tmp);
+        }
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             cmd.arg("--no-sandbox");
@@ -115,6 +157,7 @@ impl LaunchedBrowser {
         let (started_tx, started_rx) =
             bounded::<std::io::Result<(u32, Option<std::process::ChildStderr>)>>(1);
         let (stop_tx, stop_rx) = bounded::<()>(0);
+        let (exited_tx, exited_rx) = bounded::<()>(0);
         let keeper = std::thread::Builder::new()
             .name("browser-keeper".into())
             .stack_size(128 * 1024)
@@ -127,8 +170,11 @@ impl LaunchedBrowser {
                     }
                 };
                 let _ = started_tx.send(Ok((child.id(), child.stderr.take())));
+                wait_exit_unreaped(child.id());
+                drop(exited_tx);
                 let _ = stop_rx.recv();
-                kill_group(child.id());
+                // The leader is gone but not reaped: its group id is still ours to signal.
+                signal_group(child.id(), libc::SIGKILL);
                 let _ = child.wait();
             })
             .map_err(|e| Error::Io(format!("cannot spawn the browser keeper thread: {e}")))?;
@@ -155,6 +201,7 @@ impl LaunchedBrowser {
             ws_url: String::new(),
             pid,
             profile,
+            exited: exited_rx,
             stop: Some(stop_tx),
             keeper: Some(keeper),
         };
@@ -225,22 +272,81 @@ impl LaunchedBrowser {
     }
 }
 
-impl Drop for LaunchedBrowser {
-    fn drop(&mut self) {
-        drop(self.stop.take());
+impl LaunchedBrowser {
+    /// True until the browser process exits (closed by `Browser.close`, crashed, killed).
+    pub fn is_running(&self) -> bool {
+        matches!(self.exited.try_recv(), Err(TryRecvError::Empty))
+    }
+
+    /// Disconnects when the browser process has exited (to wait for it without a lock held).
+    pub(crate) fn exit_signal(&self) -> Receiver<()> {
+        self.exited.clone()
+    }
+
+    /// Closes the browser: SIGTERM to its process group, SIGKILL to what is left after `grace`,
+    /// then reaps it and removes its profile (with Chromium's temporary directories in it).
+    /// Returns within about `grace` plus the time the kernel takes to deliver SIGKILL.
+    pub fn close(mut self, grace: Duration) {
+        self.close_inner(grace);
+    }
+
+    fn close_inner(&mut self, grace: Duration) {
+        let Some(stop) = self.stop.take() else {
+            return;
+        };
+        if self.is_running() {
+            // The child is unreaped until `stop` is dropped, so this pid is still ours.
+            signal_group(self.pid, libc::SIGTERM);
+            let _ = self.exited.recv_timeout(grace);
+        }
+        drop(stop);
         if let Some(k) = self.keeper.take() {
             let _ = k.join();
         }
-        let _ = std::fs::remove_dir_all(&self.profile);
+        if let Err(e) = std::fs::remove_dir_all(&self.profile)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            log::warn!(
+                "cannot remove the browser profile {}: {e}",
+                self.profile.display()
+            );
+        }
     }
 }
 
-fn kill_group(pid: u32) {
+impl Drop for LaunchedBrowser {
+    fn drop(&mut self) {
+        self.close_inner(CLOSE_GRACE);
+    }
+}
+
+/// Sends `signal` to the process group `pid` leads, and to `pid` itself.
+fn signal_group(pid: u32, signal: libc::c_int) {
     if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: plain syscalls on a process group we created.
+        // SAFETY: plain syscalls on a process group we created and have not reaped.
         unsafe {
-            libc::kill(-pid, libc::SIGKILL);
-            libc::kill(pid, libc::SIGKILL);
+            libc::kill(-pid, signal);
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// Blocks until the child `pid` has exited, without reaping it (`WNOWAIT`).
+fn wait_exit_unreaped(pid: u32) {
+    let id: libc::id_t = pid;
+    loop {
+        // SAFETY: waitid writes only into `info`, which lives on this stack frame.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        if rc == 0 {
+            return;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            log::warn!(
+                "waitid on the browser (pid {pid}) failed: {}",
+                std::io::Error::last_os_error()
+            );
+            return;
         }
     }
 }
@@ -252,7 +358,7 @@ fn fresh_profile_dir() -> Result<PathBuf, Error> {
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
     let dir = std::env::temp_dir().join(format!(
-        "cdp-supervisor-profile-{}-{}-{nanos}",
+        "cdp-supervisor-profile-{}-{}-{nanos:x}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));

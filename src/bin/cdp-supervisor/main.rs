@@ -13,7 +13,7 @@ use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
 use cdp_supervisor::{Config, SupervisorRegistry, cdp_available, redact::redact_url};
 use clap::{Parser, Subcommand};
 
-/// Set by the Ctrl-C handler before it cleans up: whatever fails after this is the stop itself.
+/// Set by the signal handler (SIGINT, SIGTERM, SIGHUP) before it cleans up: whatever fails after this is the stop itself.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// True once Ctrl-C was pressed.
@@ -133,6 +133,7 @@ fn main() -> ExitCode {
         let cleanup = Arc::clone(&cleanup);
         let handler = ctrlc::set_handler(move || {
             INTERRUPTED.store(true, Ordering::SeqCst);
+            // SIGINT, SIGTERM and SIGHUP alike (ctrlc's "termination" feature).
             eprintln!("\ninterrupted: stopping supervisors and the browser");
             cleanup.run();
             std::process::exit(0);
@@ -151,8 +152,9 @@ fn main() -> ExitCode {
                 cleanup.on_cleanup(move || server.shutdown());
             }
             let stdin = std::io::stdin().lock();
-            let stdout = std::io::stdout().lock();
-            let r = server.run(stdin, stdout).map_err(|e| format!("stdio: {e}"));
+            let r = server
+                .run(stdin, std::io::stdout())
+                .map_err(|e| format!("stdio: {e}"));
             server.shutdown();
             r
         }

@@ -1,0 +1,442 @@
+//! The Model Context Protocol server (SPEC §15): JSON-RPC 2.0 over stdio, one message per line.
+//! [`McpServer::run`] is the main loop: it reads lines, answers the quick methods itself and
+//! hands every other `tools/call` to a bounded pool of workers.
+//!
+//! * **Concurrency.** `initialize`, `ping`, `tools/list`, `logging/setLevel` and
+//!   `browser_snapshot` (a wait-free snapshot read) are answered on the reading thread; the other
+//!   tools run on at most [`MAX_IN_FLIGHT`] worker threads, spawned as needed. A call beyond that
+//!   is answered at once with a tool error, never queued. Every response and notification goes
+//!   through one [`rpc::Writer`] as one whole line. So a `browser_cdp` blocked on the page never
+//!   delays a `ping` or the `browser_dialog` that would unblock it.
+//! * **Cancellation.** `notifications/cancelled {requestId}` cancels that call's
+//!   [`CancelToken`]: its CDP call is abandoned and the request gets no response at all. An unknown
+//!   or finished id is ignored.
+//! * **Strict JSON-RPC 2.0** (see [`rpc::classify`]): `"jsonrpc": "2.0"` is required, responses
+//!   from the client are not answered, a line longer than [`MAX_LINE`] is skipped in bounded
+//!   memory, batches are refused: none of the [`PROTOCOL_VERSIONS`] has them (2025-03-26, the
+//!   only MCP version with batches, is not offered; a client asking for it is offered 2024-11-05).
+//! * **Logging.** `logging` is declared; `notifications/message` reports dialogs opening and
+//!   closing without the agent, lost and regained connections, ended supervisors ([`notify`]).
+//! * **Shutdown** ([`McpServer::shutdown`]: end of input, or the binary's signal handler):
+//!   in-flight calls are cancelled and get no response, every supervisor is stopped (pending
+//!   dialogs dismissed, tabs the server opened closed), the launched browser is closed
+//!   gracefully and its profile removed.
+
+mod browser;
+mod handlers;
+mod notify;
+mod rpc;
+mod schema;
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use serde_json::{Value, json};
+
+pub use schema::tool_list;
+
+use crate::cancel::CancelToken;
+use crate::config::Config;
+use crate::registry::SupervisorRegistry;
+use browser::BrowserSlot;
+use notify::{Level, Notifier};
+use rpc::{Incoming, Line, LineReader, Writer, code};
+
+/// MCP protocol versions we speak, newest first. None of them has JSON-RPC batches.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2024-11-05"];
+
+/// Longest line accepted from the client; a longer one is skipped and answered with an error.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Most tool calls running on workers at once.
+pub const MAX_IN_FLIGHT: usize = 16;
+
+/// Stack size of worker threads (tool handlers parse and build JSON, nothing deep).
+const WORKER_STACK: usize = 512 * 1024;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// One MCP server: a registry, the browser it launched, its workers and its client's output.
+#[derive(Debug)]
+pub struct McpServer {
+    inner: Arc<Inner>,
+}
+
+/// What the reading thread, the workers and the watchers share.
+pub(crate) struct Inner {
+    registry: Arc<SupervisorRegistry>,
+    browser: BrowserSlot,
+    notifier: Arc<Notifier>,
+    /// The output while `run` serves; `None` in the line-by-line API. Set by `run`.
+    writer: arc_swap::ArcSwapOption<Writer>,
+    /// Requests running on workers, by the JSON text of their id, with their cancel tokens.
+    /// Inserted by the reading thread, removed by the worker that answers.
+    in_flight: Mutex<HashMap<String, CancelToken>>,
+    /// Jobs for the workers; at most `MAX_IN_FLIGHT` are ever queued or running.
+    jobs: Sender<Job>,
+    jobs_rx: Receiver<Job>,
+    /// Worker threads started so far (at most `MAX_IN_FLIGHT`); written by the reading thread.
+    workers: AtomicUsize,
+    /// Set when shutdown starts: nothing new is started.
+    closing: AtomicBool,
+    /// Held for the whole shutdown; true once it is done (a second caller waits, then returns).
+    shut_down: Mutex<bool>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("registry", &self.registry)
+            .field("browser", &self.browser)
+            .field("workers", &self.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server with its own registry.
+    pub fn new(config: Config) -> McpServer {
+        let (jobs, jobs_rx) = bounded(MAX_IN_FLIGHT);
+        McpServer {
+            inner: Arc::new(Inner {
+                registry: Arc::new(SupervisorRegistry::new(config)),
+                browser: BrowserSlot::default(),
+                notifier: Arc::new(Notifier::new()),
+                writer: arc_swap::ArcSwapOption::empty(),
+                in_flight: Mutex::new(HashMap::new()),
+                jobs,
+                jobs_rx,
+                workers: AtomicUsize::new(0),
+                closing: AtomicBool::new(false),
+                shut_down: Mutex::new(false),
+            }),
+        }
+    }
+
+    /// The registry (for embedding and tests).
+    pub fn registry(&self) -> &Arc<SupervisorRegistry> {
+        &self.inner.registry
+    }
+
+    /// Serves `input` line by line until it ends (or [`McpServer::shutdown`] is called and the
+    /// next line arrives), writing answers and notifications to `output`, then shuts down.
+    pub fn run(
+        &self,
+        input: impl BufRead,
+        output: impl Write + Send + 'static,
+    ) -> std::io::Result<()> {
+        let writer = Arc::new(Writer::new(Box::new(output)));
+        self.inner.writer.store(Some(Arc::clone(&writer)));
+        self.inner.notifier.set_writer(Some(Arc::clone(&writer)));
+        let mut lines = LineReader::new(input, MAX_LINE);
+        let result = loop {
+            if self.inner.closing.load(Ordering::Acquire) {
+                break Ok(());
+            }
+            match lines.next_line() {
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+                Ok(Some(Line::TooLong)) => {
+                    writer.send(&rpc::error(
+                        Value::Null,
+                        code::PARSE_ERROR,
+                        format!("message too large: lines are limited to {MAX_LINE} bytes"),
+                    ));
+                }
+                Ok(Some(Line::Text(line))) => match rpc::classify(&line) {
+                    None | Some(Incoming::Response) => {}
+                    Some(Incoming::Invalid(answer)) => {
+                        writer.send(&answer);
+                    }
+                    Some(Incoming::Notification { method, params }) => {
+                        self.inner.notification(&method, &params)
+                    }
+                    Some(Incoming::Request { id, method, params }) => {
+                        if let Some(answer) = Inner::serve(&self.inner, id, &method, &params) {
+                            writer.send(&answer);
+                        }
+                    }
+                },
+            }
+        };
+        self.shutdown();
+        result
+    }
+
+    /// Answers one line synchronously (`None` for notifications, client responses and blank
+    /// lines); tool calls run on the calling thread. For embedding and in-process tests.
+    pub fn handle_line(&self, line: &str) -> Option<Value> {
+        match rpc::classify(line.as_bytes())? {
+            Incoming::Response => None,
+            Incoming::Invalid(answer) => Some(answer),
+            Incoming::Notification { method, params } => {
+                self.inner.notification(&method, &params);
+                None
+            }
+            Incoming::Request { id, method, params } => {
+                Some(self.inner.answer(id, &method, &params, &CancelToken::new()))
+            }
+        }
+    }
+
+    /// Ends the server (idempotent; a concurrent caller waits until it is done): calls in flight
+    /// are cancelled and get no response, nothing more is written, every supervisor is stopped
+    /// (in parallel, each within about 1 s) and the launched browser is closed (SIGTERM, SIGKILL
+    /// after 1 s) with its profile removed.
+    pub fn shutdown(&self) {
+        let inner = &self.inner;
+        let mut done = inner.shut_down.lock().unwrap_or_else(|e| e.into_inner());
+        if *done {
+            return;
+        }
+        inner.closing.store(true, Ordering::Release);
+        inner.notifier.close();
+        for token in inner
+            .in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+        {
+            token.cancel();
+        }
+        if let Some(w) = inner.writer.swap(None) {
+            w.close();
+        }
+        inner.notifier.set_writer(None);
+        let stops: Vec<_> = inner
+            .registry
+            .tasks()
+            .into_iter()
+            .filter_map(|task| {
+                let registry = Arc::clone(&inner.registry);
+                std::thread::Builder::new()
+                    .name("mcp-stop".into())
+                    .stack_size(256 * 1024)
+                    .spawn(move || registry.stop(&task))
+                    .ok()
+            })
+            .collect();
+        for s in stops {
+            let _ = s.join();
+        }
+        inner.registry.stop_all();
+        inner.browser.close(Duration::from_secs(1));
+        *done = true;
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn initialize_result(params: &Value) -> Value {
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = match asked {
+        Some(v) if PROTOCOL_VERSIONS.contains(&v) => v,
+        // 2025-03-26 clients also speak 2024-11-05, and that version has no batches either.
+        Some("2025-03-26") => "2024-11-05",
+        _ => PROTOCOL_VERSIONS[0],
+    };
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {"listChanged": false}, "logging": {}},
+        "serverInfo": {
+            "name": "cdp-supervisor",
+            "title": "CDP supervisor: JS dialogs, frames and raw CDP",
+            "version": env!("CARGO_PKG_VERSION")
+        },
+        "instructions": "Call browser_connect first (without cdp_url it launches a local headless Chromium and opens a tab for the task). Every tool result lists pending_dialogs: a JS dialog blocks the page until browser_dialog answers it, and browser_cdp calls it blocks fail at once with blocked_by_dialog."
+    })
+}
+
+impl Inner {
+    /// Handles a notification from the client.
+    fn notification(&self, method: &str, params: &Value) {
+        if method == "notifications/cancelled" {
+            let Some(id) = params.get("requestId") else {
+                return;
+            };
+            let key = id.to_string();
+            if let Some(token) = self
+                .in_flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+            {
+                log::debug!("request {key} cancelled by the client");
+                token.cancel();
+            }
+        }
+    }
+
+    /// The synchronous answer to a request.
+    fn answer(
+        self: &Arc<Self>,
+        id: Value,
+        method: &str,
+        params: &Value,
+        cancel: &CancelToken,
+    ) -> Value {
+        match method {
+            "initialize" => rpc::result(id, initialize_result(params)),
+            "ping" => rpc::result(id, json!({})),
+            "tools/list" => rpc::result(id, json!({"tools": tool_list()})),
+            "logging/setLevel" => match params.get("level").and_then(Value::as_str) {
+                Some(l) => match Level::parse(l) {
+                    Some(level) => {
+                        self.notifier.set_level(level);
+                        rpc::result(id, json!({}))
+                    }
+                    None => rpc::error(
+                        id,
+                        code::INVALID_PARAMS,
+                        format!(
+                            "invalid params: unknown level {l:?}; use one of {}",
+                            notify::LEVELS.join(", ")
+                        ),
+                    ),
+                },
+                None => rpc::error(
+                    id,
+                    code::INVALID_PARAMS,
+                    "invalid params: logging/setLevel needs a string \"level\"",
+                ),
+            },
+            "tools/call" => match tool_call_params(params) {
+                Ok((name, args)) => tool_result(id, handlers::call(self, name, &args, cancel)),
+                Err(e) => rpc::error(id, code::INVALID_PARAMS, e),
+            },
+            other => rpc::error(
+                id,
+                code::METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+            ),
+        }
+    }
+
+    /// Answers a request from the reading thread: at once (returned), or later from a worker
+    /// (`None`).
+    fn serve(me: &Arc<Self>, id: Value, method: &str, params: &Value) -> Option<Value> {
+        let inline = method != "tools/call"
+            || match tool_call_params(params) {
+                Ok((name, _)) => name == "browser_snapshot" || !handlers::is_tool(name),
+                Err(_) => true,
+            };
+        if inline {
+            return Some(me.answer(id, method, params, &CancelToken::new()));
+        }
+        let key = id.to_string();
+        let token = CancelToken::new();
+        let running = {
+            let mut in_flight = me.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            if in_flight.contains_key(&key) {
+                return Some(rpc::error(
+                    id,
+                    code::INVALID_REQUEST,
+                    "invalid request: a request with this id is still in flight",
+                ));
+            }
+            if in_flight.len() >= MAX_IN_FLIGHT {
+                return Some(tool_result(
+                    id,
+                    json!({"success": false, "error": format!(
+                        "too many tool calls in flight ({MAX_IN_FLIGHT}): wait for one to finish or cancel one, then retry"
+                    )}),
+                ));
+            }
+            in_flight.insert(key.clone(), token.clone());
+            in_flight.len()
+        };
+        if me.workers.load(Ordering::Acquire) < running {
+            me.spawn_worker();
+        }
+        let job_inner = Arc::clone(me);
+        let (method, params, job_key) = (method.to_string(), params.clone(), key.clone());
+        let job: Job = Box::new(move || {
+            let answer = job_inner.answer(id, &method, &params, &token);
+            job_inner.finish(&job_key, &token, &answer);
+        });
+        if let Err(e) = me.jobs.try_send(job) {
+            log::error!("the MCP worker queue refused a job: {e}");
+            me.in_flight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        }
+        None
+    }
+
+    /// A worker's answer: written unless the request was cancelled (then it gets none).
+    fn finish(&self, key: &str, token: &CancelToken, answer: &Value) {
+        let cancelled = {
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            in_flight.remove(key);
+            token.is_cancelled()
+        };
+        if cancelled {
+            log::debug!("request {key} was cancelled: no response");
+            return;
+        }
+        if let Some(w) = self.writer.load_full() {
+            w.send(answer);
+        }
+    }
+
+    fn spawn_worker(&self) {
+        let n = self.workers.fetch_add(1, Ordering::AcqRel);
+        if n >= MAX_IN_FLIGHT {
+            self.workers.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+        let jobs = self.jobs_rx.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("mcp-worker-{n}"))
+            .stack_size(WORKER_STACK)
+            .spawn(move || {
+                for job in jobs.iter() {
+                    job();
+                }
+            });
+        if let Err(e) = spawned {
+            self.workers.fetch_sub(1, Ordering::AcqRel);
+            log::error!("cannot start an MCP worker thread: {e}");
+        }
+    }
+}
+
+/// `tools/call` params: the tool name and its arguments (`{}` when absent). A missing name or an
+/// unknown tool is a protocol error; bad arguments are the tool's to report.
+fn tool_call_params(params: &Value) -> Result<(&str, Value), String> {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return Err("invalid params: tools/call needs a string \"name\"".into());
+    };
+    if !handlers::is_tool(name) {
+        return Err(format!(
+            "invalid params: unknown tool {name:?}; the tools are browser_connect, browser_snapshot, browser_dialog, browser_cdp, browser_disconnect"
+        ));
+    }
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(a) => a.clone(),
+    };
+    Ok((name, args))
+}
+
+/// A tool's JSON as an MCP tool result: text content, `structuredContent`, `isError`.
+fn tool_result(id: Value, out: Value) -> Value {
+    let is_error = out.get("success") == Some(&Value::Bool(false));
+    rpc::result(
+        id,
+        json!({
+            "content": [{"type": "text", "text": out.to_string()}],
+            "structuredContent": out,
+            "isError": is_error,
+        }),
+    )
+}

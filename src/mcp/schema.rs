@@ -1,0 +1,149 @@
+//! The `tools/list` entries: input schemas with a description on every property, titles,
+//! annotations and output schemas (the JSON Schema of each tool's `structuredContent`).
+//!
+//! Annotations follow one rule: a tool that acts on the web page is open-world (the page is
+//! someone else's code and servers); one whose effect on the page cannot be undone (answering a
+//! dialog, raw CDP, closing the task's page) is destructive. Output schemas must hold for
+//! failures as well as successes (clients such as the official Python SDK validate
+//! `structuredContent` against them), so only `success` is required and extra fields are allowed.
+
+use serde_json::{Value, json};
+
+fn task_schema() -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "description": "Which browser task this call is about; each task has its own supervisor (and, without cdp_url, its own tab). Default \"default\"."
+    })
+}
+
+fn dialog_schema(what: &str) -> Value {
+    json!({
+        "type": "object",
+        "description": what,
+        "properties": {
+            "id": {"type": "string", "description": "Dialog id (d-1, d-2, ...), for browser_dialog's dialog_id"},
+            "type": {"type": "string", "description": "alert, confirm, prompt or beforeunload"},
+            "message": {"type": "string", "description": "The text the page shows"},
+            "default_prompt": {"type": "string", "description": "A prompt()'s default text"},
+            "opened_at": {"type": "number", "description": "Unix epoch seconds"},
+            "frame_id": {"type": "string", "description": "The frame that opened it"}
+        }
+    })
+}
+
+/// The output schema of a tool: what every result carries plus `extra` properties.
+fn output_schema(extra: Value) -> Value {
+    let mut props = json!({
+        "success": {"type": "boolean", "description": "false when the call failed; then error says why (and isError is true)"},
+        "error": {"type": "string", "description": "What went wrong and what to do about it (failures only)"},
+        "pending_dialogs": {
+            "type": "array",
+            "description": "JS dialogs open on the task's page; present whenever one is pending. Answer them with browser_dialog.",
+            "items": dialog_schema("A pending dialog")
+        },
+        "blocked": {
+            "type": "object",
+            "description": "Present when the page does not answer (a dialog no client can answer, or a busy script)",
+            "properties": {
+                "reason": {"type": "string", "description": "orphaned_dialog or unresponsive"},
+                "hint": {"type": "string", "description": "What to do"}
+            }
+        }
+    });
+    if let (Some(p), Value::Object(extra)) = (props.as_object_mut(), extra) {
+        p.extend(extra);
+    }
+    json!({"type": "object", "properties": props, "required": ["success"]})
+}
+
+/// The `tools/list` entries.
+pub fn tool_list() -> Value {
+    json!([
+        {
+            "name": "browser_connect",
+            "title": "Connect to a browser",
+            "description": "Attach a persistent CDP supervisor to a browser page for a task: it catches native JS dialogs (alert/confirm/prompt/beforeunload) and tracks frames, cross-origin iframes included. Without cdp_url the server launches one local headless Chromium (relaunched if it died) and gives each task a tab of its own, closed by browser_disconnect. Calling it again with the same arguments returns the same supervisor.",
+            "annotations": {"title": "Connect to a browser", "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": true},
+            "inputSchema": {"type": "object", "properties": {
+                "cdp_url": {"type": "string", "description": "CDP endpoint: ws://, wss:// or http://host:port (what --remote-debugging-port prints). Omit to use the configured one, else a local Chromium launched by the server."},
+                "task_id": task_schema(),
+                "target_id": {"type": "string", "description": "Attach to this page target instead of the first page (or, without cdp_url, instead of a new tab)"},
+                "dialog_policy": {"type": "string", "enum": ["must_respond", "auto_dismiss", "auto_accept"], "description": "must_respond (default): dialogs wait for browser_dialog; auto_dismiss / auto_accept: answered at once and recorded"},
+                "dialog_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "With must_respond: seconds after which an unanswered dialog is dismissed (default from the configuration, 300)"},
+                "dialog_bridge": {"type": "string", "enum": ["off", "on", "auto"], "description": "Dialog bridge for CDP proxies that auto-close native dialogs: auto (default) turns it on when that is detected"}
+            }, "additionalProperties": false},
+            "outputSchema": output_schema(json!({
+                "task_id": {"type": "string", "description": "The task connected"},
+                "cdp_url": {"type": "string", "description": "The endpoint, credentials replaced by ***"},
+                "page_target_id": {"type": "string", "description": "The page the supervisor attached to (for browser_cdp's target_id)"}
+            }))
+        },
+        {
+            "name": "browser_snapshot",
+            "title": "Dialogs and frames of the page",
+            "description": "Read the task's page state without touching the page: pending JS dialogs, recently closed ones (with who closed them), the frame tree (cross-origin iframes marked is_oopif, with their frame_id for browser_cdp), recent console errors, and blocked when the page does not answer.",
+            "annotations": {"title": "Dialogs and frames of the page", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
+            "inputSchema": {"type": "object", "properties": {"task_id": task_schema()}, "additionalProperties": false},
+            "outputSchema": output_schema(json!({
+                "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost)", "items": {"type": "object"}},
+                "frame_tree": {"type": "object", "description": "top: the main frame; children: other frames (flat, breadth-first); truncated when some were left out"},
+                "page_target_id": {"type": "string", "description": "The task's page target"},
+                "console_errors": {"type": "array", "description": "Recent console errors and exceptions", "items": {"type": "object"}},
+                "state": {"type": "string", "description": "Present while the supervisor reconnects"}
+            }))
+        },
+        {
+            "name": "browser_dialog",
+            "title": "Answer a JS dialog",
+            "description": "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs).",
+            "annotations": {"title": "Answer a JS dialog", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
+            "inputSchema": {"type": "object", "properties": {
+                "task_id": task_schema(),
+                "action": {"type": "string", "enum": ["accept", "dismiss"], "description": "accept (OK; confirm() returns true) or dismiss (Cancel)"},
+                "prompt_text": {"type": "string", "description": "What prompt() returns when accepted (default: the prompt's default text)"},
+                "dialog_id": {"type": "string", "description": "Which dialog (d-N), needed when several are pending"}
+            }, "required": ["action"], "additionalProperties": false},
+            "outputSchema": output_schema(json!({
+                "action": {"type": "string", "description": "accept or dismiss"},
+                "dialog": dialog_schema("The dialog that was answered")
+            }))
+        },
+        {
+            "name": "browser_cdp",
+            "title": "Raw CDP call",
+            "description": "Send a raw Chrome DevTools Protocol command and return its result. Routing: frame_id sends it into that frame (cross-origin iframes/OOPIFs included; Runtime.evaluate runs in the frame's context; frame ids are in browser_snapshot's frame_tree); target_id sends it to that target's session; with neither, it is routed by domain: browser-level domains (Browser, Target, Storage, SystemInfo, Tethering, Tracing, IO) go to the browser, every other method (Page, Runtime, DOM, Input, Network, ...) to the task's page. The result's routed_to says where it went. A call that a JS dialog blocks returns at once with blocked_by_dialog (the dialog) instead of hanging: answer it with browser_dialog, then retry.",
+            "annotations": {"title": "Raw CDP call", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
+            "inputSchema": {"type": "object", "properties": {
+                "task_id": task_schema(),
+                "method": {"type": "string", "description": "CDP method, e.g. Runtime.evaluate, Page.navigate, Input.dispatchMouseEvent"},
+                "params": {"type": "object", "description": "The method's parameters (default {})"},
+                "frame_id": {"type": "string", "description": "Send into this frame (from browser_snapshot's frame_tree)"},
+                "target_id": {"type": "string", "description": "Send to this target's session (the page_target_id, or an iframe target)"},
+                "timeout_s": {"type": "number", "minimum": 1, "maximum": 300, "description": "Seconds to wait for the reply (default 30)"}
+            }, "required": ["method"], "additionalProperties": false},
+            "outputSchema": output_schema(json!({
+                "method": {"type": "string", "description": "The method called"},
+                "routed_to": {"type": "string", "enum": ["browser", "page", "frame", "target"], "description": "Where the call went"},
+                "result": {"type": "object", "description": "The CDP result"},
+                "frame_id": {"type": "string", "description": "The frame it ran in"},
+                "session_id": {"type": "string", "description": "The CDP session it was sent on"},
+                "cdp_error": {"type": "object", "description": "The browser's error {code, message}"},
+                "blocked_by_dialog": dialog_schema("The dialog that blocks this call: answer it with browser_dialog"),
+                "cancelled": {"type": "boolean", "description": "The call was cancelled"}
+            }))
+        },
+        {
+            "name": "browser_disconnect",
+            "title": "Disconnect a task",
+            "description": "Stop the task's supervisor: dialogs still pending are dismissed first (so the page is not left blocked), and the tab the server opened for the task (without cdp_url) is closed. Disconnecting a task that is not connected succeeds with stopped: false.",
+            "annotations": {"title": "Disconnect a task", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false},
+            "inputSchema": {"type": "object", "properties": {"task_id": task_schema()}, "additionalProperties": false},
+            "outputSchema": output_schema(json!({
+                "task_id": {"type": "string", "description": "The task"},
+                "stopped": {"type": "boolean", "description": "Whether a supervisor was running and is now stopped"},
+                "dismissed_dialogs": {"type": "array", "description": "Dialogs that were pending and were dismissed by the stop", "items": dialog_schema("A dismissed dialog")}
+            }))
+        }
+    ])
+}
