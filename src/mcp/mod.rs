@@ -85,6 +85,18 @@ pub(crate) struct Inner {
     closing: AtomicBool,
     /// Held for the whole shutdown; true once it is done (a second caller waits, then returns).
     shut_down: Mutex<bool>,
+    /// The last `browser_snapshot` answer, kept with the snapshot it shows (used only by the
+    /// reading thread, so never contended).
+    snapshot_cache: Mutex<Option<SnapshotText>>,
+}
+
+/// A snapshot's `browser_snapshot` result, serialised once: the JSON text of
+/// `structuredContent` and the same text escaped as the `text` content's string.
+struct SnapshotText {
+    /// Held so the pointer comparison can never match a freed and reused allocation.
+    snapshot: Arc<crate::state::Snapshot>,
+    body: String,
+    escaped: String,
 }
 
 impl std::fmt::Debug for Inner {
@@ -113,6 +125,7 @@ impl McpServer {
                 workers: AtomicUsize::new(0),
                 closing: AtomicBool::new(false),
                 shut_down: Mutex::new(false),
+                snapshot_cache: Mutex::new(None),
             }),
         }
     }
@@ -156,7 +169,10 @@ impl McpServer {
                         self.inner.notification(&method, &params)
                     }
                     Some(Incoming::Request { id, method, params }) => {
-                        if let Some(answer) = Inner::serve(&self.inner, id, &method, &params) {
+                        if let Some(line) = self.inner.snapshot_line(&id, &method, &params) {
+                            writer.send_line(line);
+                        } else if let Some(answer) = Inner::serve(&self.inner, id, &method, &params)
+                        {
                             writer.send(&answer);
                         }
                     }
@@ -256,6 +272,53 @@ fn initialize_result(params: &Value) -> Value {
 }
 
 impl Inner {
+    /// The whole answer line of a plain `tools/call browser_snapshot` of a live task, built from
+    /// the snapshot's JSON text, which is serialised once per published snapshot. `None`
+    /// for anything else (other requests, unusual arguments, no live supervisor): the general
+    /// path answers those, with the same result.
+    fn snapshot_line(&self, id: &Value, method: &str, params: &Value) -> Option<String> {
+        if method != "tools/call" || params.get("name")?.as_str()? != "browser_snapshot" {
+            return None;
+        }
+        let task = match params.get("arguments") {
+            None | Some(Value::Null) => "default",
+            Some(Value::Object(a)) => match (a.len(), a.get("task_id")) {
+                (0, _) => "default",
+                (1, Some(Value::String(t))) if !t.trim().is_empty() => t.as_str(),
+                _ => return None,
+            },
+            Some(_) => return None,
+        };
+        let sup = self.registry.get(task)?;
+        if !sup.is_alive() {
+            return None;
+        }
+        let snap = sup.snapshot();
+        let mut cache = self
+            .snapshot_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let fresh = cache
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.snapshot, &snap));
+        if !fresh {
+            let mut v = snap.to_json();
+            v["success"] = json!(true);
+            let body = v.to_string();
+            let escaped = Value::String(body.clone()).to_string();
+            *cache = Some(SnapshotText {
+                snapshot: snap,
+                body,
+                escaped,
+            });
+        }
+        let c = cache.as_ref()?;
+        Some(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false}}}}"#,
+            c.escaped, c.body
+        ))
+    }
+
     /// Handles a notification from the client.
     fn notification(&self, method: &str, params: &Value) {
         if method == "notifications/cancelled" {
@@ -439,4 +502,43 @@ fn tool_result(id: Value, out: Value) -> Value {
             "isError": is_error,
         }),
     )
+}
+
+#[cfg(all(test, feature = "fake-browser"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_snapshot_fast_path_answers_exactly_what_the_general_path_does() {
+        let fake = crate::fake::FakeBrowser::start().expect("fake browser");
+        let server = McpServer::new(Config::default());
+        let inner = &server.inner;
+        inner
+            .registry
+            .get_or_start("t", &fake.ws_url())
+            .expect("attach");
+        let id = json!(7);
+        let params = json!({"name": "browser_snapshot", "arguments": {"task_id": "t"}});
+        let check = || {
+            let fast = inner
+                .snapshot_line(&id, "tools/call", &params)
+                .expect("the fast path serves a live task");
+            let fast: Value = serde_json::from_str(&fast).expect("one JSON message");
+            let general = inner.answer(id.clone(), "tools/call", &params, &CancelToken::new());
+            assert_eq!(fast, general);
+        };
+        check();
+        check(); // from the cache
+        fake.open_dialog("alert", "new state", "");
+        let sup = inner.registry.get("t").expect("live");
+        sup.wait_for(Duration::from_secs(5), |s| !s.pending_dialogs.is_empty())
+            .expect("the dialog is published");
+        check(); // a new snapshot is serialised again
+        // Arguments it does not handle go to the general path.
+        let odd = json!({"name": "browser_snapshot", "arguments": {"task_id": "t", "x": 1}});
+        assert!(inner.snapshot_line(&id, "tools/call", &odd).is_none());
+        assert!(inner.snapshot_line(&id, "ping", &json!({})).is_none());
+        let unknown = json!({"name": "browser_snapshot", "arguments": {"task_id": "nobody"}});
+        assert!(inner.snapshot_line(&id, "tools/call", &unknown).is_none());
+    }
 }

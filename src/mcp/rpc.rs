@@ -224,7 +224,12 @@ impl Writer {
     /// Writes `msg` as one line and flushes. False when the writer is closed or the write
     /// failed (then it closes).
     pub(crate) fn send(&self, msg: &Value) -> bool {
-        let mut line = msg.to_string().into_bytes();
+        self.send_line(msg.to_string())
+    }
+
+    /// Writes `text` (one JSON message, no newline) as one line and flushes; as [`Writer::send`].
+    pub(crate) fn send_line(&self, text: String) -> bool {
+        let mut line = text.into_bytes();
         line.push(b'\n');
         let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
         let Some(w) = out.as_mut() else {
