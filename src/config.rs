@@ -114,6 +114,8 @@ pub struct Limits {
     pub max_message_bytes: usize,
     /// Frames tracked per supervisor (the full map; beyond it new frames are ignored).
     pub frames_max: usize,
+    /// Dialogs pending at once; bridge requests past it fail (SPEC §14).
+    pub pending_dialogs_max: usize,
 }
 
 impl Default for Limits {
@@ -125,6 +127,7 @@ impl Default for Limits {
             console_errors_max: 50,
             max_message_bytes: 64 << 20,
             frames_max: 10_000,
+            pending_dialogs_max: 16,
         }
     }
 }
@@ -153,6 +156,21 @@ pub struct Config {
     pub reconnect_attempts: u32,
     /// `limits.*`.
     pub limits: Limits,
+    /// `security.*`: what `browser_cdp` may do (SPEC §14).
+    pub security: Security,
+}
+
+/// What raw CDP calls through `browser_cdp` may do (SPEC §14). A page that prompt-injects an
+/// agent could ask it for anything; these narrow it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Security {
+    /// `security.allow_file_urls`: navigations, new targets and download paths to `file:` URLs
+    /// (or local paths) are refused unless true.
+    pub allow_file_urls: bool,
+    /// `security.cdp_deny`: method patterns (`Browser.close`, `Browser.*`, `*`) always refused.
+    pub cdp_deny: Vec<String>,
+    /// `security.cdp_allow`: when not empty, only methods matching one of these patterns pass.
+    pub cdp_allow: Vec<String>,
 }
 
 impl std::fmt::Debug for Config {
@@ -171,6 +189,7 @@ impl std::fmt::Debug for Config {
             .field("call_timeout", &self.call_timeout)
             .field("reconnect_attempts", &self.reconnect_attempts)
             .field("limits", &self.limits)
+            .field("security", &self.security)
             .finish()
     }
 }
@@ -188,6 +207,7 @@ impl Default for Config {
             call_timeout: Duration::from_secs(30),
             reconnect_attempts: 5,
             limits: Limits::default(),
+            security: Security::default(),
         }
     }
 }
@@ -239,6 +259,41 @@ fn get_uint(c: &config::Config, key: &str, min: u64, max: u64) -> Result<Option<
         return Err(invalid(key, &s, &allowed));
     }
     Ok(Some(v))
+}
+
+/// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).
+fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
+    let allowed = "a list of CDP method patterns such as [\"Browser.close\", \"Storage.*\", \"*\"]";
+    let list = match c.get::<config::Value>(key) {
+        Ok(v) => match v.kind {
+            config::ValueKind::Nil => return Ok(Vec::new()),
+            config::ValueKind::Array(items) => items,
+            // From the environment: a comma-separated string.
+            config::ValueKind::String(s) => s
+                .split(',')
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| config::Value::new(None, p.trim()))
+                .collect(),
+            _ => return Err(invalid(key, &v.to_string(), allowed)),
+        },
+        Err(config::ConfigError::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(invalid(key, "?", &e.to_string())),
+    };
+    let mut out = Vec::new();
+    for item in list {
+        let s = item.to_string();
+        let ok = s == "*"
+            || s.split_once('.').is_some_and(|(d, m)| {
+                !d.is_empty()
+                    && d.chars().all(|c| c.is_ascii_alphanumeric())
+                    && (m == "*" || (!m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric())))
+            });
+        if !ok {
+            return Err(invalid(key, &s, allowed));
+        }
+        out.push(s);
+    }
+    Ok(out)
 }
 
 fn non_empty(s: Option<String>) -> Option<String> {
@@ -349,6 +404,18 @@ impl Config {
         if let Some(n) = get_uint(c, "limits.max_message_bytes", 1024, 1 << 30)? {
             l.max_message_bytes = n as usize;
         }
+        if let Some(n) = get_uint(c, "limits.pending_dialogs_max", 1, 1_000)? {
+            l.pending_dialogs_max = n as usize;
+        }
+        if let Some(s) = get_str(c, "security.allow_file_urls")? {
+            cfg.security.allow_file_urls = match s.trim() {
+                "true" => true,
+                "false" => false,
+                other => return Err(invalid("security.allow_file_urls", other, "true or false")),
+            };
+        }
+        cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
+        cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
         Ok(cfg)
     }
 }

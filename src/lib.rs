@@ -36,7 +36,7 @@ pub mod transport;
 pub mod watchdog;
 
 pub use cancel::CancelToken;
-pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits};
+pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security};
 pub use endpoint::cdp_available;
 pub use error::Error;
 pub use registry::{StartOptions, SupervisorRegistry};
