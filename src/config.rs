@@ -261,6 +261,72 @@ fn get_uint(c: &config::Config, key: &str, min: u64, max: u64) -> Result<Option<
     Ok(Some(v))
 }
 
+impl Security {
+    /// Whether `pattern` (`*`, `Domain.*` or `Domain.method`) matches `method`.
+    pub fn pattern_matches(pattern: &str, method: &str) -> bool {
+        match pattern.strip_suffix(".*") {
+            _ if pattern == "*" => true,
+            Some(domain) => method
+                .strip_prefix(domain)
+                .is_some_and(|rest| rest.starts_with('.')),
+            None => pattern == method,
+        }
+    }
+
+    /// Checks a raw CDP call against this policy: `Err((option, why))` when it is refused.
+    pub fn check(
+        &self,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Result<(), (&'static str, String)> {
+        if let Some(p) = self
+            .cdp_deny
+            .iter()
+            .find(|p| Self::pattern_matches(p, method))
+        {
+            return Err((
+                "security.cdp_deny",
+                format!("it matches the denied pattern {p:?}"),
+            ));
+        }
+        if !self.cdp_allow.is_empty()
+            && !self
+                .cdp_allow
+                .iter()
+                .any(|p| Self::pattern_matches(p, method))
+        {
+            return Err((
+                "security.cdp_allow",
+                format!(
+                    "only methods matching {} are allowed",
+                    self.cdp_allow.join(", ")
+                ),
+            ));
+        }
+        if !self.allow_file_urls {
+            let local = |key: &str| params.get(key).and_then(serde_json::Value::as_str);
+            let file_url = |u: &str| {
+                let u = u.trim_start().to_ascii_lowercase();
+                u.starts_with("file:") || u.starts_with("view-source:file:")
+            };
+            let refused = match method {
+                "Page.navigate" | "Target.createTarget" => local("url").filter(|u| file_url(u)),
+                "Page.setDownloadBehavior" | "Browser.setDownloadBehavior" => local("downloadPath"),
+                _ => None,
+            };
+            if let Some(what) = refused {
+                return Err((
+                    "security.allow_file_urls",
+                    format!(
+                        "{what:?} reaches the local file system; set security.allow_file_urls = true to allow it"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).
 fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
     let allowed = "a list of CDP method patterns such as [\"Browser.close\", \"Storage.*\", \"*\"]";

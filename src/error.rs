@@ -137,6 +137,16 @@ pub enum Error {
         /// The CDP method of the blocked call.
         method: String,
     },
+    /// The `[security]` configuration refuses this call (SPEC §14).
+    #[error("{method} refused by {option}: {detail}")]
+    Refused {
+        /// The CDP method.
+        method: String,
+        /// The option that refused it, e.g. `security.allow_file_urls`.
+        option: String,
+        /// Why.
+        detail: String,
+    },
     /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
     #[error("CDP call {0} was cancelled")]
     Cancelled(String),

@@ -440,6 +440,13 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
+        if let Err((option, detail)) = self.settings.config.security.check(method, &params) {
+            return Err(Error::Refused {
+                method: method.to_string(),
+                option: option.to_string(),
+                detail,
+            });
+        }
         if cancel.is_some_and(CancelToken::is_cancelled) {
             return Err(Error::Cancelled(method.to_string()));
         }

@@ -294,6 +294,16 @@ fn cdp_inner(
                 "blocked_by_dialog": dialog.to_json(),
             }))
         }
+        Err(e @ Error::Refused { .. }) => {
+            let Error::Refused { option, .. } = &e else {
+                unreachable!()
+            };
+            Err(json!({
+                "success": false,
+                "error": e.to_string(),
+                "refused_by": option,
+            }))
+        }
         Err(e @ Error::Cancelled(_)) => Err(json!({
             "success": false,
             "error": e.to_string(),
