@@ -310,7 +310,7 @@ proptest! {
 
     #[test]
     fn frame_map_stays_a_forest_under_any_frame_event_sequence(
-        msgs in prop::collection::vec(frame_message(), 1..20),
+        msgs in prop::collection::vec(frame_message(), 1..16),
     ) {
         let mut core = attached_core(DialogPolicy::MustRespond);
         // A second child session, so OOPIF sessions can report their own frames.
@@ -328,7 +328,7 @@ proptest! {
             }
             let _ = core.take_deliveries();
         }
-        // A looping walk would take seconds (or forever); 20 events take microseconds.
+        // A looping walk would take seconds (or forever); 16 events take microseconds.
         prop_assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 }
@@ -343,7 +343,7 @@ proptest! {
     #[test]
     fn dialog_interleavings_and_bridge_floods_keep_the_books(
         policy in prop::sample::select(vec![DialogPolicy::MustRespond, DialogPolicy::AutoDismiss, DialogPolicy::AutoAccept]),
-        msgs in prop::collection::vec(dialog_message(), 1..40),
+        msgs in prop::collection::vec(dialog_message(), 1..24),
         answers in prop::collection::vec((10u64..16, 1u64..6), 0..4),
     ) {
         let mut core = attached_core(policy);
