@@ -5,7 +5,7 @@
 //! queues, publishes [`Core::snapshot`] when [`Core::take_dirty`] says the visible state changed,
 //! and then hands replies to the callers waiting for them. Unit tests drive it without sockets.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,11 @@ pub enum CallKind {
     },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
+    /// A browser-level round trip sent when the page target went away while browser-level
+    /// calls were still waiting: once it is answered, every reply written before it has
+    /// arrived, and the supervisor may end (SPEC §11: the reply to `Target.closeTarget` comes
+    /// after the page's detach).
+    PageGoneDrain,
 }
 
 /// The reply a caller receives.
@@ -175,6 +180,12 @@ pub struct Core {
     bridge_active: bool,
     /// Set when this supervisor cannot go on (its page target went away): no reconnect.
     fatal: Option<String>,
+    /// The page target went away; [`Core::fatal`] follows once the browser-level calls that
+    /// were waiting then have had their replies (see [`CallKind::PageGoneDrain`]).
+    page_gone: Option<String>,
+    /// Tracked sessions whose renderer crashed (`Inspector.targetCrashed`); a subset of
+    /// `sessions`' keys, so bounded by them.
+    crashed_sessions: HashSet<String>,
     out: Vec<Outgoing>,
     deliveries: Vec<(Sender<CallResult>, CallResult)>,
     version: u64,
@@ -211,6 +222,8 @@ impl Core {
             blocked: None,
             bridge_active,
             fatal: None,
+            page_gone: None,
+            crashed_sessions: HashSet::new(),
             out: Vec::new(),
             deliveries: Vec::new(),
             version: 0,
@@ -243,6 +256,11 @@ impl Core {
             });
         }
         let mut call = call;
+        if let Some(err) = self.refusal(&call)
+            && let Some(tx) = call.reply.take()
+        {
+            self.deliveries.push((tx, Err(err)));
+        }
         if let CallKind::Agent { known_dialogs } = &call.kind
             && call.reply.is_some()
             && let Some(d) = self
@@ -259,6 +277,36 @@ impl Core {
             }
         }
         self.calls.insert(id, call);
+    }
+
+    /// Why a caller's call must fail at once instead of waiting for a reply that cannot come:
+    /// its session died with the page, or its renderer crashed (SPEC §10).
+    fn refusal(&self, call: &PendingCall) -> Option<Error> {
+        let sid = call.session_id.as_deref()?;
+        if !matches!(call.kind, CallKind::Plain | CallKind::Agent { .. }) || call.reply.is_none() {
+            return None;
+        }
+        if let Some(reason) = &self.page_gone {
+            return Some(Error::ConnectionLost(reason.clone()));
+        }
+        if self.crashed_sessions.contains(sid) && !answered_when_crashed(&call.method) {
+            return Some(Error::TargetCrashed {
+                what: self.describe_session(sid),
+                method: call.method.clone(),
+            });
+        }
+        None
+    }
+
+    /// `the page` or `frame <target id>`, for messages.
+    fn describe_session(&self, sid: &str) -> String {
+        if self.page_session_id.as_deref() == Some(sid) {
+            return "the page".into();
+        }
+        match self.sessions.get(sid) {
+            Some(s) => format!("frame {}", s.target_id),
+            None => format!("session {sid}"),
+        }
     }
 
     /// Whether open dialog `d` stands between in-flight call `call` and its reply (SPEC §8).
@@ -367,6 +415,8 @@ impl Core {
             });
         }
         self.sessions.clear();
+        self.crashed_sessions.clear();
+        self.page_gone = None;
         self.frames = Frames::new(self.settings.limits.clone());
         self.blocked = None;
         self.active = true;
@@ -399,6 +449,10 @@ impl Core {
         p.page_target_id.clone_from(&self.page_target_id);
         p.page_session_id.clone_from(&self.page_session_id);
         p.blocked.clone_from(&self.blocked);
+        p.crashed = self
+            .page_session_id
+            .as_ref()
+            .is_some_and(|s| self.crashed_sessions.contains(s));
         p.version = self.version;
         if std::mem::take(&mut self.dialogs_changed) {
             p.pending_dialogs = self
@@ -470,6 +524,10 @@ impl Core {
             );
             return;
         };
+        if call.kind == CallKind::PageGoneDrain {
+            self.fatal.clone_from(&self.page_gone);
+            return;
+        }
         if matches!(call.kind, CallKind::Agent { .. }) && call.reply.is_none() {
             debug!(
                 "task {}: dropping the late reply to {} (id {id}), abandoned because a dialog \
@@ -543,13 +601,32 @@ impl Core {
                     }
                     _ => {}
                 }
+                // A reply that does not decode (nested deeper than serde_json's 128 levels,
+                // say) is an error, never a success with a wrong value.
                 let value = if call.reply.is_some() {
-                    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+                    serde_json::from_str(raw.get()).map_err(|e| Error::UndecodableReply {
+                        method: call.method.clone(),
+                        reason: e.to_string(),
+                    })
                 } else {
-                    Value::Null
+                    Ok(Value::Null)
                 };
-                self.deliver(call, Ok(value));
+                self.deliver(call, value);
             }
+        }
+        self.finish_page_gone_if_drained();
+    }
+
+    /// Once the page is gone and no browser-level caller waits any more, the supervisor ends.
+    pub(crate) fn finish_page_gone_if_drained(&mut self) {
+        if self.fatal.is_some() || self.page_gone.is_none() {
+            return;
+        }
+        let waiting = self.calls.values().any(|c| {
+            c.session_id.is_none() && c.reply.is_some() && c.kind != CallKind::PageGoneDrain
+        });
+        if !waiting {
+            self.fatal.clone_from(&self.page_gone);
         }
     }
 
@@ -590,6 +667,9 @@ impl Core {
             "Page.frameAttached"
             | "Page.frameNavigated"
             | "Page.frameDetached"
+            | "Page.navigatedWithinDocument"
+            | "Inspector.targetCrashed"
+            | "Inspector.targetReloadedAfterCrash"
             | "Runtime.executionContextCreated"
             | "Runtime.executionContextDestroyed"
             | "Runtime.executionContextsCleared"
@@ -612,6 +692,13 @@ impl Core {
                     self.target_detached(ev);
                 }
             }
+            "Target.targetCrashed" => {
+                if let Some(ev) = protocol::decode::<protocol::TargetCrashed>(params)
+                    && let Some(sid) = self.session_of_target(&ev.target_id)
+                {
+                    self.target_crashed(&sid);
+                }
+            }
             _ => {}
         }
     }
@@ -624,6 +711,13 @@ impl Core {
             kind: CallKind::Automatic,
         }));
     }
+}
+
+/// Whether a call of `method` still gets an answer from a page whose renderer crashed. Measured
+/// on Chromium 156: `Page.navigate` and `Page.reload` answer at once and bring a new renderer;
+/// everything else on the crashed session waits until then, and is answered "Target crashed".
+pub fn answered_when_crashed(method: &str) -> bool {
+    matches!(method, "Page.navigate" | "Page.reload")
 }
 
 /// Whether a call of `method` that is in flight when a `dialog_kind` dialog opens on its

@@ -147,6 +147,31 @@ pub enum Error {
         /// Why.
         detail: String,
     },
+    /// The renderer behind the page or frame the call is for has crashed (SPEC §10): the call is
+    /// refused at once instead of waiting for a renderer that will never answer.
+    #[error(
+        "{method} cannot run: the renderer of {what} has crashed; reload the page \
+         (browser_cdp Page.reload, or Page.navigate) to recover"
+    )]
+    TargetCrashed {
+        /// `the page` or `frame <id>`.
+        what: String,
+        /// The CDP method of the refused call.
+        method: String,
+    },
+    /// The browser answered, but its reply could not be decoded (for instance, a value nested
+    /// deeper than the JSON decoder's 128 levels). The call did run in the browser.
+    #[error(
+        "the reply to {method} could not be decoded: {reason}; the call ran in the browser, but \
+         replies nested deeper than 128 levels are not supported (return a flatter value, e.g. \
+         JSON.stringify it in the page)"
+    )]
+    UndecodableReply {
+        /// The CDP method.
+        method: String,
+        /// What the decoder said.
+        reason: String,
+    },
     /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
     #[error("CDP call {0} was cancelled")]
     Cancelled(String),

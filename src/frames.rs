@@ -1,7 +1,12 @@
 //! The frame map (SPEC §7): every frame the page has, which session owns it, its default
 //! execution context, and the capped breadth-first `frame_tree` the snapshot shows.
+//!
+//! The map is a forest by construction: an event that would make a frame its own parent or
+//! ancestor (self-parents and cycles, SPEC §14) is rejected before it changes anything, and
+//! every walk of the map carries a visited set or a step bound anyway, so no sequence of wire
+//! events can make a walk loop or grow its work list without bound.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::config::Limits;
@@ -53,6 +58,33 @@ impl Frames {
         }
     }
 
+    /// Whether making `parent` the parent of `frame_id` would close a cycle: `parent` is
+    /// `frame_id` itself or one of its descendants. The walk up from `parent` is bounded by the
+    /// map's size, and an over-long chain counts as a cycle.
+    fn would_cycle(&self, frame_id: &str, parent: &str) -> bool {
+        let mut cur = Some(parent);
+        let mut steps = 0usize;
+        while let Some(id) = cur {
+            if id == frame_id || steps > self.map.len() {
+                return true;
+            }
+            steps += 1;
+            cur = self.map.get(id).and_then(|r| r.parent_frame_id.as_deref());
+        }
+        false
+    }
+
+    /// The same check for an event that names a parent (an empty id names none).
+    fn rejects_parent(&self, frame_id: &str, parent: Option<&str>) -> bool {
+        match parent.filter(|p| !p.is_empty()) {
+            Some(p) if self.would_cycle(frame_id, p) => {
+                log::debug!("ignoring frame {frame_id:?} with parent {p:?}: a frame cycle");
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn upsert(&mut self, frame_id: &str, owner: &str) -> Option<&mut FrameRecord> {
         if !self.map.contains_key(frame_id) {
             if self.map.len() >= self.limits.frames_max {
@@ -77,7 +109,7 @@ impl Frames {
     }
 
     fn apply_frame(&mut self, session: &str, f: &protocol::Frame, is_page: bool) -> bool {
-        if f.id.is_empty() {
+        if f.id.is_empty() || self.rejects_parent(&f.id, f.parent_id.as_deref()) {
             return false;
         }
         let is_main_of_session = f.parent_id.is_none();
@@ -95,6 +127,8 @@ impl Frames {
             .filter(|o| !o.is_empty() && o != "://" && o != "null")
             .unwrap_or_else(|| origin_of(&f.url));
         rec.name = f.name.clone().filter(|n| !n.is_empty());
+        // A new document: a crashed renderer has been replaced (SPEC §10).
+        rec.crashed = false;
         if let Some(p) = &f.parent_id {
             rec.parent_frame_id = Some(p.clone());
         }
@@ -123,7 +157,7 @@ impl Frames {
 
     /// `Page.frameAttached`.
     pub fn attached(&mut self, session: &str, frame_id: &str, parent: &str) -> bool {
-        if frame_id.is_empty() {
+        if frame_id.is_empty() || self.rejects_parent(frame_id, Some(parent)) {
             return false;
         }
         let known = self.map.contains_key(frame_id);
@@ -142,6 +176,9 @@ impl Frames {
     /// `Page.frameNavigated`: a new document, so the old document's child frames are gone
     /// (Chromium sends no `frameDetached` for them on a reload).
     pub fn navigated(&mut self, session: &str, frame: &protocol::Frame, is_page: bool) -> bool {
+        if frame.id.is_empty() || self.rejects_parent(&frame.id, frame.parent_id.as_deref()) {
+            return false;
+        }
         let children: Vec<String> = self
             .map
             .values()
@@ -177,17 +214,65 @@ impl Frames {
         true
     }
 
+    /// `Page.navigatedWithinDocument`: `location.hash`, `history.pushState` and the like change
+    /// the URL of `frame_id`'s document without a new document (its origin cannot change).
+    pub fn navigated_within_document(&mut self, session: &str, frame_id: &str, url: &str) -> bool {
+        match self.map.get_mut(frame_id) {
+            Some(r) if r.owner_session == session && !url.is_empty() && r.url != url => {
+                r.url = url.to_string();
+                self.changed = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The renderer behind `session` crashed: every frame whose document it owned is marked.
+    pub fn crashed(&mut self, session: &str) -> bool {
+        let mut hit = false;
+        for r in self.map.values_mut() {
+            if r.owner_session == session && !r.crashed {
+                r.crashed = true;
+                r.default_context = None;
+                hit = true;
+            }
+        }
+        self.changed |= hit;
+        hit
+    }
+
+    /// `session` has a live renderer again (`Inspector.targetReloadedAfterCrash`).
+    pub fn recovered(&mut self, session: &str) -> bool {
+        let mut hit = false;
+        for r in self.map.values_mut() {
+            if r.owner_session == session && r.crashed {
+                r.crashed = false;
+                hit = true;
+            }
+        }
+        self.changed |= hit;
+        hit
+    }
+
+    /// Whether `frame_id` is known and marked crashed.
+    pub fn is_crashed(&self, frame_id: &str) -> bool {
+        self.map.get(frame_id).is_some_and(|r| r.crashed)
+    }
+
     fn remove_subtree(&mut self, root: &str) {
+        // The visited set keeps the walk finite whatever the parent links say.
+        let mut seen: HashSet<String> = HashSet::from([root.to_string()]);
         let mut doomed = vec![root.to_string()];
         let mut i = 0;
         while i < doomed.len() {
             let parent = doomed[i].clone();
-            doomed.extend(
-                self.map
-                    .values()
-                    .filter(|r| r.parent_frame_id.as_deref() == Some(parent.as_str()))
-                    .map(|r| r.frame_id.clone()),
-            );
+            for r in self.map.values() {
+                if r.parent_frame_id.as_deref() == Some(parent.as_str())
+                    && seen.insert(r.frame_id.clone())
+                {
+                    doomed.push(r.frame_id.clone());
+                }
+            }
             i += 1;
         }
         for id in doomed {
@@ -214,10 +299,14 @@ impl Frames {
         url: &str,
         parent_frame_id: Option<&str>,
     ) -> bool {
+        if target_id.is_empty() || self.rejects_parent(target_id, parent_frame_id) {
+            return false;
+        }
         let Some(rec) = self.upsert(target_id, session) else {
             return false;
         };
         rec.is_oopif = true;
+        rec.crashed = false;
         rec.session_id = Some(session.to_string());
         rec.owner_session = session.to_string();
         rec.default_context = None;
@@ -356,9 +445,13 @@ impl Frames {
         }
         let mut out = Vec::new();
         let mut truncated = false;
+        let mut seen: HashSet<&str> = HashSet::from([top.frame_id.as_str()]);
         let mut queue = VecDeque::from([(top.frame_id.as_str(), 0usize)]);
         while let Some((id, depth)) = queue.pop_front() {
             for child in children_of.get(id).map(Vec::as_slice).unwrap_or(&[]) {
+                if !seen.insert(child.frame_id.as_str()) {
+                    continue;
+                }
                 let d = depth + 1;
                 if child.is_oopif && d > self.limits.frame_tree_max_oopif_depth {
                     truncated = true;

@@ -223,6 +223,24 @@ pub struct FrameDetached {
     pub reason: Option<String>,
 }
 
+/// `Page.navigatedWithinDocument`: `location.hash`, `history.pushState`, ... (same document).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NavigatedWithinDocument {
+    /// The frame.
+    pub frame_id: String,
+    /// Its new URL (fragment included).
+    pub url: String,
+}
+
+/// `Target.targetCrashed` (browser level, with target discovery on).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TargetCrashed {
+    /// The target whose renderer crashed.
+    pub target_id: String,
+}
+
 /// `Target.TargetInfo` (subset).
 #[derive(Debug, Default, Deserialize, Clone)]
 #[serde(default, rename_all = "camelCase")]

@@ -135,6 +135,9 @@ pub struct FrameRecord {
     pub owner_session: String,
     /// The frame's default execution context on `owner_session`, when known.
     pub default_context: Option<i64>,
+    /// The renderer that owns the frame's document crashed (`Inspector.targetCrashed`); calls
+    /// into the frame fail at once until a navigation or reload brings a new document.
+    pub crashed: bool,
 }
 
 /// One entry of `frame_tree` (what the snapshot shows).
@@ -154,6 +157,8 @@ pub struct FrameEntry {
     pub parent_frame_id: Option<String>,
     /// Name attribute.
     pub name: Option<String>,
+    /// Its renderer crashed (shown as `"crashed": true`, only when true).
+    pub crashed: bool,
 }
 
 impl FrameEntry {
@@ -166,6 +171,7 @@ impl FrameEntry {
             session_id: r.session_id.clone(),
             parent_frame_id: r.parent_frame_id.clone(),
             name: r.name.clone().filter(|n| !n.is_empty()),
+            crashed: r.crashed,
         }
     }
 
@@ -184,6 +190,9 @@ impl FrameEntry {
         }
         if let Some(n) = &self.name {
             m.insert("name".into(), json!(n));
+        }
+        if self.crashed {
+            m.insert("crashed".into(), json!(true));
         }
         Value::Object(m)
     }
@@ -279,6 +288,9 @@ pub struct Snapshot {
     pub console_errors: Arc<[Arc<ConsoleEntry>]>,
     /// Set when the page is wedged by an orphaned dialog.
     pub blocked: Option<Blocked>,
+    /// The page's renderer crashed (`"crashed": true`); calls into the page fail at once, except
+    /// `Page.navigate` and `Page.reload`, which recover it.
+    pub crashed: bool,
     /// Why the connection ended, when it has.
     pub disconnect_reason: Option<String>,
     /// Increases with every publish.
@@ -300,6 +312,7 @@ impl Snapshot {
             frames: Arc::new(HashMap::new()),
             console_errors: Arc::from(Vec::new()),
             blocked: None,
+            crashed: false,
             disconnect_reason: None,
             version: 0,
         }
@@ -329,6 +342,9 @@ impl Snapshot {
         }
         if let Some(b) = &self.blocked {
             m.insert("blocked".into(), b.to_json());
+        }
+        if self.crashed {
+            m.insert("crashed".into(), json!(true));
         }
         if !self.console_errors.is_empty() {
             m.insert(

@@ -454,10 +454,8 @@ impl Supervisor {
         let snap = self.snapshot();
         let session = match route {
             Route::Browser => None,
-            Route::Page => Some(snap.page_session_id.clone().ok_or_else(|| {
-                Error::NoPage("the supervisor is not attached to a page yet".into())
-            })?),
-            Route::Target(t) => Some(session_for_target(&snap, t)?),
+            Route::Page => Some(session_for_page(&snap, method)?),
+            Route::Target(t) => Some(session_for_target(&snap, t, method)?),
             Route::Frame(f) => Some(session_for_frame(&snap, f, method, &mut params)?),
         };
         let Some(sid) = session else {
@@ -635,17 +633,42 @@ fn short(task_id: &str) -> String {
     task_id.chars().take(12).collect()
 }
 
-fn session_for_target(snap: &Snapshot, target_id: &str) -> Result<String, Error> {
+/// Refuses a call into a crashed renderer at once (SPEC §10), except the methods that recover it.
+fn refuse_if_crashed(crashed: bool, what: &str, method: &str) -> Result<(), Error> {
+    if crashed && !crate::core::answered_when_crashed(method) {
+        return Err(Error::TargetCrashed {
+            what: what.to_string(),
+            method: method.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn session_for_page(snap: &Snapshot, method: &str) -> Result<String, Error> {
+    let sid = snap
+        .page_session_id
+        .clone()
+        .ok_or_else(|| Error::NoPage("the supervisor is not attached to a page yet".into()))?;
+    refuse_if_crashed(snap.crashed, "the page", method)?;
+    Ok(sid)
+}
+
+fn session_for_target(snap: &Snapshot, target_id: &str, method: &str) -> Result<String, Error> {
     if snap.page_target_id.as_deref() == Some(target_id) {
-        return snap
+        let sid = snap
             .page_session_id
             .clone()
-            .ok_or_else(|| Error::UnknownTarget(target_id.to_string()));
+            .ok_or_else(|| Error::UnknownTarget(target_id.to_string()))?;
+        refuse_if_crashed(snap.crashed, "the page", method)?;
+        return Ok(sid);
     }
-    snap.frames
+    let rec = snap
+        .frames
         .get(target_id)
-        .and_then(|r| r.session_id.clone())
-        .ok_or_else(|| Error::UnknownTarget(target_id.to_string()))
+        .filter(|r| r.session_id.is_some())
+        .ok_or_else(|| Error::UnknownTarget(target_id.to_string()))?;
+    refuse_if_crashed(rec.crashed, &format!("frame {target_id}"), method)?;
+    Ok(rec.session_id.clone().unwrap_or_default())
 }
 
 fn session_for_frame(
@@ -657,10 +680,16 @@ fn session_for_frame(
     let Some(rec) = snap.frames.get(frame_id) else {
         // Before the frame tree arrives, the main frame id (= page target id) still routes.
         if snap.page_target_id.as_deref() == Some(frame_id) {
-            return session_for_target(snap, frame_id);
+            return session_for_target(snap, frame_id, method);
         }
         return Err(Error::UnknownFrame(frame_id.to_string()));
     };
+    let page_frame = snap.page_session_id.as_deref() == Some(rec.owner_session.as_str());
+    refuse_if_crashed(
+        rec.crashed || (page_frame && snap.crashed),
+        &format!("frame {frame_id}"),
+        method,
+    )?;
     let session_root = rec.is_oopif || rec.parent_frame_id.is_none();
     if !session_root {
         let key = match method {

@@ -17,9 +17,28 @@ impl Core {
                 if let Some(ev) = protocol::decode::<protocol::FrameNavigated>(params) {
                     let is_page = self.page_session_id.as_deref() == Some(session);
                     self.bridge_frame_gone(&ev.frame.id);
-                    self.dirty |= self.frames.navigated(session, &ev.frame, is_page);
+                    let applied = self.frames.navigated(session, &ev.frame, is_page);
+                    self.dirty |= applied;
+                    // The session's own main frame has a new document: a new renderer.
+                    let own_main = ev.frame.parent_id.is_none()
+                        || self
+                            .sessions
+                            .get(session)
+                            .is_some_and(|s| s.target_id == ev.frame.id);
+                    if applied && own_main {
+                        self.target_recovered(session);
+                    }
                 }
             }
+            "Page.navigatedWithinDocument" => {
+                if let Some(ev) = protocol::decode::<protocol::NavigatedWithinDocument>(params) {
+                    self.dirty |=
+                        self.frames
+                            .navigated_within_document(session, &ev.frame_id, &ev.url);
+                }
+            }
+            "Inspector.targetCrashed" => self.target_crashed(session),
+            "Inspector.targetReloadedAfterCrash" => self.target_recovered(session),
             "Page.frameDetached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameDetached>(params) {
                     if ev.reason.as_deref() != Some("swap") {
@@ -124,19 +143,77 @@ impl Core {
         }
     }
 
+    /// The tracked session that serves `target_id` (the page, or an OOPIF).
+    pub(super) fn session_of_target(&self, target_id: &str) -> Option<String> {
+        if target_id.is_empty() {
+            return None;
+        }
+        if self.page_target_id.as_deref() == Some(target_id) {
+            return self.page_session_id.clone();
+        }
+        self.sessions
+            .iter()
+            .find(|(_, s)| s.target_id == target_id)
+            .map(|(id, _)| id.clone())
+    }
+
+    /// The renderer behind tracked session `sid` crashed: its frames are marked, and the
+    /// callers waiting on it fail at once (it would never answer them).
+    pub(super) fn target_crashed(&mut self, sid: &str) {
+        if !self.sessions.contains_key(sid) || self.crashed_sessions.contains(sid) {
+            return;
+        }
+        let what = self.describe_session(sid);
+        warn!(
+            "task {}: the renderer of {what} crashed; reload the page to recover",
+            self.task_id
+        );
+        self.crashed_sessions.insert(sid.to_string());
+        self.frames.crashed(sid);
+        self.dirty = true;
+        let doomed: Vec<u64> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| {
+                c.session_id.as_deref() == Some(sid)
+                    && c.reply.is_some()
+                    && matches!(c.kind, CallKind::Plain | CallKind::Agent { .. })
+                    && !answered_when_crashed(&c.method)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in doomed {
+            if let Some(call) = self.calls.get_mut(&id)
+                && let Some(tx) = call.reply.take()
+            {
+                let err = Error::TargetCrashed {
+                    what: what.clone(),
+                    method: call.method.clone(),
+                };
+                self.deliveries.push((tx, Err(err)));
+            }
+        }
+    }
+
+    /// Session `sid` has a live renderer again (a reload or navigation after a crash).
+    pub(super) fn target_recovered(&mut self, sid: &str) {
+        if self.crashed_sessions.remove(sid) {
+            info!(
+                "task {}: {} has a new renderer after its crash",
+                self.task_id,
+                self.describe_session(sid)
+            );
+            self.frames.recovered(sid);
+            self.dirty = true;
+        }
+    }
+
     pub(super) fn target_detached(&mut self, ev: protocol::DetachedFromTarget) {
         let Some(session) = self.sessions.remove(&ev.session_id) else {
             return;
         };
-        if self.page_session_id.as_deref() == Some(ev.session_id.as_str()) {
-            warn!(
-                "task {}: the page target {} went away",
-                self.task_id, session.target_id
-            );
-            self.fatal = Some("the page target was closed or detached".into());
-            self.dirty = true;
-            return;
-        }
+        self.crashed_sessions.remove(&ev.session_id);
+        let page_gone = self.page_session_id.as_deref() == Some(ev.session_id.as_str());
         // Sessions attached through this one die with it; Chromium does not always say so.
         let mut gone = vec![ev.session_id.clone()];
         let mut i = 0;
@@ -154,6 +231,7 @@ impl Core {
                 {
                     self.dirty |= self.frames.oopif_gone(&c, &s.target_id);
                 }
+                self.crashed_sessions.remove(&c);
                 gone.push(c);
             }
             i += 1;
@@ -163,7 +241,13 @@ impl Core {
                 .frames
                 .oopif_detached(&ev.session_id, &session.target_id);
         }
-        // Calls on sessions that went away will never be answered.
+        let reason = if page_gone {
+            "the page target was closed or detached"
+        } else {
+            "target detached"
+        };
+        // Calls on sessions that went away will never be answered; every other call (the
+        // browser-level `Target.closeTarget` that closed the page, say) still will be.
         let dead: Vec<u64> = self
             .calls
             .iter()
@@ -172,7 +256,31 @@ impl Core {
             .collect();
         for id in dead {
             if let Some(call) = self.calls.remove(&id) {
-                self.deliver(call, Err(Error::ConnectionLost("target detached".into())));
+                self.deliver(call, Err(Error::ConnectionLost(reason.into())));
+            }
+        }
+        if page_gone {
+            warn!(
+                "task {}: the page target {} went away",
+                self.task_id, session.target_id
+            );
+            self.page_gone = Some(reason.into());
+            self.dirty = true;
+            let browser_calls_waiting = self
+                .calls
+                .values()
+                .any(|c| c.session_id.is_none() && c.reply.is_some());
+            if browser_calls_waiting {
+                // Their replies come after the detach (SPEC §11); one more round trip tells
+                // when they have all arrived.
+                self.out.push(Outgoing::Command(Command {
+                    method: "Browser.getVersion",
+                    params: json!({}),
+                    session_id: None,
+                    kind: CallKind::PageGoneDrain,
+                }));
+            } else {
+                self.finish_page_gone_if_drained();
             }
         }
     }
