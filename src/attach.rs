@@ -1,6 +1,24 @@
 //! The attach sequence (SPEC §4 steps 1-3 and 5), run on a caller's thread at start and on a
 //! short-lived thread after a reconnect — never on the reader thread, which must keep reading the
 //! replies this sequence waits for.
+//!
+//! # Telling an orphaned dialog from a busy page (SPEC §4.5)
+//!
+//! When `Page.enable` on the page (or on an attached OOPIF's session) does not answer within
+//! 2 s, the document is blocked by a dialog that no live client owns, or by a script that keeps
+//! its main thread busy. Measured on Chromium 156 from a fresh client, the two look the same for
+//! every renderer-side command tried (`Page.enable`, `Runtime.evaluate`, `Runtime.enable`,
+//! `Page.getFrameTree`, `Debugger.*`, `DOM.getDocument`, `Page.captureScreenshot`,
+//! `Page.createIsolatedWorld`, ...: all hang) and every browser-side one
+//! (`Page.handleJavaScriptDialog` answers "No dialog is showing" for both,
+//! `Target.getTargetInfo`, `Page.getNavigationHistory`, `Page.bringToFront` answer alike). One
+//! differs: `Input.dispatchMouseEvent {type: "mouseMoved", x: -1, y: -1}`. While a dialog shows,
+//! the browser drops input for the whole page and acknowledges at once (< 1 ms, also on an
+//! OOPIF's session for a dialog inside that iframe); a busy renderer never acknowledges before
+//! its script yields. So the probe is that mouse move, outside the viewport: answered within
+//! [`INPUT_PROBE_WAIT`] while the browser answers too means `orphaned_dialog`; otherwise
+//! `unresponsive`, whose hint (wait, then reload) is safe for both causes. The one side effect:
+//! a busy page receives a `mousemove` at (-1, -1) once its script yields.
 
 use std::time::{Duration, Instant};
 
@@ -11,9 +29,18 @@ use crate::core::CallKind;
 use crate::error::Error;
 use crate::link::{Shared, wait_reply};
 use crate::protocol;
+use crate::state::Blocked;
 
 /// How long to wait for `Page.enable` before probing for an orphaned dialog (SPEC §4.5).
 const PAGE_ENABLE_PROBE_AFTER: Duration = Duration::from_secs(2);
+
+/// How long the input probe may take to count as "the browser dropped it because a dialog
+/// shows" (measured: under 1 ms on loopback; a busy page never answers before its script ends).
+const INPUT_PROBE_WAIT: Duration = Duration::from_secs(1);
+
+/// How long to wait for `Target.setAutoAttach`'s reply, after which the iframes that already
+/// exist have been attached (Chromium attaches them before it answers).
+const AUTO_ATTACH_WAIT: Duration = Duration::from_secs(2);
 
 /// Which page to attach to.
 #[derive(Debug, Clone, Copy)]
@@ -98,8 +125,10 @@ pub(crate) fn attach_page(
     let s = Some(session.as_str());
     // Pipelined: none of these waits for the previous one.
     let timeout = left();
-    let (page_enable, _) =
-        sh.start_call("Page.enable", json!({}), s, CallKind::PageEnable, timeout)?;
+    let kind = CallKind::PageEnable {
+        session_id: session.clone(),
+    };
+    let (page_enable, _) = sh.start_call("Page.enable", json!({}), s, kind, timeout)?;
     sh.send(
         "Runtime.enable",
         json!({}),
@@ -117,37 +146,33 @@ pub(crate) fn attach_page(
         },
         timeout,
     )?;
-    sh.send(
+    let (auto_attach, _) = sh.start_call(
         "Target.setAutoAttach",
         json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
         s,
-        CallKind::Automatic,
-        None,
-        None,
+        CallKind::Plain,
+        timeout,
     )?;
     let probe_at = (Instant::now() + PAGE_ENABLE_PROBE_AFTER).min(deadline);
     match page_enable.recv_deadline(probe_at) {
         Ok(r) => {
             r?;
             wait_reply(&tree, "Page.getFrameTree", tree_deadline, timeout)?;
+            let attached_by = (Instant::now() + AUTO_ATTACH_WAIT).min(deadline);
+            if let Ok(Ok(_)) = auto_attach.recv_deadline(attached_by) {
+                probe_frames(sh, deadline)?;
+            }
             Ok(target_id)
         }
         Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLost(
             "the connection closed while attaching".into(),
         )),
         Err(RecvTimeoutError::Timeout) => {
-            // The page does not answer. If the browser does, an orphaned dialog blocks it: the
-            // reader publishes `blocked` and we return instead of hanging (SPEC §4.5).
-            let probe = sh.call(
-                "Browser.getVersion",
-                json!({}),
-                None,
-                CallKind::ProbeBlocked,
-                left().max(Duration::from_millis(1)),
-            );
-            match probe {
-                Ok(_) if sh.snapshot.load().blocked.is_some() => Ok(target_id),
-                Ok(_) => match page_enable.recv_deadline(deadline) {
+            // The page does not answer. If the browser does, the reader publishes `blocked`
+            // and we return instead of hanging (SPEC §4.5).
+            match probe_blocked(sh, &session, None, deadline) {
+                Ok(true) => Ok(target_id),
+                Ok(false) => match page_enable.recv_deadline(deadline) {
                     Ok(r) => r.map(|_| target_id),
                     Err(_) => Err(Error::StartTimeout(
                         start_timeout,
@@ -161,4 +186,87 @@ pub(crate) fn attach_page(
             }
         }
     }
+}
+
+/// Checks that every attached OOPIF answers `Page.enable` (SPEC §4.5): a dialog left open in
+/// a cross-origin iframe by a client that went away blocks only that iframe's process. Returns
+/// once each has answered, or once one was found blocked (published as `blocked` naming the
+/// frame), or at the probe bound.
+fn probe_frames(sh: &Shared, deadline: Instant) -> Result<(), Error> {
+    let snap = sh.snapshot.load();
+    let mut oopifs: Vec<(String, String)> = snap
+        .frames
+        .values()
+        .filter(|f| f.is_oopif)
+        .filter_map(|f| Some((f.frame_id.clone(), f.session_id.clone()?)))
+        .collect();
+    oopifs.sort();
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    let mut enables = Vec::with_capacity(oopifs.len());
+    for (frame_id, session_id) in oopifs {
+        // A second `Page.enable` on the session (the reader sent the first, fire-and-forget):
+        // harmless when it is enabled already, and queued behind the first when it hangs.
+        let kind = CallKind::PageEnable {
+            session_id: session_id.clone(),
+        };
+        let (rx, _) = sh.start_call("Page.enable", json!({}), Some(&session_id), kind, timeout)?;
+        enables.push((frame_id, session_id, rx));
+    }
+    let probe_at = (Instant::now() + PAGE_ENABLE_PROBE_AFTER).min(deadline);
+    for (frame_id, session_id, rx) in enables {
+        if let Err(RecvTimeoutError::Timeout) = rx.recv_deadline(probe_at)
+            && probe_blocked(sh, &session_id, Some(&frame_id), deadline)?
+        {
+            break; // `blocked` holds one document; the page itself answers.
+        }
+    }
+    Ok(())
+}
+
+/// Probes a session whose `Page.enable` hangs (module doc) and has the reader publish the
+/// verdict as `blocked` if `Page.enable` there still hangs. Returns whether `blocked` is
+/// published; an error when the browser does not answer either.
+fn probe_blocked(
+    sh: &Shared,
+    session_id: &str,
+    frame_id: Option<&str>,
+    deadline: Instant,
+) -> Result<bool, Error> {
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let (input, _) = sh.start_call(
+        "Input.dispatchMouseEvent",
+        json!({"type": "mouseMoved", "x": -1, "y": -1}),
+        Some(session_id),
+        CallKind::Plain,
+        left(),
+    )?;
+    sh.call(
+        "Browser.getVersion",
+        json!({}),
+        None,
+        CallKind::Plain,
+        left(),
+    )?;
+    let answered = input.recv_deadline((Instant::now() + INPUT_PROBE_WAIT).min(deadline));
+    let dialog = matches!(answered, Ok(Ok(_)));
+    let (reason, hint) = match (dialog, frame_id) {
+        (true, None) => ("orphaned_dialog", crate::core::ORPHAN_HINT),
+        (true, Some(_)) => ("orphaned_dialog", crate::core::ORPHAN_FRAME_HINT),
+        (false, _) => ("unresponsive", crate::core::UNRESPONSIVE_HINT),
+    };
+    let blocked = Blocked {
+        reason: reason.into(),
+        hint: hint.into(),
+        frame_id: frame_id.map(str::to_string),
+    };
+    let kind = CallKind::ProbeBlocked {
+        session_id: session_id.to_string(),
+        blocked,
+    };
+    sh.call("Browser.getVersion", json!({}), None, kind, left())?;
+    Ok(sh.snapshot.load().blocked.is_some())
 }

@@ -44,16 +44,26 @@ pub enum CallKind {
         /// The page target.
         target_id: String,
     },
-    /// `Page.enable` on the page session: its reply means the page is not wedged.
-    PageEnable,
+    /// `Page.enable` on the page session or on an OOPIF's: its reply means that document is
+    /// not wedged (and clears a `blocked` naming that session).
+    PageEnable {
+        /// The session it was sent on.
+        session_id: String,
+    },
     /// `Page.getFrameTree`: the reply seeds the frame map for that session.
     SeedFrameTree {
         /// The session it was sent on.
         session_id: String,
     },
-    /// A browser-level call sent while `Page.enable` hangs: if it answers first, a dialog that no
-    /// live client owns is blocking the page (SPEC §4.5).
-    ProbeBlocked,
+    /// A browser-level call sent once the attach sequence has probed a session whose
+    /// `Page.enable` hangs (SPEC §4.5): if `Page.enable` on that session is still unanswered
+    /// when this reply comes, `blocked` (the probe's verdict) is published.
+    ProbeBlocked {
+        /// The session whose `Page.enable` hangs.
+        session_id: String,
+        /// What to publish.
+        blocked: Blocked,
+    },
     /// `Page.handleJavaScriptDialog` for a dialog.
     DialogAnswer {
         /// `d-N`.
@@ -146,16 +156,32 @@ struct Session {
     parent: Option<String>,
 }
 
+/// An answer written and not yet acknowledged.
+#[derive(Debug)]
+struct AnswerInFlight {
+    /// Its call id.
+    call_id: u64,
+    /// What it said: (accept, prompt text).
+    said: (bool, String),
+    /// The dialog it was meant for. It differs from the dialog that holds it when the events
+    /// showed that the named one was closed by something else and the browser will apply the
+    /// answer to the dialog it shows now (SPEC §5).
+    named: String,
+}
+
 /// A dialog that has opened and not yet been recorded as closed.
 #[derive(Debug)]
 struct OpenDialog {
     public: PendingDialog,
     /// When it opened (for the proxy signature in `auto` bridge mode).
     opened: Instant,
-    /// Answers written and not yet acknowledged: (call id, who answered, what it said).
-    answers_in_flight: Vec<(u64, ClosedBy, (bool, String))>,
+    /// Answers that will land on this dialog, written and not yet acknowledged.
+    answers_in_flight: Vec<AnswerInFlight>,
     /// `javascriptDialogClosed` arrived while an answer was in flight; the ack decides who closed it.
     closed_event: Option<(bool, String)>,
+    /// False for a native dialog that opened past `limits.pending_dialogs_max`: the supervisor
+    /// dismisses it at once and never lists it as pending.
+    shown: bool,
 }
 
 /// The single-writer model of one supervisor.
@@ -175,6 +201,11 @@ pub struct Core {
     console: VecDeque<Arc<ConsoleEntry>>,
     frames: Frames,
     blocked: Option<Blocked>,
+    /// The session whose hanging `Page.enable` `blocked` is about: its answer, or the session
+    /// going away, clears `blocked`.
+    blocked_session: Option<String>,
+    /// A bridge request was refused for the pending-dialog cap and not yet logged.
+    cap_logged: bool,
     /// The bridge is installed on every page/iframe session (mode `on`, or `auto` after the
     /// proxy signature was seen).
     bridge_active: bool,
@@ -220,6 +251,8 @@ impl Core {
             console: VecDeque::new(),
             frames,
             blocked: None,
+            blocked_session: None,
+            cap_logged: false,
             bridge_active,
             fatal: None,
             page_gone: None,
@@ -239,14 +272,18 @@ impl Core {
     pub fn register(&mut self, id: u64, call: PendingCall) {
         if let CallKind::DialogAnswer {
             dialog_id,
-            by,
             accept,
             prompt_text,
+            ..
         } = &call.kind
-            && let Some(d) = self.open.iter_mut().find(|d| d.public.id == *dialog_id)
         {
-            let said = (*accept, prompt_text.clone().unwrap_or_default());
-            d.answers_in_flight.push((id, *by, said));
+            let flight = AnswerInFlight {
+                call_id: id,
+                said: (*accept, prompt_text.clone().unwrap_or_default()),
+                named: dialog_id.clone(),
+            };
+            let native = call.method == "Page.handleJavaScriptDialog";
+            self.track_answer(flight, native, call.session_id.as_deref());
         }
         if self.calls.len() >= PURGE_EVERY && self.calls.len().is_power_of_two() {
             let now = Instant::now();
@@ -419,6 +456,7 @@ impl Core {
         self.page_gone = None;
         self.frames = Frames::new(self.settings.limits.clone());
         self.blocked = None;
+        self.blocked_session = None;
         self.active = true;
         self.disconnect_reason = None;
         self.page_session_id = None;
@@ -458,7 +496,7 @@ impl Core {
             p.pending_dialogs = self
                 .open
                 .iter()
-                .filter(|d| d.closed_event.is_none())
+                .filter(|d| d.shown && d.closed_event.is_none())
                 .map(|d| d.public.clone())
                 .collect();
         }
@@ -506,6 +544,20 @@ impl Core {
             self.bridge_setup(&s);
         }
         self.dirty = true;
+    }
+
+    /// Clears `blocked` when it is about `session_id` (its `Page.enable` answered, or the
+    /// session went away).
+    fn unblock(&mut self, session_id: &str, why: &str) {
+        if self.blocked.is_some() && self.blocked_session.as_deref() == Some(session_id) {
+            let what = match self.blocked.take().and_then(|b| b.frame_id) {
+                Some(f) => format!("iframe {f}"),
+                None => "the page".into(),
+            };
+            self.blocked_session = None;
+            info!("task {}: {what} {why}; no longer blocked", self.task_id);
+            self.dirty = true;
+        }
     }
 
     fn deliver(&mut self, call: PendingCall, result: CallResult) {
@@ -575,27 +627,33 @@ impl Core {
                             self.dirty = true;
                         }
                     }
-                    CallKind::PageEnable if self.blocked.is_some() => {
-                        self.blocked = None;
-                        info!(
-                            "task {}: the page answers again; no longer blocked",
-                            self.task_id
-                        );
-                        self.dirty = true;
+                    CallKind::PageEnable { session_id } => {
+                        let session_id = session_id.clone();
+                        self.unblock(&session_id, "answers again");
                     }
-                    CallKind::ProbeBlocked => {
-                        let page_enable_pending =
-                            self.calls.values().any(|c| c.kind == CallKind::PageEnable);
-                        if page_enable_pending && self.blocked.is_none() {
+                    CallKind::ProbeBlocked {
+                        session_id,
+                        blocked,
+                    } => {
+                        let still_hangs = self.calls.values().any(|c| {
+                            matches!(&c.kind, CallKind::PageEnable { session_id: s } if s == session_id)
+                        });
+                        if still_hangs && self.blocked.is_none() {
                             warn!(
-                                "task {}: the page does not answer while the browser does: a dialog \
-                                 opened by a client that went away is blocking it",
-                                self.task_id
+                                "task {}: {} does not answer while the browser does: {}",
+                                self.task_id,
+                                blocked
+                                    .frame_id
+                                    .as_deref()
+                                    .map_or("the page".to_string(), |f| format!("iframe {f}")),
+                                if blocked.reason == "orphaned_dialog" {
+                                    "a dialog opened by a client that went away is blocking it"
+                                } else {
+                                    "a busy script, or a dialog no client can answer"
+                                }
                             );
-                            self.blocked = Some(Blocked {
-                                reason: "orphaned_dialog".into(),
-                                hint: ORPHAN_HINT.into(),
-                            });
+                            self.blocked = Some(blocked.clone());
+                            self.blocked_session = Some(session_id.clone());
                             self.dirty = true;
                         }
                     }
@@ -689,6 +747,7 @@ impl Core {
             }
             "Target.detachedFromTarget" => {
                 if let Some(ev) = protocol::decode::<protocol::DetachedFromTarget>(params) {
+                    self.unblock(&ev.session_id, "went away");
                     self.target_detached(ev);
                 }
             }
@@ -733,11 +792,25 @@ pub fn blocks_in_flight(dialog_kind: &str, method: &str) -> bool {
     }
 }
 
-/// The hint published with `blocked` (SPEC §4.5, §11).
+/// The hint published with `blocked` when a probe proved a dialog on the page (SPEC §4.5, §11).
 pub const ORPHAN_HINT: &str = "A JavaScript dialog opened by a CDP client that has disconnected is \
 blocking this page. It cannot be answered over CDP (the browser replies 'No dialog is showing'). \
 Reload or navigate the page (browser_cdp Page.reload or Page.navigate) to clear it; the supervisor \
 then finishes attaching by itself.";
+
+/// The hint published with `blocked` when a probe proved a dialog in an out-of-process iframe.
+pub const ORPHAN_FRAME_HINT: &str = "A JavaScript dialog opened by a CDP client that has \
+disconnected is blocking the cross-origin iframe named by frame_id (the rest of the page still \
+answers). It cannot be answered over CDP (the browser replies 'No dialog is showing'). Reload the \
+page (browser_cdp Page.reload, without frame_id) to clear it.";
+
+/// The hint published with `blocked` when the page (or the iframe named by `frame_id`) does not
+/// answer and no probe proved a dialog: safe for both causes.
+pub const UNRESPONSIVE_HINT: &str = "The page (or the iframe named by frame_id) does not answer CDP \
+while the browser does: either a script keeps it busy, or a JavaScript dialog opened by a CDP \
+client that went away blocks it. Wait a few seconds first: a busy page answers again by itself and \
+blocked then disappears (the supervisor finishes attaching by itself). If it stays blocked, reload \
+the page (browser_cdp Page.reload), which clears both causes but loses the page's state.";
 
 const MAX_TEXT: usize = 2048;
 

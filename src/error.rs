@@ -95,6 +95,32 @@ pub enum Error {
          Reload or navigate the page (browser_cdp Page.reload or Page.navigate) to clear it"
     )]
     OrphanedDialog,
+    /// No dialog is pending and the page does not answer CDP; a probe could not prove a dialog
+    /// (SPEC §4.5): a script may be keeping the page busy.
+    #[error(
+        "no dialog is pending, and the page does not answer CDP: a script may be keeping it busy, \
+         or a JavaScript dialog opened by a client that went away may be blocking it. Wait a few \
+         seconds and retry; if it stays blocked, reload the page (browser_cdp Page.reload)"
+    )]
+    PageUnresponsive,
+    /// The browser applied the answer to a different dialog than the one it named (SPEC §5):
+    /// Chromium answers whichever dialog the session shows, and the named one had already been
+    /// closed by something else when the answer arrived. `recent_dialogs` records the named
+    /// dialog as `remote` and `received` as closed by this answer.
+    #[error(
+        "the answer meant for dialog {named} was applied to dialog {id} ({kind} {message:?}) \
+         instead: {named} had already been closed by something else (see recent_dialogs), and \
+         the page had opened {id}, which received this answer",
+        id = received.id,
+        kind = received.kind,
+        message = received.message
+    )]
+    AnswerAppliedToOtherDialog {
+        /// The dialog the caller answered.
+        named: String,
+        /// The dialog that received the answer.
+        received: Box<PendingDialog>,
+    },
     /// A frame id the supervisor does not know.
     #[error(
         "unknown frame_id {0:?}: read frame_tree from browser_snapshot for the current frame ids"

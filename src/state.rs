@@ -59,6 +59,10 @@ pub struct PendingDialog {
     pub frame_id: Option<String>,
     /// URL of the frame that raised it.
     pub url: String,
+    /// Security origin of the frame that raised it, from the frame map when the dialog opened
+    /// (empty when unknown), so an agent can tell the page's own prompt from an embedded
+    /// ad's (SPEC §10).
+    pub origin: String,
     /// The CDP session the dialog arrived on, where its answer must go (not in the JSON).
     pub session_id: String,
     /// For a bridge dialog (SPEC §6): the paused request to fulfil (not in the JSON).
@@ -76,6 +80,9 @@ impl PendingDialog {
         m.insert("opened_at".into(), json!(self.opened_at));
         if let Some(f) = &self.frame_id {
             m.insert("frame_id".into(), json!(f));
+        }
+        if !self.origin.is_empty() {
+            m.insert("origin".into(), json!(self.origin));
         }
         Value::Object(m)
     }
@@ -109,6 +116,9 @@ impl ClosedDialog {
         m.insert("closed_by".into(), json!(self.closed_by.as_str()));
         if let Some(f) = &d.frame_id {
             m.insert("frame_id".into(), json!(f));
+        }
+        if !d.origin.is_empty() {
+            m.insert("origin".into(), json!(d.origin));
         }
         Value::Object(m)
     }
@@ -246,19 +256,26 @@ impl ConsoleEntry {
     }
 }
 
-/// Why the page cannot be used (SPEC §4.5).
+/// Why the page (or one of its frames) cannot be used (SPEC §4.5).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Blocked {
-    /// `orphaned_dialog`.
+    /// `orphaned_dialog` (a probe proved a dialog that no live client owns) or `unresponsive`
+    /// (a busy script or such a dialog; the probe could not tell).
     pub reason: String,
-    /// What the caller can do about it.
+    /// What the caller can do about it (safe for every cause `reason` allows).
     pub hint: String,
+    /// The out-of-process iframe that does not answer; `None` when it is the page itself.
+    pub frame_id: Option<String>,
 }
 
 impl Blocked {
-    /// `{reason, hint}`.
+    /// `{reason, hint, frame_id?}`.
     pub fn to_json(&self) -> Value {
-        json!({"reason": self.reason, "hint": self.hint})
+        let mut v = json!({"reason": self.reason, "hint": self.hint});
+        if let Some(f) = &self.frame_id {
+            v["frame_id"] = json!(f);
+        }
+        v
     }
 }
 

@@ -319,8 +319,15 @@ impl Supervisor {
         self.ensure_alive()?;
         let snap = self.snapshot();
         let pending = &snap.pending_dialogs;
-        if pending.is_empty() && snap.blocked.is_some() {
-            return Err(Error::OrphanedDialog);
+        if pending.is_empty()
+            && let Some(b) = &snap.blocked
+        {
+            // Only a probe that proved a dialog says so; a busy page is not an orphaned dialog.
+            return Err(if b.reason == "orphaned_dialog" {
+                Error::OrphanedDialog
+            } else {
+                Error::PageUnresponsive
+            });
         }
         let dialog =
             match dialog_id {

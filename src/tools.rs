@@ -168,6 +168,15 @@ fn dialog_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result
     let sup = live(reg, task_id)?;
     match sup.respond_to_dialog(action, prompt_text, dialog_id) {
         Ok(d) => Ok(json!({"success": true, "action": action.as_str(), "dialog": d.to_json()})),
+        Err(Error::AnswerAppliedToOtherDialog { named, received }) => {
+            let e = Error::AnswerAppliedToOtherDialog {
+                named,
+                received: received.clone(),
+            };
+            let mut out = failure(e);
+            out["answered_dialog"] = received.to_json();
+            Err(out)
+        }
         Err(e) => Err(failure(e)),
     }
 }

@@ -213,6 +213,15 @@ fn attach_iframe(fake: &FakeBrowser, parent_session: &str, session: &str, frame:
     );
 }
 
+/// Someone else closes the main frame's native dialog: `javascriptDialogClosed` naming its
+/// frame, as Chromium 156 sends it (only an event that names the frame can turn the bridge on).
+fn close_main_frame_dialog_remotely(fake: &FakeBrowser) {
+    fake.emit_on_page(
+        "Page.javascriptDialogClosed",
+        json!({"result": false, "userInput": "", "frameId": PAGE}),
+    );
+}
+
 /// The install commands (`addScript` and `Fetch.enable`) sent on `session`.
 fn install_commands(fake: &FakeBrowser, session: &str) -> Vec<Value> {
     sent_on(fake, session)
@@ -780,7 +789,7 @@ fn auto_mode_turns_the_bridge_on_after_a_native_dialog_closed_remotely_within_10
     // The proxy signature: a native dialog closed by someone else right after it opened.
     fake.open_dialog("alert", "closed by the proxy", "");
     wait_pending(&sup, 1);
-    fake.close_dialog_remotely();
+    close_main_frame_dialog_remotely(&fake);
     let c = wait_closed(&sup, "d-1");
     assert_eq!(c.closed_by, ClosedBy::Remote);
     assert!(c.dialog.bridge_request_id.is_none());
@@ -819,7 +828,7 @@ fn auto_mode_turns_the_bridge_on_after_a_native_dialog_closed_remotely_within_10
     // A second fast remote close does not install it again.
     fake.open_dialog("alert", "again", "");
     wait_pending(&sup, 1);
-    fake.close_dialog_remotely();
+    close_main_frame_dialog_remotely(&fake);
     assert_eq!(wait_closed(&sup, "d-2").closed_by, ClosedBy::Remote);
     barrier(&sup);
     assert_eq!(
@@ -847,7 +856,7 @@ fn auto_mode_stays_native_when_a_dialog_is_closed_remotely_after_100ms() {
     wait_pending(&sup, 1);
     // The scenario itself: a dialog that stays open well past the 100 ms signature.
     std::thread::sleep(Duration::from_millis(250));
-    fake.close_dialog_remotely();
+    close_main_frame_dialog_remotely(&fake);
     let c = wait_closed(&sup, "d-1");
     assert_eq!(c.closed_by, ClosedBy::Remote);
     assert!(c.closed_at - c.dialog.opened_at >= 0.15, "{c:?}");

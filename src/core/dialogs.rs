@@ -1,5 +1,24 @@
 //! Native dialogs in the state machine (SPEC §5): open, close, answers in flight, and the one
 //! place where `closed_by` is decided.
+//!
+//! Which dialog an answer reached. Chromium applies `Page.handleJavaScriptDialog` to whichever
+//! dialog the session shows when the command arrives, not to the one the caller meant. On one
+//! connection it sends `javascriptDialogClosed` and then the reply before the page can run on and
+//! open another dialog (measured on Chromium 156: Closed, reply, next Opening). So an `Opening`
+//! on a session that arrives while an answer to an older dialog of that session is still
+//! unacknowledged proves that the answer did not close the older one (something else did): the
+//! older one is recorded `remote`, and the answer is carried over to the new dialog, where the
+//! browser will apply it (or refuse it). When its acknowledgement comes, the new dialog is
+//! closed by whoever answered, and the caller gets [`Error::AnswerAppliedToOtherDialog`] naming
+//! it. An answer registered after its dialog already closed is attached the same way to the
+//! dialog its session shows.
+//!
+//! Caps (SPEC §14): at most `limits.pending_dialogs_max` dialogs are open at once. A bridge
+//! request past the cap is failed (`Fetch.failRequest`) and never becomes a dialog: the page's
+//! own `fetch`/XHR flood is answered with a network error, and a genuine `alert`/`confirm`/
+//! `prompt` falls back to the native dialog. A native dialog past the cap cannot be refused, so
+//! the supervisor dismisses it at once, as `auto_dismiss` would, without listing it as pending;
+//! it is recorded in `recent_dialogs` as `auto_policy`.
 
 use super::*;
 
@@ -10,21 +29,69 @@ impl Core {
     // ---------------------------------------------------------------- dialogs
 
     pub(super) fn dialog_opened(&mut self, session: &str, ev: protocol::DialogOpening) {
-        // A second native dialog on one session means we missed the first one's close.
-        let stale: Vec<String> = self
+        // A new native dialog on a session means the older ones there are closed (their Closed
+        // event came, or was missed). An answer to one of them still unacknowledged did not
+        // close it: Chromium will apply it to the new dialog (module doc).
+        let older: Vec<String> = self
             .open
             .iter()
-            .filter(|d| {
-                d.public.session_id == session
-                    && d.closed_event.is_none()
-                    && d.public.bridge_request_id.is_none()
-            })
+            .filter(|d| d.public.session_id == session && d.public.bridge_request_id.is_none())
             .map(|d| d.public.id.clone())
             .collect();
-        for id in stale {
-            self.finalize(&id, ClosedBy::Remote, None);
+        let mut carried = Vec::new();
+        for id in older {
+            let Some(d) = self.open.iter_mut().find(|d| d.public.id == id) else {
+                continue;
+            };
+            if !d.answers_in_flight.is_empty() {
+                info!(
+                    "task {}: dialog {id} was closed by something else before the answer to it \
+                     arrived; the browser will apply that answer to the dialog that opens now",
+                    self.task_id
+                );
+            }
+            carried.append(&mut d.answers_in_flight);
+            let closed = d.closed_event.take();
+            self.finalize(&id, ClosedBy::Remote, closed);
         }
-        self.open_dialog(session, ev, None);
+        self.open_dialog(session, ev, None, carried);
+    }
+
+    /// Attaches an answer being written to the dialog it will land on: the one it names while
+    /// that is open; for a native answer to a dialog already closed, the dialog its session
+    /// shows now (module doc).
+    pub(super) fn track_answer(
+        &mut self,
+        flight: AnswerInFlight,
+        native: bool,
+        session: Option<&str>,
+    ) {
+        let pos = self
+            .open
+            .iter()
+            .position(|d| d.public.id == flight.named)
+            .or_else(|| {
+                let sid = session.filter(|_| native)?;
+                self.open.iter().rposition(|d| {
+                    d.public.session_id == sid
+                        && d.public.bridge_request_id.is_none()
+                        && d.closed_event.is_none()
+                })
+            });
+        if let Some(pos) = pos {
+            self.open[pos].answers_in_flight.push(flight);
+        }
+    }
+
+    /// Security origin of `frame_id` from the frame map (the last published one: a frame is
+    /// older than its dialogs), else of `url`.
+    fn origin_for(&self, frame_id: Option<&str>, url: &str) -> String {
+        frame_id
+            .and_then(|f| self.published.frames.get(f))
+            .map(|r| r.origin.clone())
+            .filter(|o| !o.is_empty())
+            .or_else(|| (!url.is_empty()).then(|| crate::frames::origin_of(url)))
+            .unwrap_or_default()
     }
 
     /// A bridge request paused on `session` (SPEC §6): a dialog like any other, answered with
@@ -73,7 +140,23 @@ impl Core {
             kind: req.kind,
             default_prompt: Some(req.default_prompt),
         };
-        self.open_dialog(session, ev, Some(p.request_id));
+        if self.open.len() >= self.settings.limits.pending_dialogs_max {
+            if !std::mem::replace(&mut self.cap_logged, true) {
+                warn!(
+                    "task {}: {} dialogs are already open (limits.pending_dialogs_max): bridge \
+                     dialog requests are refused until some are answered",
+                    self.task_id,
+                    self.open.len()
+                );
+            }
+            self.command(
+                "Fetch.failRequest",
+                json!({"requestId": p.request_id, "errorReason": "BlockedByClient"}),
+                sid,
+            );
+            return;
+        }
+        self.open_dialog(session, ev, Some(p.request_id), Vec::new());
     }
 
     fn open_dialog(
@@ -81,17 +164,22 @@ impl Core {
         session: &str,
         ev: protocol::DialogOpening,
         bridge_request_id: Option<String>,
+        carried: Vec<AnswerInFlight>,
     ) {
+        let over_cap = self.open.len() >= self.settings.limits.pending_dialogs_max;
         self.next_dialog += 1;
         let default_prompt = ev.default_prompt.unwrap_or_default();
+        let frame_id = ev.frame_id.filter(|f| !f.is_empty());
+        let origin = clip(self.origin_for(frame_id.as_deref(), &ev.url), MAX_TEXT);
         let dialog = PendingDialog {
             id: format!("d-{}", self.next_dialog),
             kind: clip(ev.kind, 64),
             message: clip(ev.message, MAX_TEXT * 8),
             default_prompt: clip(default_prompt, MAX_TEXT * 8),
             opened_at: now_epoch(),
-            frame_id: ev.frame_id.filter(|f| !f.is_empty()),
+            frame_id,
             url: clip(ev.url, MAX_TEXT),
+            origin,
             session_id: session.to_string(),
             bridge_request_id,
         };
@@ -107,7 +195,17 @@ impl Core {
             },
             dialog.message
         );
+        if over_cap {
+            warn!(
+                "task {}: dialog {} opened with {} dialogs already open \
+                 (limits.pending_dialogs_max): dismissing it",
+                self.task_id,
+                dialog.id,
+                self.open.len()
+            );
+        }
         let answer = match self.settings.policy {
+            _ if over_cap => Some(answer_command(&dialog, false, None, ClosedBy::AutoPolicy)),
             DialogPolicy::MustRespond => None,
             DialogPolicy::AutoDismiss => {
                 Some(answer_command(&dialog, false, None, ClosedBy::AutoPolicy))
@@ -127,8 +225,9 @@ impl Core {
         self.open.push(OpenDialog {
             public: dialog,
             opened: Instant::now(),
-            answers_in_flight: Vec::new(),
+            answers_in_flight: carried,
             closed_event: None,
+            shown: !over_cap,
         });
         if answer.is_none() {
             self.fail_calls_blocked_by(self.open.len() - 1);
@@ -165,13 +264,22 @@ impl Core {
                 && d.closed_event.is_none()
                 && d.public.bridge_request_id.is_none()
         };
-        let pos = self
-            .open
-            .iter()
-            .position(|d| {
-                native_open(d) && (ev.frame_id.is_none() || d.public.frame_id == ev.frame_id)
-            })
-            .or_else(|| self.open.iter().position(native_open));
+        // Only an event without `frameId` (older Chromium) falls back to any native dialog of
+        // the session: with a frame named, a dialog of another frame is never the one that
+        // closed (SPEC §11: `Closed(frameId = main)` while an iframe's dialog stays open).
+        let frame = ev.frame_id.as_deref().filter(|f| !f.is_empty());
+        let pos = match frame {
+            Some(f) => self
+                .open
+                .iter()
+                .position(|d| native_open(d) && d.public.frame_id.as_deref() == Some(f))
+                .or_else(|| {
+                    self.open
+                        .iter()
+                        .position(|d| native_open(d) && d.public.frame_id.is_none())
+                }),
+            None => self.open.iter().position(native_open),
+        };
         let Some(pos) = pos else {
             debug!(
                 "task {}: javascriptDialogClosed for no open dialog",
@@ -184,11 +292,20 @@ impl Core {
             let id = d.public.id.clone();
             let fast = d.opened.elapsed() <= PROXY_SIGNATURE;
             self.finalize(&id, ClosedBy::Remote, Some((ev.result, ev.user_input)));
-            if fast && self.settings.bridge == BridgeMode::Auto && !self.bridge_active {
+            // A fallback match is a guess about which dialog closed: never enough to switch.
+            if fast
+                && frame.is_some()
+                && self.settings.bridge == BridgeMode::Auto
+                && !self.bridge_active
+            {
                 warn!(
                     "task {}: dialog {id} was closed by something else within {PROXY_SIGNATURE:?} \
-                     of opening (a CDP proxy that auto-closes dialogs?): turning the dialog \
-                     bridge on; dialogs of the next document go through it",
+                     of opening (a CDP proxy that auto-closes dialogs, or another automation \
+                     client on this page, such as Puppeteer or Playwright handling dialogs): \
+                     turning the dialog bridge on. From now on every alert/confirm/prompt of this \
+                     page, starting with the next one on the current document, goes through the \
+                     bridge; set dialog_bridge = \"off\" to share the page with another \
+                     automation client",
                     self.task_id
                 );
                 self.activate_bridge();
@@ -211,22 +328,40 @@ impl Core {
         outcome: Result<&RawValue, CdpError>,
         method: &str,
     ) -> CallResult {
-        let pos = self.open.iter().position(|d| d.public.id == dialog_id);
+        // The dialog the answer lands on holds it (module doc); it is the named one unless the
+        // events showed otherwise.
+        let pos = self
+            .open
+            .iter()
+            .position(|d| d.answers_in_flight.iter().any(|a| a.call_id == call_id));
         let mut said = None;
         if let Some(pos) = pos {
             let flights = &mut self.open[pos].answers_in_flight;
-            if let Some(i) = flights.iter().position(|(id, _, _)| *id == call_id) {
-                said = Some(flights.remove(i).2);
+            if let Some(i) = flights.iter().position(|a| a.call_id == call_id) {
+                said = Some(flights.remove(i).said);
             }
         }
         match outcome {
             Ok(_) => {
-                if let Some(pos) = pos {
-                    // The browser's own account (the Closed event) wins over what we sent.
-                    let closed = self.open[pos].closed_event.take().or(said);
-                    self.finalize(dialog_id, by, closed);
+                let Some(pos) = pos else {
+                    return Ok(json!({}));
+                };
+                // The browser's own account (the Closed event) wins over what we sent.
+                let closed = self.open[pos].closed_event.take().or(said);
+                let landed = self.open[pos].public.clone();
+                self.finalize(&landed.id, by, closed);
+                if landed.id == dialog_id {
+                    return Ok(json!({}));
                 }
-                Ok(json!({}))
+                warn!(
+                    "task {}: the answer meant for dialog {dialog_id} was applied to dialog {} \
+                     ({:?}): {dialog_id} had already been closed by something else",
+                    self.task_id, landed.id, landed.message
+                );
+                Err(Error::AnswerAppliedToOtherDialog {
+                    named: dialog_id.to_string(),
+                    received: Box::new(landed),
+                })
             }
             Err(e) => {
                 // A refused fulfilment means the paused bridge request is gone (the page moved
@@ -236,8 +371,9 @@ impl Core {
                 if let Some(pos) = pos {
                     let d = &self.open[pos];
                     if gone || (d.closed_event.is_some() && d.answers_in_flight.is_empty()) {
+                        let id = d.public.id.clone();
                         let closed = self.open[pos].closed_event.take();
-                        self.finalize(dialog_id, ClosedBy::Remote, closed);
+                        self.finalize(&id, ClosedBy::Remote, closed);
                     }
                 }
                 match self.recent.iter().rev().find(|c| c.dialog.id == dialog_id) {
@@ -288,6 +424,9 @@ impl Core {
         self.out.push(Outgoing::CancelWatchdog {
             dialog_id: dialog_id.to_string(),
         });
+        if self.open.len() < self.settings.limits.pending_dialogs_max {
+            self.cap_logged = false;
+        }
         self.dialogs_changed = true;
         self.recent_changed = true;
         self.dirty = true;

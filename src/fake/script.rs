@@ -282,7 +282,7 @@ fn handle_dialog(
         .get("promptText")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let event = json!({"result": accept, "userInput": input});
+    let event = json!({"result": accept, "userInput": input, "frameId": super::DEFAULT_PAGE_ID});
     shared.send_event(conn, Some(session), "Page.javascriptDialogClosed", event);
     Ok(json!({}))
 }

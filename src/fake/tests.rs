@@ -180,7 +180,7 @@ fn dialog_flow() {
     assert_eq!(closed["method"], "Page.javascriptDialogClosed");
     assert_eq!(
         closed["params"],
-        json!({"result": true, "userInput": "bob"})
+        json!({"result": true, "userInput": "bob", "frameId": DEFAULT_PAGE_ID})
     );
     let reply = c.recv();
     assert_eq!(reply["id"], 2);
