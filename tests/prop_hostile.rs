@@ -333,10 +333,6 @@ proptest! {
     }
 }
 
-/// Whether the pending-dialog cap (`limits.pending_dialogs_max`, issue 12 finding 5) is
-/// enforced yet; the bridge-flood cases assert it once it is.
-const PENDING_CAP_ENFORCED: bool = false;
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40_000, failure_persistence: None, ..ProptestConfig::default() })]
 
@@ -368,9 +364,7 @@ proptest! {
             if core.take_dirty() {
                 let s = core.snapshot();
                 prop_assert!(s.recent_dialogs.len() <= limits.recent_dialogs_max);
-                if PENDING_CAP_ENFORCED {
-                    prop_assert!(s.pending_dialogs.len() <= limits.pending_dialogs_max);
-                }
+                prop_assert!(s.pending_dialogs.len() <= limits.pending_dialogs_max);
                 let mut ids: Vec<_> = s.pending_dialogs.iter().map(|d| d.id.clone()).collect();
                 ids.sort();
                 ids.dedup();
