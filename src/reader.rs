@@ -56,6 +56,9 @@ pub(crate) struct ReconnectPlan {
     pub cdp_url: String,
     /// Attempts before giving up (0: never reconnect).
     pub attempts: u32,
+    /// The first back-off ([`BACKOFF_START`] unless a test shortens it); doubles per attempt up
+    /// to [`BACKOFF_MAX`].
+    pub backoff: Duration,
     /// Socket settings.
     pub connect: ConnectOptions,
     /// Bound on each re-attach.
@@ -89,7 +92,9 @@ impl Reader {
             let Some(transport) = self.reconnect(&mut failures) else {
                 break;
             };
-            self.shared.transport.store(Arc::new(transport));
+            if self.shared.install(transport).is_err() {
+                break; // `stop` came while connecting: it refused the new connection
+            }
             let prefer = self.core.reset_for_reconnect();
             self.flush();
             attached_ok = Arc::new(AtomicBool::new(false));
@@ -223,7 +228,8 @@ impl Reader {
     fn reconnect(&mut self, failures: &mut u32) -> Option<Transport> {
         let plan = self.reconnect.clone();
         while *failures < plan.attempts {
-            let backoff = BACKOFF_START
+            let backoff = plan
+                .backoff
                 .saturating_mul(1u32 << (*failures).min(16))
                 .min(BACKOFF_MAX);
             *failures += 1;
@@ -270,6 +276,8 @@ impl Reader {
 
     fn spawn_reattach(&self, prefer: Option<String>, ok: Arc<AtomicBool>) -> JoinHandle<()> {
         let shared = Arc::clone(&self.shared);
+        // The connection this re-attach is for: a failure shuts this one down, never a newer one.
+        let transport = self.shared.transport.load_full();
         let timeout = self.reconnect.attach_timeout;
         let spawned = std::thread::Builder::new()
             .name("cdp-reattach".into())
@@ -286,7 +294,7 @@ impl Reader {
                     }
                     Err(e) => {
                         warn!("re-attaching after a reconnect failed: {e}");
-                        shared.transport.load().shutdown();
+                        transport.shutdown();
                     }
                 }
             });
