@@ -24,7 +24,8 @@ mod targets;
 
 use crate::protocol::{self, CdpError, Incoming};
 use crate::state::{
-    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PendingDialog, Snapshot, now_epoch,
+    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PendingDialog, Snapshot, SupervisorState,
+    now_epoch,
 };
 pub use dialogs::answer_command;
 
@@ -158,7 +159,8 @@ struct OpenDialog {
 pub struct Core {
     task_id: String,
     settings: CoreSettings,
-    active: bool,
+    /// Active, reconnecting, stopped or dead: the reader decides, the snapshot shows it.
+    state: SupervisorState,
     disconnect_reason: Option<String>,
     page_target_id: Option<String>,
     page_session_id: Option<String>,
@@ -197,7 +199,7 @@ impl Core {
         Core {
             task_id: task_id.to_string(),
             settings,
-            active: true,
+            state: SupervisorState::Active,
             disconnect_reason: None,
             page_target_id: None,
             page_session_id: None,
@@ -353,33 +355,26 @@ impl Core {
     }
 
     /// A new connection is up: forget everything that belonged to the old one (sessions, frames,
-    /// open dialogs, blocked) but keep the dialog counter and the recent/console rings. Returns
-    /// the page target to re-attach to, preferably.
+    /// blocked; its dialogs were recorded by [`Core::on_disconnect`]) but keep the dialog
+    /// counter, the recent/console rings and the page target. The state stays `reconnecting`
+    /// until the page is attached again. Returns the page target to re-attach to: the same
+    /// one, never another (SPEC §3).
     pub fn reset_for_reconnect(&mut self) -> Option<String> {
-        for d in self.open.drain(..) {
-            warn!(
-                "task {}: dialog {} was open when the connection dropped; if it is still open the \
-                 page will show as blocked",
-                self.task_id, d.public.id
-            );
-            self.out.push(Outgoing::CancelWatchdog {
-                dialog_id: d.public.id,
-            });
-        }
         self.sessions.clear();
         self.frames = Frames::new(self.settings.limits.clone());
         self.blocked = None;
-        self.active = true;
-        self.disconnect_reason = None;
         self.page_session_id = None;
         self.dialogs_changed = true;
         self.dirty = true;
-        self.page_target_id.take()
+        self.page_target_id.clone()
     }
 
-    /// The connection ended: fail every waiting call at once and mark the state inactive.
+    /// The connection ended: fail every waiting call at once, and record every dialog still open
+    /// in `recent_dialogs` (`connection_lost`, or who answered it when its Closed event already
+    /// came and only the acknowledgement was missing), so none disappears without a record.
+    /// The caller sets what comes next ([`Core::reconnecting`] or [`Core::ended`]) before it
+    /// publishes.
     pub fn on_disconnect(&mut self, reason: &str) {
-        self.active = false;
         self.disconnect_reason = Some(reason.to_string());
         for (_, call) in self.calls.drain() {
             if let Some(tx) = call.reply {
@@ -387,14 +382,68 @@ impl Core {
                     .push((tx, Err(Error::ConnectionLost(reason.to_string()))));
             }
         }
+        let open: Vec<(String, Option<ClosedBy>)> = self
+            .open
+            .iter()
+            .map(|d| {
+                let answered = d
+                    .closed_event
+                    .as_ref()
+                    .and_then(|_| d.answers_in_flight.first().map(|(_, by, _)| *by));
+                (d.public.id.clone(), answered)
+            })
+            .collect();
+        for (id, answered) in open {
+            match answered {
+                Some(by) => {
+                    let closed = self
+                        .open
+                        .iter_mut()
+                        .find(|d| d.public.id == id)
+                        .and_then(|d| d.closed_event.take());
+                    self.finalize(&id, by, closed);
+                }
+                None => {
+                    warn!(
+                        "task {}: dialog {id} was open when the connection dropped: recorded as \
+                         connection_lost; if the browser still shows it after a reconnect, the \
+                         page shows as blocked",
+                        self.task_id
+                    );
+                    self.finalize(&id, ClosedBy::ConnectionLost, None);
+                }
+            }
+        }
         self.dirty = true;
+    }
+
+    /// Reconnect attempt `attempt` of `of` is under way (its back-off, connect or re-attach).
+    pub fn reconnecting(&mut self, attempt: u32, of: u32) {
+        let next = SupervisorState::Reconnecting { attempt, of };
+        if self.state != next {
+            self.state = next;
+            self.dirty = true;
+        }
+    }
+
+    /// The supervisor has ended for good: [`SupervisorState::Stopped`] or
+    /// [`SupervisorState::Dead`].
+    pub fn ended(&mut self, end: SupervisorState) {
+        self.state = end;
+        self.dirty = true;
+    }
+
+    /// Active, reconnecting, stopped or dead.
+    pub fn state(&self) -> &SupervisorState {
+        &self.state
     }
 
     /// Builds the snapshot of the current state, sharing unchanged parts with the last one.
     pub fn snapshot(&mut self) -> Snapshot {
         self.version += 1;
         let p = &mut self.published;
-        p.active = self.active;
+        p.active = self.state == SupervisorState::Active;
+        p.state.clone_from(&self.state);
         p.disconnect_reason.clone_from(&self.disconnect_reason);
         p.page_target_id.clone_from(&self.page_target_id);
         p.page_session_id.clone_from(&self.page_session_id);
@@ -560,6 +609,11 @@ impl Core {
             }
             self.page_session_id = Some(session_id.to_string());
             self.page_target_id = Some(target_id.to_string());
+            if matches!(self.state, SupervisorState::Reconnecting { .. }) {
+                // Re-attached after a reconnect: active again.
+                self.state = SupervisorState::Active;
+                self.disconnect_reason = None;
+            }
             self.sessions.insert(
                 session_id.to_string(),
                 Session {

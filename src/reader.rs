@@ -5,12 +5,14 @@
 //! watchdog arm/cancel), publish once per batch if the visible state changed, and only then wake
 //! the callers whose replies arrived, so a caller that gets its reply already sees its effect.
 //!
-//! When the connection ends, every pending call fails at once and `active: false` is published.
-//! Unless the supervisor is stopping (or the page target is gone), the reader then reconnects
-//! with a bounded budget (`reconnect_attempts`, backoff 250 ms doubling to 5 s, each wait cut
-//! short by `stop`), swaps the new transport in, resets the per-connection state and re-attaches
-//! from a short-lived thread (never from the reader, which must read the replies). When the budget
-//! is spent the reader exits: the supervisor is dead and the registry replaces it.
+//! When the connection ends, every pending call fails at once, every open dialog is recorded
+//! (`connection_lost`), and `state: reconnecting` (attempt n of m) is published. Unless the
+//! supervisor is stopping (or the page target is gone), the reader then reconnects with a bounded
+//! budget (`reconnect_attempts`, backoff 250 ms doubling to 5 s, each wait cut short by `stop`),
+//! installs the new transport (refused once `stop` has begun: see [`Shared::install`]), resets
+//! the per-connection state and re-attaches from a short-lived thread (never from the reader,
+//! which must read the replies); the state is `active` again once the page is attached. When
+//! the budget is spent the reader exits: the supervisor is `dead` and the registry replaces it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +27,7 @@ use crate::attach::{Choice, attach_page};
 use crate::core::{Command, Core, Outgoing, PendingCall};
 use crate::link::Shared;
 use crate::protocol;
+use crate::state::SupervisorState;
 use crate::transport::{ConnectOptions, Readiness, Transport};
 use crate::watchdog::WatchdogMsg;
 
@@ -82,13 +85,19 @@ impl Reader {
             self.shared.transport.load().shutdown();
             info!("connection to {} ended: {reason}", self.shared.url_redacted);
             self.core.on_disconnect(&reason);
-            self.flush();
             if self.stopped() || self.core.fatal().is_some() {
                 break;
             }
             if attached_ok.load(Ordering::Acquire) {
                 failures = 0;
             }
+            if failures >= self.reconnect.attempts {
+                break;
+            }
+            self.core
+                .reconnecting(failures + 1, self.reconnect.attempts);
+            self.flush();
+            self.forward_watchdog();
             let Some(transport) = self.reconnect(&mut failures) else {
                 break;
             };
@@ -104,21 +113,55 @@ impl Reader {
         for (id, call) in self.registrations.try_iter() {
             self.core.register(id, call);
         }
-        let reason = match self.core.fatal() {
-            Some(f) => f.to_string(),
-            None if self.stopped() => "the supervisor stopped".into(),
-            None if self.reconnect.attempts == 0 => last_reason,
-            None => format!(
-                "gave up after {} reconnect attempts; the connection had ended: {last_reason}",
-                self.reconnect.attempts
-            ),
+        let end = match self.core.fatal() {
+            Some(f) => SupervisorState::Dead {
+                reason: f.to_string(),
+            },
+            None if self.stopped() => SupervisorState::Stopped,
+            None if self.reconnect.attempts == 0 => SupervisorState::Dead {
+                reason: last_reason,
+            },
+            None => SupervisorState::Dead {
+                reason: format!(
+                    "gave up after {} reconnect attempts; the connection had ended: {last_reason}",
+                    self.reconnect.attempts
+                ),
+            },
+        };
+        let reason = match &end {
+            SupervisorState::Dead { reason } => reason.clone(),
+            _ => "the supervisor stopped".to_string(),
         };
         self.core.on_disconnect(&reason);
+        self.core.ended(end);
         self.shared.reader_done.store(true, Ordering::Release);
         self.flush();
+        self.forward_watchdog();
         drop(self.registrations);
         for a in attachers {
             let _ = a.join();
+        }
+    }
+
+    /// Between connections: hands the watchdog what the state machine asked of it (cancelling
+    /// the dialogs the drop closed) and drops queued commands, whose connection is gone.
+    fn forward_watchdog(&mut self) {
+        for action in self.core.take_outgoing() {
+            let msg = match action {
+                Outgoing::ArmWatchdog {
+                    dialog_id,
+                    deadline,
+                } => WatchdogMsg::Arm {
+                    dialog_id,
+                    deadline,
+                },
+                Outgoing::CancelWatchdog { dialog_id } => WatchdogMsg::Cancel { dialog_id },
+                Outgoing::Command(c) => {
+                    debug!("dropping {}: its connection has ended", c.method);
+                    continue;
+                }
+            };
+            let _ = self.watchdog.send(msg);
         }
     }
 
@@ -228,6 +271,8 @@ impl Reader {
     fn reconnect(&mut self, failures: &mut u32) -> Option<Transport> {
         let plan = self.reconnect.clone();
         while *failures < plan.attempts {
+            self.core.reconnecting(*failures + 1, plan.attempts);
+            self.flush();
             let backoff = plan
                 .backoff
                 .saturating_mul(1u32 << (*failures).min(16))
