@@ -15,7 +15,8 @@
 //! the budget is spent the reader exits: the supervisor is `dead` and the registry replaces it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use tungstenite::Message;
 
 use crate::attach::{Choice, attach_page};
 use crate::core::{Command, Core, Outgoing, PendingCall};
+use crate::error::Error;
 use crate::link::Shared;
 use crate::protocol;
 use crate::state::SupervisorState;
@@ -39,6 +41,16 @@ const MAX_BATCH: usize = 4096;
 pub const BACKOFF_START: Duration = Duration::from_millis(250);
 /// Longest reconnect back-off.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// What the re-attach after a reconnect found; read by the reader once that connection ends.
+/// Unset while it runs, and when it failed for a reason worth another attempt.
+#[derive(Debug)]
+enum Reattached {
+    /// Attached to the task's page again.
+    Attached,
+    /// The task's page target (this id) does not exist on the new connection: it is gone.
+    PageGone(String),
+}
 
 /// Everything the reader thread owns.
 pub(crate) struct Reader {
@@ -76,9 +88,13 @@ impl Reader {
     /// Runs until `stop`, a fatal page loss, or an exhausted reconnect budget.
     pub fn run(mut self) {
         let mut failures = 0u32;
-        let mut attached_ok = Arc::new(AtomicBool::new(true));
+        let mut reattach = Arc::new(OnceLock::from(Reattached::Attached));
         let mut attachers: Vec<JoinHandle<()>> = Vec::new();
         let mut last_reason;
+        // Why the connection we are reconnecting after ended (a failed re-attach ends the next
+        // one too, for a less telling reason).
+        let mut lost_because = String::new();
+        let mut page_gone = None;
         loop {
             let reason = self.read_connection();
             last_reason = reason.clone();
@@ -88,8 +104,21 @@ impl Reader {
             if self.stopped() || self.core.fatal().is_some() {
                 break;
             }
-            if attached_ok.load(Ordering::Acquire) {
-                failures = 0;
+            match reattach.get() {
+                Some(Reattached::Attached) => {
+                    failures = 0;
+                    lost_because = reason;
+                }
+                Some(Reattached::PageGone(target_id)) => {
+                    page_gone = Some(format!(
+                        "the endpoint gave a new browser on reconnecting (one per connection, \
+                         as Browserless does) or the page was closed: page target {target_id} \
+                         is gone, and the supervisor does not adopt another page (the \
+                         connection had ended: {lost_because})"
+                    ));
+                    break;
+                }
+                None => {}
             }
             if failures >= self.reconnect.attempts {
                 break;
@@ -106,27 +135,19 @@ impl Reader {
             }
             let prefer = self.core.reset_for_reconnect();
             self.flush();
-            attached_ok = Arc::new(AtomicBool::new(false));
-            attachers.push(self.spawn_reattach(prefer, Arc::clone(&attached_ok)));
+            reattach = Arc::new(OnceLock::new());
+            attachers.push(self.spawn_reattach(prefer, Arc::clone(&reattach)));
         }
         // Whatever registered after the last drain fails now rather than at its deadline.
         for (id, call) in self.registrations.try_iter() {
             self.core.register(id, call);
         }
-        let end = match self.core.fatal() {
-            Some(f) => SupervisorState::Dead {
+        let end = match (self.core.fatal(), page_gone) {
+            (Some(f), _) => SupervisorState::Dead {
                 reason: f.to_string(),
             },
-            None if self.stopped() => SupervisorState::Stopped,
-            None if self.reconnect.attempts == 0 => SupervisorState::Dead {
-                reason: last_reason,
-            },
-            None => SupervisorState::Dead {
-                reason: format!(
-                    "gave up after {} reconnect attempts; the connection had ended: {last_reason}",
-                    self.reconnect.attempts
-                ),
-            },
+            (None, Some(reason)) => SupervisorState::Dead { reason },
+            (None, None) => self.ended_without_fatal(last_reason),
         };
         let reason = match &end {
             SupervisorState::Dead { reason } => reason.clone(),
@@ -140,6 +161,25 @@ impl Reader {
         drop(self.registrations);
         for a in attachers {
             let _ = a.join();
+        }
+    }
+
+    /// How the supervisor ends when no page loss decided it: stopped, or dead because the
+    /// connection ended and could not be made again.
+    fn ended_without_fatal(&self, last_reason: String) -> SupervisorState {
+        if self.stopped() {
+            SupervisorState::Stopped
+        } else if self.reconnect.attempts == 0 {
+            SupervisorState::Dead {
+                reason: last_reason,
+            }
+        } else {
+            SupervisorState::Dead {
+                reason: format!(
+                    "gave up after {} reconnect attempts; the connection had ended: {last_reason}",
+                    self.reconnect.attempts
+                ),
+            }
         }
     }
 
@@ -319,7 +359,11 @@ impl Reader {
         None
     }
 
-    fn spawn_reattach(&self, prefer: Option<String>, ok: Arc<AtomicBool>) -> JoinHandle<()> {
+    fn spawn_reattach(
+        &self,
+        same_page: Option<String>,
+        outcome: Arc<OnceLock<Reattached>>,
+    ) -> JoinHandle<()> {
         let shared = Arc::clone(&self.shared);
         // The connection this re-attach is for: a failure shuts this one down, never a newer one.
         let transport = self.shared.transport.load_full();
@@ -328,14 +372,22 @@ impl Reader {
             .name("cdp-reattach".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let choice = match &prefer {
-                    Some(t) => Choice::Prefer(t),
+                let choice = match &same_page {
+                    Some(t) => Choice::Same(t),
                     None => Choice::FirstPage,
                 };
                 match attach_page(&shared, choice, timeout, Instant::now() + timeout) {
                     Ok(t) => {
                         info!("re-attached to page {t}");
-                        ok.store(true, Ordering::Release);
+                        let _ = outcome.set(Reattached::Attached);
+                    }
+                    Err(Error::UnknownTarget(t)) => {
+                        warn!(
+                            "after the reconnect, page target {t} no longer exists: the endpoint \
+                             gave a new browser; the supervisor ends"
+                        );
+                        let _ = outcome.set(Reattached::PageGone(t));
+                        transport.shutdown();
                     }
                     Err(e) => {
                         warn!("re-attaching after a reconnect failed: {e}");

@@ -164,3 +164,78 @@ fn record_snapshots(sup: &Arc<Supervisor>) -> std::thread::JoinHandle<Vec<Value>
         seen
     })
 }
+
+/// What Browserless writes into the WebSocket at its session time-out, then closes: the bare
+/// status line, and the full response with headers and a body (which tungstenite reads as a
+/// frame with reserved bits set).
+const HTTP_408_SHORT: &[u8] = b"HTTP/1.1 408 Request Timeout\r\n\r\n";
+const HTTP_408_FULL: &[u8] = b"HTTP/1.1 408 Request Timeout\r\nContent-Type: text/plain; \
+charset=utf-8\r\nContent-Length: 64\r\nConnection: close\r\n\r\nThe session timed out after \
+30000ms and was closed by the server...";
+
+fn session_timeout_is_reported_and_the_new_browser_is_not_adopted(http: &[u8]) {
+    let fake = FakeBrowser::start().unwrap();
+    let (_reg, sup) = start(&fake, config(5, Duration::from_millis(20)));
+    let page = sup.snapshot().page_target_id.clone().expect("attached");
+    fake.set_new_browser_per_connection(true);
+
+    let watcher = record_snapshots(&sup);
+    fake.send_raw_bytes(http);
+    fake.drop_connections();
+    sup.wait_for(WAIT, |_| !sup.is_alive())
+        .expect("the supervisor ends");
+    let seen = watcher.join().unwrap();
+    let end = sup.snapshot().to_json();
+
+    let dropped = seen
+        .iter()
+        .find_map(|j| j["reason"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    assert!(
+        dropped.contains("the server ended the session: 408 Request Timeout"),
+        "the drop is reported as the server's 408: {dropped:?}"
+    );
+    eprintln!("dropped: {dropped}\nended: {}", end["reason"]);
+    assert_eq!(end["state"], "dead", "{end}");
+    let reason = end["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("new browser") && reason.contains("page") && reason.contains("gone"),
+        "says the endpoint gave a new browser and the page is gone: {reason:?}"
+    );
+    assert!(reason.contains(&page), "names the page: {reason:?}");
+    for j in seen.iter().chain([&end]) {
+        assert_eq!(
+            j["page_target_id"],
+            json!(page),
+            "page_target_id never changes: {j}"
+        );
+    }
+    let foreign: Vec<Value> = fake
+        .received()
+        .into_iter()
+        .filter(|c| c["method"] == "Target.attachToTarget" && c["params"]["targetId"] != page)
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "never attached to another page: {foreign:?}"
+    );
+    assert_eq!(
+        fake.accepted_count(),
+        2,
+        "no further reconnects once the page is gone"
+    );
+    assert!(
+        !fake.page_target_ids().contains(&page),
+        "the fake really did give a new browser"
+    );
+}
+
+#[test]
+fn browserless_408_status_line_ends_the_session_and_the_new_browser_is_not_adopted() {
+    session_timeout_is_reported_and_the_new_browser_is_not_adopted(HTTP_408_SHORT);
+}
+
+#[test]
+fn browserless_408_with_headers_and_body_is_not_reported_as_reserved_bits() {
+    session_timeout_is_reported_and_the_new_browser_is_not_adopted(HTTP_408_FULL);
+}
