@@ -20,6 +20,7 @@ use crate::frames::Frames;
 
 mod console;
 mod dialogs;
+mod reconnect;
 mod targets;
 
 use crate::protocol::{self, CdpError, Incoming};
@@ -352,90 +353,6 @@ impl Core {
     /// Why this supervisor cannot continue, if it cannot (no reconnect then).
     pub fn fatal(&self) -> Option<&str> {
         self.fatal.as_deref()
-    }
-
-    /// A new connection is up: forget everything that belonged to the old one (sessions, frames,
-    /// blocked; its dialogs were recorded by [`Core::on_disconnect`]) but keep the dialog
-    /// counter, the recent/console rings and the page target. The state stays `reconnecting`
-    /// until the page is attached again. Returns the page target to re-attach to: the same
-    /// one, never another (SPEC §3).
-    pub fn reset_for_reconnect(&mut self) -> Option<String> {
-        self.sessions.clear();
-        self.frames = Frames::new(self.settings.limits.clone());
-        self.blocked = None;
-        self.page_session_id = None;
-        self.dialogs_changed = true;
-        self.dirty = true;
-        self.page_target_id.clone()
-    }
-
-    /// The connection ended: fail every waiting call at once, and record every dialog still open
-    /// in `recent_dialogs` (`connection_lost`, or who answered it when its Closed event already
-    /// came and only the acknowledgement was missing), so none disappears without a record.
-    /// The caller sets what comes next ([`Core::reconnecting`] or [`Core::ended`]) before it
-    /// publishes.
-    pub fn on_disconnect(&mut self, reason: &str) {
-        self.disconnect_reason = Some(reason.to_string());
-        for (_, call) in self.calls.drain() {
-            if let Some(tx) = call.reply {
-                self.deliveries
-                    .push((tx, Err(Error::ConnectionLost(reason.to_string()))));
-            }
-        }
-        let open: Vec<(String, Option<ClosedBy>)> = self
-            .open
-            .iter()
-            .map(|d| {
-                let answered = d
-                    .closed_event
-                    .as_ref()
-                    .and_then(|_| d.answers_in_flight.first().map(|(_, by, _)| *by));
-                (d.public.id.clone(), answered)
-            })
-            .collect();
-        for (id, answered) in open {
-            match answered {
-                Some(by) => {
-                    let closed = self
-                        .open
-                        .iter_mut()
-                        .find(|d| d.public.id == id)
-                        .and_then(|d| d.closed_event.take());
-                    self.finalize(&id, by, closed);
-                }
-                None => {
-                    warn!(
-                        "task {}: dialog {id} was open when the connection dropped: recorded as \
-                         connection_lost; if the browser still shows it after a reconnect, the \
-                         page shows as blocked",
-                        self.task_id
-                    );
-                    self.finalize(&id, ClosedBy::ConnectionLost, None);
-                }
-            }
-        }
-        self.dirty = true;
-    }
-
-    /// Reconnect attempt `attempt` of `of` is under way (its back-off, connect or re-attach).
-    pub fn reconnecting(&mut self, attempt: u32, of: u32) {
-        let next = SupervisorState::Reconnecting { attempt, of };
-        if self.state != next {
-            self.state = next;
-            self.dirty = true;
-        }
-    }
-
-    /// The supervisor has ended for good: [`SupervisorState::Stopped`] or
-    /// [`SupervisorState::Dead`].
-    pub fn ended(&mut self, end: SupervisorState) {
-        self.state = end;
-        self.dirty = true;
-    }
-
-    /// Active, reconnecting, stopped or dead.
-    pub fn state(&self) -> &SupervisorState {
-        &self.state
     }
 
     /// Builds the snapshot of the current state, sharing unchanged parts with the last one.
