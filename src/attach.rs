@@ -47,8 +47,10 @@ const AUTO_ATTACH_WAIT: Duration = Duration::from_secs(2);
 pub(crate) enum Choice<'a> {
     /// Exactly this target (the caller named it): missing is an error.
     Exactly(&'a str),
-    /// This target if it still exists (after a reconnect), else the first usable page.
-    Prefer(&'a str),
+    /// After a reconnect: this target, the task's page, and never another (SPEC §3). Missing is
+    /// [`Error::UnknownTarget`]: the endpoint gave a new browser (Browserless starts one per
+    /// connection) or the page was closed, and the page is gone for good.
+    Same(&'a str),
     /// The first usable page; a new `about:blank` when there is none.
     FirstPage,
     /// Always a new `about:blank` page (the task's own).
@@ -89,7 +91,12 @@ pub(crate) fn attach_page(
                 .target_id
                 .clone(),
         ),
-        Choice::Prefer(id) => find(id).or(first_page).map(|t| t.target_id.clone()),
+        Choice::Same(id) => Some(
+            find(id)
+                .ok_or_else(|| Error::UnknownTarget(id.to_string()))?
+                .target_id
+                .clone(),
+        ),
         Choice::FirstPage => first_page.map(|t| t.target_id.clone()),
         Choice::NewPage => None,
     };

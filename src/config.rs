@@ -154,6 +154,9 @@ pub struct Config {
     pub call_timeout: Duration,
     /// `supervisor.reconnect_attempts`.
     pub reconnect_attempts: u32,
+    /// The first reconnect back-off, doubling per attempt up to 5 s (SPEC §3: 250 ms). Not read
+    /// from the configuration file: only tests that race a reconnect shorten it.
+    pub reconnect_backoff: Duration,
     /// `limits.*`.
     pub limits: Limits,
     /// `security.*`: what `browser_cdp` may do (SPEC §14).
@@ -188,6 +191,7 @@ impl std::fmt::Debug for Config {
             .field("start_timeout", &self.start_timeout)
             .field("call_timeout", &self.call_timeout)
             .field("reconnect_attempts", &self.reconnect_attempts)
+            .field("reconnect_backoff", &self.reconnect_backoff)
             .field("limits", &self.limits)
             .field("security", &self.security)
             .finish()
@@ -206,6 +210,7 @@ impl Default for Config {
             start_timeout: Duration::from_secs(15),
             call_timeout: Duration::from_secs(30),
             reconnect_attempts: 5,
+            reconnect_backoff: crate::reader::BACKOFF_START,
             limits: Limits::default(),
             security: Security::default(),
         }

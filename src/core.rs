@@ -20,11 +20,13 @@ use crate::frames::Frames;
 
 mod console;
 mod dialogs;
+mod reconnect;
 mod targets;
 
 use crate::protocol::{self, CdpError, Incoming};
 use crate::state::{
-    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PendingDialog, Snapshot, now_epoch,
+    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PendingDialog, Snapshot, SupervisorState,
+    now_epoch,
 };
 pub use dialogs::answer_command;
 
@@ -189,7 +191,8 @@ struct OpenDialog {
 pub struct Core {
     task_id: String,
     settings: CoreSettings,
-    active: bool,
+    /// Active, reconnecting, stopped or dead: the reader decides, the snapshot shows it.
+    state: SupervisorState,
     disconnect_reason: Option<String>,
     page_target_id: Option<String>,
     page_session_id: Option<String>,
@@ -239,7 +242,7 @@ impl Core {
         Core {
             task_id: task_id.to_string(),
             settings,
-            active: true,
+            state: SupervisorState::Active,
             disconnect_reason: None,
             page_target_id: None,
             page_session_id: None,
@@ -437,52 +440,12 @@ impl Core {
         self.fatal.as_deref()
     }
 
-    /// A new connection is up: forget everything that belonged to the old one (sessions, frames,
-    /// open dialogs, blocked) but keep the dialog counter and the recent/console rings. Returns
-    /// the page target to re-attach to, preferably.
-    pub fn reset_for_reconnect(&mut self) -> Option<String> {
-        for d in self.open.drain(..) {
-            warn!(
-                "task {}: dialog {} was open when the connection dropped; if it is still open the \
-                 page will show as blocked",
-                self.task_id, d.public.id
-            );
-            self.out.push(Outgoing::CancelWatchdog {
-                dialog_id: d.public.id,
-            });
-        }
-        self.sessions.clear();
-        self.crashed_sessions.clear();
-        self.page_gone = None;
-        self.frames = Frames::new(self.settings.limits.clone());
-        self.blocked = None;
-        self.blocked_session = None;
-        self.active = true;
-        self.disconnect_reason = None;
-        self.page_session_id = None;
-        self.dialogs_changed = true;
-        self.dirty = true;
-        self.page_target_id.take()
-    }
-
-    /// The connection ended: fail every waiting call at once and mark the state inactive.
-    pub fn on_disconnect(&mut self, reason: &str) {
-        self.active = false;
-        self.disconnect_reason = Some(reason.to_string());
-        for (_, call) in self.calls.drain() {
-            if let Some(tx) = call.reply {
-                self.deliveries
-                    .push((tx, Err(Error::ConnectionLost(reason.to_string()))));
-            }
-        }
-        self.dirty = true;
-    }
-
     /// Builds the snapshot of the current state, sharing unchanged parts with the last one.
     pub fn snapshot(&mut self) -> Snapshot {
         self.version += 1;
         let p = &mut self.published;
-        p.active = self.active;
+        p.active = self.state == SupervisorState::Active;
+        p.state.clone_from(&self.state);
         p.disconnect_reason.clone_from(&self.disconnect_reason);
         p.page_target_id.clone_from(&self.page_target_id);
         p.page_session_id.clone_from(&self.page_session_id);
@@ -695,6 +658,11 @@ impl Core {
             }
             self.page_session_id = Some(session_id.to_string());
             self.page_target_id = Some(target_id.to_string());
+            if matches!(self.state, SupervisorState::Reconnecting { .. }) {
+                // Re-attached after a reconnect: active again.
+                self.state = SupervisorState::Active;
+                self.disconnect_reason = None;
+            }
             self.sessions.insert(
                 session_id.to_string(),
                 Session {

@@ -40,5 +40,7 @@ pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Securit
 pub use endpoint::cdp_available;
 pub use error::Error;
 pub use registry::{StartOptions, SupervisorRegistry};
-pub use state::{ClosedBy, ClosedDialog, ConsoleEntry, FrameTree, PendingDialog, Snapshot};
+pub use state::{
+    ClosedBy, ClosedDialog, ConsoleEntry, FrameTree, PendingDialog, Snapshot, SupervisorState,
+};
 pub use supervisor::{Route, Supervisor};

@@ -40,8 +40,15 @@ impl std::ops::Deref for SnapshotCell {
 
 /// State shared by one supervisor's threads.
 pub(crate) struct Shared {
-    /// The live connection; replaced by the reader after a reconnect.
+    /// The live connection; replaced by the reader after a reconnect, through
+    /// [`Shared::install`] only, never after [`Shared::close_for_good`].
     pub transport: ArcSwap<Transport>,
+    /// True once `stop` has shut the connection for good. Held while a new connection is
+    /// installed and while `stop` shuts the current one, so the two cannot interleave: either
+    /// the install happens first and `stop` shuts the new connection, or `stop` happens first
+    /// and the install is refused. Without it, `stop` could shut the connection that was just
+    /// replaced while the reader went on to block reading the new one, forever.
+    closed_for_good: Mutex<bool>,
     /// Command ids, unique across reconnects so a stale reply can never match a new call.
     next_id: AtomicU64,
     /// The CDP URL, redacted.
@@ -70,6 +77,7 @@ impl Shared {
         Shared {
             url_redacted: transport.url_redacted.clone(),
             transport: ArcSwap::from_pointee(transport),
+            closed_for_good: Mutex::new(false),
             next_id: AtomicU64::new(1),
             registrations,
             snapshot: Arc::new(SnapshotCell {
@@ -81,6 +89,32 @@ impl Shared {
             change_lock: Mutex::new(()),
             changed: Condvar::new(),
         }
+    }
+
+    /// Makes `transport` the live connection (the reader, after a reconnect), unless `stop`
+    /// has already shut the connection for good: then it is shut down too and `Err` says so.
+    pub fn install(&self, transport: Transport) -> Result<(), ()> {
+        let closed = self
+            .closed_for_good
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *closed {
+            transport.shutdown();
+            return Err(());
+        }
+        self.transport.store(Arc::new(transport));
+        Ok(())
+    }
+
+    /// For `stop`: shuts the live connection down (waking the reader and every writer) and
+    /// refuses any connection installed from now on. Idempotent.
+    pub fn close_for_good(&self) {
+        let mut closed = self
+            .closed_for_good
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *closed = true;
+        self.transport.load().shutdown();
     }
 
     /// A fresh command id.

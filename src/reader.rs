@@ -5,15 +5,18 @@
 //! watchdog arm/cancel), publish once per batch if the visible state changed, and only then wake
 //! the callers whose replies arrived, so a caller that gets its reply already sees its effect.
 //!
-//! When the connection ends, every pending call fails at once and `active: false` is published.
-//! Unless the supervisor is stopping (or the page target is gone), the reader then reconnects
-//! with a bounded budget (`reconnect_attempts`, backoff 250 ms doubling to 5 s, each wait cut
-//! short by `stop`), swaps the new transport in, resets the per-connection state and re-attaches
-//! from a short-lived thread (never from the reader, which must read the replies). When the budget
-//! is spent the reader exits: the supervisor is dead and the registry replaces it.
+//! When the connection ends, every pending call fails at once, every open dialog is recorded
+//! (`connection_lost`), and `state: reconnecting` (attempt n of m) is published. Unless the
+//! supervisor is stopping (or the page target is gone), the reader then reconnects with a bounded
+//! budget (`reconnect_attempts`, backoff 250 ms doubling to 5 s, each wait cut short by `stop`),
+//! installs the new transport (refused once `stop` has begun: see [`Shared::install`]), resets
+//! the per-connection state and re-attaches from a short-lived thread (never from the reader,
+//! which must read the replies); the state is `active` again once the page is attached. When
+//! the budget is spent the reader exits: the supervisor is `dead` and the registry replaces it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -23,8 +26,10 @@ use tungstenite::Message;
 
 use crate::attach::{Choice, attach_page};
 use crate::core::{Command, Core, Outgoing, PendingCall};
+use crate::error::Error;
 use crate::link::Shared;
 use crate::protocol;
+use crate::state::SupervisorState;
 use crate::transport::{ConnectOptions, Readiness, Transport};
 use crate::watchdog::WatchdogMsg;
 
@@ -36,6 +41,16 @@ const MAX_BATCH: usize = 4096;
 pub const BACKOFF_START: Duration = Duration::from_millis(250);
 /// Longest reconnect back-off.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// What the re-attach after a reconnect found; read by the reader once that connection ends.
+/// Unset while it runs, and when it failed for a reason worth another attempt.
+#[derive(Debug)]
+enum Reattached {
+    /// Attached to the task's page again.
+    Attached,
+    /// The task's page target (this id) does not exist on the new connection: it is gone.
+    PageGone(String),
+}
 
 /// Everything the reader thread owns.
 pub(crate) struct Reader {
@@ -56,6 +71,9 @@ pub(crate) struct ReconnectPlan {
     pub cdp_url: String,
     /// Attempts before giving up (0: never reconnect).
     pub attempts: u32,
+    /// The first back-off ([`BACKOFF_START`] unless a test shortens it); doubles per attempt up
+    /// to [`BACKOFF_MAX`].
+    pub backoff: Duration,
     /// Socket settings.
     pub connect: ConnectOptions,
     /// Bound on each re-attach.
@@ -70,50 +88,120 @@ impl Reader {
     /// Runs until `stop`, a fatal page loss, or an exhausted reconnect budget.
     pub fn run(mut self) {
         let mut failures = 0u32;
-        let mut attached_ok = Arc::new(AtomicBool::new(true));
+        let mut reattach = Arc::new(OnceLock::from(Reattached::Attached));
         let mut attachers: Vec<JoinHandle<()>> = Vec::new();
         let mut last_reason;
+        // Why the connection we are reconnecting after ended (a failed re-attach ends the next
+        // one too, for a less telling reason).
+        let mut lost_because = String::new();
+        let mut page_gone = None;
         loop {
             let reason = self.read_connection();
             last_reason = reason.clone();
             self.shared.transport.load().shutdown();
             info!("connection to {} ended: {reason}", self.shared.url_redacted);
             self.core.on_disconnect(&reason);
-            self.flush();
             if self.stopped() || self.core.fatal().is_some() {
                 break;
             }
-            if attached_ok.load(Ordering::Acquire) {
-                failures = 0;
+            match reattach.get() {
+                Some(Reattached::Attached) => {
+                    failures = 0;
+                    lost_because = reason;
+                }
+                Some(Reattached::PageGone(target_id)) => {
+                    page_gone = Some(format!(
+                        "the endpoint gave a new browser on reconnecting (one per connection, \
+                         as Browserless does) or the page was closed: page target {target_id} \
+                         is gone, and the supervisor does not adopt another page (the \
+                         connection had ended: {lost_because})"
+                    ));
+                    break;
+                }
+                None => {}
             }
+            if failures >= self.reconnect.attempts {
+                break;
+            }
+            self.core
+                .reconnecting(failures + 1, self.reconnect.attempts);
+            self.flush();
+            self.forward_watchdog();
             let Some(transport) = self.reconnect(&mut failures) else {
                 break;
             };
-            self.shared.transport.store(Arc::new(transport));
+            if self.shared.install(transport).is_err() {
+                break; // `stop` came while connecting: it refused the new connection
+            }
             let prefer = self.core.reset_for_reconnect();
             self.flush();
-            attached_ok = Arc::new(AtomicBool::new(false));
-            attachers.push(self.spawn_reattach(prefer, Arc::clone(&attached_ok)));
+            reattach = Arc::new(OnceLock::new());
+            attachers.push(self.spawn_reattach(prefer, Arc::clone(&reattach)));
         }
         // Whatever registered after the last drain fails now rather than at its deadline.
         for (id, call) in self.registrations.try_iter() {
             self.core.register(id, call);
         }
-        let reason = match self.core.fatal() {
-            Some(f) => f.to_string(),
-            None if self.stopped() => "the supervisor stopped".into(),
-            None if self.reconnect.attempts == 0 => last_reason,
-            None => format!(
-                "gave up after {} reconnect attempts; the connection had ended: {last_reason}",
-                self.reconnect.attempts
-            ),
+        let end = match (self.core.fatal(), page_gone) {
+            (Some(f), _) => SupervisorState::Dead {
+                reason: f.to_string(),
+            },
+            (None, Some(reason)) => SupervisorState::Dead { reason },
+            (None, None) => self.ended_without_fatal(last_reason),
+        };
+        let reason = match &end {
+            SupervisorState::Dead { reason } => reason.clone(),
+            _ => "the supervisor stopped".to_string(),
         };
         self.core.on_disconnect(&reason);
+        self.core.ended(end);
         self.shared.reader_done.store(true, Ordering::Release);
         self.flush();
+        self.forward_watchdog();
         drop(self.registrations);
         for a in attachers {
             let _ = a.join();
+        }
+    }
+
+    /// How the supervisor ends when no page loss decided it: stopped, or dead because the
+    /// connection ended and could not be made again.
+    fn ended_without_fatal(&self, last_reason: String) -> SupervisorState {
+        if self.stopped() {
+            SupervisorState::Stopped
+        } else if self.reconnect.attempts == 0 {
+            SupervisorState::Dead {
+                reason: last_reason,
+            }
+        } else {
+            SupervisorState::Dead {
+                reason: format!(
+                    "gave up after {} reconnect attempts; the connection had ended: {last_reason}",
+                    self.reconnect.attempts
+                ),
+            }
+        }
+    }
+
+    /// Between connections: hands the watchdog what the state machine asked of it (cancelling
+    /// the dialogs the drop closed) and drops queued commands, whose connection is gone.
+    fn forward_watchdog(&mut self) {
+        for action in self.core.take_outgoing() {
+            let msg = match action {
+                Outgoing::ArmWatchdog {
+                    dialog_id,
+                    deadline,
+                } => WatchdogMsg::Arm {
+                    dialog_id,
+                    deadline,
+                },
+                Outgoing::CancelWatchdog { dialog_id } => WatchdogMsg::Cancel { dialog_id },
+                Outgoing::Command(c) => {
+                    debug!("dropping {}: its connection has ended", c.method);
+                    continue;
+                }
+            };
+            let _ = self.watchdog.send(msg);
         }
     }
 
@@ -223,7 +311,10 @@ impl Reader {
     fn reconnect(&mut self, failures: &mut u32) -> Option<Transport> {
         let plan = self.reconnect.clone();
         while *failures < plan.attempts {
-            let backoff = BACKOFF_START
+            self.core.reconnecting(*failures + 1, plan.attempts);
+            self.flush();
+            let backoff = plan
+                .backoff
                 .saturating_mul(1u32 << (*failures).min(16))
                 .min(BACKOFF_MAX);
             *failures += 1;
@@ -268,25 +359,39 @@ impl Reader {
         None
     }
 
-    fn spawn_reattach(&self, prefer: Option<String>, ok: Arc<AtomicBool>) -> JoinHandle<()> {
+    fn spawn_reattach(
+        &self,
+        same_page: Option<String>,
+        outcome: Arc<OnceLock<Reattached>>,
+    ) -> JoinHandle<()> {
         let shared = Arc::clone(&self.shared);
+        // The connection this re-attach is for: a failure shuts this one down, never a newer one.
+        let transport = self.shared.transport.load_full();
         let timeout = self.reconnect.attach_timeout;
         let spawned = std::thread::Builder::new()
             .name("cdp-reattach".into())
             .stack_size(256 * 1024)
             .spawn(move || {
-                let choice = match &prefer {
-                    Some(t) => Choice::Prefer(t),
+                let choice = match &same_page {
+                    Some(t) => Choice::Same(t),
                     None => Choice::FirstPage,
                 };
                 match attach_page(&shared, choice, timeout, Instant::now() + timeout) {
                     Ok(t) => {
                         info!("re-attached to page {t}");
-                        ok.store(true, Ordering::Release);
+                        let _ = outcome.set(Reattached::Attached);
+                    }
+                    Err(Error::UnknownTarget(t)) => {
+                        warn!(
+                            "after the reconnect, page target {t} no longer exists: the endpoint \
+                             gave a new browser; the supervisor ends"
+                        );
+                        let _ = outcome.set(Reattached::PageGone(t));
+                        transport.shutdown();
                     }
                     Err(e) => {
                         warn!("re-attaching after a reconnect failed: {e}");
-                        shared.transport.load().shutdown();
+                        transport.shutdown();
                     }
                 }
             });

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 /// Who closed a dialog (SPEC §5). Exactly one per dialog, decided by the reader thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClosedBy {
     /// The caller's answer was delivered.
     Agent,
@@ -22,16 +23,56 @@ pub enum ClosedBy {
     Watchdog,
     /// Anything else: the browser, a proxy, another CDP client, a navigation.
     Remote,
+    /// The connection dropped while it was pending. If the browser still shows it after the
+    /// reconnect, the page is reported through `blocked` (SPEC §4.5).
+    ConnectionLost,
 }
 
 impl ClosedBy {
-    /// `agent`, `auto_policy`, `watchdog` or `remote`.
+    /// `agent`, `auto_policy`, `watchdog`, `remote` or `connection_lost`.
     pub fn as_str(self) -> &'static str {
         match self {
             ClosedBy::Agent => "agent",
             ClosedBy::AutoPolicy => "auto_policy",
             ClosedBy::Watchdog => "watchdog",
             ClosedBy::Remote => "remote",
+            ClosedBy::ConnectionLost => "connection_lost",
+        }
+    }
+}
+
+/// Where a supervisor is in its life: the snapshot's `state` (SPEC §10). One enum, written only
+/// by the reader thread, instead of flags that could disagree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SupervisorState {
+    /// Connected and attached to its page.
+    Active,
+    /// The connection dropped: reconnect attempt `attempt` of `of` is under way (waiting out
+    /// its back-off, connecting, or re-attaching to the page). Calls fail at once meanwhile.
+    Reconnecting {
+        /// 1-based.
+        attempt: u32,
+        /// `supervisor.reconnect_attempts`.
+        of: u32,
+    },
+    /// Stopped on purpose (`stop`, a rebind, shutdown).
+    Stopped,
+    /// Ended by itself and will not come back; the registry replaces it on the next start.
+    Dead {
+        /// Why, for a person: the reconnect budget is spent, the page is gone, ...
+        reason: String,
+    },
+}
+
+impl SupervisorState {
+    /// `active`, `reconnecting`, `stopped` or `dead`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SupervisorState::Active => "active",
+            SupervisorState::Reconnecting { .. } => "reconnecting",
+            SupervisorState::Stopped => "stopped",
+            SupervisorState::Dead { .. } => "dead",
         }
     }
 }
@@ -286,8 +327,11 @@ pub struct Snapshot {
     pub task_id: String,
     /// The CDP URL, credentials redacted.
     pub cdp_url: String,
-    /// True while the connection is up and the supervisor is running.
+    /// True while the connection is up and the supervisor is attached to its page: exactly
+    /// when `state` is [`SupervisorState::Active`].
     pub active: bool,
+    /// Active, reconnecting (attempt n of m), stopped or dead (with the reason).
+    pub state: SupervisorState,
     /// The page target the supervisor attached to.
     pub page_target_id: Option<String>,
     /// The page target's session.
@@ -308,19 +352,21 @@ pub struct Snapshot {
     /// The page's renderer crashed (`"crashed": true`); calls into the page fail at once, except
     /// `Page.navigate` and `Page.reload`, which recover it.
     pub crashed: bool,
-    /// Why the connection ended, when it has.
+    /// Why the connection ended, while it is down (reconnecting) and after the end.
     pub disconnect_reason: Option<String>,
     /// Increases with every publish.
     pub version: u64,
 }
 
 impl Snapshot {
-    /// An empty, inactive snapshot.
+    /// The empty snapshot of a supervisor that is starting (active: it attaches before `start`
+    /// returns).
     pub fn empty(task_id: &str, cdp_url: &str) -> Snapshot {
         Snapshot {
             task_id: task_id.to_string(),
             cdp_url: cdp_url.to_string(),
-            active: false,
+            active: true,
+            state: SupervisorState::Active,
             page_target_id: None,
             page_session_id: None,
             pending_dialogs: Arc::from(Vec::new()),
@@ -369,11 +415,19 @@ impl Snapshot {
                 Value::Array(self.console_errors.iter().map(|c| c.to_json()).collect()),
             );
         }
-        if !self.active {
-            m.insert("state".into(), json!("reconnecting"));
-            if let Some(r) = &self.disconnect_reason {
-                m.insert("disconnect_reason".into(), json!(r));
+        m.insert("state".into(), json!(self.state.as_str()));
+        match &self.state {
+            SupervisorState::Reconnecting { attempt, of } => {
+                m.insert("attempt".into(), json!(attempt));
+                m.insert("of".into(), json!(of));
+                if let Some(r) = &self.disconnect_reason {
+                    m.insert("reason".into(), json!(r));
+                }
             }
+            SupervisorState::Dead { reason } => {
+                m.insert("reason".into(), json!(reason));
+            }
+            SupervisorState::Active | SupervisorState::Stopped => {}
         }
         Value::Object(m)
     }

@@ -163,6 +163,7 @@ impl Supervisor {
             reconnect: ReconnectPlan {
                 cdp_url: cdp_url.to_string(),
                 attempts: settings.config.reconnect_attempts,
+                backoff: settings.config.reconnect_backoff,
                 connect: opts,
                 attach_timeout: settings.start_timeout,
             },
@@ -564,13 +565,15 @@ impl Supervisor {
                     let _ = done_tx.send(());
                 });
             let _ = done_rx.recv_deadline(budget + Duration::from_millis(100));
+            // Shut the connection before waking the reader: a reconnect that completes from
+            // now on is refused, so the reader can never go back to reading a live socket.
+            self.shared.close_for_good();
             drop(
                 self.stop_signal
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .take(),
             );
-            self.shared.transport.load().shutdown();
             if let Ok(t) = polite {
                 let _ = t.join();
             }

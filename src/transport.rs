@@ -81,6 +81,72 @@ impl Write for Stream {
     }
 }
 
+/// A [`Stream`] as the open WebSocket reads it, watching for raw HTTP. Some servers write an
+/// HTTP response straight into an open WebSocket and close it: Browserless does, with
+/// `HTTP/1.1 408 Request Timeout`, when its session time-out ends a session. Tungstenite then
+/// reports a framing error ("Reserved bits are non-zero") or a reset, which says nothing useful;
+/// this remembers the status line so that [`Transport::drain`] can say what really happened.
+///
+/// Only a read that *starts* with `HTTP/` counts (one comparison per read, nothing copied), and
+/// any message parsed afterwards clears it, so a JSON message that happens to have `HTTP/` at a
+/// read boundary never does. A response that arrives in the same read as a frame before it is
+/// not recognised (the error is then reported as tungstenite words it).
+#[derive(Debug)]
+pub struct Watched {
+    stream: Stream,
+    /// The status line (`408 Request Timeout`) of raw HTTP seen at the start of a read.
+    http_status: Option<String>,
+}
+
+impl Watched {
+    fn new(stream: Stream) -> Watched {
+        Watched {
+            stream,
+            http_status: None,
+        }
+    }
+}
+
+/// `408 Request Timeout` from `HTTP/1.1 408 Request Timeout\r\n...`: the first line without
+/// its version, printable ASCII only, at most 120 bytes.
+fn http_status_line(bytes: &[u8]) -> String {
+    let line = bytes
+        .split(|b| *b == b'\r' || *b == b'\n')
+        .next()
+        .unwrap_or_default();
+    let line: String = line
+        .iter()
+        .take(120)
+        .map(|b| *b as char)
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .collect();
+    match line.split_once(' ') {
+        Some((version, rest)) if version.starts_with("HTTP/") && !rest.trim().is_empty() => {
+            rest.trim().to_string()
+        }
+        _ => line,
+    }
+}
+
+impl Read for Watched {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        if buf[..n].starts_with(b"HTTP/") {
+            self.http_status = Some(http_status_line(&buf[..n]));
+        }
+        Ok(n)
+    }
+}
+
+impl Write for Watched {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.stream.flush()
+    }
+}
+
 /// The `Authorization: Basic` value for a URL's `user:password@`, if it has one.
 pub fn basic_auth(url: &url::Url) -> Option<String> {
     use base64::Engine;
@@ -111,7 +177,7 @@ fn ws_handshake(
     mut stream: Stream,
     url: &url::Url,
     max_message_bytes: usize,
-) -> Result<WebSocket<Stream>, String> {
+) -> Result<WebSocket<Watched>, String> {
     let key = tungstenite::handshake::client::generate_key();
     let host = url.host_str().unwrap_or("");
     let host_header = match url.port() {
@@ -177,7 +243,7 @@ fn ws_handshake(
     }
     let leftover = buf[head_end..].to_vec();
     Ok(WebSocket::from_partially_read(
-        stream,
+        Watched::new(stream),
         leftover,
         tungstenite::protocol::Role::Client,
         Some(ws_config(max_message_bytes)),
@@ -226,7 +292,7 @@ pub enum Readiness {
 pub struct Transport {
     /// The WebSocket. Locked by the reader only to drain already-arrived bytes, and by writers only
     /// to write one frame.
-    socket: Mutex<WebSocket<Stream>>,
+    socket: Mutex<WebSocket<Watched>>,
     /// A clone of the TCP socket: the reader peeks on it without the lock; `shutdown` uses it to
     /// wake everyone.
     raw: TcpStream,
@@ -373,14 +439,14 @@ impl Transport {
         self.broken.load(Ordering::Acquire)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, WebSocket<Stream>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WebSocket<Watched>> {
         self.socket.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// [`Transport::lock`] for the reader: a writer holds the lock only for one frame write, so
     /// while it does, yield the CPU (to that writer, if it was preempted on this CPU) a few times
     /// before sleeping on the mutex.
-    fn lock_yielding(&self) -> std::sync::MutexGuard<'_, WebSocket<Stream>> {
+    fn lock_yielding(&self) -> std::sync::MutexGuard<'_, WebSocket<Watched>> {
         for _ in 0..YIELDS_BEFORE_LOCK {
             match self.socket.try_lock() {
                 Ok(g) => return g,
@@ -410,7 +476,12 @@ impl Transport {
         let mut byte = [0u8; 1];
         loop {
             match self.raw.peek(&mut byte) {
-                Ok(0) => return Readiness::Closed("the browser closed the connection".into()),
+                Ok(0) => {
+                    let reason = self
+                        .server_ended_session()
+                        .unwrap_or_else(|| "the browser closed the connection".into());
+                    return Readiness::Closed(reason);
+                }
                 Ok(_) => return Readiness::Data,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // A writer may have raced us between our drain and this peek in the rare case
@@ -443,6 +514,9 @@ impl Transport {
                 Ok(msg) => {
                     out.push(msg);
                     taken += 1;
+                    if ws.get_ref().http_status.is_some() {
+                        ws.get_mut().http_status = None; // `HTTP/` in a message, not a response
+                    }
                 }
                 Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
                     break Ok(false);
@@ -454,12 +528,26 @@ impl Transport {
                 Err(e) => break Err(self.secrets.scrub(&format!("WebSocket error: {e}"))),
             }
         };
+        let result = match (result, &ws.get_ref().http_status) {
+            (Err(_), Some(status)) => Err(server_ended(status)),
+            (result, _) => result,
+        };
         let restore = self.raw.set_nonblocking(false);
         drop(ws);
         if let Err(e) = restore {
             return Err(format!("set_nonblocking(false): {e}"));
         }
         result
+    }
+
+    /// "the server ended the session: 408 Request Timeout" when the last bytes read were a raw
+    /// HTTP response rather than WebSocket frames (see [`Watched`]).
+    fn server_ended_session(&self) -> Option<String> {
+        self.lock()
+            .get_ref()
+            .http_status
+            .as_deref()
+            .map(server_ended)
     }
 
     /// Sends a WebSocket close frame, best effort (bounded by the write time-out).
@@ -478,9 +566,25 @@ impl Transport {
     }
 }
 
+fn server_ended(status: &str) -> String {
+    format!("the server ended the session: {status}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_raw_http_response_is_reduced_to_its_status_line() {
+        let full = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(http_status_line(full), "408 Request Timeout");
+        assert_eq!(http_status_line(b"HTTP/1.0 503\r\n"), "503");
+        assert_eq!(http_status_line(b"HTTP/1.1"), "HTTP/1.1");
+        assert_eq!(
+            http_status_line(b"HTTP/1.1 400 \x1b[31mx\xff\n"),
+            "400 [31mx"
+        );
+    }
 
     #[test]
     fn basic_auth_comes_from_userinfo_percent_decoded() {

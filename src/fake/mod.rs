@@ -131,6 +131,8 @@ impl FakeBrowser {
             invalid: Vec::new(),
             conns: Vec::new(),
             accepted: 0,
+            upgraded_at: Vec::new(),
+            new_browser_per_connection: false,
             silent: false,
             stop_reading: false,
             shutdown: false,
@@ -274,6 +276,29 @@ impl FakeBrowser {
     /// Number of WebSocket connections accepted since start.
     pub fn accepted_count(&self) -> usize {
         self.shared.state().accepted
+    }
+
+    /// When each WebSocket upgrade was answered (its `101 Switching Protocols` written), in
+    /// order: for tests that race something against a reconnect's handshake.
+    pub fn upgrade_instants(&self) -> Vec<Instant> {
+        self.shared.state().upgraded_at.clone()
+    }
+
+    /// Behave like an endpoint that launches a new browser for every WebSocket connection
+    /// (Browserless): from now on each new connection sees only one new page target
+    /// (`PAGE-n`, a new id), and the earlier pages are gone.
+    pub fn set_new_browser_per_connection(&self, on: bool) {
+        self.shared.update(|st| st.new_browser_per_connection = on);
+    }
+
+    /// The ids of the page targets the browser has now.
+    pub fn page_target_ids(&self) -> Vec<String> {
+        self.shared
+            .state()
+            .targets
+            .iter()
+            .map(|t| t.id.clone())
+            .collect()
     }
 
     /// Waits until exactly `n` WebSocket connections are live; returns false

@@ -99,6 +99,10 @@ pub(super) struct State {
     pub(super) invalid: Vec<String>,
     pub(super) conns: Vec<Arc<Conn>>,
     pub(super) accepted: usize,
+    /// When each WebSocket upgrade was answered (the 101 written), in order.
+    pub(super) upgraded_at: Vec<Instant>,
+    /// Each new WebSocket connection gets a browser of its own: one new page, new ids.
+    pub(super) new_browser_per_connection: bool,
     pub(super) silent: bool,
     pub(super) stop_reading: bool,
     pub(super) shutdown: bool,
@@ -269,11 +273,24 @@ impl Shared {
         !state.shutdown && !conn.is_closed()
     }
 
-    /// Registers a freshly handshaken connection.
+    /// Registers a freshly handshaken connection. In new-browser-per-connection mode, every
+    /// connection after the first replaces the targets with one new page, like an endpoint
+    /// (Browserless) that launches a browser per WebSocket connection.
     pub(super) fn add_conn(&self, conn: &Arc<Conn>) {
+        let now = Instant::now();
         self.update(|st| {
+            if st.new_browser_per_connection && st.accepted > 0 {
+                st.next_page += 1;
+                st.targets = vec![Target {
+                    id: format!("PAGE-{}", st.next_page),
+                    url: "about:blank".to_string(),
+                    title: "about:blank".to_string(),
+                }];
+                st.dialog_open = false;
+            }
             st.conns.push(Arc::clone(conn));
             st.accepted += 1;
+            st.upgraded_at.push(now);
         });
     }
 
