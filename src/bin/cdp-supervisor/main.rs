@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cdp_supervisor::endpoint::{AVAILABLE_TIMEOUT, probe};
 use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
-use cdp_supervisor::{Config, SupervisorRegistry, cdp_available, redact::redact_url};
+use cdp_supervisor::{Config, SupervisorRegistry, redact::redact_url};
 use clap::{Parser, Subcommand};
 
 /// Set by the signal handler (SIGINT, SIGTERM, SIGHUP) before it cleans up: whatever fails after this is the stop itself.
@@ -48,7 +49,7 @@ enum Cmd {
     },
     /// Model Context Protocol server on stdio (JSON-RPC 2.0, one message per line).
     Mcp,
-    /// Exit 0 when a CDP endpoint answers at URL, 1 otherwise.
+    /// Exit 0 when a CDP endpoint answers at URL within 5 s, else 1 with the reason on stderr.
     Check {
         /// ws://, wss:// or http://host:port
         url: String,
@@ -158,14 +159,17 @@ fn main() -> ExitCode {
             server.shutdown();
             r
         }
-        Cmd::Check { url } => {
-            if cdp_available(&url) {
+        Cmd::Check { url } => match probe(&url, AVAILABLE_TIMEOUT) {
+            Ok(()) => {
                 println!("ok: a CDP endpoint answers at {}", redact_url(&url));
                 Ok(())
-            } else {
-                Err(format!("no CDP endpoint answers at {}", redact_url(&url)))
             }
-        }
+            // The error's text is redacted already (its URL and any lower layer's words).
+            Err(e) => Err(format!(
+                "no CDP endpoint answers at {}: {e}",
+                redact_url(&url)
+            )),
+        },
     };
     cleanup.run();
     match result {
