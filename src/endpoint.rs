@@ -1,18 +1,34 @@
 //! Turning what the user gave into a WebSocket URL (SPEC §9): `ws://`/`wss://` pass through,
-//! `http://host:port` is resolved through `GET /json/version` (5 s bound).
+//! `http://host:port[/prefix][?query]` is resolved through `GET [/prefix]/json/version[?query]`
+//! (5 s bound, or less when the caller's deadline is nearer). The path prefix and the query are
+//! kept because hosted endpoints (Browserless's `http://host:3000/?token=T`) authenticate the
+//! discovery request too.
+//!
+//! [`connect`] is the whole connect (discovery, TCP, TLS, the WebSocket upgrade) under one
+//! [`Deadline`]; [`probe`] and [`cdp_available`] are the availability gate.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::redact::{Secrets, redact_url};
+use crate::transport::{ConnectOptions, Socket, Transport, tcp_connect};
 
 /// Bound on resolving an `http://` endpoint.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Resolves `url` to a WebSocket URL.
+/// Bound on [`cdp_available`] (and `cdp-supervisor check`): discovery and the connect together.
+pub const AVAILABLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Resolves `url` to a WebSocket URL (within [`RESOLVE_TIMEOUT`]).
 pub fn resolve(url: &str) -> Result<String, Error> {
+    resolve_until(url, Deadline::after(RESOLVE_TIMEOUT))
+}
+
+/// Resolves `url` to a WebSocket URL; `http://` discovery ends by `deadline` (and within
+/// [`RESOLVE_TIMEOUT`] in any case).
+pub fn resolve_until(url: &str, deadline: Deadline) -> Result<String, Error> {
     let invalid = |reason: &str| Error::InvalidUrl {
         url: redact_url(url),
         reason: reason.to_string(),
@@ -20,7 +36,11 @@ pub fn resolve(url: &str) -> Result<String, Error> {
     let parsed = url::Url::parse(url).map_err(|e| invalid(&e.to_string()))?;
     match parsed.scheme() {
         "ws" | "wss" => Ok(url.to_string()),
-        "http" => json_version(&parsed, url),
+        "http" => json_version(
+            &parsed,
+            url,
+            deadline.earliest(Deadline::after(RESOLVE_TIMEOUT)),
+        ),
         "https" => Err(invalid(
             "https:// endpoints are not supported; give the wss:// URL",
         )),
@@ -30,7 +50,31 @@ pub fn resolve(url: &str) -> Result<String, Error> {
     }
 }
 
-fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
+/// Resolves `url` and connects to it: discovery, TCP, TLS and the WebSocket upgrade all end by
+/// `deadline`, and the connect part also within `opts.connect_timeout`.
+pub fn connect(url: &str, opts: &ConnectOptions, deadline: Deadline) -> Result<Transport, Error> {
+    let ws = resolve_until(url, deadline)?;
+    Transport::connect_until(
+        &ws,
+        opts,
+        deadline.earliest(Deadline::after(opts.connect_timeout)),
+    )
+}
+
+/// The request target for `/json/version` under the user's path prefix, with the user's query.
+fn json_version_target(parsed: &url::Url) -> String {
+    let path = parsed.path().trim_end_matches('/');
+    // A user who pasted the discovery URL itself gets the same request.
+    let prefix = path.strip_suffix("/json/version").unwrap_or(path);
+    let mut target = format!("{prefix}/json/version");
+    if let Some(q) = parsed.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    target
+}
+
+fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<String, Error> {
     let secrets = Secrets::of(raw);
     let fail = |reason: String| Error::Connect {
         url: redact_url(raw),
@@ -38,29 +82,25 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
     };
     let host = parsed.host_str().ok_or_else(|| fail("no host".into()))?;
     let port = parsed.port_or_known_default().unwrap_or(80);
-    let deadline = Instant::now() + RESOLVE_TIMEOUT;
-    let addr = (host.trim_matches(['[', ']']), port)
-        .to_socket_addrs()
-        .map_err(|e| fail(format!("cannot resolve {host}: {e}")))?
-        .next()
-        .ok_or_else(|| fail(format!("{host} has no address")))?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, RESOLVE_TIMEOUT).map_err(|e| fail(e.to_string()))?;
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .max(Duration::from_millis(1));
-    s.set_read_timeout(Some(left))
-        .map_err(|e| fail(e.to_string()))?;
-    s.set_write_timeout(Some(left))
-        .map_err(|e| fail(e.to_string()))?;
+    let tcp = tcp_connect(host, port, deadline).map_err(&fail)?;
+    // A socket in handshake mode: every read and write ends by `deadline`.
+    let mut s = Socket::new(tcp, deadline);
+    let timed_out = |what: &str| {
+        fail(format!(
+            "/json/version did not answer before the connect deadline ({what})"
+        ))
+    };
     let auth = crate::transport::basic_auth(parsed)
         .map(|a| format!("Authorization: {a}\r\n"))
         .unwrap_or_default();
+    let target = json_version_target(parsed);
     let req = format!(
-        "GET /json/version HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nAccept: application/json\r\n{auth}\r\n"
+        "GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nAccept: application/json\r\n{auth}\r\n"
     );
-    s.write_all(req.as_bytes())
-        .map_err(|e| fail(e.to_string()))?;
+    s.write_all(req.as_bytes()).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut => timed_out("sending the request"),
+        _ => fail(e.to_string()),
+    })?;
     // Chromium keeps the connection open despite `Connection: close`: read the head, then
     // exactly Content-Length bytes (or until close when there is none).
     let mut data = Vec::new();
@@ -73,9 +113,6 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
         {
             break;
         }
-        if Instant::now() >= deadline {
-            return Err(fail("timed out reading /json/version".into()));
-        }
         match s.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
@@ -83,6 +120,13 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
                 if data.len() > 1 << 20 {
                     return Err(fail("/json/version answer is larger than 1 MiB".into()));
                 }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(timed_out(&format!(
+                    "{} bytes of its answer so far",
+                    data.len()
+                )));
             }
             Err(e) => return Err(fail(format!("reading /json/version: {e}"))),
         }
@@ -105,7 +149,12 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
     let json = String::from_utf8_lossy(&data[h..end]).to_string();
     if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
         let status = head.lines().next().unwrap_or("");
-        return Err(fail(format!("/json/version answered {status:?}")));
+        let hint = if status.contains(" 401") || status.contains(" 403") {
+            " (does the endpoint want a token? keep it in the URL, e.g. http://host:3000/?token=...)"
+        } else {
+            ""
+        };
+        return Err(fail(format!("/json/version answered {status:?}{hint}")));
     }
     let v: serde_json::Value = serde_json::from_str(json.trim())
         .map_err(|e| fail(format!("/json/version is not JSON: {e}")))?;
@@ -125,17 +174,37 @@ fn json_version(parsed: &url::Url, raw: &str) -> Result<String, Error> {
     Ok(resolved.to_string())
 }
 
-/// True when a CDP endpoint answers at `url` (resolution plus a WebSocket handshake), within a
-/// few seconds. Never panics.
-pub fn cdp_available(url: &str) -> bool {
-    let Ok(ws) = resolve(url) else {
-        return false;
-    };
-    let opts = crate::transport::ConnectOptions {
-        connect_timeout: RESOLVE_TIMEOUT,
+/// Connects to `url` (resolution plus a WebSocket handshake) and disconnects again, within
+/// `bound`: `Ok` when a CDP endpoint answers, else why not (credentials redacted).
+pub fn probe(url: &str, bound: Duration) -> Result<(), Error> {
+    let deadline = Deadline::after(bound);
+    let opts = ConnectOptions {
+        connect_timeout: bound,
         ..Default::default()
     };
-    crate::transport::Transport::connect(&ws, &opts)
-        .map(|t| t.shutdown())
-        .is_ok()
+    connect(url, &opts, deadline).map(|t| t.shutdown())
+}
+
+/// True when a CDP endpoint answers at `url` (resolution plus a WebSocket handshake), within
+/// [`AVAILABLE_TIMEOUT`] in all. Never panics.
+pub fn cdp_available(url: &str) -> bool {
+    probe(url, AVAILABLE_TIMEOUT).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_keeps_the_path_prefix_and_the_query() {
+        let t = |u: &str| json_version_target(&url::Url::parse(u).unwrap());
+        assert_eq!(t("http://h:9222"), "/json/version");
+        assert_eq!(t("http://h:3000/?token=T"), "/json/version?token=T");
+        assert_eq!(
+            t("http://h/bl/?token=T&x=1"),
+            "/bl/json/version?token=T&x=1"
+        );
+        assert_eq!(t("http://h/bl"), "/bl/json/version");
+        assert_eq!(t("http://h:9222/json/version"), "/json/version");
+    }
 }

@@ -15,14 +15,24 @@
 //!
 //! [`LaunchedBrowser::close`] (and `Drop`, also on panic and from the binary's signal handler)
 //! closes gracefully: SIGTERM to the whole process group, SIGKILL after a grace period (1 s for
-//! `Drop`), then reaps the child and removes the profile.
+//! `Drop`), then reaps the child and removes the profile. A launch still waiting for the
+//! DevTools URL can be cancelled ([`LaunchedBrowser::launch_cancellable`], the binary's signal
+//! handler does) and cleans up the same way.
+//!
+//! # Stale profiles
+//!
+//! A profile directory is named `cdp-supervisor-profile-<pid>-s<start>-<n>`, where `<start>` is
+//! the owner's start time (field 22 of `/proc/<pid>/stat`, in hex): together they identify
+//! the owning process even after its pid is reused. The first launch of a process removes the
+//! directories of owners that are gone (a `kill -9`, a power cut), never one whose owner lives,
+//! and only directories of our own user ([`remove_stale_profiles`]).
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded, unbounded};
 
@@ -105,6 +115,16 @@ impl LaunchedBrowser {
     /// Launches `executable` headless and waits (at most [`LAUNCH_TIMEOUT`]) for its DevTools
     /// WebSocket URL.
     pub fn launch(executable: &Path) -> Result<LaunchedBrowser, Error> {
+        LaunchedBrowser::launch_cancellable(executable, &crossbeam_channel::never())
+    }
+
+    /// [`LaunchedBrowser::launch`], given up as soon as `cancel` receives or disconnects: the
+    /// browser started so far is closed and its profile removed before this returns.
+    pub fn launch_cancellable(
+        executable: &Path,
+        cancel: &Receiver<()>,
+    ) -> Result<LaunchedBrowser, Error> {
+        remove_stale_profiles_once();
         let profile = fresh_profile_dir()?;
         let mut cmd = Command::new(executable);
         cmd.args([
@@ -146,11 +166,21 @@ impl LaunchedBrowser {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        // SAFETY: only async-signal-safe calls between fork and exec.
+        // Its own process group (std does the setpgid and checks it), so that closing it
+        // reaches every Chromium helper process.
+        cmd.process_group(0);
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
         unsafe {
-            cmd.pre_exec(|| {
-                libc::setpgid(0, 0);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // We died between fork and prctl: no signal will come, so do not start.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("the launching process has exited"));
+                }
                 Ok(())
             });
         }
@@ -227,7 +257,14 @@ impl LaunchedBrowser {
         let deadline = std::time::Instant::now() + LAUNCH_TIMEOUT;
         let mut tail: Vec<String> = Vec::new();
         loop {
-            match line_rx.recv_deadline(deadline) {
+            let next = crossbeam_channel::select! {
+                recv(line_rx) -> line => line.map_err(|_| "exited"),
+                recv(cancel) -> _ => Err("was cancelled"),
+                default(deadline.saturating_duration_since(std::time::Instant::now())) => {
+                    Err("timed out")
+                }
+            };
+            match next {
                 Ok(line) => {
                     if let Some(url) = line.strip_prefix("DevTools listening on ") {
                         browser.ws_url = url.trim().to_string();
@@ -240,12 +277,8 @@ impl LaunchedBrowser {
                         tail.remove(0);
                     }
                 }
-                Err(e) => {
-                    let why = if e.is_timeout() {
-                        "timed out"
-                    } else {
-                        "exited"
-                    };
+                Err(why) => {
+                    // Dropping `browser` closes what was started and removes the profile.
                     return Err(Error::Io(format!(
                         "{} {why} before printing its DevTools URL; last output: {}",
                         executable.display(),
@@ -320,13 +353,19 @@ impl Drop for LaunchedBrowser {
     }
 }
 
-/// Sends `signal` to the process group `pid` leads, and to `pid` itself.
+/// Sends `signal` to the process group `pid` leads, and to `pid` itself. A group or process
+/// that is already gone (`ESRCH`) is fine; anything else is logged.
 fn signal_group(pid: u32, signal: libc::c_int) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // SAFETY: plain syscalls on a process group we created and have not reaped.
-        unsafe {
-            libc::kill(-pid, signal);
-            libc::kill(pid, signal);
+    let Ok(pid) = i32::try_from(pid) else {
+        return;
+    };
+    for target in [-pid, pid] {
+        // SAFETY: a plain syscall on a process group we created and have not reaped.
+        if unsafe { libc::kill(target, signal) } == -1 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                log::warn!("kill({target}, {signal}) failed: {e}");
+            }
         }
     }
 }
@@ -351,22 +390,139 @@ fn wait_exit_unreaped(pid: u32) {
     }
 }
 
+/// The prefix of every profile directory we create.
+const PROFILE_PREFIX: &str = "cdp-supervisor-profile-";
+
+/// The start time of process `pid` in clock ticks since boot (field 22 of `/proc/<pid>/stat`),
+/// `None` when the process does not exist (or `/proc` cannot tell).
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces and ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Fields 3.. follow; the start time is field 22.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// A new profile directory `cdp-supervisor-profile-<pid>-s<start, hex>-<n>` in the temp dir.
+/// Short on purpose: Chromium's singleton socket lives below it (see
+/// [`UNIX_SOCKET_PATH_MAX`]). Pid and start time name this process; `n` counts within it.
 fn fresh_profile_dir() -> Result<PathBuf, Error> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "cdp-supervisor-profile-{}-{}-{nanos:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir(&dir).map_err(|e| {
-        Error::Io(format!(
-            "cannot create a profile directory {}: {e}",
-            dir.display()
-        ))
-    })?;
-    Ok(dir)
+    let pid = std::process::id();
+    let start = process_start_time(pid).unwrap_or(0);
+    loop {
+        let dir = std::env::temp_dir().join(format!(
+            "{PROFILE_PREFIX}{pid}-s{start:x}-{}",
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            // Left by an earlier boot's process with our pid and start time: take the next.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(Error::Io(format!(
+                    "cannot create a profile directory {}: {e}",
+                    dir.display()
+                )));
+            }
+        }
+    }
+}
+
+/// The owner a profile directory's name records: its pid, and its start time when the name has
+/// one (names from before start times were recorded have none).
+fn profile_owner(name: &str) -> Option<(u32, Option<u64>)> {
+    let mut parts = name.strip_prefix(PROFILE_PREFIX)?.split('-');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts
+        .next()?
+        .strip_prefix('s')
+        .and_then(|s| u64::from_str_radix(s, 16).ok());
+    Some((pid, start))
+}
+
+/// True when the owner a profile directory names is certainly gone: no such process, or a
+/// process with that pid that started at another time (the pid was reused).
+fn owner_is_gone(pid: u32, start: Option<u64>) -> bool {
+    match (process_start_time(pid), start) {
+        (None, _) => {
+            // /proc says nothing: make sure it is absence, not a /proc we cannot read.
+            process_start_time(std::process::id()).is_some()
+        }
+        (Some(now), Some(then)) => now != then,
+        (Some(_), None) => false,
+    }
+}
+
+/// Removes, under `dir`, the profile directories of ours whose owning process is gone (see the
+/// module doc). Returns the directories removed. Never removes a live owner's directory, nor
+/// another user's.
+pub fn remove_stale_profiles(dir: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, start)) = name.to_str().and_then(profile_owner) else {
+            continue;
+        };
+        let ours = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if !ours || !owner_is_gone(pid, start) {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {
+                log::info!(
+                    "removed the stale browser profile {} (its owner, pid {pid}, is gone)",
+                    path.display()
+                );
+                removed.push(path);
+            }
+            Err(e) => log::warn!(
+                "cannot remove the stale browser profile {}: {e}",
+                path.display()
+            ),
+        }
+    }
+    removed
+}
+
+/// [`remove_stale_profiles`] in the temp dir, once per process.
+pub fn remove_stale_profiles_once() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        remove_stale_profiles(&std::env::temp_dir());
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_names_record_the_owner_and_its_start_time() {
+        assert_eq!(
+            profile_owner("cdp-supervisor-profile-42-s1a2b-0"),
+            Some((42, Some(0x1a2b)))
+        );
+        assert_eq!(
+            profile_owner("cdp-supervisor-profile-42-0-abc"),
+            Some((42, None))
+        );
+        assert_eq!(profile_owner("cdp-supervisor-profile-x-0"), None);
+        assert_eq!(profile_owner("something-else"), None);
+        let me = std::process::id();
+        assert!(process_start_time(me).is_some());
+        assert!(!owner_is_gone(me, process_start_time(me)));
+        assert!(
+            !owner_is_gone(me, None),
+            "a live pid without a start time is kept"
+        );
+        assert!(owner_is_gone(me, process_start_time(me).map(|s| s + 1)));
+    }
 }

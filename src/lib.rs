@@ -16,6 +16,7 @@ pub mod bridge;
 mod cancel;
 pub mod config;
 pub mod core;
+pub mod deadline;
 pub mod endpoint;
 pub mod error;
 #[cfg(feature = "fake-browser")]

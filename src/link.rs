@@ -14,10 +14,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use serde_json::Value;
 
 use crate::core::{CallKind, CallResult, PendingCall};
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::protocol;
 use crate::state::Snapshot;
-use crate::transport::Transport;
+use crate::transport::{SendError, Transport};
 
 /// Where a supervisor publishes its snapshot: the arc-swap plus the task it belongs to. Its own
 /// allocation, so a reader's per-thread cache (see `registry`) can keep it without keeping the
@@ -183,8 +184,21 @@ impl Shared {
         self.registrations
             .send((id, call))
             .map_err(|_| Error::ConnectionLost("the supervisor's reader has stopped".into()))?;
-        self.transport.load().send_text(text)?;
-        Ok(id)
+        let started = Instant::now();
+        match self
+            .transport
+            .load()
+            .send_text_until(text, Deadline::from_instant(expires))
+        {
+            Ok(()) => Ok(id),
+            // The call's own deadline passed while its frame was being written (a peer that
+            // stopped reading): the caller gets the time-out it asked for.
+            Err(SendError::DeadlinePassed) => Err(Error::Timeout {
+                method: method.to_string(),
+                after: expires.map_or(Duration::ZERO, |t| t.saturating_duration_since(started)),
+            }),
+            Err(SendError::Lost(e)) => Err(e),
+        }
     }
 
     /// Sends and waits for the reply until `timeout`.
@@ -211,8 +225,14 @@ impl Shared {
     ) -> Result<(Receiver<CallResult>, Instant), Error> {
         let deadline = Instant::now() + timeout;
         let (tx, rx) = bounded(1);
-        self.send(method, params, session_id, kind, Some(tx), Some(deadline))?;
-        Ok((rx, deadline))
+        match self.send(method, params, session_id, kind, Some(tx), Some(deadline)) {
+            Ok(_) => Ok((rx, deadline)),
+            Err(Error::Timeout { method, .. }) => Err(Error::Timeout {
+                method,
+                after: timeout,
+            }),
+            Err(e) => Err(e),
+        }
     }
 }
 

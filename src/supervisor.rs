@@ -26,12 +26,13 @@ use crate::attach::{Choice, attach_page};
 use crate::cancel::CancelToken;
 use crate::config::{Config, DialogAction, DialogPolicy};
 use crate::core::{CallKind, CallResult, Core, CoreSettings, answer_command, blocks_in_flight};
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::link::{Shared, SnapshotCell, wait_reply};
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
 use crate::state::{ClosedBy, PendingDialog, Snapshot};
-use crate::transport::{ConnectOptions, Transport};
+use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 /// Where a CDP call goes (SPEC §8).
@@ -136,8 +137,7 @@ impl Supervisor {
             max_message_bytes: settings.config.limits.max_message_bytes,
             ca_file: settings.config.ca_file.clone(),
         };
-        let ws_url = crate::endpoint::resolve(cdp_url)?;
-        let transport = Transport::connect(&ws_url, &opts)?;
+        let transport = crate::endpoint::connect(cdp_url, &opts, Deadline::At(deadline))?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let (stop_tx, stop_rx) = bounded::<()>(0);

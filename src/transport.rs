@@ -7,31 +7,43 @@
 //!
 //! * **Reader** ([`Transport::wait_readable`] then [`Transport::drain`]): blocks in
 //!   [`TcpStream::peek`] on the raw clone, holding no lock and using no CPU while idle (no read
-//!   time-outs, no polling). When bytes arrive it takes the lock, switches the socket to
-//!   non-blocking, reads whole messages until `WouldBlock` (so nothing tungstenite, or later TLS,
-//!   has buffered is left behind), switches back to blocking and releases the lock. The lock is
-//!   therefore held only while copying bytes that are already in memory, never across a wait.
+//!   time-outs, no polling). When bytes arrive it takes the lock and reads whole messages until
+//!   `WouldBlock` (so nothing tungstenite or TLS has buffered is left behind), then releases the
+//!   lock. The lock is therefore held only while copying bytes that are already in memory, never
+//!   across a wait.
 //! * **Writers** (caller threads, the watchdog, the reader's own automatic commands) take the same
-//!   lock only to write one frame ([`Transport::send_text`]). The socket has a write time-out
-//!   ([`WRITE_TIMEOUT`]): a peer that stops reading cannot wedge a writer forever; a timed-out
-//!   write marks the connection broken and shuts it down, which wakes the reader.
-//! * `O_NONBLOCK` is a property of the shared file description, so it is only ever flipped by the
-//!   reader while it holds the lock; writers always see a blocking socket.
+//!   lock only to write one frame ([`Transport::send_text_until`]), bounded by the caller's
+//!   deadline and by [`WRITE_TIMEOUT`] without progress: a peer that stops reading cannot wedge a
+//!   writer past its call's deadline, nor anyone forever.
+//! * The socket itself never changes mode: it stays blocking (so `peek` blocks), and every other
+//!   syscall says per call how long it may wait ([`Socket`]): `recv`/`send` with `MSG_DONTWAIT`,
+//!   and `poll(2)` with the time left to a [`Deadline`] when it must wait.
 //!
 //! The alternative, a `try_clone` split into a read half and a write half, works only for
 //! `ws://` (a TLS session cannot be split) and must keep tungstenite's automatic pong/close writes
 //! on the read half from interleaving with frames on the write half. The lock-and-peek design has
 //! neither problem.
 //!
+//! # Deadlines
+//!
+//! Socket time-outs (`SO_RCVTIMEO`/`SO_SNDTIMEO`) bound one syscall, not an operation: a peer
+//! that trickles one byte a second satisfies every read and keeps a handshake going forever,
+//! and a write loop that makes a little progress per call restarts its time-out each time.
+//! So the [`Socket`] under the WebSocket carries a [`Deadline`] for the operation in progress
+//! (the whole connect, or one frame write) and re-reads the time left before every wait.
+//!
 //! # `wss://`
 //!
-//! [`Stream`] is the seam: it is an enum over the byte streams a WebSocket can run on. TLS adds a
-//! `Tls(rustls::StreamOwned<ClientConnection, TcpStream>)` variant; `peek` keeps working on the
+//! [`Stream`] is the seam: it is an enum over the byte streams a WebSocket can run on. TLS is a
+//! `Tls(rustls::StreamOwned<ClientConnection, Socket>)` variant; `peek` keeps working on the
 //! raw TCP clone (encrypted bytes waiting means "go and read"), and `drain` reading until
-//! `WouldBlock` also empties rustls' plaintext buffer. Nothing else changes.
+//! `WouldBlock` also empties rustls' plaintext buffer. A writer never reads: rustls may try to
+//! while it flushes, and the [`Socket`] answers `WouldBlock` without touching the wire, so
+//! incoming records are left for the reader, which is the thread that `peek` wakes.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,22 +51,210 @@ use std::time::{Duration, Instant};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
+use crate::deadline::{Deadline, Left};
 use crate::error::Error;
 use crate::redact::{Secrets, redact_url};
 
 /// How often the reader yields to a writer holding the socket lock before it sleeps on it.
 const YIELDS_BEFORE_LOCK: usize = 16;
 
-/// How long one frame write may block before the connection is declared broken.
+/// How long writes may make no progress at all before the connection is declared broken.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the [`Socket`] is doing, which says how long its `read`/`write` may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Connecting (TLS, the WebSocket upgrade, `http://` discovery): reads and writes wait until
+    /// the deadline, then fail with `TimedOut`.
+    Handshake(Deadline),
+    /// Writing one frame for a caller whose call ends at the deadline. Writes wait until then
+    /// (`WouldBlock` after it) or until [`WRITE_TIMEOUT`] without progress (`TimedOut`); reads
+    /// answer `WouldBlock` at once without a syscall (a writer never consumes incoming bytes).
+    Write(Deadline),
+    /// The reader draining what arrived: nothing waits.
+    Drain,
+}
+
+/// A TCP socket whose every `read`/`write` is bounded by its [`Mode`] (see the module doc).
+/// Written only under the transport's lock (or before the transport exists).
+#[derive(Debug)]
+pub struct Socket {
+    tcp: TcpStream,
+    mode: Mode,
+    /// Since when writes have been blocked without progress (`None`: the last write progressed).
+    /// Kept across frames, so a run of short-deadline calls cannot hide a dead peer.
+    stalled_since: Option<Instant>,
+}
+
+/// `Err(last_os_error)` when a libc call returned -1 (jobserver-rs' `cvt`).
+fn cvt(rc: isize) -> io::Result<usize> {
+    usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+}
+
+#[cfg(target_os = "linux")]
+const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+#[cfg(not(target_os = "linux"))]
+const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT;
+
+impl Socket {
+    /// Wraps a connected socket, in [`Mode::Handshake`] until `deadline`.
+    pub(crate) fn new(tcp: TcpStream, deadline: Deadline) -> Socket {
+        Socket {
+            tcp,
+            mode: Mode::Handshake(deadline),
+            stalled_since: None,
+        }
+    }
+
+    /// Sets what the next reads and writes may wait for.
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+    }
+
+    fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
+            let rc = unsafe {
+                libc::recv(
+                    self.tcp.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match cvt(rc) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+
+    fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
+            let rc = unsafe {
+                libc::send(
+                    self.tcp.as_raw_fd(),
+                    buf.as_ptr().cast(),
+                    buf.len(),
+                    SEND_FLAGS,
+                )
+            };
+            match cvt(rc) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// Waits until `events` (`POLLIN`/`POLLOUT`) or an error/hang-up is reported, or `until`
+    /// passes. `Ok(false)`: the deadline passed.
+    fn wait(&self, events: libc::c_short, until: Deadline) -> io::Result<bool> {
+        loop {
+            let left = until.left();
+            if left == Left::Passed {
+                return Ok(false);
+            }
+            let mut pfd = libc::pollfd {
+                fd: self.tcp.as_raw_fd(),
+                events,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, on this stack frame.
+            let rc = unsafe { libc::poll(&mut pfd, 1, left.poll_millis()) };
+            match cvt(rc as isize) {
+                Ok(0) => {} // time-out: the loop re-reads the deadline
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The error for a connect deadline that passed.
+fn handshake_timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the connect deadline passed")
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.mode {
+            Mode::Write(_) => Err(io::ErrorKind::WouldBlock.into()),
+            Mode::Drain => self.try_recv(buf),
+            Mode::Handshake(until) => loop {
+                match self.try_recv(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if !self.wait(libc::POLLIN, until)? {
+                            return Err(handshake_timed_out());
+                        }
+                    }
+                    r => return r,
+                }
+            },
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.try_send(buf) {
+                Ok(n) => {
+                    self.stalled_since = None;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            match self.mode {
+                Mode::Drain => return Err(io::ErrorKind::WouldBlock.into()),
+                Mode::Handshake(until) => {
+                    if !self.wait(libc::POLLOUT, until)? {
+                        return Err(handshake_timed_out());
+                    }
+                }
+                Mode::Write(call) => {
+                    let since = *self.stalled_since.get_or_insert_with(Instant::now);
+                    let stall = Deadline::from_instant(since.checked_add(WRITE_TIMEOUT));
+                    if !self.wait(libc::POLLOUT, call.earliest(stall))? {
+                        return Err(if stall.passed() {
+                            io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                format!("the browser read nothing for {WRITE_TIMEOUT:?}"),
+                            )
+                        } else {
+                            io::Error::new(
+                                io::ErrorKind::WouldBlock,
+                                "the call's deadline passed while its frame was being written",
+                            )
+                        });
+                    }
+                }
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// The byte stream under the WebSocket. See the module doc for how TLS fits in.
 #[derive(Debug)]
 pub enum Stream {
     /// Plain TCP (`ws://`).
-    Plain(TcpStream),
+    Plain(Socket),
     /// TLS over TCP (`wss://`), rustls.
-    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, Socket>>),
+}
+
+impl Stream {
+    fn socket_mut(&mut self) -> &mut Socket {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => &mut s.sock,
+        }
+    }
 }
 
 impl Read for Stream {
@@ -147,6 +347,33 @@ impl Write for Watched {
     }
 }
 
+/// Connects TCP to `host:port`, trying each address, all within `deadline`.
+pub(crate) fn tcp_connect(host: &str, port: u16, deadline: Deadline) -> Result<TcpStream, String> {
+    let addrs: Vec<_> = (host.trim_matches(['[', ']']), port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    let mut last = format!("{host} resolved to no address");
+    for addr in addrs {
+        let attempt = match deadline.left() {
+            Left::Passed => {
+                last = format!("{last}; the connect deadline passed");
+                break;
+            }
+            Left::In(d) => TcpStream::connect_timeout(&addr, d),
+            Left::Never => TcpStream::connect(addr),
+        };
+        match attempt {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = format!("{addr}: {e}"),
+        }
+    }
+    Err(last)
+}
+
 /// The `Authorization: Basic` value for a URL's `user:password@`, if it has one.
 pub fn basic_auth(url: &url::Url) -> Option<String> {
     use base64::Engine;
@@ -200,7 +427,13 @@ fn ws_handshake(
     stream
         .write_all(req.as_bytes())
         .and_then(|_| stream.flush())
-        .map_err(|e| format!("WebSocket handshake failed: sending the upgrade request: {e}"))?;
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::TimedOut => {
+                "the WebSocket upgrade request could not be sent before the connect deadline"
+                    .to_string()
+            }
+            _ => format!("WebSocket handshake failed: sending the upgrade request: {e}"),
+        })?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     let head_end = loop {
@@ -218,6 +451,13 @@ fn ws_handshake(
             }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                return Err(format!(
+                    "the server did not finish the WebSocket upgrade before the connect \
+                     deadline ({} bytes of its answer so far)",
+                    buf.len()
+                ));
+            }
             Err(e) => {
                 return Err(format!(
                     "WebSocket handshake failed: reading the answer: {e}"
@@ -277,6 +517,15 @@ pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::Clien
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// Why [`Transport::send_text_until`] failed.
+#[derive(Debug)]
+pub enum SendError {
+    /// The call's deadline passed while its frame was being written; the connection is fine.
+    DeadlinePassed,
+    /// The connection is broken and has been shut down.
+    Lost(Error),
 }
 
 /// What [`Transport::wait_readable`] saw.
@@ -346,8 +595,19 @@ fn ws_config(max: usize) -> WebSocketConfig {
 }
 
 impl Transport {
-    /// Connects to a `ws://` CDP endpoint within `opts.connect_timeout`.
+    /// Connects to a `ws://` or `wss://` CDP endpoint within `opts.connect_timeout`.
     pub fn connect(url: &str, opts: &ConnectOptions) -> Result<Transport, Error> {
+        Transport::connect_until(url, opts, Deadline::after(opts.connect_timeout))
+    }
+
+    /// Connects to a `ws://` or `wss://` CDP endpoint: TCP, TLS and the WebSocket upgrade all
+    /// end by `deadline` (and `opts.connect_timeout` is not used).
+    pub fn connect_until(
+        url: &str,
+        opts: &ConnectOptions,
+        deadline: Deadline,
+    ) -> Result<Transport, Error> {
+        let started = Instant::now();
         let secrets = Secrets::of(url);
         let url_redacted = redact_url(url);
         let connect_err = |reason: String| Error::Connect {
@@ -373,35 +633,9 @@ impl Transport {
             reason: "no host".into(),
         })?;
         let port = parsed.port_or_known_default().unwrap_or(80);
-        let deadline = Instant::now() + opts.connect_timeout;
-        let addrs: Vec<_> = (host.trim_matches(['[', ']']), port)
-            .to_socket_addrs()
-            .map_err(|e| connect_err(format!("cannot resolve {host}: {e}")))?
-            .collect();
-        let mut last = format!("{host} resolved to no address");
-        let mut tcp = None;
-        for addr in addrs {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match TcpStream::connect_timeout(&addr, left) {
-                Ok(s) => {
-                    tcp = Some(s);
-                    break;
-                }
-                Err(e) => last = format!("{addr}: {e}"),
-            }
-        }
-        let tcp = tcp.ok_or_else(|| connect_err(last))?;
-        let _ = tcp.set_nodelay(true);
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        tcp.set_read_timeout(Some(left))
-            .and_then(|_| tcp.set_write_timeout(Some(left)))
-            .map_err(|e| connect_err(e.to_string()))?;
+        let tcp = tcp_connect(host, port, deadline).map_err(&connect_err)?;
         let raw = tcp.try_clone().map_err(|e| connect_err(e.to_string()))?;
+        let socket = Socket::new(tcp, deadline);
         let stream = if tls {
             let config = tls_config(opts.ca_file.as_deref()).map_err(&connect_err)?;
             let name = rustls_pki_types::ServerName::try_from(
@@ -410,21 +644,31 @@ impl Transport {
             .map_err(|e| connect_err(format!("{host} is not a valid TLS server name: {e}")))?;
             let conn = rustls::ClientConnection::new(config, name)
                 .map_err(|e| connect_err(format!("TLS setup: {e}")))?;
-            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut tls = rustls::StreamOwned::new(conn, socket);
             // Finish the TLS handshake now so a certificate problem is reported as such.
             while tls.conn.is_handshaking() {
-                tls.conn
-                    .complete_io(&mut tls.sock)
-                    .map_err(|e| connect_err(format!("TLS handshake failed: {e}")))?;
+                tls.conn.complete_io(&mut tls.sock).map_err(|e| {
+                    connect_err(match e.kind() {
+                        io::ErrorKind::TimedOut => format!(
+                            "the TLS handshake did not finish before the connect deadline \
+                             ({:.1} s after the start)",
+                            started.elapsed().as_secs_f64()
+                        ),
+                        _ => format!("TLS handshake failed: {e}"),
+                    })
+                })?;
             }
             Stream::Tls(Box::new(tls))
         } else {
-            Stream::Plain(tcp)
+            Stream::Plain(socket)
         };
-        let socket = ws_handshake(stream, &parsed, opts.max_message_bytes).map_err(&connect_err)?;
-        raw.set_read_timeout(None)
-            .and_then(|_| raw.set_write_timeout(Some(WRITE_TIMEOUT)))
-            .map_err(|e| connect_err(e.to_string()))?;
+        let mut socket = ws_handshake(stream, &parsed, opts.max_message_bytes).map_err(|e| {
+            connect_err(format!(
+                "{e} ({:.1} s after the start)",
+                started.elapsed().as_secs_f64()
+            ))
+        })?;
+        socket.get_mut().stream.socket_mut().set_mode(Mode::Drain);
         Ok(Transport {
             socket: Mutex::new(socket),
             raw,
@@ -457,18 +701,53 @@ impl Transport {
         self.lock()
     }
 
-    /// Writes one text frame. Blocks at most [`WRITE_TIMEOUT`] (plus the time another writer or
-    /// the draining reader holds the lock); on failure the connection is shut down.
+    /// Writes one text frame, bounded by [`WRITE_TIMEOUT`] without progress (plus the time
+    /// another writer or the draining reader holds the lock); on failure the connection is shut
+    /// down.
     pub fn send_text(&self, text: String) -> Result<(), Error> {
+        self.send_text_until(text, Deadline::Never)
+            .map_err(|e| match e {
+                SendError::DeadlinePassed => {
+                    // Unreachable without a deadline; reported as what it would mean.
+                    Error::ConnectionLost("the write did not finish".into())
+                }
+                SendError::Lost(e) => e,
+            })
+    }
+
+    /// Writes one text frame for a call that ends at `deadline`.
+    ///
+    /// * [`SendError::DeadlinePassed`]: the deadline passed while the frame was being written.
+    ///   The connection stays up: what was not written yet stays queued (in tungstenite's or
+    ///   rustls' buffer) and goes out, whole, ahead of the next frame, so the stream never
+    ///   carries half a frame followed by another. The command may therefore still run, as a
+    ///   command whose reply comes too late does.
+    /// * [`SendError::Lost`]: the connection is broken (a write error, or [`WRITE_TIMEOUT`]
+    ///   without any progress, summed over frames) and has been shut down.
+    pub fn send_text_until(&self, text: String, deadline: Deadline) -> Result<(), SendError> {
         if self.is_broken() {
-            return Err(Error::ConnectionLost("the connection is closed".into()));
+            return Err(SendError::Lost(Error::ConnectionLost(
+                "the connection is closed".into(),
+            )));
         }
-        let result = self.lock().send(Message::text(text));
-        result.map_err(|e| {
-            let reason = self.secrets.scrub(&format!("write failed: {e}"));
-            self.shutdown();
-            Error::ConnectionLost(reason)
-        })
+        let mut ws = self.lock();
+        ws.get_mut()
+            .stream
+            .socket_mut()
+            .set_mode(Mode::Write(deadline));
+        let result = ws.send(Message::text(text));
+        drop(ws);
+        match result {
+            Ok(()) => Ok(()),
+            Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => {
+                Err(SendError::DeadlinePassed)
+            }
+            Err(e) => {
+                let reason = self.secrets.scrub(&format!("write failed: {e}"));
+                self.shutdown();
+                Err(SendError::Lost(Error::ConnectionLost(reason)))
+            }
+        }
     }
 
     /// Blocks until bytes are waiting or the connection ends. Holds no lock, uses no CPU.
@@ -484,8 +763,7 @@ impl Transport {
                 }
                 Ok(_) => return Readiness::Data,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // A writer may have raced us between our drain and this peek in the rare case
-                // the socket was still non-blocking; it never is outside the lock, but be safe.
+                // The socket is always blocking (see the module doc); be safe all the same.
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Readiness::Closed(format!("socket error: {e}")),
             }
@@ -502,9 +780,7 @@ impl Transport {
     /// waiting.
     pub fn drain(&self, out: &mut Vec<Message>, max: usize) -> Result<bool, String> {
         let mut ws = self.lock_yielding();
-        self.raw
-            .set_nonblocking(true)
-            .map_err(|e| format!("set_nonblocking: {e}"))?;
+        ws.get_mut().stream.socket_mut().set_mode(Mode::Drain);
         let mut taken = 0usize;
         let result = loop {
             if taken >= max {
@@ -532,11 +808,7 @@ impl Transport {
             (Err(_), Some(status)) => Err(server_ended(status)),
             (result, _) => result,
         };
-        let restore = self.raw.set_nonblocking(false);
         drop(ws);
-        if let Err(e) = restore {
-            return Err(format!("set_nonblocking(false): {e}"));
-        }
         result
     }
 
@@ -550,12 +822,23 @@ impl Transport {
             .map(server_ended)
     }
 
+    /// Sends a WebSocket close frame, best effort, giving up at `deadline` (and after
+    /// [`WRITE_TIMEOUT`] without progress).
+    pub fn close_until(&self, deadline: Deadline) {
+        if !self.is_broken() {
+            let mut ws = self.lock();
+            ws.get_mut()
+                .stream
+                .socket_mut()
+                .set_mode(Mode::Write(deadline));
+            let _ = ws.close(None);
+            let _ = ws.flush();
+        }
+    }
+
     /// Sends a WebSocket close frame, best effort (bounded by the write time-out).
     pub fn close(&self) {
-        if !self.is_broken() {
-            let _ = self.lock().close(None);
-            let _ = self.lock().flush();
-        }
+        self.close_until(Deadline::Never);
     }
 
     /// Shuts the TCP connection down in both directions: the reader's `peek` returns, blocked

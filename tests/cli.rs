@@ -481,6 +481,212 @@ fn check_never_prints_credentials() {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Clean shutdown of every browser-launching subcommand (issue 12, finding 12)
+// ---------------------------------------------------------------------------
+
+/// A fresh, short `$TMPDIR` for one child (Chromium's socket path must stay under 107 bytes).
+/// On drop, every process whose command line mentions it is SIGKILLed with its process group,
+/// and the directory is removed.
+struct ChildTmp(PathBuf);
+
+impl ChildTmp {
+    fn new(tag: &str) -> ChildTmp {
+        let dir = PathBuf::from(format!("/tmp/c{tag}{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a temporary directory");
+        ChildTmp(dir)
+    }
+
+    /// Live processes whose command line mentions this directory (a Chromium using a profile
+    /// in it).
+    fn users(&self) -> Vec<u32> {
+        let needle = self.0.to_string_lossy().to_string();
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+                    && alive(*p)
+            })
+            .collect()
+    }
+
+    fn entries(&self) -> Vec<String> {
+        std::fs::read_dir(&self.0)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for ChildTmp {
+    fn drop(&mut self) {
+        for p in self.users() {
+            // SAFETY: kill(2) on processes just found using our private directory.
+            unsafe {
+                libc::kill(-(p as libc::pid_t), libc::SIGKILL);
+                libc::kill(p as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// When the signal is sent.
+#[derive(Debug, Clone, Copy)]
+enum Moment {
+    /// While the browser starts (its profile exists, its DevTools URL is not printed yet).
+    Launching,
+    /// Once the subcommand runs (watch printed its first state, demo attached).
+    Running,
+}
+
+fn signal_name(sig: libc::c_int) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "SIGINT",
+    }
+}
+
+/// Runs `cdp-supervisor <sub>` with a fresh `$TMPDIR`, sends `sig` at `moment`, and checks that
+/// it exits 0 within [`STOP`] leaving no Chromium and nothing in `$TMPDIR`.
+fn stops_cleanly(sub: &str, sig: libc::c_int, moment: Moment, chrome: &std::path::Path) {
+    let what = format!("{sub} on {} while {moment:?}", signal_name(sig));
+    let tmp = ChildTmp::new(&format!("{}{sig}", &sub[..1]));
+    let mut cmd = bin(&[sub]);
+    cmd.env("CHROME", chrome)
+        .env("TMPDIR", &tmp.0)
+        .env("RUST_LOG", "info");
+    let mut p = Proc::spawn(cmd);
+    let ready = match moment {
+        Moment::Launching => wait_until(Duration::from_secs(15), || {
+            tmp.entries()
+                .iter()
+                .any(|e| e.starts_with("cdp-supervisor-profile-"))
+                .then_some(())
+        })
+        .is_some(),
+        Moment::Running => {
+            let marker = if sub == "watch" {
+                "pending_dialogs"
+            } else {
+                "supervisor attached"
+            };
+            p.out
+                .find(Duration::from_secs(20), |l| {
+                    l.contains(marker).then_some(())
+                })
+                .is_some()
+        }
+    };
+    assert!(
+        ready,
+        "{what}: never got there
+{}",
+        p.dump()
+    );
+    let t = Instant::now();
+    // SAFETY: kill(2) on our own unreaped child.
+    assert_eq!(unsafe { libc::kill(p.pid() as libc::pid_t, sig) }, 0);
+    let status = p.expect_exit(STOP, &what);
+    let took = t.elapsed();
+    let (_, err) = p.outputs();
+    no_panic(&err, &what);
+    let browsers_gone = wait_until(STOP, || tmp.users().is_empty().then_some(())).is_some();
+    let leftovers = tmp.entries();
+    eprintln!("{what}: exited {status} after {took:?}; left in $TMPDIR: {leftovers:?}");
+    assert!(
+        browsers_gone,
+        "{what}: Chromium still running: {:?}",
+        tmp.users()
+    );
+    assert!(
+        leftovers.is_empty(),
+        "{what}: left in $TMPDIR: {leftovers:?}\n{}",
+        p.dump()
+    );
+    assert_eq!(status.code(), Some(0), "{what}: exit code\n{}", p.dump());
+}
+
+#[test]
+fn watch_and_demo_stop_cleanly_on_sigterm_sighup_and_sigint() {
+    let Some(chrome) = chromium_or_skip() else {
+        return;
+    };
+    for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
+        stops_cleanly("watch", sig, Moment::Launching, &chrome);
+        stops_cleanly("watch", sig, Moment::Running, &chrome);
+        stops_cleanly("demo", sig, Moment::Launching, &chrome);
+        stops_cleanly("demo", sig, Moment::Running, &chrome);
+    }
+}
+
+/// This process's start time (field 22 of /proc/self/stat).
+fn own_start_time() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
+    let rest = &stat[stat.rfind(')').expect("comm") + 1..];
+    rest.split_whitespace()
+        .nth(19)
+        .and_then(|s| s.parse().ok())
+        .expect("start time")
+}
+
+#[test]
+fn stale_profiles_of_dead_owners_are_removed_at_start_and_live_ones_kept() {
+    let tmp = ChildTmp::new("st");
+    // A pid that is certainly gone: a child we ran and reaped.
+    let mut gone = Command::new("true").spawn().expect("spawn true");
+    let dead = gone.id();
+    gone.wait().expect("reap true");
+    let me = std::process::id();
+    let start = own_start_time();
+    let dirs = [
+        (format!("cdp-supervisor-profile-{dead}-s{start:x}-1"), false),
+        // Our pid, but another start time: the pid was reused, the owner is gone.
+        (
+            format!("cdp-supervisor-profile-{me}-s{:x}-2", start + 1),
+            false,
+        ),
+        // Names from before start times were recorded: judged by the pid alone.
+        (format!("cdp-supervisor-profile-{dead}-0-3"), false),
+        (format!("cdp-supervisor-profile-{me}-0-4"), true),
+        // A live owner (this test process).
+        (format!("cdp-supervisor-profile-{me}-s{start:x}-5"), true),
+        ("not-ours".to_string(), true),
+    ];
+    for (d, _) in &dirs {
+        std::fs::create_dir_all(tmp.0.join(d).join("Default")).expect("create a profile");
+    }
+    // `watch` cleans up at start-up even when it is given an endpoint (here one that is down).
+    let mut cmd = bin(&["watch", "--cdp-url", "ws://127.0.0.1:1/"]);
+    cmd.env("TMPDIR", &tmp.0);
+    let (status, _out, err) = run(cmd, Duration::from_secs(15), "watch");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "watch of a closed port exits 1: {err}"
+    );
+    for (d, kept) in &dirs {
+        assert_eq!(
+            tmp.0.join(d).exists(),
+            *kept,
+            "{d}: {}",
+            if *kept {
+                "must be kept"
+            } else {
+                "must be removed"
+            }
+        );
+    }
+}
+
 /// A temporary directory, removed on drop.
 struct TempDir(PathBuf);
 

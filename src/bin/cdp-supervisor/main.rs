@@ -9,9 +9,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cdp_supervisor::endpoint::{AVAILABLE_TIMEOUT, probe};
 use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
-use cdp_supervisor::{Config, SupervisorRegistry, cdp_available, redact::redact_url};
+use cdp_supervisor::{Config, SupervisorRegistry, redact::redact_url};
 use clap::{Parser, Subcommand};
+use crossbeam_channel::{Receiver, Sender, bounded};
 
 /// Set by the signal handler (SIGINT, SIGTERM, SIGHUP) before it cleans up: whatever fails after this is the stop itself.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -48,25 +50,64 @@ enum Cmd {
     },
     /// Model Context Protocol server on stdio (JSON-RPC 2.0, one message per line).
     Mcp,
-    /// Exit 0 when a CDP endpoint answers at URL, 1 otherwise.
+    /// Exit 0 when a CDP endpoint answers at URL within 5 s, else 1 with the reason on stderr.
     Check {
         /// ws://, wss:// or http://host:port
         url: String,
     },
 }
 
-/// What Ctrl-C must clean up: supervisors first, then the browser we launched.
-#[derive(Default)]
+/// What a signal (or the end of a command) must clean up: a launch in progress, supervisors,
+/// then the browser we launched. Shared by every subcommand, so `demo`, `watch` and `mcp` stop
+/// the same way on SIGTERM, SIGHUP and SIGINT.
 pub struct Cleanup {
     registry: Mutex<Option<Arc<SupervisorRegistry>>>,
     browser: Mutex<Option<LaunchedBrowser>>,
     /// Anything else to shut down (the MCP server and the browser it launched).
     extra: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+    /// Dropped by [`Cleanup::run`]: a launch waiting for the browser's DevTools URL gives up
+    /// and removes what it started.
+    cancel_launch: Mutex<Option<Sender<()>>>,
+    /// What launches wait on (disconnects when `cancel_launch` is dropped).
+    launch_cancelled: Receiver<()>,
+    /// Held by a launch until its browser is registered (or closed): `run` waits for it, so a
+    /// signal during a launch cannot exit before that browser is cleaned up.
+    launching: Mutex<()>,
+    /// Held for the whole of [`Cleanup::run`]: a second caller (the signal handler while the
+    /// main thread cleans up, or the other way round) waits for the first to finish instead of
+    /// exiting under it with the browser half closed.
+    running: Mutex<()>,
+}
+
+impl Default for Cleanup {
+    fn default() -> Self {
+        let (tx, rx) = bounded(0);
+        Cleanup {
+            registry: Mutex::default(),
+            browser: Mutex::default(),
+            extra: Mutex::default(),
+            cancel_launch: Mutex::new(Some(tx)),
+            launch_cancelled: rx,
+            launching: Mutex::new(()),
+            running: Mutex::new(()),
+        }
+    }
 }
 
 impl Cleanup {
-    /// Stops every supervisor and kills the launched browser (idempotent).
+    /// Cancels a launch in progress, stops every supervisor and closes the launched browser
+    /// (gracefully: SIGTERM to its process group, SIGKILL after 1 s; its profile removed).
+    /// Idempotent; concurrent callers return when the cleanup is complete.
     pub fn run(&self) {
+        let _running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        drop(
+            self.cancel_launch
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        // A cancelled launch closes its browser itself; wait until it has.
+        drop(self.launching.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(r) = self
             .registry
             .lock()
@@ -142,6 +183,10 @@ fn main() -> ExitCode {
             eprintln!("warning: cannot install the Ctrl-C handler: {e}");
         }
     }
+    if matches!(cli.command, Cmd::Demo | Cmd::Watch { .. } | Cmd::Mcp) {
+        // Profiles left by a browser-launching run that was killed outright (SIGKILL, a crash).
+        cdp_supervisor::launch::remove_stale_profiles_once();
+    }
     let result = match cli.command {
         Cmd::Demo => demo::run(config, &cleanup),
         Cmd::Watch { cdp_url } => watch(config, cdp_url, &cleanup),
@@ -158,14 +203,17 @@ fn main() -> ExitCode {
             server.shutdown();
             r
         }
-        Cmd::Check { url } => {
-            if cdp_available(&url) {
+        Cmd::Check { url } => match probe(&url, AVAILABLE_TIMEOUT) {
+            Ok(()) => {
                 println!("ok: a CDP endpoint answers at {}", redact_url(&url));
                 Ok(())
-            } else {
-                Err(format!("no CDP endpoint answers at {}", redact_url(&url)))
             }
-        }
+            // The error's text is redacted already (its URL and any lower layer's words).
+            Err(e) => Err(format!(
+                "no CDP endpoint answers at {}: {e}",
+                redact_url(&url)
+            )),
+        },
     };
     cleanup.run();
     match result {
@@ -184,7 +232,9 @@ pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<Strin
     let Some(exe) = find_browser(config.chrome_path.as_deref()).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
-    let b = LaunchedBrowser::launch(&exe).map_err(|e| e.to_string())?;
+    let _launching = cleanup.launching.lock().unwrap_or_else(|e| e.into_inner());
+    let b = LaunchedBrowser::launch_cancellable(&exe, &cleanup.launch_cancelled)
+        .map_err(|e| e.to_string())?;
     cleanup.set_browser(b);
     Ok(cleanup.browser_ws())
 }
