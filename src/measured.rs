@@ -160,8 +160,8 @@ pub(crate) const BROWSER_DOMAINS: &[&str] = &[
     "Tracing",
 ];
 
-/// Methods of [`BROWSER_DOMAINS`] that the browser target does not serve (`wasn't found`); a
-/// page session serves them. Measured by
+/// Methods of [`BROWSER_DOMAINS`] that the browser target does not serve (`wasn't found`); they
+/// are page-session methods. Measured by
 /// `tests/e2e_dialog_methods.rs::domains_served_by_the_browser_target`.
 pub(crate) const BROWSER_UNSERVED: &[&str] = &[
     "Storage.clearPrivateVerificationTokens",
