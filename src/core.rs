@@ -747,14 +747,43 @@ pub fn answered_when_crashed(method: &str) -> bool {
     matches!(method, "Page.navigate" | "Page.reload")
 }
 
+/// What a call of `method` does when a dialog that blocks it is already pending (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WithDialog {
+    /// Chromium answers it with a dialog open: send it.
+    Send,
+    /// Chromium does not answer it (or drops it) while the dialog is open: fail at once, unsent.
+    Refuse,
+    /// Not measured: send it, and fail after [`crate::supervisor::DIALOG_GRACE`] without a reply.
+    Grace,
+}
+
+/// [`WithDialog`] for `method`, from what was measured on Chromium (`crate::measured`).
+/// `Input.*` events are refused although Chromium answers them: it drops the event (the page
+/// never sees the click or key), so "success" would be a lie.
+pub fn with_dialog_pending(method: &str) -> WithDialog {
+    if method.starts_with("Input.") {
+        return WithDialog::Refuse;
+    }
+    match crate::measured::answered_with_dialog_open(method) {
+        Some(true) => WithDialog::Send,
+        Some(false) => WithDialog::Refuse,
+        None => WithDialog::Grace,
+    }
+}
+
 /// Whether a call of `method` that is in flight when a `dialog_kind` dialog opens on its
 /// session waits on that dialog. Methods measured to answer while a dialog is open carry on,
-/// except that a navigation, reload or close waits on the `beforeunload` dialog it raised.
+/// except input events (the click whose handler opened the dialog answers only once the dialog
+/// is gone) and `Page.navigate`/`Page.close` under the `beforeunload` dialog they raised (their
+/// reply waits for the answer; `Page.reload`'s does not: measured).
 pub fn blocks_in_flight(dialog_kind: &str, method: &str) -> bool {
+    if method.starts_with("Input.") {
+        return true;
+    }
     match crate::measured::answered_with_dialog_open(method) {
         Some(true) => {
-            dialog_kind == "beforeunload"
-                && matches!(method, "Page.navigate" | "Page.reload" | "Page.close")
+            dialog_kind == "beforeunload" && matches!(method, "Page.navigate" | "Page.close")
         }
         _ => true,
     }

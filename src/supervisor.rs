@@ -25,7 +25,10 @@ use serde_json::{Value, json};
 use crate::attach::{Choice, attach_page};
 use crate::cancel::CancelToken;
 use crate::config::{Config, DialogAction, DialogPolicy};
-use crate::core::{CallKind, CallResult, Core, CoreSettings, answer_command, blocks_in_flight};
+use crate::core::{
+    CallKind, CallResult, Core, CoreSettings, WithDialog, answer_command, blocks_in_flight,
+    with_dialog_pending,
+};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::link::{Shared, SnapshotCell, wait_reply};
@@ -60,9 +63,14 @@ impl Route<'_> {
     }
 
     /// The route of a call that names neither a frame nor a target (SPEC §8): methods of the
-    /// domains the browser target serves go to the browser, every other method to the page.
+    /// domains the browser target serves (measured on Chromium: `crate::measured`) go to the
+    /// browser, every other method to the page. Two served domains stay with the page:
+    /// `Fetch` and `Security` mean "this page" on a page session but "every page of the
+    /// browser" on the browser target (a `Fetch.enable` there would pause other tasks'
+    /// requests too), so an agent that names no target gets the narrower one.
     pub fn by_domain(method: &str) -> Route<'static> {
-        if crate::measured::browser_domain(method) {
+        let page_scoped = matches!(method.split_once('.'), Some(("Fetch" | "Security", _)));
+        if measured::browser_domain(method) && !page_scoped {
             Route::Browser
         } else {
             Route::Page
@@ -484,10 +492,10 @@ impl Supervisor {
         };
         let mut grace = None;
         if let Some(d) = known.first() {
-            match measured::answered_with_dialog_open(method) {
-                Some(true) => {}
-                Some(false) => return Err(blocked(d, method)),
-                None => grace = Some(((*d).clone(), Instant::now() + DIALOG_GRACE)),
+            match with_dialog_pending(method) {
+                WithDialog::Send => {}
+                WithDialog::Refuse => return Err(blocked(d, method)),
+                WithDialog::Grace => grace = Some(((*d).clone(), Instant::now() + DIALOG_GRACE)),
             }
         }
         let kind = CallKind::Agent {

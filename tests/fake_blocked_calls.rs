@@ -433,3 +433,51 @@ fn a_dialog_racing_the_start_of_a_call_never_leaves_it_waiting_for_its_deadline(
         wait_pending(&sup, 0);
     }
 }
+
+#[test]
+fn routing_by_domain_follows_what_the_browser_target_serves() {
+    for (method, route) in [
+        ("Browser.getVersion", Route::Browser),
+        ("Target.getTargets", Route::Browser),
+        ("Storage.getCookies", Route::Browser),
+        ("SystemInfo.getInfo", Route::Browser),
+        ("Tethering.bind", Route::Browser),
+        // Served by the browser target, but browser-wide there: kept to the page.
+        ("Fetch.enable", Route::Page),
+        ("Security.setIgnoreCertificateErrors", Route::Page),
+        // Not served by the browser target.
+        ("Runtime.evaluate", Route::Page),
+        ("Page.navigate", Route::Page),
+        ("IO.read", Route::Page),
+        ("Storage.runBounceTrackingMitigations", Route::Page),
+        ("NoSuchDomain.method", Route::Page),
+        ("nodot", Route::Page),
+    ] {
+        assert_eq!(Route::by_domain(method), route, "{method}");
+    }
+}
+
+#[test]
+fn input_events_are_refused_while_a_dialog_is_pending_as_chromium_would_drop_them() {
+    let (fake, _reg, sup) = setup(DialogPolicy::MustRespond);
+    fake.open_dialog("alert", "in the way", "");
+    wait_pending(&sup, 1);
+    let r = sup.call(
+        "Input.dispatchKeyEvent",
+        json!({"type": "keyDown", "key": "a"}),
+        Route::Page,
+        LONG,
+    );
+    assert!(
+        matches!(&r, Err(Error::BlockedByDialog { method, .. }) if method == "Input.dispatchKeyEvent"),
+        "{r:?}"
+    );
+    barrier(&sup);
+    assert!(
+        !fake
+            .received()
+            .iter()
+            .any(|c| c["method"] == "Input.dispatchKeyEvent"),
+        "a refused input event must not reach the browser"
+    );
+}

@@ -90,7 +90,7 @@ pub fn tool_list() -> Value {
                 "frame_tree": {"type": "object", "description": "top: the main frame; children: other frames (flat, breadth-first); truncated when some were left out"},
                 "page_target_id": {"type": "string", "description": "The task's page target"},
                 "console_errors": {"type": "array", "description": "Recent console errors and exceptions", "items": {"type": "object"}},
-                "state": {"type": "string", "description": "Present while the supervisor reconnects"}
+                "state": {"type": "string", "enum": ["active", "reconnecting", "stopped", "dead"], "description": "The supervisor's state; reconnecting comes with attempt and of, dead with reason"}
             }))
         },
         {
@@ -112,7 +112,7 @@ pub fn tool_list() -> Value {
         {
             "name": "browser_cdp",
             "title": "Raw CDP call",
-            "description": "Send a raw Chrome DevTools Protocol command and return its result. Routing: frame_id sends it into that frame (cross-origin iframes/OOPIFs included; Runtime.evaluate runs in the frame's context; frame ids are in browser_snapshot's frame_tree); target_id sends it to that target's session; with neither, it is routed by domain: browser-level domains (Browser, Target, Storage, SystemInfo, Tethering, Tracing, IO) go to the browser, every other method (Page, Runtime, DOM, Input, Network, ...) to the task's page. The result's routed_to says where it went. A call that a JS dialog blocks returns at once with blocked_by_dialog (the dialog) instead of hanging: answer it with browser_dialog, then retry.",
+            "description": "Send a raw Chrome DevTools Protocol command and return its result. Routing: frame_id sends it into that frame (cross-origin iframes/OOPIFs included; Runtime.evaluate runs in the frame's context; frame ids are in browser_snapshot's frame_tree); target_id sends it to that target's session; with neither, it is routed by domain: the domains the browser target serves (Browser, Target, Storage, SystemInfo, Tethering, Tracing, Extensions, BluetoothEmulation) go to the browser, every other method (Page, Runtime, DOM, Input, Network, Fetch, ...) to the task's page. The result's routed_to says where it went. A call that a JS dialog blocks returns at once with blocked_by_dialog (the dialog) instead of hanging: answer it with browser_dialog, then retry.",
             "annotations": {"title": "Raw CDP call", "readOnlyHint": false, "destructiveHint": true, "idempotentHint": false, "openWorldHint": true},
             "inputSchema": {"type": "object", "properties": {
                 "task_id": task_schema(),

@@ -727,6 +727,38 @@ impl RawCdp {
         Ok(res["result"].get("value").cloned().unwrap_or(Value::Null))
     }
 
+    /// Sends `method` (on `session_id`, if given) without waiting for its
+    /// response; returns the command id. Pair with [`RawCdp::next_message`]
+    /// to see *whether* and *when* Chromium answers (e.g. with a dialog open):
+    /// [`RawCdp::call`] and [`RawCdp::wait_event`] discard the responses of
+    /// ids they are not waiting for.
+    pub fn send_command(
+        &mut self,
+        method: &str,
+        params: Value,
+        session_id: Option<&str>,
+    ) -> Result<u64, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(sid) = session_id {
+            msg["sessionId"] = Value::from(sid);
+        }
+        self.send(&msg, Instant::now() + DEFAULT_TIMEOUT)
+            .map_err(|e| format!("{method}: {e}"))?;
+        Ok(id)
+    }
+
+    /// The next message no other method returned yet, response or event:
+    /// queued events first, then what arrives, in order. `Ok(None)` after
+    /// `timeout`.
+    pub fn next_message(&mut self, timeout: Duration) -> Result<Option<Value>, String> {
+        if let Some(ev) = self.events.pop_front() {
+            return Ok(Some(ev));
+        }
+        self.read_message(Instant::now() + timeout)
+    }
+
     fn send(&mut self, msg: &Value, deadline: Instant) -> Result<(), String> {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
