@@ -333,8 +333,9 @@ impl Reader {
                 .name("cdp-reconnect".into())
                 .stack_size(256 * 1024)
                 .spawn(move || {
-                    let r = crate::endpoint::resolve(&url)
-                        .and_then(|ws| Transport::connect(&ws, &opts));
+                    // One deadline for discovery, TCP, TLS and the upgrade.
+                    let deadline = crate::deadline::Deadline::after(opts.connect_timeout);
+                    let r = crate::endpoint::connect(&url, &opts, deadline);
                     let _ = tx.send(r);
                 });
             if helper.is_err() {

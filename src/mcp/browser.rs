@@ -4,7 +4,7 @@
 //!
 //! The slot's lock is never held while a browser launches (that can take seconds), so shutdown
 //! is never stuck behind a launch: concurrent callers wait on the launch's completion channel,
-//! and a launch that completes after shutdown closes its own browser.
+//! and shutdown cancels a launch in progress, which then closes what it started (profile included).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -19,6 +19,8 @@ struct State {
     browser: Option<LaunchedBrowser>,
     /// Disconnects when the launch in progress ends (it is held by the launching thread).
     launching: Option<Receiver<()>>,
+    /// Dropped by `close` to cancel the launch in progress (it then closes what it started).
+    cancel_launch: Option<crossbeam_channel::Sender<()>>,
     /// Set by `close`: no more launches.
     closed: bool,
 }
@@ -80,7 +82,9 @@ impl BrowserSlot {
                 continue;
             }
             let (done_tx, done_rx) = bounded::<()>(0);
+            let (cancel_tx, cancel_rx) = bounded::<()>(0);
             st.launching = Some(done_rx);
+            st.cancel_launch = Some(cancel_tx);
             drop(st);
             // Reaps the dead one and removes its profile (it has exited: no grace needed).
             if let Some(d) = dead {
@@ -93,9 +97,12 @@ impl BrowserSlot {
                         "no cdp_url given and no Chromium-family browser found (install chromium, set CHROME, or configure browser.chrome_path)".to_string()
                     })
                 })
-                .and_then(|exe| LaunchedBrowser::launch(&exe).map_err(|e| e.to_string()));
+                .and_then(|exe| {
+                    LaunchedBrowser::launch_cancellable(&exe, &cancel_rx).map_err(|e| e.to_string())
+                });
             let mut st = self.lock();
             st.launching = None;
+            st.cancel_launch = None;
             let result = match launched {
                 Ok(b) if st.closed => {
                     drop(st);
@@ -123,6 +130,8 @@ impl BrowserSlot {
         let (browser, launching) = {
             let mut st = self.lock();
             st.closed = true;
+            // A launch in progress gives up and closes what it started.
+            drop(st.cancel_launch.take());
             (st.browser.take(), st.launching.clone())
         };
         if let Some(b) = browser {
