@@ -184,6 +184,11 @@ struct OpenDialog {
     /// False for a native dialog that opened past `limits.pending_dialogs_max`: the supervisor
     /// dismisses it at once and never lists it as pending.
     shown: bool,
+    /// The browser refused an answer with "No dialog is showing" although no Closed event came:
+    /// the dialog still blocks its frame but CDP can no longer answer it (SPEC §5, §11). It is
+    /// out of `pending_dialogs` and reported through `blocked` until a Closed event or a new
+    /// document of its frame (a reload) ends it.
+    unanswerable: bool,
 }
 
 /// The single-writer model of one supervisor.
@@ -459,7 +464,7 @@ impl Core {
             p.pending_dialogs = self
                 .open
                 .iter()
-                .filter(|d| d.shown && d.closed_event.is_none())
+                .filter(|d| d.shown && !d.unanswerable && d.closed_event.is_none())
                 .map(|d| d.public.clone())
                 .collect();
         }
@@ -800,6 +805,15 @@ pub const ORPHAN_FRAME_HINT: &str = "A JavaScript dialog opened by a CDP client 
 disconnected is blocking the cross-origin iframe named by frame_id (the rest of the page still \
 answers). It cannot be answered over CDP (the browser replies 'No dialog is showing'). Reload the \
 page (browser_cdp Page.reload, without frame_id) to clear it.";
+
+/// The hint published with `blocked` for a dialog CDP can no longer answer (SPEC §5, §11).
+pub const UNANSWERABLE_HINT: &str = "A JavaScript dialog in the frame named by frame_id still \
+blocks it, but the browser no longer lets CDP answer it ('No dialog is showing'; Chromium does this to \
+an iframe's dialog raised while another dialog was open). Reload the page (browser_cdp Page.reload) to \
+clear it.";
+
+/// `blocked.reason` for a dialog CDP can no longer answer.
+pub const UNANSWERABLE_REASON: &str = "unanswerable_dialog";
 
 /// The hint published with `blocked` when the page (or the iframe named by `frame_id`) does not
 /// answer and no probe proved a dialog: safe for both causes.

@@ -121,6 +121,21 @@ pub enum Error {
         /// The dialog that received the answer.
         received: Box<PendingDialog>,
     },
+    /// The browser refused the answer ("No dialog is showing") although the dialog was never
+    /// closed: it still blocks its frame, and CDP can no longer answer it (SPEC §5, §11). It is
+    /// reported through `blocked`; reloading the page clears it.
+    #[error(
+        "{} can no longer be answered over CDP (the browser says 'No dialog is showing') \
+         but it still blocks frame {}; reload the page (browser_cdp Page.reload) to clear it",
+        if id.is_empty() { "a dialog".to_string() } else { format!("dialog {id}") },
+        frame_id.as_deref().unwrap_or("?")
+    )]
+    DialogUnanswerable {
+        /// The dialog (empty when only `blocked` says it exists).
+        id: String,
+        /// The frame it blocks.
+        frame_id: Option<String>,
+    },
     /// A frame id the supervisor does not know.
     #[error(
         "unknown frame_id {0:?}: read frame_tree from browser_snapshot for the current frame ids"

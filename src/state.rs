@@ -300,8 +300,9 @@ impl ConsoleEntry {
 /// Why the page (or one of its frames) cannot be used (SPEC §4.5).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Blocked {
-    /// `orphaned_dialog` (a probe proved a dialog that no live client owns) or `unresponsive`
-    /// (a busy script or such a dialog; the probe could not tell).
+    /// `orphaned_dialog` (a probe proved a dialog that no live client owns), `unresponsive`
+    /// (a busy script or such a dialog; the probe could not tell) or `unanswerable_dialog` (a
+    /// dialog the browser no longer lets CDP answer, SPEC §11).
     pub reason: String,
     /// What the caller can do about it (safe for every cause `reason` allows).
     pub hint: String,

@@ -334,6 +334,11 @@ impl Supervisor {
             // Only a probe that proved a dialog says so; a busy page is not an orphaned dialog.
             return Err(if b.reason == "orphaned_dialog" {
                 Error::OrphanedDialog
+            } else if b.reason == crate::core::UNANSWERABLE_REASON {
+                Error::DialogUnanswerable {
+                    id: String::new(),
+                    frame_id: b.frame_id.clone(),
+                }
             } else {
                 Error::PageUnresponsive
             });

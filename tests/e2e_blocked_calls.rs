@@ -283,5 +283,73 @@ fn navigate_away_from_a_beforeunload_page_reports_the_dialog_and_accepting_compl
             .filter(|t| t.url == next)
             .map(|_| ())
     });
-    assert_eq!(fx.eval("document.title"), json!("next"));
+    // The new document has committed; its title is there once it is parsed.
+    let out = fx.cdp(
+        json!({"method": "Runtime.evaluate", "params": {"awaitPromise": true,
+        "returnByValue": true, "expression": "document.readyState === 'loading' ? new Promise(r => \
+        addEventListener('DOMContentLoaded', () => r(document.title))) : document.title"}}),
+    );
+    assert_eq!(out["result"]["result"]["value"], json!("next"), "{out}");
+}
+
+/// SPEC §11: an iframe's `confirm` raised while a main-frame `alert` is open makes Chromium send
+/// Opening(main), Opening(iframe), Closed(main); the iframe's dialog stays open but CDP can no
+/// longer answer it. It is reported through `blocked` naming the frame, never as closed, and a
+/// reload clears it.
+#[test]
+fn iframe_dialog_behind_a_main_frame_alert_is_unanswerable_and_a_reload_clears_it() {
+    let Some(browser) = common::shared_browser() else {
+        return;
+    };
+    let fx = Fixture::open(&browser.ws_url, "e2e-blocked-unanswerable");
+    let sup = fx.attach();
+    let oopif = wait_oopif(&sup);
+    let (out, took) = fx.timed(json!({"method": "Runtime.evaluate", "target_id": fx.page,
+        "params": {"expression": "alert('main first')"}}));
+    let main_dialog = assert_blocked(&out, took, "alert");
+    let out = fx.cdp(json!({"method": "Runtime.evaluate", "frame_id": oopif,
+        "params": {"expression": "setTimeout(() => { window.answer = confirm('iframe second') }, 0); 'ok'",
+                   "returnByValue": true}}));
+    assert_eq!(out["result"]["result"]["value"], "ok", "{out}");
+    // Chromium closes the main alert; the iframe's confirm is pending.
+    let iframe_dialog = wait_pick(
+        &sup,
+        T,
+        "the iframe's confirm pending, the alert closed",
+        |s| {
+            let closed = s.closed_dialog(&main_dialog).is_some();
+            let d = s
+                .pending_dialogs
+                .iter()
+                .find(|d| d.message == "iframe second")?;
+            closed.then(|| d.id.clone())
+        },
+    );
+    let out = tools::browser_dialog(
+        &fx.reg,
+        &fx.task,
+        &json!({"action": "accept", "dialog_id": iframe_dialog}),
+    );
+    assert_eq!(out["success"], false, "{out}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains("can no longer be answered"), "{error}");
+    assert_eq!(out["blocked"]["reason"], "unanswerable_dialog", "{out}");
+    assert_eq!(out["blocked"]["frame_id"], oopif.as_str(), "{out}");
+    let s = sup.snapshot();
+    assert!(s.pending_dialogs.is_empty(), "{:?}", s.pending_dialogs);
+    assert!(s.closed_dialog(&iframe_dialog).is_none(), "not closed");
+    // A reload clears it: the dialog is recorded remote and nothing is blocked any more.
+    let out = fx.cdp(json!({"method": "Page.reload"}));
+    assert_eq!(out["success"], true, "{out}");
+    let closed = wait_pick(
+        &sup,
+        T,
+        "the iframe's dialog recorded after the reload",
+        |s| {
+            s.closed_dialog(&iframe_dialog)
+                .filter(|_| s.blocked.is_none())
+                .map(|c| c.closed_by)
+        },
+    );
+    assert_eq!(closed, cdp_supervisor::ClosedBy::Remote);
 }

@@ -255,8 +255,11 @@ fn dialog_closed_with_no_answer_in_flight_is_remote() {
     assert!(err.to_string().contains("remote"), "{err}");
 }
 
+/// SPEC §5, §11: a refusal ("No dialog is showing") without a Closed event means the dialog may
+/// still block its frame, unanswerable over CDP: it leaves `pending_dialogs` for `blocked`, and
+/// is recorded `remote` only once a Closed event (or a new document) shows it gone.
 #[test]
-fn refused_answer_is_recorded_remote_and_reported_to_the_caller() {
+fn refused_answer_without_a_closed_event_is_unanswerable_until_the_close_comes() {
     let (fake, _reg, sup) = setup(StartOptions::default());
     fake.open_dialog("confirm", "x", "");
     wait_pending(&sup, 1);
@@ -271,19 +274,62 @@ fn refused_answer_is_recorded_remote_and_reported_to_the_caller() {
         .respond_to_dialog(DialogAction::Accept, None, None)
         .unwrap_err();
     match &err {
-        Error::DialogAlreadyClosed {
-            id,
-            closed_by,
-            detail,
-        } => {
-            assert_eq!((id.as_str(), closed_by.as_str()), ("d-1", "remote"));
-            assert!(detail.contains("No dialog is showing"));
+        Error::DialogUnanswerable { id, frame_id } => {
+            assert_eq!(id, "d-1");
+            assert_eq!(frame_id.as_deref(), Some("PAGE-1"));
         }
         other => panic!("wrong error: {other}"),
     }
+    assert!(err.to_string().contains("reload"), "{err}");
     let s = sup.snapshot();
     assert!(s.pending_dialogs.is_empty());
+    assert!(
+        s.closed_dialog("d-1").is_none(),
+        "not closed: it still blocks"
+    );
+    let b = s.blocked.as_ref().expect("blocked names the frame");
+    assert_eq!(b.reason, "unanswerable_dialog");
+    assert_eq!(b.frame_id.as_deref(), Some("PAGE-1"));
+    // Answering again says the same, without a CDP round trip.
+    let again = sup.respond_to_dialog(DialogAction::Dismiss, None, None);
+    assert!(
+        matches!(&again, Err(Error::DialogUnanswerable { .. })),
+        "{again:?}"
+    );
+    // The browser's Closed event comes after all: now it is remote, and nothing is blocked.
+    fake.close_dialog_remotely();
+    let s = wait_snapshot(&sup, "d-1 recorded", |s| s.closed_dialog("d-1").is_some());
     assert_eq!(s.closed_dialog("d-1").unwrap().closed_by, ClosedBy::Remote);
+    assert!(s.blocked.is_none(), "{:?}", s.blocked);
+}
+
+#[test]
+fn an_unanswerable_dialog_ends_with_a_new_document_of_the_page() {
+    let (fake, _reg, sup) = setup(StartOptions::default());
+    fake.open_dialog("alert", "stuck", "");
+    wait_pending(&sup, 1);
+    fake.set_rule(
+        "Page.handleJavaScriptDialog",
+        Rule::Error {
+            code: -32602,
+            message: "No dialog is showing".into(),
+        },
+    );
+    let err = sup.respond_to_dialog(DialogAction::Accept, None, None);
+    assert!(
+        matches!(&err, Err(Error::DialogUnanswerable { .. })),
+        "{err:?}"
+    );
+    // A reload: the main frame gets a new document.
+    let page = sup
+        .snapshot()
+        .page_session_id
+        .clone()
+        .expect("page session");
+    common::fakes::frame_navigated(&fake, &page, "PAGE-1", None, "http://fake.test/again");
+    let s = wait_snapshot(&sup, "d-1 recorded", |s| s.closed_dialog("d-1").is_some());
+    assert_eq!(s.closed_dialog("d-1").unwrap().closed_by, ClosedBy::Remote);
+    assert!(s.blocked.is_none(), "{:?}", s.blocked);
 }
 
 #[test]

@@ -228,6 +228,7 @@ impl Core {
             answers_in_flight: carried,
             closed_event: None,
             shown: !over_cap,
+            unanswerable: false,
         });
         if answer.is_none() {
             self.fail_calls_blocked_by(self.open.len() - 1);
@@ -367,7 +368,19 @@ impl Core {
                 // A refused fulfilment means the paused bridge request is gone (the page moved
                 // on); a native refusal says "No dialog is showing".
                 let bridge = pos.is_some_and(|p| self.open[p].public.bridge_request_id.is_some());
-                let gone = bridge || e.message.contains("No dialog is showing");
+                let not_showing = e.message.contains("No dialog is showing");
+                // No Closed event came: the dialog may still block its frame, unanswerable
+                // (SPEC §11). It is recorded `remote` only if a Closed event comes later.
+                if let Some(pos) = pos
+                    && !bridge
+                    && not_showing
+                    && self.open[pos].closed_event.is_none()
+                    && self.open[pos].answers_in_flight.is_empty()
+                    && self.open[pos].public.id == dialog_id
+                {
+                    return Err(self.mark_unanswerable(pos));
+                }
+                let gone = bridge || not_showing;
                 if let Some(pos) = pos {
                     let d = &self.open[pos];
                     if gone || (d.closed_event.is_some() && d.answers_in_flight.is_empty()) {
@@ -392,6 +405,49 @@ impl Core {
         }
     }
 
+    /// The dialog at `pos` can no longer be answered over CDP but still blocks its frame: out
+    /// of `pending_dialogs`, into `blocked` (naming the frame) until it ends. Returns the
+    /// caller's error.
+    fn mark_unanswerable(&mut self, pos: usize) -> Error {
+        let d = &mut self.open[pos];
+        d.unanswerable = true;
+        let (id, frame_id) = (d.public.id.clone(), d.public.frame_id.clone());
+        warn!(
+            "task {}: dialog {id} can no longer be answered over CDP ('No dialog is showing') but \
+             no Closed event came: it still blocks frame {}; reload the page to clear it",
+            self.task_id,
+            frame_id.as_deref().unwrap_or("?")
+        );
+        self.out.push(Outgoing::CancelWatchdog {
+            dialog_id: id.clone(),
+        });
+        if self.blocked.is_none() {
+            self.blocked = Some(Blocked {
+                reason: UNANSWERABLE_REASON.into(),
+                hint: UNANSWERABLE_HINT.into(),
+                frame_id: frame_id.clone(),
+            });
+        }
+        self.dialogs_changed = true;
+        self.dirty = true;
+        Error::DialogUnanswerable { id, frame_id }
+    }
+
+    /// Unanswerable dialogs whose frame got a new document (or went away): the reload cleared
+    /// them. A new document of the page's main frame clears them all.
+    pub(super) fn unanswerable_frame_gone(&mut self, frame_id: &str) {
+        let main = self.page_target_id.as_deref() == Some(frame_id);
+        let gone: Vec<String> = self
+            .open
+            .iter()
+            .filter(|d| d.unanswerable && (main || d.public.frame_id.as_deref() == Some(frame_id)))
+            .map(|d| d.public.id.clone())
+            .collect();
+        for id in gone {
+            self.finalize(&id, ClosedBy::Remote, None);
+        }
+    }
+
     pub(super) fn finalize(
         &mut self,
         dialog_id: &str,
@@ -402,6 +458,19 @@ impl Core {
             return;
         };
         let d = self.open.remove(pos);
+        if d.unanswerable
+            && !self.open.iter().any(|o| o.unanswerable)
+            && self
+                .blocked
+                .as_ref()
+                .is_some_and(|b| b.reason == UNANSWERABLE_REASON)
+        {
+            info!(
+                "task {}: dialog {} that CDP could not answer has ended; no longer blocked",
+                self.task_id, d.public.id
+            );
+            self.blocked = None;
+        }
         info!(
             "task {}: dialog {} closed by {}",
             self.task_id, d.public.id, by

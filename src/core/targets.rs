@@ -17,6 +17,7 @@ impl Core {
                 if let Some(ev) = protocol::decode::<protocol::FrameNavigated>(params) {
                     let is_page = self.page_session_id.as_deref() == Some(session);
                     self.bridge_frame_gone(&ev.frame.id);
+                    self.unanswerable_frame_gone(&ev.frame.id);
                     let applied = self.frames.navigated(session, &ev.frame, is_page);
                     self.dirty |= applied;
                     // The session's own main frame has a new document: a new renderer.
@@ -43,6 +44,7 @@ impl Core {
                 if let Some(ev) = protocol::decode::<protocol::FrameDetached>(params) {
                     if ev.reason.as_deref() != Some("swap") {
                         self.bridge_frame_gone(&ev.frame_id);
+                        self.unanswerable_frame_gone(&ev.frame_id);
                     }
                     self.dirty |= self
                         .frames
