@@ -27,7 +27,8 @@ fn dialog_schema(what: &str) -> Value {
             "message": {"type": "string", "description": "The text the page shows"},
             "default_prompt": {"type": "string", "description": "A prompt()'s default text"},
             "opened_at": {"type": "number", "description": "Unix epoch seconds"},
-            "frame_id": {"type": "string", "description": "The frame that opened it"}
+            "frame_id": {"type": "string", "description": "The frame that opened it"},
+            "origin": {"type": "string", "description": "Origin of the frame that opened it: tells the page's own dialog from an embedded iframe's (an ad's)"}
         }
     })
 }
@@ -46,8 +47,9 @@ fn output_schema(extra: Value) -> Value {
             "type": "object",
             "description": "Present when the page does not answer (a dialog no client can answer, or a busy script)",
             "properties": {
-                "reason": {"type": "string", "description": "orphaned_dialog or unresponsive"},
-                "hint": {"type": "string", "description": "What to do"}
+                "reason": {"type": "string", "description": "orphaned_dialog (a dialog no live client can answer), unanswerable_dialog (a dialog CDP can no longer answer) or unresponsive (a busy script, or such a dialog)"},
+                "hint": {"type": "string", "description": "What to do"},
+                "frame_id": {"type": "string", "description": "The iframe that does not answer, when it is not the page itself"}
             }
         }
     });
@@ -106,7 +108,8 @@ pub fn tool_list() -> Value {
             }, "required": ["action"], "additionalProperties": false},
             "outputSchema": output_schema(json!({
                 "action": {"type": "string", "description": "accept or dismiss"},
-                "dialog": dialog_schema("The dialog that was answered")
+                "dialog": dialog_schema("The dialog that was answered"),
+                "answered_dialog": dialog_schema("When the answer reached another dialog than the one named (the named one had been closed by something else): the dialog that received it")
             }))
         },
         {
