@@ -281,6 +281,49 @@ pub fn run(config: Config, cleanup: &Cleanup) -> Result<(), String> {
         } else {
             say("    (no out-of-process iframe appeared; skipping steps 5 and 6)");
         }
+
+        say("");
+        say(
+            "[7] the agent's own Runtime.evaluate calls confirm(): it does not wait for its deadline",
+        );
+        let t = Instant::now();
+        let r = sup.call(
+            "Runtime.evaluate",
+            json!({"expression": "window.agentAnswer = confirm('Proceed with checkout?')"}),
+            Route::Page,
+            Duration::from_secs(30),
+        );
+        let took = t.elapsed();
+        let Err(cdp_supervisor::Error::BlockedByDialog { dialog, method }) = r else {
+            return Err(format!(
+                "expected the evaluate to be blocked by its dialog, got {r:?}"
+            ));
+        };
+        say(&format!(
+            "    {method} returned BlockedByDialog({} {:?}) after {:.2} ms (its deadline was 30 s)",
+            dialog.id,
+            dialog.message,
+            ms(took)
+        ));
+        sup.respond_to_dialog(DialogAction::Accept, None, Some(&dialog.id))
+            .map_err(|e| e.to_string())?;
+        let v = sup
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": "window.agentAnswer", "returnByValue": true}),
+                Route::Page,
+                WAIT,
+            )
+            .map_err(|e| e.to_string())?;
+        let got = v["result"]["value"].to_string();
+        say(&format!(
+            "    accepted; the page's confirm() returned {got}"
+        ));
+        rows.push(Row {
+            step: "blocked call".into(),
+            outcome: format!("BlockedByDialog, then page got {got}"),
+            ms: ms(took),
+        });
     }
 
     say("");
