@@ -313,13 +313,8 @@ impl Core {
                 .iter()
                 .find(|d| !known_dialogs.contains(&d.public.id) && self.dialog_blocks(d, &call))
         {
-            let err = Error::BlockedByDialog {
-                dialog: Box::new(d.public.clone()),
-                method: call.method.clone(),
-            };
-            if let Some(tx) = call.reply.take() {
-                self.deliveries.push((tx, Err(err)));
-            }
+            let dialog = d.public.clone();
+            self.deliver_blocked(&mut call, dialog);
         }
         self.calls.insert(id, call);
     }
@@ -389,19 +384,39 @@ impl Core {
             .collect();
         for id in blocked {
             let dialog = self.open[pos].public.clone();
-            if let Some(call) = self.calls.get_mut(&id)
-                && let Some(tx) = call.reply.take()
-            {
+            if let Some(mut call) = self.calls.remove(&id) {
                 debug!(
                     "task {}: {} (id {id}) is blocked by dialog {}",
                     self.task_id, call.method, dialog.id
                 );
-                let err = Error::BlockedByDialog {
-                    dialog: Box::new(dialog),
-                    method: call.method.clone(),
-                };
-                self.deliveries.push((tx, Err(err)));
+                self.deliver_blocked(&mut call, dialog);
+                self.calls.insert(id, call);
             }
+        }
+    }
+
+    /// Tells an in-flight agent call that `dialog` blocks it. For a native dialog the call is
+    /// abandoned (its late reply is dropped): Chromium sends a call's reply before the events of
+    /// a dialog raised after it, so the reply cannot be on its way. A bridge dialog's request
+    /// takes another path through the browser, and can overtake the reply of the call that
+    /// scheduled it: the caller keeps its channel and takes a reply that comes within
+    /// [`crate::supervisor::BRIDGE_REPLY_GRACE`] instead.
+    fn deliver_blocked(&mut self, call: &mut PendingCall, dialog: PendingDialog) {
+        let bridge = dialog.bridge_request_id.is_some();
+        let tx = if bridge {
+            if let CallKind::Agent { known_dialogs } = &mut call.kind {
+                known_dialogs.push(dialog.id.clone());
+            }
+            call.reply.clone()
+        } else {
+            call.reply.take()
+        };
+        if let Some(tx) = tx {
+            let err = Error::BlockedByDialog {
+                dialog: Box::new(dialog),
+                method: call.method.clone(),
+            };
+            self.deliveries.push((tx, Err(err)));
         }
     }
 

@@ -521,7 +521,7 @@ impl Supervisor {
             }
         }
         if let Some((dialog, until)) = grace {
-            match wait_reply_or_cancel(&rx, method, until.min(deadline), timeout, cancel) {
+            match wait_agent_reply(&rx, method, until.min(deadline), timeout, cancel) {
                 Err(Error::Timeout { .. }) if Instant::now() < deadline => {
                     let still = self
                         .snapshot()
@@ -540,7 +540,7 @@ impl Supervisor {
                 other => return other.map(|v| (v, Some(sid))),
             }
         }
-        wait_reply_or_cancel(&rx, method, deadline, timeout, cancel).map(|v| (v, Some(sid)))
+        wait_agent_reply(&rx, method, deadline, timeout, cancel).map(|v| (v, Some(sid)))
     }
 
     /// Marks the supervisor as stopping: from now on it is not alive, and calls fail. The registry
@@ -609,6 +609,34 @@ impl Drop for Supervisor {
 /// How long a call of a method whose behaviour under a dialog was not measured may wait for
 /// its reply while a dialog that blocks it is pending.
 pub const DIALOG_GRACE: Duration = Duration::from_millis(250);
+
+/// How long a call told that a bridge dialog blocks it still takes its own reply: the bridge's
+/// request reaches the supervisor by another path through the browser than the call's reply,
+/// and can overtake the reply of the very call that scheduled the dialog (seen on Chromium).
+pub const BRIDGE_REPLY_GRACE: Duration = Duration::from_millis(100);
+
+/// Waits for an agent call's reply (see [`wait_reply_or_cancel`]); a block by a bridge dialog
+/// still lets the call's own reply through for [`BRIDGE_REPLY_GRACE`].
+fn wait_agent_reply(
+    rx: &Receiver<CallResult>,
+    method: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: Option<&CancelToken>,
+) -> CallResult {
+    let first = wait_reply_or_cancel(rx, method, deadline, timeout, cancel);
+    let Err(Error::BlockedByDialog { dialog, .. }) = &first else {
+        return first;
+    };
+    if dialog.bridge_request_id.is_none() {
+        return first;
+    }
+    let until = deadline.min(Instant::now() + BRIDGE_REPLY_GRACE);
+    match wait_reply_or_cancel(rx, method, until, timeout, cancel) {
+        Err(Error::Timeout { .. }) | Err(Error::ConnectionLost(_)) => first,
+        other => other,
+    }
+}
 
 fn blocked(dialog: &PendingDialog, method: &str) -> Error {
     Error::BlockedByDialog {

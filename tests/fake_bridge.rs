@@ -875,3 +875,60 @@ fn auto_mode_stays_native_when_a_dialog_is_closed_remotely_after_100ms() {
         .expect("answer natively");
     assert_eq!(sent(&fake, "Page.handleJavaScriptDialog").len(), 1);
 }
+
+/// The bridge's paused request travels through the browser by another path than the reply of
+/// the call that scheduled the dialog, and can overtake it (seen on Chromium: an evaluate that
+/// schedules `prompt()` with `setTimeout(0)` got its `Fetch.requestPaused` first). The call
+/// still gets its own reply when it follows within the grace; without one it is blocked.
+#[test]
+fn a_reply_overtaken_by_the_bridge_request_of_its_own_dialog_still_reaches_the_call() {
+    let (fake, _reg, sup) = setup(bridge_on());
+    let page = page_session(&sup);
+    fake.set_rule("Runtime.evaluate", Rule::Ignore);
+    let call = {
+        let sup = Arc::clone(&sup);
+        std::thread::spawn(move || {
+            sup.call(
+                "Runtime.evaluate",
+                json!({"expression": "setTimeout(() => prompt('later'), 0); 'scheduled'"}),
+                cdp_supervisor::Route::Page,
+                Duration::from_secs(20),
+            )
+        })
+    };
+    let cmd = fake
+        .wait_for_command(|c| c["method"] == "Runtime.evaluate", WAIT)
+        .expect("the evaluate was sent");
+    paused(
+        &fake,
+        &page,
+        "R-9",
+        &bridge_url("prompt", "later", ""),
+        PAGE,
+    );
+    sup.wait_for(WAIT, |s| !s.pending_dialogs.is_empty())
+        .expect("the bridge dialog is pending");
+    fake.send_reply(
+        &cmd["id"],
+        &page,
+        json!({"result": {"type": "string", "value": "scheduled"}}),
+    );
+    let r = call.join().expect("caller");
+    assert_eq!(
+        r.expect("the call's own reply")["result"]["value"],
+        "scheduled"
+    );
+    // A call that the bridge dialog really blocks is told so after the grace.
+    let t = Instant::now();
+    let r = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "1"}),
+        cdp_supervisor::Route::Page,
+        Duration::from_secs(20),
+    );
+    assert!(
+        matches!(&r, Err(cdp_supervisor::Error::BlockedByDialog { .. })),
+        "{r:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+}
