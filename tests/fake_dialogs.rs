@@ -255,6 +255,17 @@ fn dialog_closed_with_no_answer_in_flight_is_remote() {
     assert!(err.to_string().contains("remote"), "{err}");
 }
 
+/// From now on the fake refuses every answer as Chromium does for a dialog it no longer shows.
+fn refuse_answers(fake: &FakeBrowser) {
+    fake.set_rule(
+        "Page.handleJavaScriptDialog",
+        Rule::Error {
+            code: -32602,
+            message: "No dialog is showing".into(),
+        },
+    );
+}
+
 /// SPEC §5, §11: a refusal ("No dialog is showing") without a Closed event means the dialog may
 /// still block its frame, unanswerable over CDP: it leaves `pending_dialogs` for `blocked`, and
 /// is recorded `remote` only once a Closed event (or a new document) shows it gone.
@@ -263,13 +274,7 @@ fn refused_answer_without_a_closed_event_is_unanswerable_until_the_close_comes()
     let (fake, _reg, sup) = setup(StartOptions::default());
     fake.open_dialog("confirm", "x", "");
     wait_pending(&sup, 1);
-    fake.set_rule(
-        "Page.handleJavaScriptDialog",
-        Rule::Error {
-            code: -32602,
-            message: "No dialog is showing".into(),
-        },
-    );
+    refuse_answers(&fake);
     let err = sup
         .respond_to_dialog(DialogAction::Accept, None, None)
         .unwrap_err();
@@ -308,13 +313,7 @@ fn an_unanswerable_dialog_ends_with_a_new_document_of_the_page() {
     let (fake, _reg, sup) = setup(StartOptions::default());
     fake.open_dialog("alert", "stuck", "");
     wait_pending(&sup, 1);
-    fake.set_rule(
-        "Page.handleJavaScriptDialog",
-        Rule::Error {
-            code: -32602,
-            message: "No dialog is showing".into(),
-        },
-    );
+    refuse_answers(&fake);
     let err = sup.respond_to_dialog(DialogAction::Accept, None, None);
     assert!(
         matches!(&err, Err(Error::DialogUnanswerable { .. })),

@@ -174,7 +174,10 @@ proptest! {
             let _ = core.take_deliveries();
         }
         core.on_disconnect("end");
+        // The reader says what comes next (reconnecting, or the end) before it publishes.
+        core.reconnecting(1, 5);
         prop_assert!(!core.snapshot().active);
+        prop_assert!(core.snapshot().pending_dialogs.is_empty());
     }
 }
 
@@ -379,7 +382,10 @@ proptest! {
             let _ = core.take_deliveries();
         }
         core.on_disconnect("end");
+        // The reader says what comes next (reconnecting, or the end) before it publishes.
+        core.reconnecting(1, 5);
         prop_assert!(!core.snapshot().active);
+        prop_assert!(core.snapshot().pending_dialogs.is_empty());
     }
 }
 
