@@ -231,9 +231,17 @@ fn cdp_inner(
     };
     let frame_id = opt_str(args, "frame_id")?;
     let target_id = opt_str(args, "target_id")?;
+    // Absent: the task's `supervisor.call_timeout_s`.
     let timeout_s = match args.get("timeout_s") {
-        None | Some(Value::Null) => 30.0,
-        Some(Value::Number(n)) => n.as_f64().unwrap_or(30.0),
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(t) if t.is_finite() && t > 0.0 => Some(t.clamp(1.0, 300.0)),
+            _ => {
+                return Err(failure(format!(
+                    "timeout_s must be a positive number of seconds (1 to 300), got {n}"
+                )));
+            }
+        },
         Some(other) => {
             return Err(failure(format!(
                 "timeout_s must be a number of seconds, got {}",
@@ -241,11 +249,6 @@ fn cdp_inner(
             )));
         }
     };
-    let timeout = Duration::from_secs_f64(if timeout_s.is_finite() {
-        timeout_s.clamp(1.0, 300.0)
-    } else {
-        30.0
-    });
     let route = match (frame_id, target_id) {
         (Some(_), Some(_)) => return Err(failure("give frame_id or target_id, not both")),
         (Some(f), None) => Route::Frame(f),
@@ -253,6 +256,7 @@ fn cdp_inner(
         (None, None) => Route::by_domain(method),
     };
     let sup = live(reg, task_id)?;
+    let timeout = timeout_s.map_or(sup.settings().call_timeout, Duration::from_secs_f64);
     let result = match cancel {
         Some(c) => sup.call_cancellable(method, params, route, timeout, c),
         None => sup.call_routed(method, params, route, timeout),

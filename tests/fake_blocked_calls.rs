@@ -481,3 +481,39 @@ fn input_events_are_refused_while_a_dialog_is_pending_as_chromium_would_drop_the
         "a refused input event must not reach the browser"
     );
 }
+
+#[test]
+fn browser_cdp_without_timeout_s_uses_the_configured_call_timeout() {
+    let fake = FakeBrowser::start().expect("fake browser");
+    fake.set_rule("DOM.getDocument", Rule::Ignore);
+    let config = Config::from_toml("[supervisor]\ncall_timeout_s = 1\n").expect("config");
+    let reg = SupervisorRegistry::new(config);
+    reg.get_or_start("task", &fake.ws_url()).expect("attach");
+    let t = Instant::now();
+    let out = tools::browser_cdp(&reg, "task", &json!({"method": "DOM.getDocument"}));
+    let took = t.elapsed();
+    assert_eq!(out["success"], false, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timed out"),
+        "{out}"
+    );
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "took {took:?}: not the configured 1 s"
+    );
+    let out = tools::browser_cdp(
+        &reg,
+        "task",
+        &json!({"method": "DOM.getDocument", "timeout_s": -3}),
+    );
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timeout_s"),
+        "{out}"
+    );
+}
