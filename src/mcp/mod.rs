@@ -6,17 +6,17 @@
 //!   `browser_snapshot` (a wait-free snapshot read) are answered on the reading thread; the other
 //!   tools run on at most [`MAX_IN_FLIGHT`] worker threads, spawned as needed. A call beyond that
 //!   is answered at once with a tool error, never queued. Every response and notification goes
-//!   through one [`rpc::Writer`] as one whole line. So a `browser_cdp` blocked on the page never
+//!   through one `rpc::Writer` as one whole line. So a `browser_cdp` blocked on the page never
 //!   delays a `ping` or the `browser_dialog` that would unblock it.
 //! * **Cancellation.** `notifications/cancelled {requestId}` cancels that call's
 //!   [`CancelToken`]: its CDP call is abandoned and the request gets no response at all. An unknown
 //!   or finished id is ignored.
-//! * **Strict JSON-RPC 2.0** (see [`rpc::classify`]): `"jsonrpc": "2.0"` is required, responses
+//! * **Strict JSON-RPC 2.0** (see `rpc::classify`): `"jsonrpc": "2.0"` is required, responses
 //!   from the client are not answered, a line longer than [`MAX_LINE`] is skipped in bounded
 //!   memory, batches are refused: none of the [`PROTOCOL_VERSIONS`] has them (2025-03-26, the
 //!   only MCP version with batches, is not offered; a client asking for it is offered 2024-11-05).
 //! * **Logging.** `logging` is declared; `notifications/message` reports dialogs opening and
-//!   closing without the agent, lost and regained connections, ended supervisors ([`notify`]).
+//!   closing without the agent, lost and regained connections, ended supervisors (`notify`).
 //! * **Shutdown** ([`McpServer::shutdown`]: end of input, or the binary's signal handler):
 //!   in-flight calls are cancelled and get no response, every supervisor is stopped (pending
 //!   dialogs dismissed, tabs the server opened closed), the launched browser is closed
