@@ -9,7 +9,7 @@
 //! [`core`] (the I/O-free single-writer state machine), [`frames`], [`state`] (the published
 //! snapshot), [`watchdog`], [`supervisor`] (the reader loop that ties them together),
 //! [`registry`], [`tools`] (JSON handlers), [`config`].
-#![deny(missing_docs, missing_debug_implementations)]
+#![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
 mod attach;
 pub mod bridge;
@@ -22,6 +22,9 @@ pub mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
 pub mod frames;
+// Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
+// checks its return value.
+#[allow(unsafe_code)]
 pub mod launch;
 mod link;
 pub mod mcp;
@@ -33,6 +36,9 @@ pub mod registry;
 pub mod state;
 pub mod supervisor;
 pub mod tools;
+// Syscalls (recv/send without blocking, poll with the time left to a deadline): each `unsafe`
+// block has a SAFETY comment and checks its return value.
+#[allow(unsafe_code)]
 pub mod transport;
 pub mod watchdog;
 
