@@ -234,14 +234,11 @@ fn cdp_inner(
     // Absent: the task's `supervisor.call_timeout_s`.
     let timeout_s = match args.get("timeout_s") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(t) if t.is_finite() && t > 0.0 => Some(t.clamp(1.0, 300.0)),
-            _ => {
-                return Err(failure(format!(
-                    "timeout_s must be a positive number of seconds (1 to 300), got {n}"
-                )));
-            }
-        },
+        // Clamped to 1..300 s (SPEC §8), so 0 still gets a reply that takes a moment.
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .filter(|t| t.is_finite())
+            .map(|t| t.clamp(1.0, 300.0)),
         Some(other) => {
             return Err(failure(format!(
                 "timeout_s must be a number of seconds, got {}",
