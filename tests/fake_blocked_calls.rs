@@ -507,7 +507,7 @@ fn browser_cdp_without_timeout_s_uses_the_configured_call_timeout() {
     let out = tools::browser_cdp(
         &reg,
         "task",
-        &json!({"method": "DOM.getDocument", "timeout_s": -3}),
+        &json!({"method": "DOM.getDocument", "timeout_s": "soon"}),
     );
     assert!(
         out["error"]
