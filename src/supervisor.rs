@@ -34,7 +34,7 @@ use crate::error::Error;
 use crate::link::{Shared, SnapshotCell, wait_reply};
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
-use crate::state::{ClosedBy, PendingDialog, Snapshot};
+use crate::state::{Blocked, ClosedBy, PendingDialog, Snapshot};
 use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
@@ -486,6 +486,15 @@ impl Supervisor {
                     .start_call(method, params, None, CallKind::Plain, timeout)?;
             return wait_reply_or_cancel(&rx, method, deadline, timeout, cancel).map(|v| (v, None));
         };
+        // A dialog nobody can answer over CDP (an orphan, or one the browser stopped letting CDP
+        // answer) blocks its session as surely as a pending one: a call that would hang fails
+        // at once; `Page.reload`/`Page.navigate`, which clear it, go through.
+        if let Some(b) = &snap.blocked
+            && let Some(e) = blocked_by_unanswerable(b, &snap, &sid)
+            && with_dialog_pending(method) == WithDialog::Refuse
+        {
+            return Err(e);
+        }
         let watching = self.settings.dialog_policy == DialogPolicy::MustRespond;
         let known: Vec<&PendingDialog> = if watching {
             snap.pending_dialogs
@@ -635,6 +644,26 @@ fn wait_agent_reply(
     match wait_reply_or_cancel(rx, method, until, timeout, cancel) {
         Err(Error::Timeout { .. }) | Err(Error::ConnectionLost(_)) => first,
         other => other,
+    }
+}
+
+/// The error for a call on `sid` when `blocked` reports a dialog that cannot be answered over
+/// CDP in a frame that `sid` owns (`None` for `unresponsive`: a busy page answers again).
+fn blocked_by_unanswerable(b: &Blocked, snap: &Snapshot, sid: &str) -> Option<Error> {
+    let owner = match &b.frame_id {
+        Some(f) => snap.frames.get(f).map(|r| r.owner_session.as_str())?,
+        None => snap.page_session_id.as_deref()?,
+    };
+    if owner != sid {
+        return None;
+    }
+    match b.reason.as_str() {
+        "orphaned_dialog" => Some(Error::OrphanedDialog),
+        crate::core::UNANSWERABLE_REASON => Some(Error::DialogUnanswerable {
+            id: String::new(),
+            frame_id: b.frame_id.clone(),
+        }),
+        _ => None,
     }
 }
 

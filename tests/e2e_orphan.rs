@@ -78,6 +78,24 @@ fn orphaned_dialog_is_reported_blocked_and_recovered_by_reload() {
         "{err}"
     );
 
+    // A call the orphan would hang fails at once instead of waiting for its deadline.
+    let t = Instant::now();
+    let r = tools::browser_cdp(
+        &reg,
+        "orphan",
+        &json!({"method": "Runtime.evaluate", "target_id": page,
+                "params": {"expression": "1"}, "timeout_s": 30}),
+    );
+    assert_eq!(r["success"], false, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot be answered over CDP"),
+        "{r}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+
     let r = tools::browser_cdp(
         &reg,
         "orphan",

@@ -295,6 +295,17 @@ fn refused_answer_without_a_closed_event_is_unanswerable_until_the_close_comes()
     let b = s.blocked.as_ref().expect("blocked names the frame");
     assert_eq!(b.reason, "unanswerable_dialog");
     assert_eq!(b.frame_id.as_deref(), Some("PAGE-1"));
+    // A call that would hang behind it fails at once; a reload (which clears it) goes through.
+    let call = sup.call(
+        "Runtime.evaluate",
+        serde_json::json!({"expression": "1"}),
+        cdp_supervisor::Route::Page,
+        Duration::from_secs(20),
+    );
+    assert!(
+        matches!(&call, Err(Error::DialogUnanswerable { .. })),
+        "{call:?}"
+    );
     // Answering again says the same, without a CDP round trip.
     let again = sup.respond_to_dialog(DialogAction::Dismiss, None, None);
     assert!(
