@@ -127,6 +127,7 @@ fn settings(policy: DialogPolicy) -> CoreSettings {
         policy,
         dialog_timeout: Duration::from_secs(300),
         bridge: BridgeMode::Auto,
+        follow_popups: false,
         limits: Limits {
             frame_tree_max_entries: 5,
             recent_dialogs_max: 3,

@@ -28,7 +28,8 @@ fn dialog_schema(what: &str) -> Value {
             "default_prompt": {"type": "string", "description": "A prompt()'s default text"},
             "opened_at": {"type": "number", "description": "Unix epoch seconds"},
             "frame_id": {"type": "string", "description": "The frame that opened it"},
-            "origin": {"type": "string", "description": "Origin of the frame that opened it: tells the page's own dialog from an embedded iframe's (an ad's)"}
+            "origin": {"type": "string", "description": "Origin of the frame that opened it: tells the page's own dialog from an embedded iframe's (an ad's)"},
+            "target_id": {"type": "string", "description": "The page that opened it: the task's page (page_target_id) or a popup it follows (see pages in browser_snapshot)"}
         }
     })
 }
@@ -86,7 +87,7 @@ pub fn tool_list() -> Value {
             "title": "Dialogs and frames of the page",
             "description": "Read the task's page state without touching the page: pending JS dialogs, recently closed ones (with who closed them), the frame tree (cross-origin iframes marked is_oopif, with their frame_id for browser_cdp), recent console errors, and blocked when the page does not answer.",
             "annotations": {"title": "Dialogs and frames of the page", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
-            "inputSchema": {"type": "object", "properties": {"task_id": task_schema()}, "additionalProperties": false},
+            "inputSchema": {"type": "object", "properties": {"task_id": task_schema(), "target_id": {"type": "string", "description": "A popup the task follows (from pages): its frame tree and dialogs instead of the task's page"}}, "additionalProperties": false},
             "outputSchema": output_schema(json!({
                 "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost)", "items": {"type": "object"}},
                 "frame_tree": {"type": "object", "description": "top: the main frame; children: other frames (flat, breadth-first); truncated when some were left out"},
