@@ -412,3 +412,32 @@ fn a_page_another_client_creates_is_not_followed() {
     assert_eq!(snap.pages[0].target_id, fx.page);
     let _ = fx.cdp.close_page(&other);
 }
+
+#[test]
+fn an_alert_the_opener_writes_into_a_blank_popup_is_caught() {
+    let Some(b) = browser() else { return };
+    let mut fx = Fixture::open(&b.ws_url, Config::default());
+    let sup = fx.attach(StartOptions::default());
+    // The opener's evaluate waits until the popup is resumed and its alert answered: send it
+    // without waiting, answer through the supervisor, then take its reply.
+    let id = fx
+        .cdp
+        .send_command(
+            "Runtime.evaluate",
+            json!({"expression": "window.w = window.open(''); \
+                   w.document.write('<script>alert(\"written\")<\\/script>'); 'written'",
+                   "userGesture": true, "returnByValue": true}),
+            Some(&fx.session),
+        )
+        .expect("send the opener's script");
+    let d = wait_popup_dialog(&sup, &fx.page);
+    assert_eq!(d.message, "written");
+    sup.respond_to_dialog(DialogAction::Accept, None, None)
+        .expect("answer the written alert");
+    let reply = common::wait_until(T, || match fx.cdp.next_message(T) {
+        Ok(Some(m)) if m["id"] == id => Some(m),
+        _ => None,
+    })
+    .expect("the opener's script returns");
+    assert_eq!(reply["result"]["result"]["value"], "written");
+}

@@ -134,3 +134,104 @@ fn d_browser_auto_attach() {
         .unwrap();
     });
 }
+
+#[test]
+#[ignore = "a measurement (issue 14): run with --ignored --nocapture"]
+fn e_discover_then_attach_at_once() {
+    let Some(b) = common::shared_browser() else {
+        return;
+    };
+    let srv = server();
+    let mut cdp = RawCdp::connect(&b.ws_url).unwrap();
+    let (_tid, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).unwrap();
+    eprintln!("=== setDiscoverTargets, attachToTarget + Page.enable as soon as targetCreated");
+    cdp.call(
+        "Target.setDiscoverTargets",
+        json!({"discover": true}),
+        None,
+        T,
+    )
+    .unwrap();
+    cdp.clear_events();
+    cdp.send_command(
+        "Runtime.evaluate",
+        json!({"expression": format!("window.open('{}'); 1", srv.url("127.0.0.1", "/popup")), "userGesture": true}),
+        Some(&sid),
+    )
+    .unwrap();
+    let created = cdp
+        .wait_event_where(T, |e| {
+            e["method"] == "Target.targetCreated"
+                && e["params"]["targetInfo"]["openerId"].is_string()
+        })
+        .expect("targetCreated");
+    let tid = created["params"]["targetInfo"]["targetId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cdp.send_command(
+        "Target.attachToTarget",
+        json!({"targetId": tid, "flatten": true}),
+        None,
+    )
+    .unwrap();
+    let attached = cdp
+        .wait_event_where(T, |e| e["method"] == "Target.attachedToTarget")
+        .expect("attached");
+    let psid = attached["params"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eprintln!(
+        "  attached, waiting={}",
+        attached["params"]["waitingForDebugger"]
+    );
+    let r = cdp.call(
+        "Page.enable",
+        json!({}),
+        Some(&psid),
+        Duration::from_secs(3),
+    );
+    eprintln!("  Page.enable -> {r:?}");
+    let _ = dump(&mut cdp, 2);
+    let _ = cdp.close_page(&tid);
+}
+
+#[test]
+#[ignore = "a measurement (issue 14): run with --ignored --nocapture"]
+fn f_browser_auto_attach_and_a_popup_written_by_its_opener() {
+    let Some(b) = common::shared_browser() else {
+        return;
+    };
+    let srv = server();
+    let mut cdp = RawCdp::connect(&b.ws_url).unwrap();
+    let (_tid, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).unwrap();
+    eprintln!("=== browser setAutoAttach; the opener writes an alert into an about:blank popup");
+    cdp.call(
+        "Target.setAutoAttach",
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        None,
+        T,
+    )
+    .unwrap();
+    cdp.clear_events();
+    cdp.send_command(
+        "Runtime.evaluate",
+        json!({"expression": "const w = window.open(''); w.document.write('<script>alert(\"written\")<\\/script>'); 'written'", "userGesture": true}),
+        Some(&sid),
+    )
+    .unwrap();
+    let msgs = dump(&mut cdp, 2);
+    for m in &msgs {
+        if m["method"] == "Target.attachedToTarget" {
+            let psid = m["params"]["sessionId"].as_str().unwrap().to_string();
+            eprintln!(
+                "  -> attached {psid}, waiting={}",
+                m["params"]["waitingForDebugger"]
+            );
+            let _ = cdp.send_command("Page.enable", json!({}), Some(&psid));
+            let _ = cdp.send_command("Runtime.runIfWaitingForDebugger", json!({}), Some(&psid));
+            let _ = dump(&mut cdp, 3);
+        }
+    }
+}

@@ -6,12 +6,15 @@
 //!   iframes and workers only: `window.open` and `target=_blank` pages are never auto-attached
 //!   from there, with or without a `filter` naming `page`;
 //! * `Target.setDiscoverTargets` reports the popup (`targetCreated` with `openerId` and
-//!   `openerFrameId`) while it already runs: an `attachToTarget` sent then comes after a script
-//!   that calls `alert()` on load, a dialog no client owns (SPEC §11);
+//!   `openerFrameId`, not yet paused): an `attachToTarget` + `Page.enable` sent at once was in
+//!   time for an on-load `alert()` of a page loaded from a loopback server (3 runs of 3), but
+//!   only because the popup still had to fetch its document: a race, not a guarantee;
 //! * `Target.setAutoAttach {autoAttach: true, waitForDebuggerOnStart: true, flatten: true}` on
 //!   the *browser* connection attaches every new page paused (`waitingForDebugger: true`), with
 //!   `openerId`/`openerFrameId` in its `targetInfo`: `Page.enable` before
-//!   `Runtime.runIfWaitingForDebugger` catches an on-load `alert()`.
+//!   `Runtime.runIfWaitingForDebugger` catches an on-load `alert()`, and even one the opener
+//!   writes into an `about:blank` popup (`w.document.write('<script>alert(..)...')`): the
+//!   opener's script waits until the popup is resumed.
 //!
 //! So the supervisor turns browser-level auto-attach on once its page is attached, follows a
 //! new page whose opener is the task's page or a page it follows (by `openerId`, else by the
