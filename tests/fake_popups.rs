@@ -283,3 +283,44 @@ fn popups_past_pages_max_are_not_followed_and_the_snapshot_says_so() {
         s.pages.iter().any(|p| p.target_id == "POP-NEW")
     });
 }
+
+#[test]
+fn a_popup_console_error_reaches_the_console_ring() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    fake.emit(
+        Some("SID-POP"),
+        "Runtime.consoleAPICalled",
+        json!({"type": "error", "args": [{"type": "string", "value": "popup broke"}],
+               "executionContextId": 1, "timestamp": 0}),
+    );
+    let snap = wait_snapshot(&sup, "the popup's console error", |s| {
+        s.console_errors.iter().any(|c| c.text == "popup broke")
+    });
+    assert_eq!(snap.console_errors.len(), 1);
+}
+
+#[test]
+fn an_input_event_on_the_page_is_not_blocked_by_a_popup_dialog() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    dialog_on(&fake, "SID-POP", "POP-1", "alert", "popup");
+    wait_pending(&sup, 1);
+    fake.set_rule("Input.dispatchKeyEvent", Rule::Reply(json!({})));
+    sup.call(
+        "Input.dispatchKeyEvent",
+        json!({"type": "keyDown", "key": "a"}),
+        Route::Target(PAGE),
+        WAIT,
+    )
+    .expect("the task's page is not blocked by its popup's dialog");
+    let e = sup
+        .call(
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyDown", "key": "a"}),
+            Route::Target("POP-1"),
+            WAIT,
+        )
+        .expect_err("the popup's own input is blocked by its dialog");
+    assert!(matches!(e, Error::BlockedByDialog { .. }), "{e}");
+}
