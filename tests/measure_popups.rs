@@ -235,3 +235,208 @@ fn f_browser_auto_attach_and_a_popup_written_by_its_opener() {
         }
     }
 }
+
+#[test]
+#[ignore = "a measurement (issue 14): run with --ignored --nocapture"]
+fn g_cross_site_popup_closes_itself_while_its_iframe_shows_a_dialog() {
+    if common::chromium_path().is_none() {
+        return;
+    }
+    let b = common::Browser::launch().unwrap();
+    let a_port = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+    let ap = a_port.clone();
+    let srv = HttpServer::start(move |req| match req.path.as_str() {
+        "/xframe" => Response::html("<!doctype html><script>confirm('frame?')</script>"),
+        "/xpop" => Response::html(format!(
+            "<!doctype html><iframe src=\"http://localhost:{}/xframe\"></iframe>",
+            ap.load(std::sync::atomic::Ordering::SeqCst)
+        )),
+        _ => Response::html("<!doctype html><title>Opener</title>"),
+    });
+    a_port.store(srv.port(), std::sync::atomic::Ordering::SeqCst);
+    let mut cdp = RawCdp::connect(&b.ws_url).unwrap();
+    let (_tid, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).unwrap();
+    cdp.call(
+        "Target.setAutoAttach",
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        None,
+        T,
+    )
+    .unwrap();
+    cdp.clear_events();
+    cdp.send_command(
+        "Runtime.evaluate",
+        json!({"expression": format!("window.open('{}'); 1", srv.url("127.0.0.1", "/xpop")), "userGesture": true}),
+        Some(&sid),
+    )
+    .unwrap();
+    let att = cdp
+        .wait_event_where(T, |e| e["method"] == "Target.attachedToTarget")
+        .unwrap();
+    let psid = att["params"]["sessionId"].as_str().unwrap().to_string();
+    for m in ["Page.enable", "Runtime.enable"] {
+        cdp.send_command(m, json!({}), Some(&psid)).unwrap();
+    }
+    cdp.send_command(
+        "Target.setAutoAttach",
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        Some(&psid),
+    )
+    .unwrap();
+    cdp.send_command("Runtime.runIfWaitingForDebugger", json!({}), Some(&psid))
+        .unwrap();
+    // Resume the OOPIF when it comes.
+    let oopif = cdp
+        .wait_event_where(T, |e| {
+            e["method"] == "Target.attachedToTarget"
+                && e["params"]["targetInfo"]["type"] == "iframe"
+        })
+        .unwrap();
+    let osid = oopif["params"]["sessionId"].as_str().unwrap().to_string();
+    cdp.send_command("Runtime.runIfWaitingForDebugger", json!({}), Some(&osid))
+        .unwrap();
+    let d = cdp.wait_event_where(T, |e| e["method"] == "Page.javascriptDialogOpening");
+    eprintln!("  dialog: {}", d.is_some());
+    let r = cdp.call(
+        "Runtime.evaluate",
+        json!({"expression": "setTimeout(() => window.close(), 0); 1"}),
+        Some(&psid),
+        T,
+    );
+    eprintln!("  evaluate window.close -> {r:?}");
+    let _ = dump(&mut cdp, 3);
+    let alive = cdp.call("Browser.getVersion", json!({}), None, T);
+    eprintln!("  browser alive: {}", alive.is_ok());
+    eprintln!("  stderr tail: {}", b.stderr_tail());
+}
+
+#[test]
+#[ignore = "a measurement (issue 14): run with --ignored --nocapture"]
+fn h_the_same_with_a_supervisor() {
+    if common::chromium_path().is_none() {
+        return;
+    }
+    let b = common::Browser::launch().unwrap();
+    let a_port = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+    let ap = a_port.clone();
+    let srv = HttpServer::start(move |req| match req.path.as_str() {
+        "/xframe" => Response::html("<!doctype html><script>confirm('frame?')</script>"),
+        "/xpop" => Response::html(format!(
+            "<!doctype html><iframe src=\"http://localhost:{}/xframe\"></iframe>",
+            ap.load(std::sync::atomic::Ordering::SeqCst)
+        )),
+        _ => Response::html("<!doctype html><title>Opener</title>"),
+    });
+    a_port.store(srv.port(), std::sync::atomic::Ordering::SeqCst);
+    let mut cdp = RawCdp::connect(&b.ws_url).unwrap();
+    let (tid, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).unwrap();
+    let reg = cdp_supervisor::SupervisorRegistry::new(cdp_supervisor::Config::default());
+    let sup = reg
+        .get_or_start_with(
+            "m",
+            &b.ws_url,
+            cdp_supervisor::StartOptions {
+                target_id: Some(tid.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    cdp.send_command(
+        "Runtime.evaluate",
+        json!({"expression": format!("window.open('{}'); 1", srv.url("127.0.0.1", "/xpop")), "userGesture": true}),
+        Some(&sid),
+    )
+    .unwrap();
+    let snap = sup
+        .wait_for(T, |s| !s.pending_dialogs.is_empty())
+        .expect("dialog");
+    let d = snap.pending_dialogs[0].clone();
+    eprintln!("  dialog {} in {}", d.id, d.target_id);
+    let r = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "setTimeout(() => window.close(), 0); 1"}),
+        cdp_supervisor::Route::Target(&d.target_id),
+        T,
+    );
+    eprintln!("  evaluate window.close -> {r:?}");
+    let s = sup.wait_for(T, |s| s.pages.len() == 1);
+    eprintln!("  pages back to 1: {}", s.is_some());
+    eprintln!("  snapshot: {}", sup.snapshot().to_json());
+    let alive = cdp.call("Browser.getVersion", json!({}), None, T);
+    eprintln!("  browser alive: {}", alive.is_ok());
+    eprintln!("  stderr tail: {}", b.stderr_tail());
+}
+
+#[test]
+#[ignore = "a measurement (issue 14): run with --ignored --nocapture"]
+fn i_cross_site_popup_whose_iframe_is_same_site_with_the_opener_closes_itself() {
+    if common::chromium_path().is_none() {
+        return;
+    }
+    let b = common::Browser::launch().unwrap();
+    let a_port = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+    let ap = a_port.clone();
+    let srv = HttpServer::start(move |req| match req.path.as_str() {
+        "/xframe" => Response::html("<!doctype html><script>confirm('frame?')</script>"),
+        "/xpop" => Response::html(format!(
+            "<!doctype html><iframe src=\"http://127.0.0.1:{}/xframe\"></iframe>",
+            ap.load(std::sync::atomic::Ordering::SeqCst)
+        )),
+        _ => Response::html("<!doctype html><title>Opener</title>"),
+    });
+    a_port.store(srv.port(), std::sync::atomic::Ordering::SeqCst);
+    let mut cdp = RawCdp::connect(&b.ws_url).unwrap();
+    let (_tid, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).unwrap();
+    cdp.call(
+        "Target.setAutoAttach",
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        None,
+        T,
+    )
+    .unwrap();
+    cdp.clear_events();
+    cdp.send_command(
+        "Runtime.evaluate",
+        json!({"expression": format!("window.open('{}'); 1", srv.url("localhost", "/xpop")), "userGesture": true}),
+        Some(&sid),
+    )
+    .unwrap();
+    let att = cdp
+        .wait_event_where(T, |e| e["method"] == "Target.attachedToTarget")
+        .unwrap();
+    let psid = att["params"]["sessionId"].as_str().unwrap().to_string();
+    for m in ["Page.enable", "Runtime.enable"] {
+        cdp.send_command(m, json!({}), Some(&psid)).unwrap();
+    }
+    cdp.send_command(
+        "Target.setAutoAttach",
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        Some(&psid),
+    )
+    .unwrap();
+    cdp.send_command("Runtime.runIfWaitingForDebugger", json!({}), Some(&psid))
+        .unwrap();
+    // Resume the OOPIF when it comes.
+    let oopif = cdp
+        .wait_event_where(T, |e| {
+            e["method"] == "Target.attachedToTarget"
+                && e["params"]["targetInfo"]["type"] == "iframe"
+        })
+        .unwrap();
+    let osid = oopif["params"]["sessionId"].as_str().unwrap().to_string();
+    cdp.send_command("Runtime.runIfWaitingForDebugger", json!({}), Some(&osid))
+        .unwrap();
+    let d = cdp.wait_event_where(T, |e| e["method"] == "Page.javascriptDialogOpening");
+    eprintln!("  dialog: {}", d.is_some());
+    let r = cdp.call(
+        "Runtime.evaluate",
+        json!({"expression": "setTimeout(() => window.close(), 0); 1"}),
+        Some(&psid),
+        T,
+    );
+    eprintln!("  evaluate window.close -> {r:?}");
+    let _ = dump(&mut cdp, 3);
+    let alive = cdp.call("Browser.getVersion", json!({}), None, T);
+    eprintln!("  browser alive: {}", alive.is_ok());
+    eprintln!("  stderr tail: {}", b.stderr_tail());
+}
