@@ -478,3 +478,29 @@ fn a_popup_that_closes_itself_while_its_iframe_dialog_is_pending() {
     });
     assert!(sup.snapshot().active, "the task goes on");
 }
+
+#[test]
+fn a_noopener_popup_is_followed_too() {
+    // Measured: Chromium 156 reports openerId for `noopener` and `rel="noopener"` pages as well.
+    let Some(b) = browser() else { return };
+    let mut fx = Fixture::open(&b.ws_url, Config::default());
+    let sup = fx.attach(StartOptions::default());
+    let url = fx.a.url("127.0.0.1", "/confirm");
+    fx.cdp
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!("window.open({url:?}, '_blank', 'noopener'); 'opened'"),
+                   "userGesture": true}),
+            Some(&fx.session),
+            T,
+        )
+        .expect("window.open noopener");
+    let d = wait_popup_dialog(&sup, &fx.page);
+    assert_eq!(d.kind, "confirm");
+    sup.respond_to_dialog(DialogAction::Accept, None, None)
+        .expect("answer");
+    assert_eq!(
+        fx.a.wait_report_json(T),
+        json!({"at": "/confirm", "r": true})
+    );
+}

@@ -440,3 +440,47 @@ fn i_cross_site_popup_whose_iframe_is_same_site_with_the_opener_closes_itself() 
     eprintln!("  browser alive: {}", alive.is_ok());
     eprintln!("  stderr tail: {}", b.stderr_tail());
 }
+
+#[test]
+#[ignore = "a measurement (issue 14): run with --ignored --nocapture"]
+fn j_noopener_and_rel_noopener_report_an_opener() {
+    let Some(b) = common::shared_browser() else {
+        return;
+    };
+    let srv = server();
+    let mut cdp = RawCdp::connect(&b.ws_url).unwrap();
+    let (_tid, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).unwrap();
+    cdp.call(
+        "Target.setAutoAttach",
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        None,
+        T,
+    )
+    .unwrap();
+    for expr in [
+        "window.open('/blank', '_blank', 'noopener'); 1",
+        "const a = document.createElement('a'); a.href = '/blank'; a.target = '_blank'; a.rel = 'noopener noreferrer'; document.body.append(a); a.click(); 1",
+    ] {
+        cdp.clear_events();
+        cdp.send_command(
+            "Runtime.evaluate",
+            json!({"expression": expr, "userGesture": true}),
+            Some(&sid),
+        )
+        .unwrap();
+        let att = cdp.wait_event_where(T, |e| e["method"] == "Target.attachedToTarget");
+        let info = att.as_ref().map(|a| a["params"]["targetInfo"].clone());
+        eprintln!(
+            "  {expr}\n    -> openerId={:?} openerFrameId={:?} waiting={:?}",
+            info.as_ref().map(|i| i["openerId"].clone()),
+            info.as_ref().map(|i| i["openerFrameId"].clone()),
+            att.as_ref()
+                .map(|a| a["params"]["waitingForDebugger"].clone())
+        );
+        if let Some(a) = att {
+            let psid = a["params"]["sessionId"].as_str().unwrap().to_string();
+            let _ = cdp.send_command("Runtime.runIfWaitingForDebugger", json!({}), Some(&psid));
+            let _ = cdp.close_page(a["params"]["targetInfo"]["targetId"].as_str().unwrap());
+        }
+    }
+}

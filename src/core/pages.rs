@@ -16,6 +16,9 @@
 //!   writes into an `about:blank` popup (`w.document.write('<script>alert(..)...')`): the
 //!   opener's script waits until the popup is resumed.
 //!
+//! `openerId` and `openerFrameId` are reported for `window.open(.., 'noopener')` and
+//! `rel="noopener"` links too (measured), so those popups are followed as well.
+//!
 //! So the supervisor turns browser-level auto-attach on once its page is attached, follows a
 //! new page whose opener is the task's page or a page it follows (by `openerId`, else by the
 //! page that owns `openerFrameId`), and resumes and detaches, at once, every other page it is
