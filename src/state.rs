@@ -379,7 +379,7 @@ pub struct PageInfo {
     pub target_id: String,
     /// Its main frame's URL.
     pub url: String,
-    /// Its title, when the browser told (at attach time).
+    /// Its title, when known (empty: not tracked yet, see `src/core/pages.rs`).
     pub title: String,
     /// The page that opened it (`None` for the task's own page).
     pub opener_target_id: Option<String>,

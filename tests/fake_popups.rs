@@ -253,11 +253,11 @@ fn calls_route_into_a_followed_page_by_target_id_and_fail_at_once_when_it_closes
 }
 
 #[test]
-fn popups_past_pages_max_are_not_followed_and_the_snapshot_says_so() {
+fn a_thousand_popups_past_pages_max_are_resumed_and_let_go_and_the_snapshot_says_so() {
     let mut config = Config::default();
     config.limits.pages_max = 3;
     let (fake, _reg, sup) = setup_with(config);
-    for i in 0..50 {
+    for i in 0..1000 {
         page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
     }
     barrier(&sup);
@@ -265,7 +265,7 @@ fn popups_past_pages_max_are_not_followed_and_the_snapshot_says_so() {
     assert_eq!(snap.pages.len(), 4, "the page and 3 popups");
     assert!(snap.pages_truncated);
     assert_eq!(snap.to_json()["pages_truncated"], true);
-    for i in 3..50 {
+    for i in 3..1000 {
         let sid = format!("SID-{i}");
         assert_eq!(
             methods(&sent_on(&fake, &sid)),
@@ -323,4 +323,29 @@ fn an_input_event_on_the_page_is_not_blocked_by_a_popup_dialog() {
         )
         .expect_err("the popup's own input is blocked by its dialog");
     assert!(matches!(e, Error::BlockedByDialog { .. }), "{e}");
+}
+
+#[test]
+fn with_the_bridge_on_a_popup_gets_it_before_it_resumes() {
+    let fake = FakeBrowser::start().expect("fake browser");
+    let reg = SupervisorRegistry::new(Config::default());
+    let options = StartOptions {
+        dialog_bridge: Some(BridgeMode::On),
+        ..StartOptions::default()
+    };
+    let sup = reg
+        .get_or_start_with("task", &fake.ws_url(), options)
+        .expect("attach");
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    barrier(&sup);
+    let sent = methods(&sent_on(&fake, "SID-POP"));
+    let pos = |m: &str| sent.iter().position(|s| s == m).unwrap_or(usize::MAX);
+    assert!(
+        pos("Page.addScriptToEvaluateOnNewDocument") < pos("Runtime.runIfWaitingForDebugger"),
+        "{sent:?}"
+    );
+    assert!(
+        pos("Fetch.enable") < pos("Runtime.runIfWaitingForDebugger"),
+        "{sent:?}"
+    );
 }

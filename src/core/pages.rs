@@ -152,7 +152,9 @@ impl Core {
         self.pages.push(PageInfo {
             target_id: info.target_id,
             url: clip(info.url, MAX_TEXT),
-            title: clip(info.title, MAX_TEXT),
+            // The title at attach time is that of the blank initial document, and browser-level
+            // auto-attach sends no `targetInfoChanged`: a stale title would mislead, so none.
+            title: String::new(),
             opener_target_id: Some(opener),
             session_id: sid.to_string(),
         });
