@@ -504,3 +504,37 @@ fn a_noopener_popup_is_followed_too() {
         json!({"at": "/confirm", "r": true})
     );
 }
+
+#[test]
+fn when_the_task_page_closes_while_a_popup_lives_the_task_ends_and_does_not_move() {
+    let Some(b) = browser() else { return };
+    let mut fx = Fixture::open(&b.ws_url, Config::default());
+    let sup = fx.attach(StartOptions::default());
+    let url = fx.a.url("127.0.0.1", "/blank");
+    fx.window_open(&url);
+    let popup = wait_pick(&sup, T, "the popup followed", |s| {
+        s.pages.get(1).map(|p| p.target_id.clone())
+    });
+    let r = sup.call(
+        "Target.closeTarget",
+        json!({"targetId": fx.page}),
+        Route::Browser,
+        T,
+    );
+    assert_eq!(r.expect("the close succeeded"), json!({"success": true}));
+    let s = wait_pick(&sup, T, "the supervisor ends", |s| {
+        (!s.active).then(|| s.clone())
+    });
+    assert_eq!(s.page_target_id.as_deref(), Some(fx.page.as_str()));
+    assert!(
+        s.disconnect_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("page target"),
+        "{:?}",
+        s.disconnect_reason
+    );
+    // The popup still runs (nobody left it paused).
+    let sid = fx.cdp.attach(&popup).expect("attach to the popup");
+    assert_eq!(fx.cdp.evaluate(&sid, "1 + 1", T), Ok(json!(2)));
+}
