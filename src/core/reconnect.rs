@@ -16,6 +16,7 @@ impl Core {
         // Followed popups are not carried across a reconnect: only the task's page is
         // re-attached, and popups opened from then on are followed again.
         self.pages.clear();
+        self.pages_truncated = false;
         self.pages_changed = true;
         self.page_gone = None;
         self.frames = Frames::new(self.settings.limits.clone());
