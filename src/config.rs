@@ -116,6 +116,9 @@ pub struct Limits {
     pub frames_max: usize,
     /// Dialogs pending at once; bridge requests past it fail (SPEC §14).
     pub pending_dialogs_max: usize,
+    /// Pages followed at once besides the task's own page (popups, new tabs: issue 14); past
+    /// it, new ones are resumed and left alone and the snapshot says `pages_truncated`.
+    pub pages_max: usize,
 }
 
 impl Default for Limits {
@@ -128,6 +131,7 @@ impl Default for Limits {
             max_message_bytes: 64 << 20,
             frames_max: 10_000,
             pending_dialogs_max: 16,
+            pages_max: 20,
         }
     }
 }
@@ -146,6 +150,8 @@ pub struct Config {
     pub cdp_url: Option<String>,
     /// `browser.chrome_path`.
     pub chrome_path: Option<String>,
+    /// `browser.follow_popups`: follow the pages the task's page opens (popups, new tabs).
+    pub follow_popups: bool,
     /// `browser.ca_file`: extra CA certificates (PEM) trusted for `wss://`.
     pub ca_file: Option<std::path::PathBuf>,
     /// `supervisor.start_timeout_s`.
@@ -187,6 +193,7 @@ impl std::fmt::Debug for Config {
                 &self.cdp_url.as_deref().map(crate::redact::redact_url),
             )
             .field("chrome_path", &self.chrome_path)
+            .field("follow_popups", &self.follow_popups)
             .field("ca_file", &self.ca_file)
             .field("start_timeout", &self.start_timeout)
             .field("call_timeout", &self.call_timeout)
@@ -206,6 +213,7 @@ impl Default for Config {
             dialog_bridge: BridgeMode::Auto,
             cdp_url: None,
             chrome_path: None,
+            follow_popups: true,
             ca_file: None,
             start_timeout: Duration::from_secs(15),
             call_timeout: Duration::from_secs(30),
@@ -440,6 +448,13 @@ impl Config {
             }
         }
         cfg.chrome_path = non_empty(get_str(c, "browser.chrome_path")?);
+        if let Some(s) = get_str(c, "browser.follow_popups")? {
+            cfg.follow_popups = match s.trim() {
+                "true" => true,
+                "false" => false,
+                other => return Err(invalid("browser.follow_popups", other, "true or false")),
+            };
+        }
         cfg.ca_file = non_empty(get_str(c, "browser.ca_file")?).map(std::path::PathBuf::from);
         if let Some(p) = &cfg.ca_file
             && !p.is_file()
@@ -477,6 +492,9 @@ impl Config {
         }
         if let Some(n) = get_uint(c, "limits.pending_dialogs_max", 1, 1_000)? {
             l.pending_dialogs_max = n as usize;
+        }
+        if let Some(n) = get_uint(c, "limits.pages_max", 0, 1_000)? {
+            l.pages_max = n as usize;
         }
         if let Some(s) = get_str(c, "security.allow_file_urls")? {
             cfg.security.allow_file_urls = match s.trim() {

@@ -20,13 +20,14 @@ use crate::frames::Frames;
 
 mod console;
 mod dialogs;
+mod pages;
 mod reconnect;
 mod targets;
 
 use crate::protocol::{self, CdpError, Incoming};
 use crate::state::{
-    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PendingDialog, Snapshot, SupervisorState,
-    now_epoch,
+    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PageInfo, PendingDialog, Snapshot,
+    SupervisorState, now_epoch,
 };
 pub use dialogs::answer_command;
 
@@ -147,6 +148,8 @@ pub struct CoreSettings {
     pub limits: Limits,
     /// Dialog bridge mode (SPEC §6).
     pub bridge: BridgeMode,
+    /// `browser.follow_popups`: follow the pages the task's page opens (issue 14).
+    pub follow_popups: bool,
 }
 
 /// What a child session is attached to.
@@ -225,6 +228,11 @@ pub struct Core {
     /// Tracked sessions whose renderer crashed (`Inspector.targetCrashed`); a subset of
     /// `sessions`' keys, so bounded by them.
     crashed_sessions: HashSet<String>,
+    /// The popups and new tabs the task follows (issue 14), oldest first; the task's own page
+    /// is not in it. At most `limits.pages_max`.
+    pages: Vec<PageInfo>,
+    /// A popup was left alone because of `limits.pages_max`.
+    pages_truncated: bool,
     out: Vec<Outgoing>,
     deliveries: Vec<(Sender<CallResult>, CallResult)>,
     version: u64,
@@ -233,6 +241,7 @@ pub struct Core {
     dialogs_changed: bool,
     recent_changed: bool,
     console_changed: bool,
+    pages_changed: bool,
 }
 
 /// Once the call table holds this many entries (and at each doubling after), entries whose
@@ -265,6 +274,8 @@ impl Core {
             fatal: None,
             page_gone: None,
             crashed_sessions: HashSet::new(),
+            pages: Vec::new(),
+            pages_truncated: false,
             out: Vec::new(),
             deliveries: Vec::new(),
             version: 0,
@@ -273,6 +284,7 @@ impl Core {
             dialogs_changed: true,
             recent_changed: true,
             console_changed: true,
+            pages_changed: true,
         }
     }
 
@@ -365,7 +377,9 @@ impl Core {
             .and_then(|f| self.frames.owner_of(f))
             .unwrap_or(d.public.session_id.as_str());
         let hits = owner == sid
-            || (call.method.starts_with("Input.") && self.page_session_id.as_deref() == Some(sid));
+            || (call.method.starts_with("Input.")
+                && self.is_page_session(sid)
+                && self.page_of_session(&d.public.session_id) == self.page_of_session(sid));
         hits && blocks_in_flight(&d.public.kind, &call.method)
     }
 
@@ -492,8 +506,15 @@ impl Core {
         if let Some((map, tree)) = self.frames.take_published() {
             p.frames = map;
             p.frame_tree = tree;
+            self.pages_changed = true;
         }
-        p.clone()
+        if std::mem::take(&mut self.pages_changed) {
+            let pages = self.pages_list();
+            let p = &mut self.published;
+            p.pages = pages.into();
+            p.pages_truncated = self.pages_truncated;
+        }
+        self.published.clone()
     }
 
     /// Whether the dialog bridge is installed (SPEC §6).
@@ -600,6 +621,7 @@ impl Core {
                         {
                             let target_id = target_id.clone();
                             self.set_page_session(&sid, &target_id);
+                            self.follow_popups_from_now();
                         }
                     }
                     CallKind::SeedFrameTree { session_id } => {

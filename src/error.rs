@@ -143,7 +143,7 @@ pub enum Error {
     UnknownFrame(String),
     /// A target id the supervisor does not track.
     #[error(
-        "unknown target_id {0:?}: only the page target and tracked iframe targets can be addressed"
+        "unknown target_id {0:?}: only the page target, the popups it opened (pages in the snapshot) and tracked iframe targets can be addressed"
     )]
     UnknownTarget(String),
     /// A configuration value is invalid.

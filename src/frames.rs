@@ -290,6 +290,21 @@ impl Frames {
         self.changed = true;
     }
 
+    /// A followed page (issue 14) went away: its frames (its main frame's id is its target id)
+    /// leave the map.
+    pub fn remove_page(&mut self, target_id: &str) -> bool {
+        if !self.map.contains_key(target_id) {
+            return false;
+        }
+        self.remove_subtree(target_id);
+        true
+    }
+
+    /// The URL of frame `frame_id`, when known.
+    pub fn url_of(&self, frame_id: &str) -> Option<&str> {
+        self.map.get(frame_id).map(|r| r.url.as_str())
+    }
+
     /// `Target.attachedToTarget` of type `iframe`: the frame (id = target id) now runs in its own
     /// process, on `session`.
     pub fn oopif_attached(
@@ -429,47 +444,68 @@ impl Frames {
 
     /// The capped breadth-first tree (SPEC §7).
     pub fn tree(&self) -> FrameTree {
-        let Some(top) = self.main.as_ref().and_then(|m| self.map.get(m)) else {
-            return FrameTree::default();
-        };
-        let mut children_of: HashMap<&str, Vec<&FrameRecord>> = HashMap::new();
-        for r in self.map.values() {
-            if let Some(p) = &r.parent_frame_id
-                && r.frame_id != top.frame_id
-            {
-                children_of.entry(p.as_str()).or_default().push(r);
+        match &self.main {
+            Some(m) => build_tree(&self.map, m, &self.limits, |id| {
+                self.order.get(id).copied().unwrap_or(u64::MAX)
+            }),
+            None => FrameTree::default(),
+        }
+    }
+}
+
+/// The capped breadth-first tree (SPEC §7) of the page whose main frame is `top_id`, from a
+/// published frame map: how `browser_snapshot {target_id}` shows a followed popup (issue 14).
+/// Siblings come in frame-id order (the attach order is not published).
+pub fn tree_of(map: &HashMap<String, FrameRecord>, top_id: &str, limits: &Limits) -> FrameTree {
+    build_tree(map, top_id, limits, |_| 0)
+}
+
+fn build_tree(
+    map: &HashMap<String, FrameRecord>,
+    top_id: &str,
+    limits: &Limits,
+    order: impl Fn(&str) -> u64,
+) -> FrameTree {
+    let Some(top) = map.get(top_id) else {
+        return FrameTree::default();
+    };
+    let mut children_of: HashMap<&str, Vec<&FrameRecord>> = HashMap::new();
+    for r in map.values() {
+        if let Some(p) = &r.parent_frame_id
+            && r.frame_id != top.frame_id
+        {
+            children_of.entry(p.as_str()).or_default().push(r);
+        }
+    }
+    for v in children_of.values_mut() {
+        v.sort_by(|a, b| (order(&a.frame_id), &a.frame_id).cmp(&(order(&b.frame_id), &b.frame_id)));
+    }
+    let mut out = Vec::new();
+    let mut truncated = false;
+    let mut seen: HashSet<&str> = HashSet::from([top.frame_id.as_str()]);
+    let mut queue = VecDeque::from([(top.frame_id.as_str(), 0usize)]);
+    while let Some((id, depth)) = queue.pop_front() {
+        for child in children_of.get(id).map(Vec::as_slice).unwrap_or(&[]) {
+            if !seen.insert(child.frame_id.as_str()) {
+                continue;
             }
-        }
-        for v in children_of.values_mut() {
-            v.sort_by_key(|r| self.order.get(&r.frame_id).copied().unwrap_or(u64::MAX));
-        }
-        let mut out = Vec::new();
-        let mut truncated = false;
-        let mut seen: HashSet<&str> = HashSet::from([top.frame_id.as_str()]);
-        let mut queue = VecDeque::from([(top.frame_id.as_str(), 0usize)]);
-        while let Some((id, depth)) = queue.pop_front() {
-            for child in children_of.get(id).map(Vec::as_slice).unwrap_or(&[]) {
-                if !seen.insert(child.frame_id.as_str()) {
-                    continue;
-                }
-                let d = depth + 1;
-                if child.is_oopif && d > self.limits.frame_tree_max_oopif_depth {
-                    truncated = true;
-                    continue;
-                }
-                if out.len() >= self.limits.frame_tree_max_entries {
-                    truncated = true;
-                    continue;
-                }
-                out.push(FrameEntry::from_record(child));
-                queue.push_back((child.frame_id.as_str(), d));
+            let d = depth + 1;
+            if child.is_oopif && d > limits.frame_tree_max_oopif_depth {
+                truncated = true;
+                continue;
             }
+            if out.len() >= limits.frame_tree_max_entries {
+                truncated = true;
+                continue;
+            }
+            out.push(FrameEntry::from_record(child));
+            queue.push_back((child.frame_id.as_str(), d));
         }
-        FrameTree {
-            top: Some(FrameEntry::from_record(top)),
-            children: out,
-            truncated,
-        }
+    }
+    FrameTree {
+        top: Some(FrameEntry::from_record(top)),
+        children: out,
+        truncated,
     }
 }
 

@@ -48,6 +48,7 @@ pub use endpoint::cdp_available;
 pub use error::Error;
 pub use registry::{StartOptions, SupervisorRegistry};
 pub use state::{
-    ClosedBy, ClosedDialog, ConsoleEntry, FrameTree, PendingDialog, Snapshot, SupervisorState,
+    ClosedBy, ClosedDialog, ConsoleEntry, FrameTree, PageInfo, PendingDialog, Snapshot,
+    SupervisorState,
 };
 pub use supervisor::{Route, Supervisor};

@@ -258,6 +258,10 @@ pub struct TargetInfo {
     pub attached: bool,
     /// Parent frame of an iframe target (newer Chromium).
     pub parent_frame_id: Option<String>,
+    /// The target that opened this page (`window.open`, `target=_blank`), when Chromium says.
+    pub opener_id: Option<String>,
+    /// The frame that opened this page, when Chromium says.
+    pub opener_frame_id: Option<String>,
 }
 
 /// Result of `Target.getTargets`.

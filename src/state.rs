@@ -104,6 +104,8 @@ pub struct PendingDialog {
     /// (empty when unknown), so an agent can tell the page's own prompt from an embedded
     /// ad's (SPEC §10).
     pub origin: String,
+    /// The page target (the task's page, or a popup it follows) whose frame raised it.
+    pub target_id: String,
     /// The CDP session the dialog arrived on, where its answer must go (not in the JSON).
     pub session_id: String,
     /// For a bridge dialog (SPEC §6): the paused request to fulfil (not in the JSON).
@@ -124,6 +126,9 @@ impl PendingDialog {
         }
         if !self.origin.is_empty() {
             m.insert("origin".into(), json!(self.origin));
+        }
+        if !self.target_id.is_empty() {
+            m.insert("target_id".into(), json!(self.target_id));
         }
         Value::Object(m)
     }
@@ -160,6 +165,9 @@ impl ClosedDialog {
         }
         if !d.origin.is_empty() {
             m.insert("origin".into(), json!(d.origin));
+        }
+        if !d.target_id.is_empty() {
+            m.insert("target_id".into(), json!(d.target_id));
         }
         Value::Object(m)
     }
@@ -355,8 +363,42 @@ pub struct Snapshot {
     pub crashed: bool,
     /// Why the connection ended, while it is down (reconnecting) and after the end.
     pub disconnect_reason: Option<String>,
+    /// The pages the task follows, the task's own page first (issue 14); empty when
+    /// `browser.follow_popups` is off.
+    pub pages: Arc<[PageInfo]>,
+    /// Some popups were not followed because of `limits.pages_max`.
+    pub pages_truncated: bool,
     /// Increases with every publish.
     pub version: u64,
+}
+
+/// A page the task follows: its own page, or one that it (or a page it follows) opened.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PageInfo {
+    /// The page target.
+    pub target_id: String,
+    /// Its main frame's URL.
+    pub url: String,
+    /// Its title, when known (empty: not tracked yet, see `src/core/pages.rs`).
+    pub title: String,
+    /// The page that opened it (`None` for the task's own page).
+    pub opener_target_id: Option<String>,
+    /// Its session (not in the JSON).
+    pub session_id: String,
+}
+
+impl PageInfo {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("target_id".into(), json!(self.target_id));
+        m.insert("url".into(), json!(self.url));
+        if !self.title.is_empty() {
+            m.insert("title".into(), json!(self.title));
+        }
+        m.insert("opener_target_id".into(), json!(self.opener_target_id));
+        Value::Object(m)
+    }
 }
 
 impl Snapshot {
@@ -378,6 +420,8 @@ impl Snapshot {
             blocked: None,
             crashed: false,
             disconnect_reason: None,
+            pages: Arc::from(Vec::new()),
+            pages_truncated: false,
             version: 0,
         }
     }
@@ -409,6 +453,24 @@ impl Snapshot {
         }
         if self.crashed {
             m.insert("crashed".into(), json!(true));
+        }
+        if !self.pages.is_empty() {
+            m.insert(
+                "pages".into(),
+                Value::Array(self.pages.iter().map(PageInfo::to_json).collect()),
+            );
+        }
+        if self.pages_truncated {
+            m.insert("pages_truncated".into(), json!(true));
+        }
+        if !self.pages.is_empty() {
+            m.insert(
+                "pages".into(),
+                Value::Array(self.pages.iter().map(PageInfo::to_json).collect()),
+            );
+        }
+        if self.pages_truncated {
+            m.insert("pages_truncated".into(), json!(true));
         }
         if !self.console_errors.is_empty() {
             m.insert(

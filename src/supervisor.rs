@@ -157,6 +157,7 @@ impl Supervisor {
                 dialog_timeout: settings.dialog_timeout,
                 limits: settings.config.limits.clone(),
                 bridge: settings.config.dialog_bridge,
+                follow_popups: settings.config.follow_popups,
             },
         );
         let mut first = Snapshot::empty(task_id, &transport.url_redacted);
@@ -683,7 +684,28 @@ fn dialog_blocks(dialog: &PendingDialog, snap: &Snapshot, sid: &str, method: &st
         .as_deref()
         .and_then(|f| snap.frames.get(f))
         .map_or(dialog.session_id.as_str(), |r| r.owner_session.as_str());
-    owner == sid || (method.starts_with("Input.") && snap.page_session_id.as_deref() == Some(sid))
+    owner == sid || (method.starts_with("Input.") && page_of_dialog_is(dialog, snap, sid))
+}
+
+/// Whether `sid` is the session of the page (the task's, or a followed popup) that `dialog`
+/// belongs to: an input event sent there reaches whichever of its frames it hits.
+fn page_of_dialog_is(dialog: &PendingDialog, snap: &Snapshot, sid: &str) -> bool {
+    if snap.page_session_id.as_deref() == Some(sid) {
+        return dialog.target_id.is_empty()
+            || snap.page_target_id.as_deref() == Some(dialog.target_id.as_str());
+    }
+    snap.pages
+        .iter()
+        .any(|p| p.session_id == sid && p.target_id == dialog.target_id)
+}
+
+/// The session of followed page `target_id` (a popup the task's page opened; issue 14).
+fn followed_page_session(snap: &Snapshot, target_id: &str) -> Option<String> {
+    snap.pages
+        .iter()
+        .skip(1)
+        .find(|p| p.target_id == target_id && !p.session_id.is_empty())
+        .map(|p| p.session_id.clone())
 }
 
 /// Waits for a reply until `deadline`, or until `cancel` fires.
@@ -742,6 +764,11 @@ fn session_for_target(snap: &Snapshot, target_id: &str, method: &str) -> Result<
         refuse_if_crashed(snap.crashed, "the page", method)?;
         return Ok(sid);
     }
+    if let Some(sid) = followed_page_session(snap, target_id) {
+        let crashed = snap.frames.get(target_id).is_some_and(|r| r.crashed);
+        refuse_if_crashed(crashed, &format!("page {target_id}"), method)?;
+        return Ok(sid);
+    }
     let rec = snap
         .frames
         .get(target_id)
@@ -759,7 +786,9 @@ fn session_for_frame(
 ) -> Result<String, Error> {
     let Some(rec) = snap.frames.get(frame_id) else {
         // Before the frame tree arrives, the main frame id (= page target id) still routes.
-        if snap.page_target_id.as_deref() == Some(frame_id) {
+        if snap.page_target_id.as_deref() == Some(frame_id)
+            || followed_page_session(snap, frame_id).is_some()
+        {
             return session_for_target(snap, frame_id, method);
         }
         return Err(Error::UnknownFrame(frame_id.to_string()));

@@ -118,7 +118,7 @@ fn args_object(args: &Value) -> Result<(), Value> {
 }
 
 /// Arguments of `browser_snapshot`.
-pub const SNAPSHOT_ARGS: &[&str] = &["task_id"];
+pub const SNAPSHOT_ARGS: &[&str] = &["task_id", "target_id"];
 /// Arguments of `browser_dialog`.
 pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "task_id"];
 /// Arguments of `browser_cdp`.
@@ -138,10 +138,61 @@ pub fn browser_snapshot(reg: &SupervisorRegistry, task_id: &str, args: &Value) -
     if let Err(e) = check_args(args, SNAPSHOT_ARGS) {
         return e;
     }
+    let target_id = match opt_str(args, "target_id") {
+        Ok(t) => t,
+        Err(e) => return e,
+    };
     match reg.get(task_id) {
-        Some(sup) if sup.is_alive() => sup.snapshot().to_json(),
+        Some(sup) if sup.is_alive() => {
+            let snap = sup.snapshot();
+            match target_id {
+                Some(t) if snap.page_target_id.as_deref() != Some(t) => {
+                    followed_page_snapshot(&snap, t, &reg.config().limits)
+                }
+                _ => snap.to_json(),
+            }
+        }
         _ => json!({}),
     }
+}
+
+/// `browser_snapshot {target_id}` for a popup the task follows (issue 14): its frame tree and
+/// its dialogs, in the §10 shape.
+fn followed_page_snapshot(
+    snap: &crate::Snapshot,
+    target_id: &str,
+    limits: &crate::Limits,
+) -> Value {
+    let Some(page) = snap.pages.iter().skip(1).find(|p| p.target_id == target_id) else {
+        let known: Vec<&str> = snap.pages.iter().map(|p| p.target_id.as_str()).collect();
+        return failure(format!(
+            "target_id {target_id:?} is not a page this task follows; known pages: {known:?} \
+             (see pages in browser_snapshot)"
+        ));
+    };
+    let tree = crate::frames::tree_of(&snap.frames, target_id, limits);
+    let mut out = json!({
+        "target_id": page.target_id,
+        "url": page.url,
+        "opener_target_id": page.opener_target_id,
+        "pending_dialogs": snap.pending_dialogs.iter().filter(|d| d.target_id == target_id)
+            .map(crate::PendingDialog::to_json).collect::<Vec<_>>(),
+        "frame_tree": tree.to_json(),
+        "page_target_id": snap.page_target_id,
+    });
+    let recent: Vec<Value> = snap
+        .recent_dialogs
+        .iter()
+        .filter(|d| d.dialog.target_id == target_id)
+        .map(|d| d.to_json())
+        .collect();
+    if !recent.is_empty() {
+        out["recent_dialogs"] = Value::Array(recent);
+    }
+    if !page.title.is_empty() {
+        out["title"] = json!(page.title);
+    }
+    out
 }
 
 /// `browser_dialog {action, prompt_text?, dialog_id?}`.

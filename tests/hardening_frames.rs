@@ -39,6 +39,7 @@ fn core() -> Core {
         policy: DialogPolicy::MustRespond,
         dialog_timeout: Duration::from_secs(300),
         bridge: BridgeMode::Off,
+        follow_popups: false,
         limits: Limits::default(),
     };
     let mut core = Core::new("t", "ws://x/", settings);

@@ -127,6 +127,7 @@ fn settings(policy: DialogPolicy) -> CoreSettings {
         policy,
         dialog_timeout: Duration::from_secs(300),
         bridge: BridgeMode::Auto,
+        follow_popups: true,
         limits: Limits {
             frame_tree_max_entries: 5,
             recent_dialogs_max: 3,
@@ -236,6 +237,17 @@ fn frame_message() -> impl Strategy<Value = String> {
                 ev(parent, "Target.attachedToTarget",
                    json!({"sessionId": child, "targetInfo": info, "waitingForDebugger": true}))
             }),
+        // A page handed over by browser-level auto-attach (a popup when its opener is followed),
+        // on a session id that the other arms also use for iframes.
+        2 => (prop::sample::select(&["C1", "C2"][..]), frame_id(), prop::option::of(frame_id()), prop::bool::ANY)
+            .prop_map(|(child, f, opener, by_frame)| {
+                let mut info = json!({"targetId": f, "type": "page", "url": "about:blank"});
+                if let Some(o) = opener {
+                    info[if by_frame { "openerFrameId" } else { "openerId" }] = json!(o);
+                }
+                json!({"method": "Target.attachedToTarget", "params": {"sessionId": child,
+                       "targetInfo": info, "waitingForDebugger": true}}).to_string()
+            }),
         1 => (session(), frame_id()).prop_map(|(s, f)| json!({"method": "Target.detachedFromTarget",
             "params": {"sessionId": if s == "S1" { "C1" } else { s }, "targetId": f}}).to_string()),
         1 => (session(), frame_id()).prop_map(move |(s, f)| ev(s, "Page.navigatedWithinDocument",
@@ -251,6 +263,23 @@ fn frame_message() -> impl Strategy<Value = String> {
 fn frame_invariants(s: &cdp_supervisor::Snapshot) -> Result<(), TestCaseError> {
     prop_assert!(s.frames.len() <= 50);
     prop_assert!(s.frame_tree.children.len() <= 5);
+    // Followed pages: the task's page first, then at most pages_max popups, each listed once.
+    prop_assert!(s.pages.len() <= 1 + Limits::default().pages_max);
+    prop_assert!(
+        s.pages
+            .first()
+            .is_none_or(|p| p.target_id == "MAIN" && p.opener_target_id.is_none())
+    );
+    for (i, p) in s.pages.iter().enumerate() {
+        prop_assert!(
+            s.pages
+                .iter()
+                .skip(i + 1)
+                .all(|q| q.target_id != p.target_id),
+            "{} twice",
+            p.target_id
+        );
+    }
     for id in s.frames.keys() {
         let mut cur = s.frames[id].parent_frame_id.as_deref();
         let mut steps = 0;

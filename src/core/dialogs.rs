@@ -180,6 +180,7 @@ impl Core {
             frame_id,
             url: clip(ev.url, MAX_TEXT),
             origin,
+            target_id: self.dialog_target(session),
             session_id: session.to_string(),
             bridge_request_id,
         };

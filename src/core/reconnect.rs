@@ -13,6 +13,11 @@ impl Core {
     pub fn reset_for_reconnect(&mut self) -> Option<String> {
         self.sessions.clear();
         self.crashed_sessions.clear();
+        // Followed popups are not carried across a reconnect: only the task's page is
+        // re-attached, and popups opened from then on are followed again.
+        self.pages.clear();
+        self.pages_truncated = false;
+        self.pages_changed = true;
         self.page_gone = None;
         self.frames = Frames::new(self.settings.limits.clone());
         self.blocked = None;
@@ -114,6 +119,7 @@ mod tests {
                 dialog_timeout: Duration::from_secs(300),
                 limits: Limits::default(),
                 bridge: BridgeMode::Off,
+                follow_popups: false,
             },
         )
     }

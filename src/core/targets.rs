@@ -93,6 +93,11 @@ impl Core {
             });
             if ours {
                 self.set_page_session(&ev.session_id, &info.target_id);
+            } else {
+                self.browser_target_attached(protocol::AttachedToTarget {
+                    target_info: info,
+                    ..ev
+                });
             }
             return;
         }
@@ -242,6 +247,9 @@ impl Core {
             self.dirty |= self
                 .frames
                 .oopif_detached(&ev.session_id, &session.target_id);
+        }
+        if session.kind == "page" && !page_gone {
+            self.followed_page_gone(&session.target_id, &gone);
         }
         let reason = if page_gone {
             "the page target was closed or detached"

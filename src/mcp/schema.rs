@@ -28,7 +28,8 @@ fn dialog_schema(what: &str) -> Value {
             "default_prompt": {"type": "string", "description": "A prompt()'s default text"},
             "opened_at": {"type": "number", "description": "Unix epoch seconds"},
             "frame_id": {"type": "string", "description": "The frame that opened it"},
-            "origin": {"type": "string", "description": "Origin of the frame that opened it: tells the page's own dialog from an embedded iframe's (an ad's)"}
+            "origin": {"type": "string", "description": "Origin of the frame that opened it: tells the page's own dialog from an embedded iframe's (an ad's)"},
+            "target_id": {"type": "string", "description": "The page that opened it: the task's page (page_target_id) or a popup it follows (see pages in browser_snapshot)"}
         }
     })
 }
@@ -84,13 +85,22 @@ pub fn tool_list() -> Value {
         {
             "name": "browser_snapshot",
             "title": "Dialogs and frames of the page",
-            "description": "Read the task's page state without touching the page: pending JS dialogs, recently closed ones (with who closed them), the frame tree (cross-origin iframes marked is_oopif, with their frame_id for browser_cdp), recent console errors, and blocked when the page does not answer.",
+            "description": "Read the task's page state without touching the page: pending JS dialogs, recently closed ones (with who closed them), the frame tree (cross-origin iframes marked is_oopif, with their frame_id for browser_cdp), recent console errors, blocked when the page does not answer, and the popups the page opened (pages; each dialog names its page by target_id). With target_id: that popup's frame tree and dialogs.",
             "annotations": {"title": "Dialogs and frames of the page", "readOnlyHint": true, "idempotentHint": true, "openWorldHint": false},
-            "inputSchema": {"type": "object", "properties": {"task_id": task_schema()}, "additionalProperties": false},
+            "inputSchema": {"type": "object", "properties": {"task_id": task_schema(), "target_id": {"type": "string", "description": "A popup the task follows (from pages): its frame tree and dialogs instead of the task's page"}}, "additionalProperties": false},
             "outputSchema": output_schema(json!({
                 "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost)", "items": {"type": "object"}},
                 "frame_tree": {"type": "object", "description": "top: the main frame; children: other frames (flat, breadth-first); truncated when some were left out"},
                 "page_target_id": {"type": "string", "description": "The task's page target"},
+                "pages": {"type": "array", "description": "The pages the task follows: its own page first, then the popups and new tabs it (or a followed popup) opened; pass a target_id to browser_snapshot or browser_cdp", "items": {"type": "object", "properties": {
+                    "target_id": {"type": "string", "description": "The page target"},
+                    "url": {"type": "string", "description": "Its main frame's URL"},
+                    "title": {"type": "string", "description": "Its title, when known"},
+                    "opener_target_id": {"type": ["string", "null"], "description": "The page that opened it (null for the task's page)"}
+                }}},
+                "pages_truncated": {"type": "boolean", "description": "true when limits.pages_max left popups unfollowed"},
+                "target_id": {"type": "string", "description": "With the target_id argument: the popup shown"},
+                "opener_target_id": {"type": "string", "description": "With the target_id argument: the page that opened it"},
                 "console_errors": {"type": "array", "description": "Recent console errors and exceptions", "items": {"type": "object"}},
                 "state": {"type": "string", "enum": ["active", "reconnecting", "stopped", "dead"], "description": "The supervisor's state; reconnecting comes with attempt and of, dead with reason"}
             }))
@@ -122,7 +132,7 @@ pub fn tool_list() -> Value {
                 "method": {"type": "string", "description": "CDP method, e.g. Runtime.evaluate, Page.navigate, Input.dispatchMouseEvent"},
                 "params": {"type": "object", "description": "The method's parameters (default {})"},
                 "frame_id": {"type": "string", "description": "Send into this frame (from browser_snapshot's frame_tree)"},
-                "target_id": {"type": "string", "description": "Send to this target's session (the page_target_id, or an iframe target)"},
+                "target_id": {"type": "string", "description": "Send to this target's session (the page_target_id, a popup from browser_snapshot's pages, or an iframe target)"},
                 "timeout_s": {"type": "number", "minimum": 1, "maximum": 300, "description": "Seconds to wait for the reply (default 30)"}
             }, "required": ["method"], "additionalProperties": false},
             "outputSchema": output_schema(json!({

@@ -3,7 +3,8 @@
 //! Launches headless Chromium, serves a page from `127.0.0.1` holding a cross-site iframe from
 //! `localhost` (a real out-of-process iframe), attaches a supervisor, and walks through: alert,
 //! confirm, prompt (the page's own JS reports what it got back), the frame tree, an evaluation
-//! inside the OOPIF, and a dialog raised inside the OOPIF. Without Chromium it says how to install
+//! inside the OOPIF, a dialog raised inside the OOPIF, an agent call a dialog blocks, and a popup
+//! the page opens whose confirm() on load is caught (issue 14). Without Chromium it says how to install
 //! one and runs the dialog steps against the built-in fake CDP browser.
 
 use std::collections::HashMap;
@@ -48,6 +49,13 @@ function report(v) { fetch('/report?' + encodeURIComponent(JSON.stringify(v))); 
 <iframe id="ads" src="http://localhost:{{PORT}}/frame" width="400" height="120"></iframe>
 </body></html>"#;
 
+const POPUP_PAGE: &str = r#"<!doctype html><html><head><meta charset="utf-8"><title>Sign-in popup</title></head>
+<body><p>A popup the page opened.</p>
+<script>
+function report(v) { fetch('/report?' + encodeURIComponent(JSON.stringify(v))); }
+</script>
+<script>report(confirm('Allow the sign-in popup to continue?'));</script></body></html>"#;
+
 const FRAME_PAGE: &str = r#"<!doctype html><html><head><meta charset="utf-8"><title>Cross-site frame</title></head>
 <body><p>I live on another site, in another process.</p>
 <script>
@@ -71,6 +79,7 @@ pub fn run(config: Config, cleanup: &Cleanup) -> Result<(), String> {
             let mut pages = HashMap::new();
             pages.insert("/", MAIN_PAGE.to_string());
             pages.insert("/frame", FRAME_PAGE.to_string());
+            pages.insert("/popup", POPUP_PAGE.to_string());
             let server = Server::start(pages).map_err(|e| e.to_string())?;
             let page_url = format!("http://127.0.0.1:{}/", server.port());
             (Stage::Chromium { server }, ws, Some(page_url))
@@ -206,7 +215,7 @@ pub fn run(config: Config, cleanup: &Cleanup) -> Result<(), String> {
         });
     }
 
-    if let Stage::Chromium { .. } = &stage {
+    if let Stage::Chromium { server } = &stage {
         say("");
         say("[4] the frame tree, including the cross-site (out-of-process) iframe");
         let snap = sup.snapshot();
@@ -324,6 +333,8 @@ pub fn run(config: Config, cleanup: &Cleanup) -> Result<(), String> {
             outcome: format!("BlockedByDialog, then page got {got}"),
             ms: ms(took),
         });
+
+        popup_step(server, &sup, &mut rows)?;
     }
 
     say("");
@@ -347,6 +358,75 @@ pub fn run(config: Config, cleanup: &Cleanup) -> Result<(), String> {
         "\nstopped the supervisor in {:.1} ms; bye",
         ms(t.elapsed())
     ));
+    Ok(())
+}
+
+/// Step 8: the page opens a popup whose script asks a confirm() on load; the supervisor follows
+/// the popup, catches the dialog before the popup runs on, and the answer reaches it.
+fn popup_step(server: &Server, sup: &Supervisor, rows: &mut Vec<Row>) -> Result<(), String> {
+    say("");
+    say("[8] the page opens a popup (window.open) that asks a confirm() as it loads");
+    let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
+    let t = Instant::now();
+    sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "window.open('/popup'); 'opened'", "userGesture": true}),
+        Route::Page,
+        WAIT,
+    )
+    .map_err(|e| format!("window.open failed: {e}"))?;
+    let snap = sup
+        .wait_for(WAIT, |s| {
+            s.pending_dialogs.iter().any(|d| d.target_id != page)
+        })
+        .ok_or("the popup's dialog was not detected")?;
+    let took = t.elapsed();
+    let Some(d) = snap.pending_dialogs.iter().find(|d| d.target_id != page) else {
+        return Err("the popup's dialog vanished".into());
+    };
+    say(&format!(
+        "    detected {} ({}) {:?} in popup target {} after {:.1} ms",
+        d.id,
+        d.kind,
+        d.message,
+        d.target_id,
+        ms(took)
+    ));
+    for p in snap.pages.iter() {
+        say(&format!(
+            "    pages: {}  {}  opener={}",
+            p.target_id,
+            p.url,
+            p.opener_target_id.as_deref().unwrap_or("-")
+        ));
+    }
+    sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+        .map_err(|e| e.to_string())?;
+    let got = server
+        .next_report(WAIT)
+        .unwrap_or_else(|| "(no report from the popup)".into());
+    say(&format!("    accepted; the popup's confirm() got {got}"));
+    let popup = d.target_id.clone();
+    let _ = sup.call(
+        "Target.closeTarget",
+        json!({"targetId": popup}),
+        Route::Browser,
+        WAIT,
+    );
+    let gone = sup.wait_for(WAIT, |s| s.pages.iter().all(|p| p.target_id != popup));
+    say(&format!(
+        "    closed the popup: {}",
+        if gone.is_some() {
+            "it left pages"
+        } else {
+            "still listed"
+        }
+    ));
+    rows.push(Row {
+        step: "popup confirm".into(),
+        outcome: format!("detected in the popup, popup got {got}"),
+        ms: ms(took),
+    });
     Ok(())
 }
 
