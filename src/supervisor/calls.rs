@@ -1,0 +1,385 @@
+//! The dialog-aware call path (SPEC §8): routing a call to its session, refusing what a dialog,
+//! a crash or the security policy blocks, and waiting for the reply with a deadline, a cancel
+//! token and the grace rules for dialogs.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Receiver;
+use log::debug;
+use serde_json::{Value, json};
+
+use super::{MAX_CALL_TIMEOUT, Route, Supervisor};
+use crate::cancel::CancelToken;
+use crate::config::DialogPolicy;
+use crate::core::{CallKind, CallResult, WithDialog, blocks_in_flight, with_dialog_pending};
+use crate::error::Error;
+use crate::link::wait_reply;
+use crate::state::{Blocked, PendingDialog, Snapshot};
+
+impl Supervisor {
+    /// Sends a CDP command along `route` and waits up to `timeout` (clamped to 1 ms..300 s).
+    pub fn call(
+        &self,
+        method: &str,
+        params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+    ) -> Result<Value, Error> {
+        self.call_routed(method, params, route, timeout)
+            .map(|(v, _)| v)
+    }
+
+    /// Like [`Supervisor::call`], also returning the session the call went to.
+    pub fn call_routed(
+        &self,
+        method: &str,
+        params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+    ) -> Result<(Value, Option<String>), Error> {
+        self.call_with(method, params, route, timeout, None)
+    }
+
+    /// Like [`Supervisor::call_routed`], but returns [`Error::Cancelled`] at once when `cancel`
+    /// is cancelled (the late reply is then dropped).
+    pub fn call_cancellable(
+        &self,
+        method: &str,
+        params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+        cancel: &CancelToken,
+    ) -> Result<(Value, Option<String>), Error> {
+        self.call_with(method, params, route, timeout, Some(cancel))
+    }
+
+    /// The dialog-aware call (SPEC §8): a call into the page never waits for its deadline
+    /// because of a dialog.
+    ///
+    /// * A dialog already pending that blocks the call: methods measured to hang fail at once
+    ///   without being sent; methods measured to answer go through; any other method is sent
+    ///   and fails after [`DIALOG_GRACE`] if no reply came while the dialog is still pending.
+    /// * A dialog that opens while the call is in flight: the reader fails the call at once.
+    ///
+    /// A dialog the caller could not see yet when it looked (published between that look and
+    /// the registration) is caught either by the second look after the write or by the reader,
+    /// which drains registrations again after each publish: one of the two always sees it.
+    fn call_with(
+        &self,
+        method: &str,
+        mut params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(Value, Option<String>), Error> {
+        self.ensure_alive()?;
+        if method.is_empty() {
+            return Err(Error::InvalidArgument("method must not be empty".into()));
+        }
+        if params.is_null() {
+            params = json!({});
+        }
+        if !params.is_object() {
+            return Err(Error::InvalidArgument(
+                "params must be a JSON object".into(),
+            ));
+        }
+        if let Err((option, detail)) = self.settings.config.security.check(method, &params) {
+            return Err(Error::Refused {
+                method: method.to_string(),
+                option: option.to_string(),
+                detail,
+            });
+        }
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            return Err(Error::Cancelled(method.to_string()));
+        }
+        let timeout = timeout.clamp(Duration::from_millis(1), MAX_CALL_TIMEOUT);
+        let snap = self.snapshot();
+        let session = match route {
+            Route::Browser => None,
+            Route::Page => Some(session_for_page(&snap, method)?),
+            Route::Target(t) => Some(session_for_target(&snap, t, method)?),
+            Route::Frame(f) => Some(session_for_frame(&snap, f, method, &mut params)?),
+        };
+        let Some(sid) = session else {
+            // Browser-level calls are never affected by dialogs.
+            let (rx, deadline) =
+                self.shared
+                    .start_call(method, params, None, CallKind::Plain, timeout)?;
+            return wait_reply_or_cancel(&rx, method, deadline, timeout, cancel).map(|v| (v, None));
+        };
+        // A dialog nobody can answer over CDP (an orphan, or one the browser stopped letting CDP
+        // answer) blocks its session as surely as a pending one: a call that would hang fails
+        // at once; `Page.reload`/`Page.navigate`, which clear it, go through.
+        if let Some(b) = &snap.blocked
+            && let Some(e) = blocked_by_unanswerable(b, &snap, &sid)
+            && with_dialog_pending(method) == WithDialog::Refuse
+        {
+            return Err(e);
+        }
+        let watching = self.settings.dialog_policy == DialogPolicy::MustRespond;
+        let known: Vec<&PendingDialog> = if watching {
+            snap.pending_dialogs
+                .iter()
+                .filter(|d| dialog_blocks(d, &snap, &sid, method))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut grace = None;
+        if let Some(d) = known.first() {
+            match with_dialog_pending(method) {
+                WithDialog::Send => {}
+                WithDialog::Refuse => return Err(blocked(d, method)),
+                WithDialog::Grace => grace = Some(((*d).clone(), Instant::now() + DIALOG_GRACE)),
+            }
+        }
+        let kind = CallKind::Agent {
+            known_dialogs: known.iter().map(|d| d.id.clone()).collect(),
+        };
+        let (rx, deadline) = self
+            .shared
+            .start_call(method, params, Some(&sid), kind, timeout)?;
+        if watching {
+            // The second look (see above).
+            let now = self.snapshot();
+            if let Some(d) = now.pending_dialogs.iter().find(|d| {
+                !known.iter().any(|k| k.id == d.id)
+                    && dialog_blocks(d, &now, &sid, method)
+                    && blocks_in_flight(&d.kind, method)
+            }) {
+                return Err(blocked(d, method));
+            }
+        }
+        if let Some((dialog, until)) = grace {
+            match wait_agent_reply(&rx, method, until.min(deadline), timeout, cancel) {
+                Err(Error::Timeout { .. }) if Instant::now() < deadline => {
+                    let still = self
+                        .snapshot()
+                        .pending_dialogs
+                        .iter()
+                        .any(|d| d.id == dialog.id);
+                    if still {
+                        debug!(
+                            "task {}: {method} got no reply within {DIALOG_GRACE:?} while dialog \
+                             {} is pending",
+                            self.task_id, dialog.id
+                        );
+                        return Err(blocked(&dialog, method));
+                    }
+                }
+                other => return other.map(|v| (v, Some(sid))),
+            }
+        }
+        wait_agent_reply(&rx, method, deadline, timeout, cancel).map(|v| (v, Some(sid)))
+    }
+}
+
+/// How long a call of a method whose behaviour under a dialog was not measured may wait for
+/// its reply while a dialog that blocks it is pending.
+pub const DIALOG_GRACE: Duration = Duration::from_millis(250);
+
+/// How long a call told that a bridge dialog blocks it still takes its own reply: the bridge's
+/// request reaches the supervisor by another path through the browser than the call's reply,
+/// and can overtake the reply of the very call that scheduled the dialog (seen on Chromium).
+pub const BRIDGE_REPLY_GRACE: Duration = Duration::from_millis(100);
+
+/// Waits for an agent call's reply (see [`wait_reply_or_cancel`]); a block by a bridge dialog
+/// still lets the call's own reply through for [`BRIDGE_REPLY_GRACE`].
+fn wait_agent_reply(
+    rx: &Receiver<CallResult>,
+    method: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: Option<&CancelToken>,
+) -> CallResult {
+    let first = wait_reply_or_cancel(rx, method, deadline, timeout, cancel);
+    let Err(Error::BlockedByDialog { dialog, .. }) = &first else {
+        return first;
+    };
+    if dialog.bridge_request_id.is_none() {
+        return first;
+    }
+    let until = deadline.min(Instant::now() + BRIDGE_REPLY_GRACE);
+    match wait_reply_or_cancel(rx, method, until, timeout, cancel) {
+        Err(Error::Timeout { .. }) | Err(Error::ConnectionLost(_)) => first,
+        other => other,
+    }
+}
+
+/// The error for a call on `sid` when `blocked` reports a dialog that cannot be answered over
+/// CDP in a frame that `sid` owns (`None` for `unresponsive`: a busy page answers again).
+fn blocked_by_unanswerable(b: &Blocked, snap: &Snapshot, sid: &str) -> Option<Error> {
+    let owner = match &b.frame_id {
+        Some(f) => snap.frames.get(f).map(|r| r.owner_session.as_str())?,
+        None => snap.page_session_id.as_deref()?,
+    };
+    if owner != sid {
+        return None;
+    }
+    match b.reason.as_str() {
+        "orphaned_dialog" => Some(Error::OrphanedDialog),
+        crate::core::UNANSWERABLE_REASON => Some(Error::DialogUnanswerable {
+            id: String::new(),
+            frame_id: b.frame_id.clone(),
+        }),
+        _ => None,
+    }
+}
+
+fn blocked(dialog: &PendingDialog, method: &str) -> Error {
+    Error::BlockedByDialog {
+        dialog: Box::new(dialog.clone()),
+        method: method.to_string(),
+    }
+}
+
+/// Whether `dialog` stands between a call on session `sid` and its reply (SPEC §8): the dialog
+/// opened in a frame that `sid` owns, or the call is an input event on the page (it reaches
+/// whichever frame it hits).
+fn dialog_blocks(dialog: &PendingDialog, snap: &Snapshot, sid: &str, method: &str) -> bool {
+    let owner = dialog
+        .frame_id
+        .as_deref()
+        .and_then(|f| snap.frames.get(f))
+        .map_or(dialog.session_id.as_str(), |r| r.owner_session.as_str());
+    owner == sid || (method.starts_with("Input.") && page_of_dialog_is(dialog, snap, sid))
+}
+
+/// Whether `sid` is the session of the page (the task's, or a followed popup) that `dialog`
+/// belongs to: an input event sent there reaches whichever of its frames it hits.
+fn page_of_dialog_is(dialog: &PendingDialog, snap: &Snapshot, sid: &str) -> bool {
+    if snap.page_session_id.as_deref() == Some(sid) {
+        return dialog.target_id.is_empty()
+            || snap.page_target_id.as_deref() == Some(dialog.target_id.as_str());
+    }
+    snap.pages
+        .iter()
+        .any(|p| p.session_id == sid && p.target_id == dialog.target_id)
+}
+
+/// The session of followed page `target_id` (a popup the task's page opened; issue 14).
+fn followed_page_session(snap: &Snapshot, target_id: &str) -> Option<String> {
+    snap.pages
+        .iter()
+        .skip(1)
+        .find(|p| p.target_id == target_id && !p.session_id.is_empty())
+        .map(|p| p.session_id.clone())
+}
+
+/// Waits for a reply until `deadline`, or until `cancel` fires.
+fn wait_reply_or_cancel(
+    rx: &Receiver<CallResult>,
+    method: &str,
+    deadline: Instant,
+    timeout: Duration,
+    cancel: Option<&CancelToken>,
+) -> CallResult {
+    let Some(cancel) = cancel else {
+        return wait_reply(rx, method, deadline, timeout);
+    };
+    crossbeam_channel::select! {
+        recv(rx) -> r => r.unwrap_or_else(|_| Err(Error::ConnectionLost(
+            "the connection closed before the reply".into(),
+        ))),
+        recv(cancel.receiver()) -> _ => Err(Error::Cancelled(method.to_string())),
+        default(deadline.saturating_duration_since(Instant::now())) => Err(Error::Timeout {
+            method: method.to_string(),
+            after: timeout,
+        }),
+    }
+}
+
+/// Refuses a call into a crashed renderer at once (SPEC §10), except the methods that recover it.
+fn refuse_if_crashed(crashed: bool, what: &str, method: &str) -> Result<(), Error> {
+    if crashed && !crate::core::answered_when_crashed(method) {
+        return Err(Error::TargetCrashed {
+            what: what.to_string(),
+            method: method.to_string(),
+        });
+    }
+    Ok(())
+}
+
+fn session_for_page(snap: &Snapshot, method: &str) -> Result<String, Error> {
+    let sid = snap
+        .page_session_id
+        .clone()
+        .ok_or_else(|| Error::NoPage("the supervisor is not attached to a page yet".into()))?;
+    refuse_if_crashed(snap.crashed, "the page", method)?;
+    Ok(sid)
+}
+
+fn session_for_target(snap: &Snapshot, target_id: &str, method: &str) -> Result<String, Error> {
+    if snap.page_target_id.as_deref() == Some(target_id) {
+        let sid = snap
+            .page_session_id
+            .clone()
+            .ok_or_else(|| Error::UnknownTarget(target_id.to_string()))?;
+        refuse_if_crashed(snap.crashed, "the page", method)?;
+        return Ok(sid);
+    }
+    if let Some(sid) = followed_page_session(snap, target_id) {
+        let crashed = snap.frames.get(target_id).is_some_and(|r| r.crashed);
+        refuse_if_crashed(crashed, &format!("page {target_id}"), method)?;
+        return Ok(sid);
+    }
+    let rec = snap
+        .frames
+        .get(target_id)
+        .filter(|r| r.session_id.is_some())
+        .ok_or_else(|| Error::UnknownTarget(target_id.to_string()))?;
+    refuse_if_crashed(rec.crashed, &format!("frame {target_id}"), method)?;
+    Ok(rec.session_id.clone().unwrap_or_default())
+}
+
+fn session_for_frame(
+    snap: &Snapshot,
+    frame_id: &str,
+    method: &str,
+    params: &mut Value,
+) -> Result<String, Error> {
+    let Some(rec) = snap.frames.get(frame_id) else {
+        // Before the frame tree arrives, the main frame id (= page target id) still routes.
+        if snap.page_target_id.as_deref() == Some(frame_id)
+            || followed_page_session(snap, frame_id).is_some()
+        {
+            return session_for_target(snap, frame_id, method);
+        }
+        return Err(Error::UnknownFrame(frame_id.to_string()));
+    };
+    let page_frame = snap.page_session_id.as_deref() == Some(rec.owner_session.as_str());
+    refuse_if_crashed(
+        rec.crashed || (page_frame && snap.crashed),
+        &format!("frame {frame_id}"),
+        method,
+    )?;
+    let session_root = rec.is_oopif || rec.parent_frame_id.is_none();
+    if !session_root {
+        let key = match method {
+            "Runtime.evaluate" => Some("contextId"),
+            "Runtime.callFunctionOn" => Some("executionContextId"),
+            _ => None,
+        };
+        if let Some(key) = key {
+            let explicit = [
+                "contextId",
+                "executionContextId",
+                "uniqueContextId",
+                "objectId",
+            ]
+            .iter()
+            .any(|k| params.get(k).is_some());
+            if !explicit {
+                let ctx = rec.default_context.ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "frame {frame_id} has no JavaScript context yet (it may still be loading); retry shortly"
+                    ))
+                })?;
+                params[key] = json!(ctx);
+            }
+        }
+    }
+    Ok(rec.owner_session.clone())
+}
