@@ -463,15 +463,6 @@ impl Snapshot {
         if self.pages_truncated {
             m.insert("pages_truncated".into(), json!(true));
         }
-        if !self.pages.is_empty() {
-            m.insert(
-                "pages".into(),
-                Value::Array(self.pages.iter().map(PageInfo::to_json).collect()),
-            );
-        }
-        if self.pages_truncated {
-            m.insert("pages_truncated".into(), json!(true));
-        }
         if !self.console_errors.is_empty() {
             m.insert(
                 "console_errors".into(),
