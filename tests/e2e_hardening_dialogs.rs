@@ -391,35 +391,32 @@ fn orphaned_dialog_in_a_cross_origin_iframe_is_blocked_naming_the_frame_until_re
         &json!({"method": "Page.reload", "target_id": page}),
     );
     assert_eq!(r["success"], true, "{r}");
-    let oopif = wait_pick(&sup, T, "a fresh OOPIF, no longer blocked", |s| {
-        if s.blocked.is_some() {
-            return None;
-        }
-        s.frame_tree
+    wait_pick(&sup, T, "no longer blocked", |s| {
+        s.blocked.is_none().then_some(())
+    });
+    // The reload replaces the iframe: look for the new OOPIF (the old one may linger in the
+    // tree for a moment while its session goes away) until it answers.
+    let v: Value = common::wait_until(T, || {
+        let oopif = sup
+            .snapshot()
+            .frame_tree
             .children
             .iter()
-            .find(|f| f.is_oopif && f.session_id.is_some())
-            .map(|f| f.frame_id.clone())
-    });
-    let v: Value = wait_evaluate(&sup, &oopif);
-    assert_eq!(v["result"]["value"], "http://localhost", "{v}");
-    reg.stop("ad");
-    let mut c = RawCdp::connect(&browser.ws_url).unwrap();
-    let _ = c.close_page(&page);
-}
-
-/// `location.origin` inside `frame` (without its port), retried until the reloaded frame has
-/// its execution context.
-fn wait_evaluate(sup: &cdp_supervisor::Supervisor, frame: &str) -> Value {
-    common::wait_until(T, || {
+            .find(|f| f.is_oopif && f.session_id.is_some() && f.frame_id != ad_frame)?
+            .frame_id
+            .clone();
         sup.call(
             "Runtime.evaluate",
             json!({"expression": "location.origin.replace(/:\\d+$/, '')", "returnByValue": true}),
-            Route::Frame(frame),
+            Route::Frame(&oopif),
             Duration::from_secs(2),
         )
         .ok()
         .filter(|v| v["result"]["value"].is_string())
     })
-    .unwrap_or_else(|| panic!("the OOPIF {frame} does not answer"))
+    .unwrap_or_else(|| panic!("no new OOPIF answers: {}", sup.snapshot().to_json()));
+    assert_eq!(v["result"]["value"], "http://localhost", "{v}");
+    reg.stop("ad");
+    let mut c = RawCdp::connect(&browser.ws_url).unwrap();
+    let _ = c.close_page(&page);
 }
