@@ -132,6 +132,14 @@ impl Shared {
         }
     }
 
+    /// Marks the reader as gone for good (after its last publish, so whoever sees it gone also
+    /// sees its final state) and wakes `wait_for` callers.
+    pub fn finish(&self) {
+        self.reader_done.store(true, Ordering::Release);
+        let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.changed.notify_all();
+    }
+
     /// Blocks until a published snapshot satisfies `pred` or `deadline` passes.
     pub fn wait_for(
         &self,
@@ -154,8 +162,11 @@ impl Shared {
             }
             let guard = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
             self.waiters.fetch_add(1, Ordering::SeqCst);
-            // Re-check after announcing ourselves: a publish in between is not missed.
-            if self.snapshot.load().version == snap.version {
+            // Re-check after announcing ourselves: a publish (or the end) in between is not
+            // missed.
+            if self.snapshot.load().version == snap.version
+                && !self.reader_done.load(Ordering::Acquire)
+            {
                 let _unused = self.changed.wait_timeout(guard, left);
             }
             self.waiters.fetch_sub(1, Ordering::SeqCst);

@@ -16,7 +16,6 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -155,8 +154,9 @@ impl Reader {
         };
         self.core.on_disconnect(&reason);
         self.core.ended(end);
-        self.shared.reader_done.store(true, Ordering::Release);
+        // The final state first: whoever sees the supervisor gone also sees how it ended.
         self.flush();
+        self.shared.finish();
         self.forward_watchdog();
         drop(self.registrations);
         for a in attachers {
