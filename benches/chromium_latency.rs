@@ -76,7 +76,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
+use cdp_supervisor::unversioned::{LaunchedBrowser, find_browser};
 use cdp_supervisor::{
     Config, DialogAction, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
 };

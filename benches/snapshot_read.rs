@@ -26,8 +26,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::state::FrameEntry;
 use cdp_supervisor::{
     ClosedDialog, Config, ConsoleEntry, PendingDialog, Snapshot, SupervisorRegistry,
 };
@@ -51,12 +51,35 @@ const TASK: &str = "bench";
 // ------------------------------------------------------------------------------------------------
 // The lock-based baseline's state.
 
+/// A console entry, shaped like [`ConsoleEntry`] (which only the crate constructs).
+#[derive(Clone, Debug)]
+#[allow(dead_code)] // only cloned and dropped: its size and allocations are what count
+struct Console {
+    ts: f64,
+    level: String,
+    text: String,
+    url: String,
+    frame_id: Option<String>,
+}
+
+impl Console {
+    fn from_entry(e: &ConsoleEntry) -> Console {
+        Console {
+            ts: e.ts,
+            level: e.level.clone(),
+            text: e.text.clone(),
+            url: e.url.clone(),
+            frame_id: e.frame_id.clone(),
+        }
+    }
+}
+
 /// A plain struct shaped like the snapshot's content.
 #[derive(Clone, Debug)]
 struct State {
     pending_dialogs: Vec<PendingDialog>,
     recent_dialogs: Vec<ClosedDialog>,
-    console_errors: Vec<ConsoleEntry>,
+    console_errors: Vec<Console>,
     /// Top frame first, then the children.
     frames: Vec<FrameEntry>,
 }
@@ -73,7 +96,7 @@ impl State {
             console_errors: s
                 .console_errors
                 .iter()
-                .map(|e| ConsoleEntry::clone(e))
+                .map(|e| Console::from_entry(e))
                 .collect(),
             frames: s
                 .frame_tree
@@ -101,7 +124,7 @@ impl State {
         if self.console_errors.len() >= CONSOLE_MAX {
             self.console_errors.remove(0);
         }
-        self.console_errors.push(ConsoleEntry {
+        self.console_errors.push(Console {
             ts: i as f64,
             level: "error".into(),
             text: format!("baseline error {i}"),

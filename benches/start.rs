@@ -17,7 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
+use cdp_supervisor::unversioned::{LaunchedBrowser, find_browser};
 use cdp_supervisor::{Config, SupervisorRegistry};
 use common::*;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
+use cdp_supervisor::unversioned::{LaunchedBrowser, find_browser};
 use cdp_supervisor::{Config, SupervisorRegistry, tools};
 use serde_json::{Value, json};
 

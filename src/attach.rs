@@ -27,9 +27,9 @@ use serde_json::json;
 
 use crate::core::CallKind;
 use crate::error::Error;
-use crate::link::{Shared, wait_reply};
 use crate::protocol;
-use crate::state::Blocked;
+use crate::shared::{Shared, wait_reply};
+use crate::snapshot::Blocked;
 
 /// How long to wait for `Page.enable` before probing for an orphaned dialog (SPEC §4.5).
 const PAGE_ENABLE_PROBE_AFTER: Duration = Duration::from_secs(2);

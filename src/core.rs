@@ -15,17 +15,18 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::config::{BridgeMode, DialogPolicy, Limits};
+use crate::core::frames::Frames;
 use crate::error::Error;
-use crate::frames::Frames;
 
 mod console;
 mod dialogs;
+pub(crate) mod frames;
 mod pages;
 mod reconnect;
 mod targets;
 
 use crate::protocol::{self, CdpError, Incoming};
-use crate::state::{
+use crate::snapshot::{
     Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PageInfo, PendingDialog, Snapshot,
     SupervisorState, now_epoch,
 };
@@ -434,11 +435,6 @@ impl Core {
         }
     }
 
-    /// Number of calls waiting for a reply (for tests and diagnostics).
-    pub fn calls_in_flight(&self) -> usize {
-        self.calls.len()
-    }
-
     /// Applies one incoming text message.
     pub fn on_text(&mut self, text: &str) {
         match protocol::parse(text) {
@@ -515,11 +511,6 @@ impl Core {
             p.pages_truncated = self.pages_truncated;
         }
         self.published.clone()
-    }
-
-    /// Whether the dialog bridge is installed (SPEC §6).
-    pub fn bridge_active(&self) -> bool {
-        self.bridge_active
     }
 
     /// Installs the bridge on one session: the script, then the narrow Fetch interception.
@@ -874,6 +865,3 @@ fn clip(mut s: String, max: usize) -> String {
     }
     s
 }
-
-/// Shared form of a snapshot for publishing.
-pub type Published = Arc<Snapshot>;

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::state::PendingDialog;
+use crate::snapshot::PendingDialog;
 
 /// Everything that can go wrong between a caller and the browser.
 #[derive(Debug, thiserror::Error)]
@@ -216,11 +216,4 @@ pub enum Error {
     /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
     #[error("CDP call {0} was cancelled")]
     Cancelled(String),
-}
-
-impl Error {
-    /// True for errors that mean the connection is gone.
-    pub fn is_connection_lost(&self) -> bool {
-        matches!(self, Error::ConnectionLost(_) | Error::NotActive(_))
-    }
 }

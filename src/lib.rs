@@ -5,50 +5,113 @@
 //!
 //! No async runtime: blocking sockets, threads, crossbeam channels and arc-swap.
 //!
-//! Layout: [`transport`] (socket, framing), [`protocol`] (envelopes and the events we decode),
-//! [`core`] (the I/O-free single-writer state machine), [`frames`], [`state`] (the published
-//! snapshot), [`watchdog`], [`supervisor`] (the reader loop that ties them together),
-//! [`registry`], [`tools`] (JSON handlers), [`config`].
+//! # Public API
+//!
+//! Everything a user needs is re-exported here: [`SupervisorRegistry`] (one [`Supervisor`] per
+//! task), [`Config`], the snapshot types ([`Snapshot`], [`PendingDialog`], [`ClosedDialog`],
+//! [`FrameTree`], …), [`Error`], [`Route`] and [`StartOptions`]; the JSON tool handlers in
+//! [`tools`]; the MCP server [`mcp::McpServer`]; [`redact_url`] and [`cdp_available`]; and, with
+//! the `fake-browser` feature, the scripted fake browser in [`fake`]. Nothing else is part of the
+//! semver contract (`unversioned` is for this crate's own binary, tests and benches).
+//!
+//! # Layout
+//!
+//! * `transport`: the socket (plain or TLS), the WebSocket framing, writes with deadlines.
+//! * `endpoint`: `http://` discovery and connecting (one deadline for all of it).
+//! * `protocol`: CDP envelopes and the events we decode, leniently.
+//! * `core`: the I/O-free, clock-free state machine the reader feeds: dialogs, frames
+//!   (`core/frames.rs`), targets and sessions, pages and popups, console, reconnect bookkeeping;
+//!   its scenario tests are in `core/tests.rs`.
+//! * `snapshot`: the published [`Snapshot`] and its JSON.
+//! * `shared`: what one supervisor's threads share (the live connection, call registration, the
+//!   snapshot cell and its change notification).
+//! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
+//! * `attach`: attaching to the task's page (start and after a reconnect).
+//! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
+//! * `bridge`: the `Fetch`-based dialog bridge.
+//! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs, stop) and `supervisor/calls.rs` (the
+//!   call path: routing, the dialog-aware rules, the security policy).
+//! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor` with a lock-free read path.
+//! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
+//! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
+//!   Chromium), `launch` (starting a local Chromium, Unix only).
+//! * [`tools`], [`mcp`], [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
 mod attach;
-pub mod bridge;
+mod bridge;
 mod cancel;
-pub mod config;
-pub mod core;
-pub mod deadline;
-pub mod endpoint;
-pub mod error;
+mod config;
+mod core;
+mod deadline;
+mod endpoint;
+mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
-pub mod frames;
 // Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
 // checks its return value.
 #[allow(unsafe_code)]
-pub mod launch;
-mod link;
+mod launch;
 pub mod mcp;
 mod measured;
-pub mod protocol;
+mod protocol;
 mod reader;
-pub mod redact;
-pub mod registry;
-pub mod state;
-pub mod supervisor;
+mod redact;
+mod registry;
+mod shared;
+mod snapshot;
+mod supervisor;
 pub mod tools;
 // Syscalls (recv/send without blocking, poll with the time left to a deadline): each `unsafe`
 // block has a SAFETY comment and checks its return value.
 #[allow(unsafe_code)]
-pub mod transport;
-pub mod watchdog;
+mod transport;
+mod watchdog;
 
 pub use cancel::CancelToken;
 pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security};
 pub use endpoint::cdp_available;
 pub use error::Error;
+pub use redact::redact_url;
 pub use registry::{StartOptions, SupervisorRegistry};
-pub use state::{
-    ClosedBy, ClosedDialog, ConsoleEntry, FrameTree, PageInfo, PendingDialog, Snapshot,
-    SupervisorState,
+pub use snapshot::{
+    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, FrameEntry, FrameRecord, FrameTree, PageInfo,
+    PendingDialog, Snapshot, SupervisorState,
 };
 pub use supervisor::{Route, Supervisor};
+
+/// Internals for this crate's own binary, tests and benches. **Not part of the public API**:
+/// anything here may change or go away in any release, semver notwithstanding.
+#[doc(hidden)]
+pub mod unversioned {
+    /// The dialog bridge's script and host.
+    pub mod bridge {
+        pub use crate::bridge::{BRIDGE_HOST, SCRIPT};
+    }
+    pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
+    pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
+    pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
+    pub use crate::transport::{ConnectOptions, Transport};
+
+    use crate::{FrameRecord, PendingDialog};
+
+    /// The session that owns a frame's document (routing internals).
+    pub fn owner_session(frame: &FrameRecord) -> &str {
+        &frame.owner_session
+    }
+
+    /// A frame's default execution context on its owner session, when known.
+    pub fn default_context(frame: &FrameRecord) -> Option<i64> {
+        frame.default_context
+    }
+
+    /// The paused request a bridge dialog waits on (SPEC §6).
+    pub fn bridge_request(dialog: &PendingDialog) -> Option<&str> {
+        dialog.bridge_request_id.as_deref()
+    }
+
+    /// The CDP session a dialog arrived on.
+    pub fn dialog_session(dialog: &PendingDialog) -> &str {
+        &dialog.session_id
+    }
+}

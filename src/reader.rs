@@ -26,9 +26,9 @@ use tungstenite::Message;
 use crate::attach::{Choice, attach_page};
 use crate::core::{Command, Core, Outgoing, PendingCall};
 use crate::error::Error;
-use crate::link::Shared;
 use crate::protocol;
-use crate::state::SupervisorState;
+use crate::shared::Shared;
+use crate::snapshot::SupervisorState;
 use crate::transport::{ConnectOptions, Readiness, Transport};
 use crate::watchdog::WatchdogMsg;
 
@@ -135,7 +135,7 @@ impl Reader {
             let prefer = self.core.reset_for_reconnect();
             self.flush();
             reattach = Arc::new(OnceLock::new());
-            attachers.push(self.spawn_reattach(prefer, Arc::clone(&reattach)));
+            attachers.extend(self.spawn_reattach(prefer, Arc::clone(&reattach)));
         }
         // Whatever registered after the last drain fails now rather than at its deadline.
         for (id, call) in self.registrations.try_iter() {
@@ -364,7 +364,7 @@ impl Reader {
         &self,
         same_page: Option<String>,
         outcome: Arc<OnceLock<Reattached>>,
-    ) -> JoinHandle<()> {
+    ) -> Option<JoinHandle<()>> {
         let shared = Arc::clone(&self.shared);
         // The connection this re-attach is for: a failure shuts this one down, never a newer one.
         let transport = self.shared.transport.load_full();
@@ -397,11 +397,11 @@ impl Reader {
                 }
             });
         match spawned {
-            Ok(h) => h,
+            Ok(h) => Some(h),
             Err(e) => {
                 warn!("cannot spawn the re-attach thread: {e}");
                 self.shared.transport.load().shutdown();
-                std::thread::spawn(|| {})
+                None
             }
         }
     }

@@ -33,9 +33,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 
 use crate::config::{BridgeMode, Config, DialogPolicy};
 use crate::error::Error;
-use crate::link::SnapshotCell;
 use crate::redact::redact_url;
-use crate::state::Snapshot;
+use crate::shared::SnapshotCell;
+use crate::snapshot::Snapshot;
 use crate::supervisor::{Settings, Supervisor};
 
 /// Per-task choices for [`SupervisorRegistry::get_or_start_with`].

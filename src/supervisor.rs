@@ -30,16 +30,14 @@ use crate::config::{Config, DialogAction, DialogPolicy};
 use crate::core::{CallKind, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::link::{Shared, SnapshotCell};
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
-use crate::state::{ClosedBy, PendingDialog, Snapshot};
+use crate::shared::{Shared, SnapshotCell};
+use crate::snapshot::{ClosedBy, PendingDialog, Snapshot};
 use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
-
-pub use calls::{BRIDGE_REPLY_GRACE, DIALOG_GRACE};
 
 /// Where a CDP call goes (SPEC §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -170,7 +170,7 @@ fn followed_page_snapshot(
              (see pages in browser_snapshot)"
         ));
     };
-    let tree = crate::frames::tree_of(&snap.frames, target_id, limits);
+    let tree = crate::core::frames::tree_of(&snap.frames, target_id, limits);
     let mut out = json!({
         "target_id": page.target_id,
         "url": page.url,

@@ -21,9 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, PendingDialog, Route, StartOptions,
-    Supervisor, SupervisorRegistry, bridge,
+    Supervisor, SupervisorRegistry,
 };
 use common::pages::{self, attach_to_page};
 use common::{HttpServer, RawCdp, Response, js, wait_until};
@@ -336,7 +337,7 @@ fn got(report: &Value) -> (String, Value) {
 /// Checks a round went through the bridge and was answered by the agent.
 fn assert_bridge_round(r: &Round, top: bool) {
     assert!(
-        r.dialog.bridge_request_id.is_some(),
+        unversioned::bridge_request(&r.dialog).is_some(),
         "a bridge dialog carries its paused request: {:?}",
         r.dialog
     );
@@ -482,8 +483,8 @@ fn bridge_on_main_frame_dialogs_reach_the_page_with_exact_values() {
     let r = sup.snapshot();
     let last = r.recent_dialogs.last().expect("recorded");
     assert_eq!(
-        Some(&last.dialog.session_id),
-        page_session.as_ref(),
+        Some(unversioned::dialog_session(&last.dialog)),
+        page_session.as_deref(),
         "a main-frame bridge dialog is paused on the page session"
     );
     assert!(
@@ -513,7 +514,7 @@ fn bridge_on_oopif_dialogs_carry_the_oopif_frame_id_and_reach_the_oopif() {
     let sessions: Vec<&str> = snap
         .recent_dialogs
         .iter()
-        .map(|c| c.dialog.session_id.as_str())
+        .map(|c| unversioned::dialog_session(&c.dialog))
         .collect();
     eprintln!(
         "OOPIF bridge dialogs paused on sessions {sessions:?} (OOPIF session {oopif_session:?})"
@@ -662,7 +663,7 @@ fn bridge_does_not_slow_the_pages_own_requests() {
             )
             .expect("trigger");
         let d = pending(sup_on);
-        assert!(d.bridge_request_id.is_some(), "{d:?}");
+        assert!(unversioned::bridge_request(&d).is_some(), "{d:?}");
         sup_on
             .respond_to_dialog(DialogAction::Accept, None, None)
             .expect("answer");
@@ -811,7 +812,10 @@ fn auto_mode_switches_to_the_bridge_when_a_proxy_closes_native_dialogs() {
     let first = snap.recent_dialogs[0].clone();
     assert_eq!(first.dialog.kind, "alert");
     assert_eq!(first.closed_by, ClosedBy::Remote, "{first:?}");
-    assert!(first.dialog.bridge_request_id.is_none(), "{first:?}");
+    assert!(
+        unversioned::bridge_request(&first.dialog).is_none(),
+        "{first:?}"
+    );
     let open_for = first.closed_at - first.dialog.opened_at;
     eprintln!(
         "native alert was open {:.1} ms before the proxy closed it",
@@ -853,7 +857,7 @@ fn auto_mode_switches_to_the_bridge_when_a_proxy_closes_native_dialogs() {
         (d.kind.as_str(), d.message.as_str()),
         ("prompt", "Through the bridge?")
     );
-    assert!(d.bridge_request_id.is_some(), "{d:?}");
+    assert!(unversioned::bridge_request(&d).is_some(), "{d:?}");
     assert_eq!(d.frame_id.as_deref(), Some(fx.page.as_str()));
     // The proxy cannot close it: it is no native dialog. (Waiting for something that must not
     // happen: a deadline is the only way to observe it.)
@@ -912,7 +916,7 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
     fx.cdp
         .call(
             "Page.addScriptToEvaluateOnNewDocument",
-            json!({"source": bridge::SCRIPT, "runImmediately": true}),
+            json!({"source": cdp_supervisor::unversioned::bridge::SCRIPT, "runImmediately": true}),
             Some(&session),
             T,
         )
@@ -983,7 +987,7 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
     for (call, what, action, text, (ty, value)) in cases {
         let r = round(&mut fx, &sup, In::Top, &page, call, what, action, text);
         assert!(
-            r.dialog.bridge_request_id.is_none(),
+            unversioned::bridge_request(&r.dialog).is_none(),
             "detected as native: {:?}",
             r.dialog
         );

@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use cdp_supervisor::state::FrameRecord;
+use cdp_supervisor::FrameRecord;
+use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     Config, DialogAction, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
@@ -402,7 +403,7 @@ fn settle_standard(fx: &Fixture, sup: &Supervisor) -> (Arc<Snapshot>, Ids) {
     let snap = settle(sup, "the frame map of / settles", |s| {
         s.frame_tree.top.is_some()
             && frame_by_url(s, "about:srcdoc").is_some()
-            && frame_by_url(s, &same_url).is_some_and(|f| f.default_context.is_some())
+            && frame_by_url(s, &same_url).is_some_and(|f| unversioned::default_context(f).is_some())
             && frame_by_url(s, &cross_url).is_some_and(|f| f.is_oopif && f.session_id.is_some())
             && frame_by_url(s, &third_url).is_some_and(|f| f.is_oopif && f.session_id.is_some())
     });
@@ -556,11 +557,11 @@ fn frame_tree_shows_every_frame_with_oopifs_and_nesting() {
     assert_eq!(snap.frames.len(), 5, "{}", dump(&snap));
     let rec = |id: &str| snap.frames.get(id).expect("in the full map");
     let page_session = snap.page_session_id.clone().expect("page session");
-    assert_eq!(rec(&fx.page).owner_session, page_session);
-    assert_eq!(rec(&srcdoc).owner_session, page_session);
-    assert_eq!(rec(&same).owner_session, page_session);
-    assert_eq!(rec(&cross).owner_session, cross_session);
-    assert_eq!(rec(&third).owner_session, third_session);
+    assert_eq!(unversioned::owner_session(rec(&fx.page)), page_session);
+    assert_eq!(unversioned::owner_session(rec(&srcdoc)), page_session);
+    assert_eq!(unversioned::owner_session(rec(&same)), page_session);
+    assert_eq!(unversioned::owner_session(rec(&cross)), cross_session);
+    assert_eq!(unversioned::owner_session(rec(&third)), third_session);
     assert_eq!(rec(&srcdoc).session_id, None);
     assert_eq!(rec(&same).session_id, None);
 
@@ -1091,7 +1092,7 @@ fn iframes_created_after_attach_appear_and_are_resumed() {
         let same_ok = frame_by_url(s, &late_same).is_some_and(|f| {
             !f.is_oopif
                 && f.parent_frame_id.as_deref() == Some(&page)
-                && f.default_context.is_some()
+                && unversioned::default_context(f).is_some()
         });
         let cross = frame_by_url(s, &late_cross);
         let cross_ok = cross.is_some_and(|f| {
@@ -1186,8 +1187,8 @@ fn oopif_navigating_back_to_the_top_site_becomes_in_process_and_still_routes() {
     assert_eq!(f.origin, fx.top_origin());
     assert_eq!(f.parent_frame_id.as_deref(), Some(page.as_str()));
     assert_eq!(
-        Some(&f.owner_session),
-        snap.page_session_id.as_ref(),
+        Some(unversioned::owner_session(f)),
+        snap.page_session_id.as_deref(),
         "owned by the page session now\n{}",
         dump(&snap)
     );
@@ -1209,7 +1210,7 @@ fn oopif_navigating_back_to_the_top_site_becomes_in_process_and_still_routes() {
         .wait_for(T, |s| {
             s.frames
                 .get(&cross)
-                .is_some_and(|f| f.default_context.is_some())
+                .is_some_and(|f| unversioned::default_context(f).is_some())
         })
         .unwrap_or_else(|| {
             panic!(
@@ -1274,7 +1275,7 @@ fn reloading_the_page_replaces_every_child_frame() {
         .clone();
     assert_eq!(title_in(&sup, Route::Frame(&cross)), json!(CROSS_TITLE));
     let same = settle(&sup, "the new same-origin child has a context", |s| {
-        frame_by_url(s, &same_url).is_some_and(|f| f.default_context.is_some())
+        frame_by_url(s, &same_url).is_some_and(|f| unversioned::default_context(f).is_some())
     });
     let same = frame_by_url(&same, &same_url)
         .expect("same")
@@ -1331,7 +1332,10 @@ fn oopifs_deeper_than_two_levels_are_left_out_of_the_tree_but_still_route() {
         "same site as its parent: same process\n{}",
         dump(&snap)
     );
-    assert_eq!(third.owner_session, nest.owner_session);
+    assert_eq!(
+        unversioned::owner_session(third),
+        unversioned::owner_session(&nest)
+    );
 
     // The capped view: the depth-3 OOPIF is left out, the depth-3 in-process frame is not.
     let shown: Vec<&str> = snap
@@ -1353,7 +1357,7 @@ fn oopifs_deeper_than_two_levels_are_left_out_of_the_tree_but_still_route() {
     let third_ctx = settle(&sup, "the depth-3 in-process frame has a context", |s| {
         s.frames
             .get(&third_id)
-            .is_some_and(|f| f.default_context.is_some())
+            .is_some_and(|f| unversioned::default_context(f).is_some())
     });
     assert!(third_ctx.frames.contains_key(&third_id));
     assert_eq!(title_in(&sup, Route::Frame(&third_id)), json!(THIRD_TITLE));

@@ -19,6 +19,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
 };
@@ -100,7 +101,7 @@ fn frames(sup: &Supervisor, cross_url: &str) -> (String, String) {
             .frames
             .values()
             .find(|r| r.parent_frame_id.as_deref() == Some(x.frame_id.as_str()))?;
-        n.default_context?;
+        unversioned::default_context(n)?;
         Some((x.frame_id.clone(), n.frame_id.clone()))
     })
 }

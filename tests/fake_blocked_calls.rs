@@ -13,6 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, Config, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
     SupervisorRegistry, tools,
@@ -127,7 +128,7 @@ fn call_in_flight_returns_blocked_by_dialog_within_5ms_of_the_publish_in_every_r
     wait_snapshot(&sup, "the child's context", |s| {
         s.frames
             .get("CHILD-SAME")
-            .is_some_and(|f| f.default_context == Some(7))
+            .is_some_and(|f| unversioned::default_context(f) == Some(7))
     });
     let routes: [(&str, Route<'static>); 4] = [
         ("page", Route::Page),

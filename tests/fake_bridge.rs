@@ -23,7 +23,8 @@ use base64::Engine;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, DialogPolicy, Error, PendingDialog,
-    StartOptions, Supervisor, SupervisorRegistry, bridge, tools,
+    StartOptions, Supervisor, SupervisorRegistry, tools,
+    unversioned::{self, bridge},
 };
 use common::fakes::{
     WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_pending, wait_sent,
@@ -361,8 +362,8 @@ fn paused_bridge_prompt_is_pending_and_the_agent_answer_fulfils_it() {
     assert_eq!(d.message, "Your name? ✓ & more");
     assert_eq!(d.default_prompt, "bob & co");
     assert_eq!(d.frame_id.as_deref(), Some(PAGE));
-    assert_eq!(d.bridge_request_id.as_deref(), Some("R-1"));
-    assert_eq!(d.session_id, page);
+    assert_eq!(unversioned::bridge_request(d), Some("R-1"));
+    assert_eq!(unversioned::dialog_session(d), page);
     assert!(d.opened_at > 1.6e9);
     // The §10 JSON shows it like any dialog.
     let j = tools::browser_snapshot(&reg, "task", &json!({}));
@@ -441,7 +442,7 @@ fn bridge_alert_confirm_and_prompt_bodies_match_what_native_dialogs_return() {
             .wait_for_dialog(WAIT)
             .unwrap_or_else(|| panic!("case {i}: no pending {kind}"));
         assert_eq!(d.kind, kind);
-        assert_eq!(d.bridge_request_id.as_deref(), Some(rid.as_str()));
+        assert_eq!(unversioned::bridge_request(&d), Some(rid.as_str()));
         sup.respond_to_dialog(action, text, Some(&d.id))
             .unwrap_or_else(|e| panic!("case {i}: answer failed: {e}"));
         let body = check_fulfilment(&wait_fulfilment(&fake, &rid), &rid, &page);
@@ -498,7 +499,7 @@ fn a_non_bridge_paused_request_is_continued_at_once() {
     // The supervisor still serves dialogs afterwards.
     bridge_dialog(&fake, &sup, "R-D", &bridge_url("alert", "after", ""));
     let d = sup.wait_for_dialog(WAIT).expect("a bridge dialog after");
-    assert_eq!(d.bridge_request_id.as_deref(), Some("R-D"));
+    assert_eq!(unversioned::bridge_request(&d), Some("R-D"));
 }
 
 #[test]
@@ -527,10 +528,10 @@ fn bridge_dialog_in_an_oopif_is_fulfilled_on_the_oopif_session() {
     let child = s
         .pending_dialogs
         .iter()
-        .find(|d| d.bridge_request_id.as_deref() == Some("R-X"))
+        .find(|d| unversioned::bridge_request(d) == Some("R-X"))
         .expect("the OOPIF's dialog");
     assert_eq!(child.frame_id.as_deref(), Some("FRAME-X"));
-    assert_eq!(child.session_id, "CHILD-1");
+    assert_eq!(unversioned::dialog_session(child), "CHILD-1");
     let err = sup
         .respond_to_dialog(DialogAction::Accept, None, None)
         .unwrap_err();
@@ -542,7 +543,7 @@ fn bridge_dialog_in_an_oopif_is_fulfilled_on_the_oopif_session() {
     assert_eq!(wait_closed(&sup, &child.id).closed_by, ClosedBy::Agent);
     let left = wait_pending(&sup, 1);
     assert_eq!(
-        left.pending_dialogs[0].bridge_request_id.as_deref(),
+        unversioned::bridge_request(&left.pending_dialogs[0]),
         Some("R-P")
     );
 }
@@ -559,7 +560,7 @@ fn auto_dismiss_policy_fulfils_a_bridge_dialog_with_accept_false() {
     bridge_dialog(&fake, &sup, "R-1", &bridge_url("confirm", "Leave?", ""));
     let c = wait_closed(&sup, "d-1");
     assert_eq!(c.closed_by, ClosedBy::AutoPolicy);
-    assert_eq!(c.dialog.bridge_request_id.as_deref(), Some("R-1"));
+    assert_eq!(unversioned::bridge_request(&c.dialog), Some("R-1"));
     let body = check_fulfilment(&wait_fulfilment(&fake, "R-1"), "R-1", &page);
     assert_eq!(body, json!({"accept": false, "prompt_text": null}));
     assert!(sup.snapshot().pending_dialogs.is_empty());
@@ -733,7 +734,7 @@ fn a_native_dialog_closing_does_not_close_a_pending_bridge_dialog() {
     let native = s
         .pending_dialogs
         .iter()
-        .find(|d| d.bridge_request_id.is_none())
+        .find(|d| unversioned::bridge_request(d).is_none())
         .expect("the native dialog")
         .id
         .clone();
@@ -752,7 +753,7 @@ fn a_native_dialog_closing_does_not_close_a_pending_bridge_dialog() {
     );
     let pending = &s.pending_dialogs;
     assert_eq!(pending.len(), 1, "{}", s.to_json());
-    assert_eq!(pending[0].bridge_request_id.as_deref(), Some("R-1"));
+    assert_eq!(unversioned::bridge_request(&pending[0]), Some("R-1"));
     sup.respond_to_dialog(DialogAction::Accept, None, Some("d-1"))
         .expect("the bridge dialog is still answerable");
     assert_eq!(wait_closed(&sup, "d-1").closed_by, ClosedBy::Agent);
@@ -792,7 +793,7 @@ fn auto_mode_turns_the_bridge_on_after_a_native_dialog_closed_remotely_within_10
     close_main_frame_dialog_remotely(&fake);
     let c = wait_closed(&sup, "d-1");
     assert_eq!(c.closed_by, ClosedBy::Remote);
-    assert!(c.dialog.bridge_request_id.is_none());
+    assert!(unversioned::bridge_request(&c.dialog).is_none());
     assert!(
         c.closed_at - c.dialog.opened_at < 0.1,
         "the scenario needs a fast close: {c:?}"
@@ -840,7 +841,7 @@ fn auto_mode_turns_the_bridge_on_after_a_native_dialog_closed_remotely_within_10
     // From now on the page's dialogs come through the bridge.
     bridge_dialog(&fake, &sup, "R-1", &bridge_url("confirm", "via bridge", ""));
     let d = sup.wait_for_dialog(WAIT).expect("bridge dialog pending");
-    assert_eq!(d.bridge_request_id.as_deref(), Some("R-1"));
+    assert_eq!(unversioned::bridge_request(&d), Some("R-1"));
     sup.respond_to_dialog(DialogAction::Accept, None, None)
         .expect("answer");
     let body = check_fulfilment(&wait_fulfilment(&fake, "R-1"), "R-1", &page);
@@ -870,7 +871,7 @@ fn auto_mode_stays_native_when_a_dialog_is_closed_remotely_after_100ms() {
     // Native dialogs keep working.
     fake.open_dialog("alert", "still native", "");
     let d = sup.wait_for_dialog(WAIT).expect("native dialog");
-    assert!(d.bridge_request_id.is_none());
+    assert!(unversioned::bridge_request(&d).is_none());
     sup.respond_to_dialog(DialogAction::Accept, None, None)
         .expect("answer natively");
     assert_eq!(sent(&fake, "Page.handleJavaScriptDialog").len(), 1);

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
-use cdp_supervisor::state::FrameEntry;
+use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
@@ -211,7 +212,7 @@ fn child_iframe_target_is_enabled_pipelined_then_resumed() {
         s.pending_dialogs.len() == 1
     });
     assert_eq!(s.pending_dialogs[0].message, "still watching");
-    assert_eq!(s.pending_dialogs[0].session_id, page);
+    assert_eq!(unversioned::dialog_session(&s.pending_dialogs[0]), page);
     assert!(child(&s, "FRAME-X").is_some());
     // And a call on the page session still completes (one the browser answers while a dialog
     // is open: an evaluate would now fail at once with BlockedByDialog, SPEC §8).
@@ -487,7 +488,10 @@ fn stray_navigation_from_an_unknown_session_does_not_take_over_the_main_frame() 
     barrier(&sup);
     let s = sup.snapshot();
     let top_url = s.frame_tree.top.as_ref().expect("top").url.clone();
-    let owner = s.frames.get(PAGE).map(|r| r.owner_session.clone());
+    let owner = s
+        .frames
+        .get(PAGE)
+        .map(|r| unversioned::owner_session(r).to_string());
     let routed = sup
         .call_routed(
             "Runtime.evaluate",
@@ -698,7 +702,10 @@ fn calls_route_to_oopif_sessions_and_same_process_contexts() {
     context_created(&fake, "CHILD-1", "INNER-1", 9);
     let s = wait_snapshot(&sup, "INNER-1 and its context", |s| {
         child(s, "INNER-1").is_some()
-            && s.frames.get("INNER-1").and_then(|r| r.default_context) == Some(9)
+            && s.frames
+                .get("INNER-1")
+                .and_then(unversioned::default_context)
+                == Some(9)
     });
     let inner = child(&s, "INNER-1").unwrap();
     assert_eq!(inner.parent_frame_id.as_deref(), Some("FRAME-X"));
@@ -1070,7 +1077,7 @@ fn console_errors_name_their_frame_and_reach_the_snapshot_json() {
     wait_snapshot(&sup, "the main frame's context", |s| {
         s.frames
             .get(PAGE)
-            .is_some_and(|f| f.default_context == Some(1))
+            .is_some_and(|f| unversioned::default_context(f) == Some(1))
     });
     console(&fake, &page, "error", "in the main frame");
     wait_snapshot(&sup, "the error", |s| !s.console_errors.is_empty());

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, Error, StartOptions, Supervisor,
     SupervisorRegistry, tools,
@@ -380,7 +381,7 @@ fn bridge_flood_of_3000_requests_keeps_at_most_16_pending_and_fails_the_rest() {
     let s = wait_snapshot(&sup, "the next request pending", |s| {
         s.pending_dialogs
             .iter()
-            .any(|d| d.bridge_request_id.as_deref() == Some("R-NEXT"))
+            .any(|d| unversioned::bridge_request(d) == Some("R-NEXT"))
     });
     assert_eq!(s.pending_dialogs.len(), 16);
 }

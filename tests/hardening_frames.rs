@@ -19,10 +19,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cdp_supervisor::config::{BridgeMode, DialogPolicy, Limits};
-use cdp_supervisor::core::{CallKind, Core, CoreSettings, PendingCall};
+use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
-use cdp_supervisor::state::FrameEntry;
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, PendingCall};
+use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{
     Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
 };

@@ -176,7 +176,7 @@ fn check(url: &str, bound: Duration) -> (ExitStatus, String, Duration) {
 #[test]
 fn check_against_trickling_peers_exits_within_its_bound() {
     // `check` is bounded by cdp_available's 5 s in all; run the three at once.
-    let bound = cdp_supervisor::endpoint::AVAILABLE_TIMEOUT + SLACK;
+    let bound = cdp_supervisor::unversioned::AVAILABLE_TIMEOUT + SLACK;
     let urls = [
         format!(
             "ws://127.0.0.1:{}/devtools/browser/x",

@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
-use cdp_supervisor::config::{BridgeMode, DialogPolicy, Limits};
-use cdp_supervisor::core::{CallKind, Core, CoreSettings, PendingCall};
 use cdp_supervisor::fake::FakeBrowser;
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, PendingCall};
+use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{ClosedBy, Config, SupervisorRegistry, tools};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -383,15 +383,13 @@ proptest! {
             core.on_text(m);
             let _ = core.take_outgoing();
             for (id, d) in &answers {
-                if core.calls_in_flight() < 64 {
-                    core.register(*id, PendingCall {
-                        method: "Page.handleJavaScriptDialog".into(),
-                        session_id: Some("S1".into()),
-                        kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
-                        reply: None,
-                        expires: None,
-                    });
-                }
+                core.register(*id, PendingCall {
+                    method: "Page.handleJavaScriptDialog".into(),
+                    session_id: Some("S1".into()),
+                    kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
+                    reply: None,
+                    expires: None,
+                });
             }
             if core.take_dirty() {
                 let s = core.snapshot();

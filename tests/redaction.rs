@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::mcp::McpServer;
-use cdp_supervisor::transport::{ConnectOptions, Transport};
+use cdp_supervisor::unversioned::{ConnectOptions, Transport};
 use cdp_supervisor::{Config, DialogAction, Route, StartOptions, SupervisorRegistry, tools};
 use serde_json::{Value, json};
 
@@ -446,7 +446,7 @@ fn drive() -> Report {
     rec.result("get_or_start ftp", &r);
     rec.result(
         "endpoint::resolve ftp",
-        &cdp_supervisor::endpoint::resolve(ftp),
+        &cdp_supervisor::unversioned::resolve(ftp),
     );
     rec.result(
         "Transport::connect ftp",
@@ -481,7 +481,7 @@ fn drive() -> Report {
         rec.result(&format!("get_or_start unparseable URL ({label})"), &r);
         rec.add(
             format!("redact_url unparseable URL ({label})"),
-            cdp_supervisor::redact::redact_url(bad),
+            cdp_supervisor::redact_url(bad),
         );
     }
 
@@ -492,7 +492,7 @@ fn drive() -> Report {
     rec.result("get_or_start http dead", &r);
     rec.result(
         "endpoint::resolve http dead",
-        &cdp_supervisor::endpoint::resolve(http_dead),
+        &cdp_supervisor::unversioned::resolve(http_dead),
     );
     // An http:// endpoint that answers: the credentials ride along to the resolved ws URL.
     let http_live = format!("http://{USERINFO}@127.0.0.1:{port}/?{QUERY}");

@@ -90,7 +90,7 @@ impl Core {
             .and_then(|f| self.published.frames.get(f))
             .map(|r| r.origin.clone())
             .filter(|o| !o.is_empty())
-            .or_else(|| (!url.is_empty()).then(|| crate::frames::origin_of(url)))
+            .or_else(|| (!url.is_empty()).then(|| crate::core::frames::origin_of(url)))
             .unwrap_or_default()
     }
 

@@ -94,7 +94,7 @@ pub(crate) struct Inner {
 /// `structuredContent` and the same text escaped as the `text` content's string.
 struct SnapshotText {
     /// Held so the pointer comparison can never match a freed and reused allocation.
-    snapshot: Arc<crate::state::Snapshot>,
+    snapshot: Arc<crate::snapshot::Snapshot>,
     body: String,
     escaped: String,
 }

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::rpc::{self, Writer};
 use crate::registry::SupervisorRegistry;
-use crate::state::{ClosedBy, Snapshot};
+use crate::snapshot::{ClosedBy, Snapshot};
 use crate::supervisor::Supervisor;
 
 /// RFC 5424 severities as MCP names them, least severe first.

@@ -13,8 +13,8 @@ use crate::cancel::CancelToken;
 use crate::config::DialogPolicy;
 use crate::core::{CallKind, CallResult, WithDialog, blocks_in_flight, with_dialog_pending};
 use crate::error::Error;
-use crate::link::wait_reply;
-use crate::state::{Blocked, PendingDialog, Snapshot};
+use crate::shared::wait_reply;
+use crate::snapshot::{Blocked, PendingDialog, Snapshot};
 
 impl Supervisor {
     /// Sends a CDP command along `route` and waits up to `timeout` (clamped to 1 ms..300 s).

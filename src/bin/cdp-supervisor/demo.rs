@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::launch::find_browser;
+use cdp_supervisor::unversioned::find_browser;
 use cdp_supervisor::{Config, DialogAction, Route, Supervisor, SupervisorRegistry};
 use serde_json::json;
 

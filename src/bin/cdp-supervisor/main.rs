@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cdp_supervisor::endpoint::{AVAILABLE_TIMEOUT, probe};
-use cdp_supervisor::launch::{LaunchedBrowser, find_browser};
-use cdp_supervisor::{Config, SupervisorRegistry, redact::redact_url};
+use cdp_supervisor::unversioned::{AVAILABLE_TIMEOUT, probe};
+use cdp_supervisor::unversioned::{LaunchedBrowser, find_browser};
+use cdp_supervisor::{Config, SupervisorRegistry, redact_url};
 use clap::{Parser, Subcommand};
 use crossbeam_channel::{Receiver, Sender, bounded};
 
@@ -185,7 +185,7 @@ fn main() -> ExitCode {
     }
     if matches!(cli.command, Cmd::Demo | Cmd::Watch { .. } | Cmd::Mcp) {
         // Profiles left by a browser-launching run that was killed outright (SIGKILL, a crash).
-        cdp_supervisor::launch::remove_stale_profiles_once();
+        cdp_supervisor::unversioned::remove_stale_profiles_once();
     }
     let result = match cli.command {
         Cmd::Demo => demo::run(config, &cleanup),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::config::Limits;
 use crate::protocol;
-use crate::state::{FrameEntry, FrameRecord, FrameTree};
+use crate::snapshot::{FrameEntry, FrameRecord, FrameTree};
 
 /// The full frame map as published.
 pub type FrameMap = Arc<HashMap<String, FrameRecord>>;
@@ -252,11 +252,6 @@ impl Frames {
         }
         self.changed |= hit;
         hit
-    }
-
-    /// Whether `frame_id` is known and marked crashed.
-    pub fn is_crashed(&self, frame_id: &str) -> bool {
-        self.map.get(frame_id).is_some_and(|r| r.crashed)
     }
 
     fn remove_subtree(&mut self, root: &str) {

@@ -17,7 +17,7 @@ use crate::core::{CallKind, CallResult, PendingCall};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::protocol;
-use crate::state::Snapshot;
+use crate::snapshot::Snapshot;
 use crate::transport::{SendError, Transport};
 
 /// Where a supervisor publishes its snapshot: the arc-swap plus the task it belongs to. Its own

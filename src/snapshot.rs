@@ -85,6 +85,7 @@ impl std::fmt::Display for ClosedBy {
 
 /// A dialog waiting for an answer.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct PendingDialog {
     /// `d-1`, `d-2`, ... per supervisor.
     pub id: String,
@@ -107,9 +108,9 @@ pub struct PendingDialog {
     /// The page target (the task's page, or a popup it follows) whose frame raised it.
     pub target_id: String,
     /// The CDP session the dialog arrived on, where its answer must go (not in the JSON).
-    pub session_id: String,
+    pub(crate) session_id: String,
     /// For a bridge dialog (SPEC §6): the paused request to fulfil (not in the JSON).
-    pub bridge_request_id: Option<String>,
+    pub(crate) bridge_request_id: Option<String>,
 }
 
 impl PendingDialog {
@@ -136,6 +137,7 @@ impl PendingDialog {
 
 /// A dialog that has closed, as kept in `recent_dialogs`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ClosedDialog {
     /// The dialog as it was pending.
     pub dialog: PendingDialog,
@@ -175,6 +177,7 @@ impl ClosedDialog {
 
 /// One frame as the supervisor knows it (the full map, for routing).
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct FrameRecord {
     /// Frame id (an OOPIF's equals its target id).
     pub frame_id: String,
@@ -191,9 +194,9 @@ pub struct FrameRecord {
     /// The OOPIF's own session (only set on OOPIFs).
     pub session_id: Option<String>,
     /// The session that owns the frame's document (its own for an OOPIF, the parent's otherwise).
-    pub owner_session: String,
+    pub(crate) owner_session: String,
     /// The frame's default execution context on `owner_session`, when known.
-    pub default_context: Option<i64>,
+    pub(crate) default_context: Option<i64>,
     /// The renderer that owns the frame's document crashed (`Inspector.targetCrashed`); calls
     /// into the frame fail at once until a navigation or reload brings a new document.
     pub crashed: bool,
@@ -201,6 +204,7 @@ pub struct FrameRecord {
 
 /// One entry of `frame_tree` (what the snapshot shows).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct FrameEntry {
     /// Frame id.
     pub frame_id: String,
@@ -259,6 +263,7 @@ impl FrameEntry {
 
 /// `frame_tree` of the snapshot (SPEC §7).
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct FrameTree {
     /// The page's main frame (none before the first frame tree arrives).
     pub top: Option<FrameEntry>,
@@ -281,6 +286,7 @@ impl FrameTree {
 
 /// One console error/warning or uncaught exception (SPEC §13).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ConsoleEntry {
     /// Unix epoch seconds.
     pub ts: f64,
@@ -307,6 +313,7 @@ impl ConsoleEntry {
 
 /// Why the page (or one of its frames) cannot be used (SPEC §4.5).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Blocked {
     /// `orphaned_dialog` (a probe proved a dialog that no live client owns), `unresponsive`
     /// (a busy script or such a dialog; the probe could not tell) or `unanswerable_dialog` (a
@@ -331,6 +338,7 @@ impl Blocked {
 
 /// An immutable view of one supervisor's state. Cheap to read from any thread.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Snapshot {
     /// The task this supervisor serves.
     pub task_id: String,
@@ -374,6 +382,7 @@ pub struct Snapshot {
 
 /// A page the task follows: its own page, or one that it (or a page it follows) opened.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct PageInfo {
     /// The page target.
     pub target_id: String,
@@ -384,7 +393,7 @@ pub struct PageInfo {
     /// The page that opened it (`None` for the task's own page).
     pub opener_target_id: Option<String>,
     /// Its session (not in the JSON).
-    pub session_id: String,
+    pub(crate) session_id: String,
 }
 
 impl PageInfo {
