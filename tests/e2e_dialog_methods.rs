@@ -1284,12 +1284,35 @@ fn domains_served_by_the_browser_target() {
         on_browser["Page.getFrameTree"].1
     );
 
-    // The table in src/measured.rs, method by method.
+    // The table in src/measured.rs, method by method. A method that `/json/protocol` lists but
+    // that this Chromium build implements on neither target ("'X' wasn't found" on both) says
+    // nothing about routing: it fails wherever it goes. A method whose browser-target service
+    // varies by build (`BROWSER_VARIES`) is routed to the page, which must serve it.
+    let unimplemented = |m: &str| {
+        let missing = |e: &Option<String>| e.as_deref().is_some_and(|e| e.contains("wasn't found"));
+        missing(&on_browser[m].1) && on_page.get(m).is_none_or(|(_, e)| missing(e))
+    };
+    let skipped: Vec<&str> = on_browser
+        .keys()
+        .map(String::as_str)
+        .filter(|m| unimplemented(m))
+        .collect();
+    eprintln!("implemented on neither target by this build, not checked: {skipped:?}");
+    for m in measured::BROWSER_VARIES {
+        eprintln!("{m}: browser target {:?}", on_browser.get(*m));
+        assert!(
+            on_page.get(*m).is_some_and(|(served, _)| *served),
+            "{m} must be served by a page session (it is routed there)"
+        );
+    }
     let wrong: Vec<String> = on_browser
         .iter()
         .filter(|(m, (served, _))| {
-            *served
-                != (measured::browser_domain(m) || measured::BROWSER_PARTIAL.contains(&m.as_str()))
+            !unimplemented(m)
+                && !measured::BROWSER_VARIES.contains(&m.as_str())
+                && *served
+                    != (measured::browser_domain(m)
+                        || measured::BROWSER_PARTIAL.contains(&m.as_str()))
         })
         .map(|(m, (served, e))| format!("{m}: served={served} ({e:?})"))
         .collect();
@@ -1300,12 +1323,19 @@ fn domains_served_by_the_browser_target() {
             "{d} is not probed or not served"
         );
     }
-    for m in measured::BROWSER_UNSERVED
+    // Methods of the table that this build's protocol does not have (the table was measured on
+    // Chromium 156; e.g. 148 has no `Storage.*PrivateVerificationToken*`): nothing to route.
+    let absent: Vec<&str> = measured::BROWSER_UNSERVED
         .iter()
         .chain(measured::BROWSER_PARTIAL)
-    {
-        assert!(on_browser.contains_key(*m), "{m} is not probed");
-    }
+        .filter(|m| !on_browser.contains_key(**m))
+        .copied()
+        .collect();
+    eprintln!("in src/measured.rs but not in this build's protocol: {absent:?}");
+    assert!(
+        absent.len() * 2 < measured::BROWSER_UNSERVED.len() + measured::BROWSER_PARTIAL.len(),
+        "most of the table must be probed: {absent:?}"
+    );
 
     for (m, (served, e)) in &on_browser {
         if *served && on_page[m].1 != *e {
