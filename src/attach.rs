@@ -29,7 +29,7 @@ use crate::core::CallKind;
 use crate::error::Error;
 use crate::protocol;
 use crate::shared::{Shared, wait_reply};
-use crate::snapshot::Blocked;
+use crate::snapshot::{Blocked, BlockedReason};
 
 /// How long to wait for `Page.enable` before probing for an orphaned dialog (SPEC §4.5).
 const PAGE_ENABLE_PROBE_AFTER: Duration = Duration::from_secs(2);
@@ -261,12 +261,15 @@ fn probe_blocked(
     let answered = input.recv_deadline((Instant::now() + INPUT_PROBE_WAIT).min(deadline));
     let dialog = matches!(answered, Ok(Ok(_)));
     let (reason, hint) = match (dialog, frame_id) {
-        (true, None) => ("orphaned_dialog", crate::core::ORPHAN_HINT),
-        (true, Some(_)) => ("orphaned_dialog", crate::core::ORPHAN_FRAME_HINT),
-        (false, _) => ("unresponsive", crate::core::UNRESPONSIVE_HINT),
+        (true, None) => (BlockedReason::OrphanedDialog, crate::core::ORPHAN_HINT),
+        (true, Some(_)) => (
+            BlockedReason::OrphanedDialog,
+            crate::core::ORPHAN_FRAME_HINT,
+        ),
+        (false, _) => (BlockedReason::Unresponsive, crate::core::UNRESPONSIVE_HINT),
     };
     let blocked = Blocked {
-        reason: reason.into(),
+        reason,
         hint: hint.into(),
         frame_id: frame_id.map(str::to_string),
     };

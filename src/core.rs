@@ -27,8 +27,8 @@ mod targets;
 
 use crate::protocol::{self, CdpError, Incoming};
 use crate::snapshot::{
-    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, PageInfo, PendingDialog, Snapshot,
-    SupervisorState, now_epoch,
+    Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, PageInfo,
+    PendingDialog, Snapshot, SupervisorState, now_epoch,
 };
 pub use dialogs::answer_command;
 
@@ -642,7 +642,7 @@ impl Core {
                                     .frame_id
                                     .as_deref()
                                     .map_or("the page".to_string(), |f| format!("iframe {f}")),
-                                if blocked.reason == "orphaned_dialog" {
+                                if blocked.reason == BlockedReason::OrphanedDialog {
                                     "a dialog opened by a client that went away is blocking it"
                                 } else {
                                     "a busy script, or a dialog no client can answer"
@@ -810,13 +810,14 @@ pub fn with_dialog_pending(method: &str) -> WithDialog {
 /// except input events (the click whose handler opened the dialog answers only once the dialog
 /// is gone) and `Page.navigate`/`Page.close` under the `beforeunload` dialog they raised (their
 /// reply waits for the answer; `Page.reload`'s does not: measured).
-pub fn blocks_in_flight(dialog_kind: &str, method: &str) -> bool {
+pub fn blocks_in_flight(dialog_kind: &DialogKind, method: &str) -> bool {
     if method.starts_with("Input.") {
         return true;
     }
     match crate::measured::answered_with_dialog_open(method) {
         Some(true) => {
-            dialog_kind == "beforeunload" && matches!(method, "Page.navigate" | "Page.close")
+            *dialog_kind == DialogKind::BeforeUnload
+                && matches!(method, "Page.navigate" | "Page.close")
         }
         _ => true,
     }
@@ -839,9 +840,6 @@ pub const UNANSWERABLE_HINT: &str = "A JavaScript dialog in the frame named by f
 blocks it, but the browser no longer lets CDP answer it ('No dialog is showing'; Chromium does this to \
 an iframe's dialog raised while another dialog was open). Reload the page (browser_cdp Page.reload) to \
 clear it.";
-
-/// `blocked.reason` for a dialog CDP can no longer answer.
-pub const UNANSWERABLE_REASON: &str = "unanswerable_dialog";
 
 /// The hint published with `blocked` when the page (or the iframe named by `frame_id`) does not
 /// answer and no probe proved a dialog: safe for both causes.

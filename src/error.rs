@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::snapshot::PendingDialog;
+use crate::snapshot::{ClosedBy, PendingDialog};
 
 /// Everything that can go wrong between a caller and the browser.
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +84,7 @@ pub enum Error {
         /// The dialog id.
         id: String,
         /// Who closed it, as recorded in `recent_dialogs`.
-        closed_by: String,
+        closed_by: ClosedBy,
         /// The browser's words.
         detail: String,
     },
@@ -167,7 +167,7 @@ pub enum Error {
     /// is open. Answer the dialog, then retry if the call did not already take effect.
     #[error(
         "{method} is blocked by a{an} {kind} dialog {id} ({message:?}); answer it with browser_dialog",
-        an = if dialog.kind.starts_with(['a', 'e', 'i', 'o', 'u']) { "n" } else { "" },
+        an = if dialog.kind.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) { "n" } else { "" },
         kind = dialog.kind,
         id = dialog.id,
         message = dialog.message

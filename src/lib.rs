@@ -75,8 +75,8 @@ pub use error::Error;
 pub use redact::redact_url;
 pub use registry::{StartOptions, SupervisorRegistry};
 pub use snapshot::{
-    Blocked, ClosedBy, ClosedDialog, ConsoleEntry, FrameEntry, FrameRecord, FrameTree, PageInfo,
-    PendingDialog, Snapshot, SupervisorState,
+    Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, FrameEntry,
+    FrameRecord, FrameTree, PageInfo, PendingDialog, Snapshot, SupervisorState,
 };
 pub use supervisor::{Route, Supervisor};
 

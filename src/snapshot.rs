@@ -41,6 +41,113 @@ impl ClosedBy {
     }
 }
 
+/// What kind of dialog the page opened (CDP's `type`). Parsed leniently: a kind this crate does
+/// not know is kept as [`DialogKind::Other`] with the browser's word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DialogKind {
+    /// `alert`.
+    Alert,
+    /// `confirm`.
+    Confirm,
+    /// `prompt`.
+    Prompt,
+    /// `beforeunload`.
+    BeforeUnload,
+    /// Any other `type` the browser sends, as sent.
+    Other(String),
+}
+
+impl DialogKind {
+    /// `alert`, `confirm`, `prompt`, `beforeunload`, or the browser's word.
+    pub fn as_str(&self) -> &str {
+        match self {
+            DialogKind::Alert => "alert",
+            DialogKind::Confirm => "confirm",
+            DialogKind::Prompt => "prompt",
+            DialogKind::BeforeUnload => "beforeunload",
+            DialogKind::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for DialogKind {
+    fn from(s: String) -> DialogKind {
+        match s.as_str() {
+            "alert" => DialogKind::Alert,
+            "confirm" => DialogKind::Confirm,
+            "prompt" => DialogKind::Prompt,
+            "beforeunload" => DialogKind::BeforeUnload,
+            _ => DialogKind::Other(s),
+        }
+    }
+}
+
+impl From<&str> for DialogKind {
+    fn from(s: &str) -> DialogKind {
+        DialogKind::from(s.to_string())
+    }
+}
+
+impl std::fmt::Display for DialogKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for DialogKind {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for DialogKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for DialogKind {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// Why the page (or one of its frames) cannot be used: `blocked.reason` (SPEC §4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlockedReason {
+    /// A probe proved a dialog that no live CDP client owns.
+    OrphanedDialog,
+    /// The page does not answer CDP: a busy script, or such a dialog; the probe could not tell.
+    Unresponsive,
+    /// A dialog the browser no longer lets CDP answer (SPEC §11).
+    UnanswerableDialog,
+}
+
+impl BlockedReason {
+    /// `orphaned_dialog`, `unresponsive` or `unanswerable_dialog`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockedReason::OrphanedDialog => "orphaned_dialog",
+            BlockedReason::Unresponsive => "unresponsive",
+            BlockedReason::UnanswerableDialog => "unanswerable_dialog",
+        }
+    }
+}
+
+impl std::fmt::Display for BlockedReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for BlockedReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// Where a supervisor is in its life: the snapshot's `state` (SPEC §10). One enum, written only
 /// by the reader thread, instead of flags that could disagree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +197,7 @@ pub struct PendingDialog {
     /// `d-1`, `d-2`, ... per supervisor.
     pub id: String,
     /// `alert`, `confirm`, `prompt` or `beforeunload`.
-    pub kind: String,
+    pub kind: DialogKind,
     /// The dialog's text.
     pub message: String,
     /// The prompt's default text (empty for other kinds).
@@ -118,7 +225,7 @@ impl PendingDialog {
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
         m.insert("id".into(), json!(self.id));
-        m.insert("type".into(), json!(self.kind));
+        m.insert("type".into(), json!(self.kind.as_str()));
         m.insert("message".into(), json!(self.message));
         m.insert("default_prompt".into(), json!(self.default_prompt));
         m.insert("opened_at".into(), json!(self.opened_at));
@@ -157,7 +264,7 @@ impl ClosedDialog {
         let d = &self.dialog;
         let mut m = Map::new();
         m.insert("id".into(), json!(d.id));
-        m.insert("type".into(), json!(d.kind));
+        m.insert("type".into(), json!(d.kind.as_str()));
         m.insert("message".into(), json!(d.message));
         m.insert("opened_at".into(), json!(d.opened_at));
         m.insert("closed_at".into(), json!(self.closed_at));
@@ -315,10 +422,8 @@ impl ConsoleEntry {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Blocked {
-    /// `orphaned_dialog` (a probe proved a dialog that no live client owns), `unresponsive`
-    /// (a busy script or such a dialog; the probe could not tell) or `unanswerable_dialog` (a
-    /// dialog the browser no longer lets CDP answer, SPEC §11).
-    pub reason: String,
+    /// Why (see [`BlockedReason`]).
+    pub reason: BlockedReason,
     /// What the caller can do about it (safe for every cause `reason` allows).
     pub hint: String,
     /// The out-of-process iframe that does not answer; `None` when it is the page itself.
@@ -328,7 +433,7 @@ pub struct Blocked {
 impl Blocked {
     /// `{reason, hint, frame_id?}`.
     pub fn to_json(&self) -> Value {
-        let mut v = json!({"reason": self.reason, "hint": self.hint});
+        let mut v = json!({"reason": self.reason.as_str(), "hint": self.hint});
         if let Some(f) = &self.frame_id {
             v["frame_id"] = json!(f);
         }

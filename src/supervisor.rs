@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
 use crate::shared::{Shared, SnapshotCell};
-use crate::snapshot::{ClosedBy, PendingDialog, Snapshot};
+use crate::snapshot::{BlockedReason, ClosedBy, PendingDialog, Snapshot};
 use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
@@ -334,15 +334,13 @@ impl Supervisor {
             && let Some(b) = &snap.blocked
         {
             // Only a probe that proved a dialog says so; a busy page is not an orphaned dialog.
-            return Err(if b.reason == "orphaned_dialog" {
-                Error::OrphanedDialog
-            } else if b.reason == crate::core::UNANSWERABLE_REASON {
-                Error::DialogUnanswerable {
+            return Err(match b.reason {
+                BlockedReason::OrphanedDialog => Error::OrphanedDialog,
+                BlockedReason::UnanswerableDialog => Error::DialogUnanswerable {
                     id: String::new(),
                     frame_id: b.frame_id.clone(),
-                }
-            } else {
-                Error::PageUnresponsive
+                },
+                _ => Error::PageUnresponsive,
             });
         }
         let dialog =
@@ -351,7 +349,7 @@ impl Supervisor {
                     match snap.closed_dialog(id) {
                         Some(c) => Error::DialogAlreadyClosed {
                             id: id.to_string(),
-                            closed_by: c.closed_by.as_str().into(),
+                            closed_by: c.closed_by,
                             detail: "it is in recent_dialogs".into(),
                         },
                         None => Error::UnknownDialog {

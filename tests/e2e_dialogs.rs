@@ -510,7 +510,7 @@ fn dialog_closed_by_another_cdp_client_is_recorded_remote() {
     match sup.respond_to_dialog(DialogAction::Dismiss, None, Some(&d.id)) {
         Err(Error::DialogAlreadyClosed { id, closed_by, .. }) => {
             assert_eq!(id, d.id);
-            assert_eq!(closed_by, "remote");
+            assert_eq!(closed_by, ClosedBy::Remote);
         }
         other => panic!("expected DialogAlreadyClosed for {}, got {other:?}", d.id),
     }
@@ -596,7 +596,9 @@ fn watchdog_dismisses_unanswered_alert_on_real_chromium() {
     );
     assert!(sup.snapshot().pending_dialogs.is_empty());
     match sup.respond_to_dialog(DialogAction::Accept, None, Some(&closed.dialog.id)) {
-        Err(Error::DialogAlreadyClosed { closed_by, .. }) => assert_eq!(closed_by, "watchdog"),
+        Err(Error::DialogAlreadyClosed { closed_by, .. }) => {
+            assert_eq!(closed_by, ClosedBy::Watchdog)
+        }
         other => panic!("expected DialogAlreadyClosed, got {other:?}"),
     }
 }

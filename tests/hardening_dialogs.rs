@@ -192,7 +192,7 @@ fn answer_refused_after_both_dialogs_closed_remotely_records_both_remote() {
     ));
     let err = answering.join().unwrap().unwrap_err();
     assert!(
-        matches!(&err, Error::DialogAlreadyClosed { id, closed_by, .. } if id == "d-1" && closed_by == "remote"),
+        matches!(&err, Error::DialogAlreadyClosed { id, closed_by, .. } if id == "d-1" && *closed_by == ClosedBy::Remote),
         "{err}"
     );
     assert_eq!(wait_closed(&sup, "d-1").closed_by, ClosedBy::Remote);

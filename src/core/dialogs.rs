@@ -173,7 +173,7 @@ impl Core {
         let origin = clip(self.origin_for(frame_id.as_deref(), &ev.url), MAX_TEXT);
         let dialog = PendingDialog {
             id: format!("d-{}", self.next_dialog),
-            kind: clip(ev.kind, 64),
+            kind: DialogKind::from(clip(ev.kind, 64)),
             message: clip(ev.message, MAX_TEXT * 8),
             default_prompt: clip(default_prompt, MAX_TEXT * 8),
             opened_at: now_epoch(),
@@ -393,7 +393,7 @@ impl Core {
                 match self.recent.iter().rev().find(|c| c.dialog.id == dialog_id) {
                     Some(c) if gone || pos.is_none() => Err(Error::DialogAlreadyClosed {
                         id: dialog_id.to_string(),
-                        closed_by: c.closed_by.as_str().to_string(),
+                        closed_by: c.closed_by,
                         detail: e.message,
                     }),
                     _ => Err(Error::Cdp {
@@ -424,7 +424,7 @@ impl Core {
         });
         if self.blocked.is_none() {
             self.blocked = Some(Blocked {
-                reason: UNANSWERABLE_REASON.into(),
+                reason: BlockedReason::UnanswerableDialog,
                 hint: UNANSWERABLE_HINT.into(),
                 frame_id: frame_id.clone(),
             });
@@ -464,7 +464,7 @@ impl Core {
             && self
                 .blocked
                 .as_ref()
-                .is_some_and(|b| b.reason == UNANSWERABLE_REASON)
+                .is_some_and(|b| b.reason == BlockedReason::UnanswerableDialog)
         {
             info!(
                 "task {}: dialog {} that CDP could not answer has ended; no longer blocked",

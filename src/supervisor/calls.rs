@@ -14,7 +14,7 @@ use crate::config::DialogPolicy;
 use crate::core::{CallKind, CallResult, WithDialog, blocks_in_flight, with_dialog_pending};
 use crate::error::Error;
 use crate::shared::wait_reply;
-use crate::snapshot::{Blocked, PendingDialog, Snapshot};
+use crate::snapshot::{Blocked, BlockedReason, PendingDialog, Snapshot};
 
 impl Supervisor {
     /// Sends a CDP command along `route` and waits up to `timeout` (clamped to 1 ms..300 s).
@@ -218,9 +218,9 @@ fn blocked_by_unanswerable(b: &Blocked, snap: &Snapshot, sid: &str) -> Option<Er
     if owner != sid {
         return None;
     }
-    match b.reason.as_str() {
-        "orphaned_dialog" => Some(Error::OrphanedDialog),
-        crate::core::UNANSWERABLE_REASON => Some(Error::DialogUnanswerable {
+    match b.reason {
+        BlockedReason::OrphanedDialog => Some(Error::OrphanedDialog),
+        BlockedReason::UnanswerableDialog => Some(Error::DialogUnanswerable {
             id: String::new(),
             frame_id: b.frame_id.clone(),
         }),
