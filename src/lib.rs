@@ -14,6 +14,37 @@
 //! the `fake-browser` feature, the scripted fake browser in [`fake`]. Nothing else is part of the
 //! semver contract (`unversioned` is for this crate's own binary, tests and benches).
 //!
+//! # Example
+//!
+//! A task's supervisor catches a `confirm()` the page raises, the caller answers it, and the
+//! snapshot records who closed it. Here the browser is the crate's scripted fake; give
+//! `get_or_start` a real browser's `ws://`, `wss://` or `http://` debugging URL instead.
+//!
+//! ```
+//! # #[cfg(feature = "fake-browser")] {
+//! use std::time::Duration;
+//! use cdp_supervisor::fake::FakeBrowser;
+//! use cdp_supervisor::{ClosedBy, Config, DialogAction, DialogKind, SupervisorRegistry};
+//!
+//! let browser = FakeBrowser::start()?;
+//! let registry = SupervisorRegistry::new(Config::default());
+//! let sup = registry.get_or_start("task-1", &browser.ws_url())?;
+//!
+//! browser.open_dialog("confirm", "Leave this page?", ""); // the page calls confirm()
+//! let dialog = sup.wait_for_dialog(Duration::from_secs(5)).expect("the dialog is caught");
+//! assert_eq!(dialog.kind, DialogKind::Confirm);
+//! sup.respond_to_dialog(DialogAction::Accept, None, Some(&dialog.id))?;
+//!
+//! // A wait-free read, as a tool handler does before every step.
+//! let closed = registry
+//!     .with_snapshot("task-1", |s| s.recent_dialogs.last().map(|d| d.closed_by))
+//!     .flatten();
+//! assert_eq!(closed, Some(ClosedBy::Agent));
+//! registry.stop("task-1");
+//! # }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Layout
 //!
 //! * `transport`: the socket (plain or TLS), the WebSocket framing, writes with deadlines.
@@ -37,6 +68,11 @@
 //!   Chromium), `launch` (starting a local Chromium, Unix only).
 //! * [`tools`], [`mcp`], [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
+
+// The README's Rust examples are compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 mod attach;
 mod bridge;

@@ -213,7 +213,6 @@ fn page_target_going_away_ends_the_supervisor_without_reconnecting() {
 fn replies_and_events_that_make_no_sense_are_passed_over() {
     let fake = FakeBrowser::start().unwrap();
     let (_reg, sup) = start(&fake, config(0));
-    use tungstenite::Message;
     for raw in [
         "not json",
         "{\"id\": 999999, \"result\": {}}",
@@ -226,9 +225,9 @@ fn replies_and_events_that_make_no_sense_are_passed_over() {
         "[1, 2, 3]",
         "{\"id\": 1",
     ] {
-        fake.send_raw(Message::text(raw));
+        fake.send_raw_text(raw);
     }
-    fake.send_raw(Message::binary(vec![0u8, 159, 146, 150]));
+    fake.send_raw_binary(vec![0u8, 159, 146, 150]);
     fake.set_rule("Browser.getVersion", Rule::Default);
     let v = sup
         .call("Browser.getVersion", json!({}), Route::Browser, WAIT)

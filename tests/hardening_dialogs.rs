@@ -185,11 +185,11 @@ fn answer_refused_after_both_dialogs_closed_remotely_records_both_remote() {
     closed(&fake, &page, Some(PAGE), false);
     opening(&fake, &page, PAGE, "confirm", "two");
     closed(&fake, &page, Some(PAGE), false);
-    fake.send_raw(tungstenite::Message::text(
+    fake.send_raw_text(
         json!({"id": cmd["id"], "sessionId": page,
                "error": {"code": -32602, "message": "No dialog is showing"}})
         .to_string(),
-    ));
+    );
     let err = answering.join().unwrap().unwrap_err();
     assert!(
         matches!(&err, Error::DialogAlreadyClosed { id, closed_by, .. } if id == "d-1" && *closed_by == ClosedBy::Remote),

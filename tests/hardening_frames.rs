@@ -28,7 +28,6 @@ use cdp_supervisor::{
 };
 use common::fakes::{WAIT, barrier, frame_navigated, page_session, wait_snapshot};
 use serde_json::{Value, json};
-use tungstenite::Message;
 
 const PAGE: &str = "PAGE-1";
 
@@ -335,7 +334,7 @@ fn reply_nested_deeper_than_the_decoder_limit_is_an_error_not_null() {
             page_session(&sup),
             deep_array(depth)
         );
-        fake.send_raw(Message::text(text));
+        fake.send_raw_text(text);
         let got = call.join().expect("the call thread");
         if decodable {
             let v = got.expect("a 100-deep value decodes");
@@ -544,9 +543,7 @@ fn closing_the_page_fails_only_calls_on_dead_sessions_and_the_close_reply_arrive
         assert!(matches!(r, Err(Error::ConnectionLost(_))), "{r:?}");
         assert!(took < Duration::from_secs(3), "{took:?}");
     }
-    fake.send_raw(Message::text(
-        json!({"id": close_id, "result": {"success": true}}).to_string(),
-    ));
+    fake.send_raw_text(json!({"id": close_id, "result": {"success": true}}).to_string());
     let r = close.join().unwrap();
     assert_eq!(
         r.expect("the close succeeded and says so"),

@@ -17,7 +17,6 @@ use cdp_supervisor::{
     ClosedBy, Config, DialogAction, Error, Limits, Route, Snapshot, Supervisor, SupervisorRegistry,
 };
 use serde_json::{Value, json};
-use tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(10);
 /// Bound on digesting a whole flood (generous: a debug-ish build on a loaded CI machine).
@@ -266,7 +265,7 @@ fn a_frame_at_the_limit_is_fine() {
     let fake = FakeBrowser::start().unwrap();
     let (_reg, sup) = start(&fake, small_limit(3));
     for size in [SMALL - 1, SMALL] {
-        fake.send_raw(Message::text(padded_event(size)));
+        fake.send_raw_text(padded_event(size));
         // The reply comes after the frame on the same connection: it was read first.
         browser_call_works(&sup);
     }
@@ -281,7 +280,7 @@ fn a_frame_above_max_message_bytes_closes_with_a_reason_then_reconnects() {
     let _serial = serial();
     let fake = FakeBrowser::start().unwrap();
     let (_reg, sup) = start(&fake, small_limit(3));
-    fake.send_raw(Message::text("x".repeat(100_000)));
+    fake.send_raw_text("x".repeat(100_000));
     let down = wait(&sup, "the connection to be refused", WAIT, |s| !s.active);
     let reason = down.disconnect_reason.clone().unwrap_or_default();
     eprintln!("oversize text frame (100,000 > {SMALL}): {reason}");
@@ -298,7 +297,7 @@ fn a_frame_above_max_message_bytes_closes_with_a_reason_then_reconnects() {
     browser_call_works(&sup);
     dialog_round_trip(&fake, &sup, "after an oversize frame");
     // Binary frames count against the same limit.
-    fake.send_raw(Message::binary(vec![7u8; 100_000]));
+    fake.send_raw_binary(vec![7u8; 100_000]);
     let down = wait(&sup, "the binary frame to be refused", WAIT, |s| !s.active);
     let reason = down.disconnect_reason.clone().unwrap_or_default();
     eprintln!("oversize binary frame: {reason}");
@@ -314,7 +313,7 @@ fn a_frame_above_max_message_bytes_without_a_reconnect_budget_ends_the_superviso
     let _serial = serial();
     let fake = FakeBrowser::start().unwrap();
     let (reg, sup) = start(&fake, small_limit(0));
-    fake.send_raw(Message::text("x".repeat(100_000)));
+    fake.send_raw_text("x".repeat(100_000));
     wait(&sup, "the end", WAIT, |s| !s.active);
     let dead = sup.wait_for(WAIT, |_| !sup.is_alive());
     assert!(
@@ -352,11 +351,9 @@ fn binary_frames_are_ignored_and_the_supervisor_keeps_serving() {
     let _serial = serial();
     let fake = FakeBrowser::start().unwrap();
     let (_reg, sup) = start(&fake, small_limit(3));
-    fake.send_raw(Message::binary(vec![0u8, 159, 146, 150]));
-    fake.send_raw(Message::binary(
-        br#"{"method":"Page.javascriptDialogOpening"}"#.to_vec(),
-    ));
-    fake.send_raw(Message::binary(vec![0xAB; SMALL]));
+    fake.send_raw_binary(vec![0u8, 159, 146, 150]);
+    fake.send_raw_binary(br#"{"method":"Page.javascriptDialogOpening"}"#.to_vec());
+    fake.send_raw_binary(vec![0xAB; SMALL]);
     browser_call_works(&sup);
     let s = sup.snapshot();
     assert!(s.active && s.pending_dialogs.is_empty());
@@ -383,7 +380,7 @@ fn truncated_and_non_object_json_is_ignored_and_the_supervisor_keeps_serving() {
         &"[".repeat(10_000),
         &"{\"a\":".repeat(10_000),
     ] {
-        fake.send_raw(Message::text(raw));
+        fake.send_raw_text(raw);
     }
     browser_call_works(&sup);
     let s = sup.snapshot();

@@ -332,9 +332,18 @@ impl FakeBrowser {
         self.shared.update(|st| st.stop_reading = stop);
     }
 
-    /// Sends any frame (malformed text, binary, huge, close, ...) to every
-    /// live connection.
-    pub fn send_raw(&self, msg: Message) {
+    /// Sends a text frame with any content (malformed JSON, huge, ...) to
+    /// every live connection.
+    pub fn send_raw_text(&self, text: impl Into<String>) {
+        self.send_frame(Message::text(text.into()));
+    }
+
+    /// Sends a binary frame to every live connection (CDP never sends one).
+    pub fn send_raw_binary(&self, bytes: Vec<u8>) {
+        self.send_frame(Message::binary(bytes));
+    }
+
+    fn send_frame(&self, msg: Message) {
         for conn in self.shared.live_conns() {
             self.shared.send(&conn, msg.clone());
         }
@@ -344,7 +353,7 @@ impl FakeBrowser {
     /// rules say: a late answer to a command the fake ignored, for instance.
     pub fn send_reply(&self, id: &Value, session_id: &str, result: Value) {
         let frame = json!({"id": id, "sessionId": session_id, "result": result});
-        self.send_raw(Message::text(frame.to_string()));
+        self.send_raw_text(frame.to_string());
     }
 
     /// Writes raw bytes straight onto every live connection's socket,

@@ -297,7 +297,7 @@ fn emit_events() {
     assert_eq!(event["method"], "Page.loadEventFired");
     assert_eq!(event["sessionId"], session.as_str());
 
-    fake.send_raw(Message::text("garbage{"));
+    fake.send_raw_text("garbage{");
     match c.ws.read().expect("read") {
         Message::Text(t) => assert_eq!(t.as_str(), "garbage{"),
         other => panic!("unexpected {other:?}"),
