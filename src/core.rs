@@ -1,6 +1,6 @@
 //! The supervisor's state machine: CDP messages in, state changes and outgoing commands out.
 //!
-//! [`Core`] does no I/O. The reader thread ([`crate::supervisor`]) owns the only instance, feeds
+//! [`Core`] does no I/O. The reader thread (`crate::reader`) owns the only instance, feeds
 //! it every incoming message and every call registration, carries out the [`Outgoing`] actions it
 //! queues, publishes [`Core::snapshot`] when [`Core::take_dirty`] says the visible state changed,
 //! and then hands replies to the callers waiting for them. Unit tests drive it without sockets.
