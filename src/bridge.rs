@@ -79,9 +79,7 @@ pub fn add_script_params() -> Value {
 pub struct BridgeRequest {
     /// `alert`, `confirm` or `prompt`.
     pub kind: String,
-    /// The message.
     pub message: String,
-    /// The prompt's default.
     pub default_prompt: String,
 }
 

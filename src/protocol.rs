@@ -40,7 +40,6 @@ struct Envelope<'a> {
 pub enum Incoming<'a> {
     /// A reply to one of our commands.
     Reply {
-        /// The command id.
         id: u64,
         /// `Ok(result)` or `Err(error)`.
         outcome: Result<&'a RawValue, CdpError>,
@@ -138,12 +137,10 @@ pub struct DialogOpening {
     pub url: String,
     /// Frame that opened it (absent on very old browsers).
     pub frame_id: Option<String>,
-    /// The dialog's message.
     pub message: String,
     /// `alert`, `confirm`, `prompt` or `beforeunload`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// Prompt default text.
     pub default_prompt: Option<String>,
 }
 
@@ -163,17 +160,12 @@ pub struct DialogClosed {
 #[derive(Debug, Default, Deserialize, Clone)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Frame {
-    /// Frame id.
     pub id: String,
-    /// Parent frame id.
     pub parent_id: Option<String>,
-    /// Frame name attribute.
     pub name: Option<String>,
-    /// URL (without fragment).
+    /// Without the fragment.
     pub url: String,
-    /// Fragment, if any.
     pub url_fragment: Option<String>,
-    /// Security origin.
     pub security_origin: Option<String>,
 }
 
@@ -181,9 +173,7 @@ pub struct Frame {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct FrameTreeNode {
-    /// This frame.
     pub frame: Frame,
-    /// Child frames.
     pub child_frames: Vec<FrameTreeNode>,
 }
 
@@ -191,7 +181,6 @@ pub struct FrameTreeNode {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct GetFrameTree {
-    /// The tree.
     pub frame_tree: FrameTreeNode,
 }
 
@@ -199,9 +188,7 @@ pub struct GetFrameTree {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct FrameAttached {
-    /// New frame.
     pub frame_id: String,
-    /// Its parent.
     pub parent_frame_id: String,
 }
 
@@ -217,7 +204,6 @@ pub struct FrameNavigated {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct FrameDetached {
-    /// The frame.
     pub frame_id: String,
     /// `remove` or `swap`.
     pub reason: Option<String>,
@@ -227,7 +213,6 @@ pub struct FrameDetached {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct NavigatedWithinDocument {
-    /// The frame.
     pub frame_id: String,
     /// Its new URL (fragment included).
     pub url: String,
@@ -245,14 +230,11 @@ pub struct TargetCrashed {
 #[derive(Debug, Default, Deserialize, Clone)]
 #[serde(default, rename_all = "camelCase")]
 pub struct TargetInfo {
-    /// Target id.
     pub target_id: String,
     /// `page`, `iframe`, `worker`, `browser`, ...
     #[serde(rename = "type")]
     pub kind: String,
-    /// Title.
     pub title: String,
-    /// URL.
     pub url: String,
     /// Whether some client is attached.
     pub attached: bool,
@@ -268,7 +250,6 @@ pub struct TargetInfo {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct GetTargets {
-    /// All targets.
     pub target_infos: Vec<TargetInfo>,
 }
 
@@ -276,7 +257,6 @@ pub struct GetTargets {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct AttachedToTarget {
-    /// The new session.
     pub session_id: String,
     /// What it is attached to.
     pub target_info: TargetInfo,
@@ -290,7 +270,6 @@ pub struct AttachedToTarget {
 pub struct DetachedFromTarget {
     /// The session that went away.
     pub session_id: String,
-    /// Its target.
     pub target_id: Option<String>,
 }
 
@@ -298,7 +277,6 @@ pub struct DetachedFromTarget {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct ExecutionContextCreated {
-    /// The context.
     pub context: ExecutionContext,
 }
 
@@ -326,7 +304,6 @@ pub struct ContextAux {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct ExecutionContextDestroyed {
-    /// Context id.
     pub execution_context_id: i64,
 }
 

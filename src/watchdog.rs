@@ -19,7 +19,6 @@ pub enum WatchdogMsg {
     Arm {
         /// `d-N`.
         dialog_id: String,
-        /// When.
         deadline: Instant,
     },
     /// The dialog closed.
