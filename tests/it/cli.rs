@@ -7,17 +7,17 @@
 //! Tests needing Chromium skip (`SKIPPED: no Chromium`) when none is installed, unless
 //! `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::procs::{
+use crate::common::procs::{
     Lines, alive, browsers_of, clean_config_env, group_members, kill_browsers_of, launched_pid,
     profiles_of,
 };
-use common::{Browser, RawCdp, wait_until};
+use crate::common::{Browser, RawCdp, wait_until};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");

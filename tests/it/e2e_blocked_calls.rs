@@ -11,14 +11,14 @@
 //! Tests skip (printing `SKIPPED: no Chromium`) when no Chromium is installed, unless
 //! `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::pages::{attach_to_page, wait_pick};
+use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{Config, StartOptions, Supervisor, SupervisorRegistry, tools};
-use common::pages::{attach_to_page, wait_pick};
-use common::{HttpServer, RawCdp, Response};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.

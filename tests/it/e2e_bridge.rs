@@ -14,20 +14,20 @@
 //! when it ends, also on panic ([`Fixture`]'s `Drop`). Tests skip (printing `SKIPPED: no
 //! Chromium`) when no Chromium is installed, unless `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::common::pages::{self, attach_to_page};
+use crate::common::{HttpServer, RawCdp, Response, js, wait_until};
 use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, PendingDialog, Route, StartOptions,
     Supervisor, SupervisorRegistry,
 };
-use common::pages::{self, attach_to_page};
-use common::{HttpServer, RawCdp, Response, js, wait_until};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.

@@ -20,10 +20,10 @@
 //! Tests skip (printing `SKIPPED: no Chromium`) when no Chromium is installed, unless
 //! `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 #[allow(dead_code)]
-#[path = "../src/measured.rs"]
+#[path = "../../src/measured.rs"]
 mod measured;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,7 +32,7 @@ use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{HttpServer, RawCdp, Response};
+use crate::common::{HttpServer, RawCdp, Response};
 use serde_json::{Value, json};
 
 /// Deadline of every wait for something that must happen.

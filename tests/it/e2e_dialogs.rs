@@ -13,17 +13,17 @@
 //! Tests skip (printing `SKIPPED: no Chromium`) when no Chromium is installed, unless
 //! `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::pages::{self, attach_to_page, wait_pick};
+use crate::common::{HttpServer, RawCdp, Response, js, wait_until};
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, DialogPolicy, Error, PendingDialog,
     Route, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
-use common::pages::{self, attach_to_page, wait_pick};
-use common::{HttpServer, RawCdp, Response, js, wait_until};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.

@@ -1,14 +1,14 @@
 //! An `http://127.0.0.1:PORT` endpoint of a real Chromium (what `--remote-debugging-port` prints)
 //! resolves through `/json/version`, attaches, and serves dialogs (SPEC §9).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{
     ClosedBy, Config, DialogAction, Route, StartOptions, SupervisorRegistry, cdp_available,
 };
-use common::{HttpServer, RawCdp, Response};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(10);

@@ -20,7 +20,7 @@
 //! Tests skip (printing `SKIPPED: no Chromium`) when no Chromium is installed, unless
 //! `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -29,13 +29,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::common::pages::attach_to_page;
+use crate::common::{HttpServer, RawCdp, Response, js};
 use cdp_supervisor::FrameRecord;
 use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     Config, DialogAction, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
-use common::pages::attach_to_page;
-use common::{HttpServer, RawCdp, Response, js};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.

@@ -3,18 +3,18 @@
 //! busy page that must not be reported as an orphaned dialog, and an orphaned dialog inside a
 //! cross-origin iframe that must be reported as `blocked` naming the frame.
 
-mod common;
+use crate::common;
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::pages::{attach_to_page, wait_closed, wait_pick};
+use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{
     ClosedBy, Config, DialogAction, Error, Route, StartOptions, SupervisorRegistry, tools,
 };
-use common::pages::{attach_to_page, wait_closed, wait_pick};
-use common::{HttpServer, RawCdp, Response};
 use serde_json::{Value, json};
 use tungstenite::protocol::Role;
 use tungstenite::{Message, WebSocket};

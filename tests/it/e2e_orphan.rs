@@ -3,12 +3,12 @@
 //! dialog cannot be answered, recovers after `browser_cdp(Page.reload)`, and then catches a new
 //! dialog whose answer reaches the page.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
+use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{Config, DialogAction, Route, StartOptions, SupervisorRegistry, tools};
-use common::{HttpServer, RawCdp, Response};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(10);

@@ -17,17 +17,17 @@
 //! Tests skip (printing `SKIPPED: no Chromium`) when no Chromium is installed, unless
 //! `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common::pages::{attach_to_page, wait_closed, wait_pick};
+use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{
     ClosedBy, Config, DialogAction, DialogPolicy, PendingDialog, Route, StartOptions, Supervisor,
     SupervisorRegistry, tools,
 };
-use common::pages::{attach_to_page, wait_closed, wait_pick};
-use common::{HttpServer, RawCdp, Response};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.
@@ -454,7 +454,7 @@ fn a_popup_that_closes_itself_while_its_iframe_dialog_is_pending() {
     // A popup whose cross-site iframe confirms: the popup's own frame runs in another process
     // than the dialog, so it can still close itself. (Not a cross-site popup whose iframe is
     // same-site with the opener: measured, Chromium 156 itself then dies when the popup closes,
-    // with no CDP client but a raw one: tests/measure_popups.rs, i_cross_site_popup_...)
+    // with no CDP client but a raw one: tests/it/measure_popups.rs, i_cross_site_popup_...)
     let url = fx.a.url("127.0.0.1", "/xpop-local");
     fx.window_open(&url);
     let d = wait_popup_dialog(&sup, &fx.page);

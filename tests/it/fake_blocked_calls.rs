@@ -6,19 +6,17 @@
 //! a dialog blocks the page's JavaScript, so a call that returns early can only have been
 //! released by the dialog.
 
-mod common;
-
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::fakes::{WAIT, barrier, page_session, wait_pending, wait_snapshot};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, Config, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
     SupervisorRegistry, tools,
 };
-use common::fakes::{WAIT, barrier, page_session, wait_pending, wait_snapshot};
 use serde_json::{Value, json};
 
 /// The fake's default page: target id and main frame id.

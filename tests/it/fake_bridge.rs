@@ -14,21 +14,19 @@
 //! the fake has recorded them too. That lets a test assert that something did *not* happen
 //! without sleeping.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::fakes::{
+    WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_pending, wait_sent,
+    wait_snapshot,
+};
 use base64::Engine;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, DialogPolicy, Error, PendingDialog,
     StartOptions, Supervisor, SupervisorRegistry, tools,
     unversioned::{self, bridge},
-};
-use common::fakes::{
-    WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_pending, wait_sent,
-    wait_snapshot,
 };
 use serde_json::{Value, json};
 

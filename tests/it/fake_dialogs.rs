@@ -1,16 +1,16 @@
 //! Every dialog state transition, driven by the scripted fake CDP browser (SPEC §5).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::fakes::{WAIT, wait_pending, wait_snapshot};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::{
     ClosedBy, Config, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
     SupervisorRegistry, tools,
 };
-use common::fakes::{WAIT, wait_pending, wait_snapshot};
 use serde_json::{Value, json};
 
 fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {

@@ -14,20 +14,18 @@
 //! answered the fake has recorded them too. That lets a test assert that something did *not*
 //! happen without sleeping.
 
-mod common;
-
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::fakes::{
+    WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_sent, wait_snapshot,
+};
 use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry, tools,
-};
-use common::fakes::{
-    WAIT, barrier, frame_navigated, methods, page_session, sent_on, wait_sent, wait_snapshot,
 };
 use serde_json::{Value, json};
 

@@ -6,18 +6,18 @@
 //! `Target.attachedToTarget` (what browser-level auto-attach delivers on Chromium, see
 //! `src/core/pages.rs`) followed by events on the popup's session. The fake answers commands on
 //! sessions it does not know with `-32001`, fine for fire-and-forget automation; what the
-//! supervisor sent is read back with `fake.received()`. `barrier` (tests/common/fakes.rs) makes
+//! supervisor sent is read back with `fake.received()`. `barrier` (tests/it/common/fakes.rs) makes
 //! "did not happen" assertions possible without sleeping.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
+use crate::common::fakes::{WAIT, barrier, methods, sent_on, wait_pending, wait_snapshot};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::{
     BridgeMode, ClosedBy, Config, Error, Route, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
-use common::fakes::{WAIT, barrier, methods, sent_on, wait_pending, wait_snapshot};
 use serde_json::{Value, json};
 
 /// The fake's default page: target id and main frame id.

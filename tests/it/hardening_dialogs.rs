@@ -7,18 +7,16 @@
 //! event emitted before it has been applied and every automatic command it triggered has been
 //! recorded by the fake. Nothing sleeps.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::fakes::{WAIT, barrier, page_session, wait_pending, wait_sent, wait_snapshot};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, Error, StartOptions, Supervisor,
     SupervisorRegistry, tools,
 };
-use common::fakes::{WAIT, barrier, page_session, wait_pending, wait_sent, wait_snapshot};
 use serde_json::{Value, json};
 
 /// The fake's page target, also its main frame.
@@ -26,6 +24,11 @@ const PAGE: &str = "PAGE-1";
 
 // ------------------------------------------------------------------------------------ helpers
 
+/// The task of the test that reads the log; the crate's lines about a task start `task <id>:`.
+const LOGGED_TASK: &str = "hardening-dialogs-log";
+
+/// The captured lines of [`LOGGED_TASK`]. The logger is the whole test binary's (the only one
+/// installed in `tests/it`) and sees every test's records; it keeps only that task's.
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 struct Capture;
@@ -37,7 +40,9 @@ impl log::Log for Capture {
 
     fn log(&self, record: &log::Record<'_>) {
         let text = format!("{}: {}", record.level(), record.args());
-        LINES.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+        if text.contains(&format!("task {LOGGED_TASK}:")) {
+            LINES.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+        }
     }
 
     fn flush(&self) {}
@@ -46,7 +51,7 @@ impl log::Log for Capture {
 fn install_logger() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        log::set_boxed_logger(Box::new(Capture)).expect("no other logger in this binary");
+        log::set_boxed_logger(Box::new(Capture)).expect("no other logger in tests/it");
         log::set_max_level(log::LevelFilter::Info);
     });
 }
@@ -475,7 +480,12 @@ fn busy_page_that_never_acknowledges_input_is_unresponsive_not_an_orphaned_dialo
 
 #[test]
 fn auto_bridge_log_line_says_the_current_document_is_bridged_and_how_to_opt_out() {
-    let (fake, _reg, sup) = setup();
+    install_logger();
+    let fake = FakeBrowser::start().expect("fake browser");
+    let reg = SupervisorRegistry::new(Config::default());
+    let sup = reg
+        .get_or_start(LOGGED_TASK, &fake.ws_url())
+        .expect("attach to the fake browser");
     let page = page_session(&sup);
     fake.open_dialog("alert", "closed by the proxy", "");
     wait_pending(&sup, 1);

@@ -12,13 +12,12 @@
 //!   `Target.closeTarget` that closed it still gets its (later) reply.
 //! * `Page.navigatedWithinDocument` keeps `frame_tree` URLs current.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::fakes::{WAIT, barrier, frame_navigated, page_session, wait_snapshot};
 use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, PendingCall};
@@ -26,7 +25,6 @@ use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{
     Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
 };
-use common::fakes::{WAIT, barrier, frame_navigated, page_session, wait_snapshot};
 use serde_json::{Value, json};
 use tungstenite::Message;
 

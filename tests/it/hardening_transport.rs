@@ -8,8 +8,6 @@
 //! Peers here are test threads on loopback; each ends when its client goes away. Child processes
 //! run under [`Child`] guards that kill them on drop, also when a test fails.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -17,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::procs::clean_config_env;
+use crate::common::wait_until;
 use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::{Config, Error, Route, SupervisorRegistry};
-use common::procs::clean_config_env;
-use common::wait_until;
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");

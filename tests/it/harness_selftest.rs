@@ -1,15 +1,15 @@
-//! Self-test of the shared end-to-end support code in `tests/common`.
+//! Self-test of the shared end-to-end support code in `tests/it/common`.
 //!
 //! Tests needing Chromium skip (printing `SKIPPED: no Chromium`) when none is
 //! installed, unless `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Browser, HttpServer, RawCdp, Response, wait_until};
+use crate::common::{Browser, HttpServer, RawCdp, Response, wait_until};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(10);

@@ -1,5 +1,10 @@
 //! An idle supervisor makes no wake-ups: its reader and watchdog threads stay blocked (no
-//! context switches) while nothing arrives. Alone in its binary so the threads are ours.
+//! context switches) while nothing arrives.
+//!
+//! Other tests run in the same process, so only this supervisor's threads are watched, told
+//! apart by name: `cdp-reader-<task>` and `cdp-watchdog-<task>`, which Linux cuts to 15 bytes
+//! ([`READER`], [`WATCHDOG`]). No other test of this binary uses a task id starting with `id`;
+//! one that did would make this test fail (more than two threads match), never pass wrongly.
 
 use std::time::Duration;
 
@@ -33,10 +38,15 @@ fn thread_switches() -> Vec<(String, u64)> {
     out
 }
 
+/// The task this test starts, and the names its two threads show in `/proc` (15 bytes at most).
+const TASK: &str = "idle";
+const READER: &str = "cdp-reader-idle";
+const WATCHDOG: &str = "cdp-watchdog-id";
+
 fn ours(switches: &[(String, u64)]) -> Vec<(String, u64)> {
     let mut v: Vec<_> = switches
         .iter()
-        .filter(|(n, _)| n.starts_with("cdp-reader") || n.starts_with("cdp-watchdog"))
+        .filter(|(n, _)| n == READER || n == WATCHDOG)
         .cloned()
         .collect();
     v.sort();
@@ -47,7 +57,7 @@ fn ours(switches: &[(String, u64)]) -> Vec<(String, u64)> {
 fn idle_supervisor_threads_do_not_wake_up() {
     let fake = FakeBrowser::start().unwrap();
     let reg = SupervisorRegistry::new(Config::default());
-    let sup = reg.get_or_start("idle", &fake.ws_url()).unwrap();
+    let sup = reg.get_or_start(TASK, &fake.ws_url()).unwrap();
     // Exercise both threads first: a dialog arms and then cancels the watchdog.
     fake.open_dialog("alert", "arm the watchdog", "");
     sup.wait_for_dialog(Duration::from_secs(5)).expect("dialog");

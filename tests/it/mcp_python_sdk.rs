@@ -14,8 +14,6 @@
 //! No Chromium, no `python3`, no venv support or no PyPI: one `SKIPPED: ...` line on stderr,
 //! unless `CDP_SUPERVISOR_E2E=require`, where each of these fails the test.
 
-mod common;
-
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -26,8 +24,8 @@ use std::sync::{Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use common::procs::clean_config_env;
-use common::{chromium_path, e2e_required, wait_until};
+use crate::common::procs::clean_config_env;
+use crate::common::{chromium_path, e2e_required, wait_until};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/mcp_sdk_flow.py");

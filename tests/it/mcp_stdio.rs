@@ -12,17 +12,17 @@
 //! launched. The Chromium test skips (`SKIPPED: no Chromium`) when none is installed, unless
 //! `CDP_SUPERVISOR_E2E=require`.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::procs::{
+use crate::common::procs::{
     Lines, alive, browsers_of, clean_config_env, kill_browsers_of, launched_pid, profiles_of,
 };
-use common::{HttpServer, Response, wait_until};
+use crate::common::{HttpServer, Response, wait_until};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");

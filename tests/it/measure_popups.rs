@@ -1,9 +1,9 @@
 //! Measurement (issue 14 step 1): how a popup gets attached before its scripts run.
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{HttpServer, RawCdp, Response};
+use crate::common::{HttpServer, RawCdp, Response};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(10);

@@ -2,11 +2,11 @@
 //! process or grow memory without bound; every ring and map has a cap; frames above
 //! `max_message_bytes` are refused with a logged reason).
 //!
-//! The tests of this binary run one at a time (a shared lock) so their timings and RSS figures
+//! The tests of this module run one at a time (a shared lock) so their timings and RSS figures
 //! are not disturbed by each other. Every wait has a deadline; figures go to stderr
-//! (`cargo test --test scale_limits -- --nocapture`).
+//! (`cargo test --test it scale_limits:: -- --nocapture`).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,13 +1,11 @@
 //! The `[security]` policy of raw CDP calls (SPEC §14): file URLs, denied and allowed method
 //! patterns. A refused call never reaches the browser and is a tool error naming the option.
 
-mod common;
-
 use std::sync::Arc;
 
+use crate::common::fakes::{WAIT, barrier};
 use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::{Config, Error, Route, Supervisor, SupervisorRegistry, tools};
-use common::fakes::{WAIT, barrier};
 use serde_json::{Value, json};
 
 fn setup(toml: &str) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {

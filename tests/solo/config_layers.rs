@@ -5,7 +5,9 @@
 //!
 //! The environment is process-global and `Config::load` reads it, so every test in this file
 //! holds [`ENV_LOCK`] through an [`EnvGuard`], which clears all `CDP_SUPERVISOR*` variables
-//! on entry and restores the original environment on exit (also when the test panics).
+//! on entry and restores the original environment on exit (also when the test panics). They run
+//! in `tests/solo`, first and on the main thread, while no other thread exists that could read
+//! the environment (`tests/solo/main.rs`).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -141,8 +143,7 @@ recent_dialogs_max = 9
 console_errors_max = 11
 "#;
 
-#[test]
-fn defaults_alone_equal_config_default() {
+pub(crate) fn defaults_alone_equal_config_default() {
     let _env = EnvGuard::take();
     let c = load(None);
     assert_eq!(c, Config::default());
@@ -160,8 +161,7 @@ fn defaults_alone_equal_config_default() {
     assert_eq!(c.limits.max_message_bytes, 64 << 20);
 }
 
-#[test]
-fn user_file_overrides_defaults_and_env_overrides_the_file() {
+pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
     let env = EnvGuard::take();
     let dir = TempDir::new("layers");
     let path = dir.file("user.toml", USER_FILE);
@@ -218,8 +218,7 @@ fn user_file_overrides_defaults_and_env_overrides_the_file() {
     assert_eq!(c.cdp_url.as_deref(), Some("http://127.0.0.1:9222"));
 }
 
-#[test]
-fn config_env_var_names_the_user_file() {
+pub(crate) fn config_env_var_names_the_user_file() {
     let env = EnvGuard::take();
     let dir = TempDir::new("envfile");
     let from_env = dir.file("from-env.toml", USER_FILE);
@@ -269,8 +268,7 @@ fn config_env_var_names_the_user_file() {
     env.remove("CDP_SUPERVISOR_CONFIG");
 }
 
-#[test]
-fn missing_file_is_an_error_naming_it() {
+pub(crate) fn missing_file_is_an_error_naming_it() {
     let _env = EnvGuard::take();
     let dir = TempDir::new("missing");
     let missing = dir.0.join("no-such-config.toml");
@@ -281,8 +279,7 @@ fn missing_file_is_an_error_naming_it() {
     );
 }
 
-#[test]
-fn malformed_toml_is_an_error() {
+pub(crate) fn malformed_toml_is_an_error() {
     let _env = EnvGuard::take();
     let dir = TempDir::new("malformed");
     let path = dir.file("broken.toml", "[browser\ndialog_policy = ");
@@ -407,8 +404,7 @@ fn check_message(bad: &Bad, source: &str, e: &str) -> Vec<String> {
     out
 }
 
-#[test]
-fn invalid_values_in_the_file_name_key_value_and_allowed() {
+pub(crate) fn invalid_values_in_the_file_name_key_value_and_allowed() {
     let _env = EnvGuard::take();
     let dir = TempDir::new("bad-file");
     let mut failures = Vec::new();
@@ -429,8 +425,7 @@ fn invalid_values_in_the_file_name_key_value_and_allowed() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[test]
-fn invalid_values_in_the_environment_name_key_value_and_allowed() {
+pub(crate) fn invalid_values_in_the_environment_name_key_value_and_allowed() {
     let env = EnvGuard::take();
     let dir = TempDir::new("bad-env");
     // A valid user file underneath: the env value must still be rejected, not shadowed.
@@ -456,8 +451,7 @@ fn invalid_values_in_the_environment_name_key_value_and_allowed() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-#[test]
-fn missing_ca_file_names_the_path() {
+pub(crate) fn missing_ca_file_names_the_path() {
     let env = EnvGuard::take();
     let dir = TempDir::new("ca");
     let missing = dir.0.join("no-such-ca.pem");

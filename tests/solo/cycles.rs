@@ -1,7 +1,5 @@
 //! 1,000 start/stop cycles against one fake browser leave no thread, socket or registry slot
-//! behind. Alone in its binary so the thread and descriptor counts are ours.
-
-mod common;
+//! behind. Runs alone, in `tests/solo`, so the thread and descriptor counts are ours.
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +10,7 @@ const CYCLES: usize = 1_000;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn threads() -> usize {
-    common::procs::self_status("Threads").expect("/proc/self/status has Threads") as usize
+    crate::self_status("Threads").expect("/proc/self/status has Threads") as usize
 }
 
 fn fds() -> usize {
@@ -52,8 +50,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-#[test]
-fn a_thousand_start_stop_cycles_leak_no_threads_sockets_or_slots() {
+pub(crate) fn a_thousand_start_stop_cycles_leak_no_threads_sockets_or_slots() {
     let fake = FakeBrowser::start().unwrap();
     let reg = SupervisorRegistry::new(Config {
         reconnect_attempts: 0,

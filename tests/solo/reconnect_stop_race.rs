@@ -1,5 +1,5 @@
 //! `stop` raced against a reconnect, 1,000 times (issue 12, finding 1; SPEC §3: "`stop` returns
-//! within 1 s in every interleaving with a reconnect"). Alone in its binary so the thread count
+//! within 1 s in every interleaving with a reconnect"). Runs alone, in `tests/solo`, so the thread count
 //! is ours.
 //!
 //! Each race: start a supervisor on the fake browser, drop its connection, wait a varying delay,
@@ -8,8 +8,6 @@
 //! back-off ends, while the reconnect connects, within ±200 µs of the fake writing its
 //! `101 Switching Protocols`, and while the supervisor re-attaches. The test reports where the
 //! `stop` calls landed relative to that 101 and requires many of them inside the ±200 µs window.
-
-mod common;
 
 use std::io::Write;
 use std::sync::mpsc;
@@ -27,7 +25,7 @@ const HANG: Duration = Duration::from_secs(3);
 const WINDOW_US: i64 = 200;
 
 fn threads() -> usize {
-    common::procs::self_status("Threads").expect("/proc/self/status has Threads") as usize
+    crate::self_status("Threads").expect("/proc/self/status has Threads") as usize
 }
 
 /// Waits (with a deadline) until the thread count is back at `base`. Exiting threads give no
@@ -52,8 +50,7 @@ fn micros_between(a: Instant, b: Instant) -> i64 {
     }
 }
 
-#[test]
-fn stop_during_a_reconnect_returns_within_a_second_in_a_thousand_races() {
+pub(crate) fn stop_during_a_reconnect_returns_within_a_second_in_a_thousand_races() {
     let fake = FakeBrowser::start().unwrap();
     let reg = SupervisorRegistry::new(Config {
         reconnect_attempts: 3,

@@ -1,5 +1,5 @@
 //! SPEC §14: credentials in a CDP URL (`user:pass@`, `?token=`, `apiKey=`) never reach a log line,
-//! an error, a snapshot, a tool result or a `Debug` rendering. Alone in its binary: it installs a
+//! an error, a snapshot, a tool result or a `Debug` rendering. Runs alone, in `tests/solo`: it installs a
 //! global logger that captures every record at `Trace` from every crate (tungstenite and rustls
 //! included), then drives the whole public surface with a credential-carrying URL once and checks
 //! everything it saw.
@@ -705,8 +705,7 @@ fn is_ours(line: &Line) -> bool {
 
 // ------------------------------------------------------------------------------ the checks
 
-#[test]
-fn the_scenario_really_ran() {
+pub(crate) fn the_scenario_really_ran() {
     let r = report();
     let failed: Vec<_> = r.facts.iter().filter(|(_, ok)| !ok).collect();
     assert!(
@@ -731,8 +730,7 @@ fn the_scenario_really_ran() {
     );
 }
 
-#[test]
-fn no_credentials_in_errors_debug_output_snapshots_or_tool_results() {
+pub(crate) fn no_credentials_in_errors_debug_output_snapshots_or_tool_results() {
     let r = report();
     let found = leaks(r.artifacts.iter().map(|(l, t)| (l.clone(), t.as_str())));
     assert!(
@@ -743,8 +741,7 @@ fn no_credentials_in_errors_debug_output_snapshots_or_tool_results() {
     );
 }
 
-#[test]
-fn no_credentials_in_the_crates_own_log_lines() {
+pub(crate) fn no_credentials_in_the_crates_own_log_lines() {
     let r = report();
     let found = leaks(
         r.lines
@@ -760,8 +757,7 @@ fn no_credentials_in_the_crates_own_log_lines() {
     );
 }
 
-#[test]
-fn no_credentials_in_dependency_log_lines() {
+pub(crate) fn no_credentials_in_dependency_log_lines() {
     let r = report();
     let found = leaks(
         r.lines

@@ -1,7 +1,5 @@
 //! 16 threads racing `get_or_start`/`stop` on 4 tasks: never two live supervisors for a task,
-//! no thread left behind. Alone in its binary so the thread count is ours.
-
-mod common;
+//! no thread left behind. Runs alone, in `tests/solo`, so the thread count is ours.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -12,11 +10,10 @@ use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::{Config, Supervisor, SupervisorRegistry};
 
 fn thread_count() -> u64 {
-    common::procs::self_status("Threads").unwrap_or(0)
+    crate::self_status("Threads").unwrap_or(0)
 }
 
-#[test]
-fn racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_threads() {
+pub(crate) fn racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_threads() {
     let fakes: Vec<FakeBrowser> = (0..4).map(|_| FakeBrowser::start().unwrap()).collect();
     let urls: Vec<String> = fakes.iter().map(FakeBrowser::ws_url).collect();
     let baseline = thread_count();

@@ -1,9 +1,5 @@
 //! Helpers for tests that drive a supervisor with the scripted fake CDP browser
-//! (`tests/fake_bridge.rs`, `tests/fake_dialogs.rs`, `tests/fake_frames.rs`).
-//!
-//! Every test binary compiles this module but only some use it, hence `dead_code` is
-//! allowed.
-#![allow(dead_code)]
+//! (`tests/it/fake_bridge.rs`, `tests/it/fake_dialogs.rs`, `tests/it/fake_frames.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,8 +1,5 @@
 //! Helpers for the real-Chromium tests that drive a supervisor on a page a raw client opened
-//! (`tests/e2e_bridge.rs`, `tests/e2e_dialogs.rs`, `tests/e2e_frames.rs`).
-//!
-//! Every test binary compiles this module but only some use it, hence `dead_code` is allowed.
-#![allow(dead_code)]
+//! (`tests/it/e2e_bridge.rs`, `tests/it/e2e_dialogs.rs`, `tests/it/e2e_frames.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;

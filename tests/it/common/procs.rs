@@ -1,10 +1,6 @@
-//! Helpers for tests that run the `cdp-supervisor` binary (`tests/cli.rs`,
-//! `tests/mcp_stdio.rs`): its output streams, and `/proc` checks of the processes and profile
+//! Helpers for tests that run the `cdp-supervisor` binary (`tests/it/cli.rs`,
+//! `tests/it/mcp_stdio.rs`): its output streams, and `/proc` checks of the processes and profile
 //! directories it leaves behind.
-//!
-//! Every test binary compiles this module but only some use it, hence `dead_code` is
-//! allowed.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
