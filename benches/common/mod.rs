@@ -6,6 +6,22 @@
 //!   onto a connection's socket (no per-event serialisation, no lock besides one per write).
 //! * [`RawClient`]: a plain tungstenite client (the baselines).
 //! * Histogram and output helpers.
+//!
+//! Why the benches keep their own server and client instead of `cdp_supervisor::fake` and the
+//! integration tests' `RawCdp` (`tests/it/common`), which every other bench and test uses:
+//!
+//! * [`Peer`] serves only `detect_latency` and `ingest`, which time frames written onto one
+//!   chosen connection: pre-encoded, stamped after the write lock is taken
+//!   ([`PeerConn::write_stamped`]), so the figure holds the supervisor's work and not the
+//!   server's. `FakeBrowser::send_raw_bytes` writes to every live connection (the baseline
+//!   clients share the server with the supervisor, on the same bytes), and the fake answers
+//!   `Page.handleJavaScriptDialog` only for a dialog it opened itself (`open_dialog`, which
+//!   serialises the event inside the timed interval), not for an opening written as raw bytes.
+//!   `respond_latency`, `scale`, `start`, `mcp_latency` and `snapshot_read` need none of this
+//!   and use `FakeBrowser`.
+//! * [`RawClient`] is what the supervisor is measured against in every bench that uses it: a
+//!   bare blocking read loop. `RawCdp` sets a read timeout before every read (one more syscall
+//!   per message), which would slow the baseline and flatter the ratios.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;

@@ -3,7 +3,7 @@
 
 Usage: mcp_sdk_flow.py PATH/TO/cdp-supervisor
 
-Run by tests/mcp_python_sdk.rs (the README's `cargo test`) with a Python that has the `mcp` pinned
+Run by tests/it/mcp_python_sdk.rs (the README's `cargo test`) with a Python that has the `mcp` pinned
 in requirements.txt beside this file. The flow:
 
 1. `stdio_client` spawns `cdp-supervisor mcp`; `ClientSession.initialize()`.

@@ -1,0 +1,351 @@
+//! Popups and new tabs the task's page opens (issue 14), driven by the scripted fake CDP browser:
+//! which pages are followed, the set-up they get, their dialogs, routing into them, what happens
+//! when they close, and the `limits.pages_max` cap.
+//!
+//! The fake knows only its default page: a popup here is a browser-level
+//! `Target.attachedToTarget` (what browser-level auto-attach delivers on Chromium, see
+//! `src/core/pages.rs`) followed by events on the popup's session. The fake answers commands on
+//! sessions it does not know with `-32001`, fine for fire-and-forget automation; what the
+//! supervisor sent is read back with `fake.received()`. `barrier` (tests/it/common/fakes.rs) makes
+//! "did not happen" assertions possible without sleeping.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use crate::common::fakes::{WAIT, barrier, methods, sent_on, wait_pending, wait_snapshot};
+use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::{
+    BridgeMode, ClosedBy, Config, Error, Route, StartOptions, Supervisor, SupervisorRegistry, tools,
+};
+use serde_json::{Value, json};
+
+/// The fake's default page: target id and main frame id.
+const PAGE: &str = "PAGE-1";
+
+fn setup_with(config: Config) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
+    let fake = FakeBrowser::start().expect("fake browser");
+    let reg = SupervisorRegistry::new(config);
+    let options = StartOptions {
+        dialog_bridge: Some(BridgeMode::Off),
+        ..StartOptions::default()
+    };
+    let sup = reg
+        .get_or_start_with("task", &fake.ws_url(), options)
+        .expect("attach to the fake browser");
+    (fake, reg, sup)
+}
+
+fn setup() -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
+    setup_with(Config::default())
+}
+
+/// Browser-level auto-attach hands over a new page, paused, opened by `opener` (if any).
+fn page_attached(fake: &FakeBrowser, session: &str, target: &str, opener: Option<&str>) {
+    let mut info = json!({"targetId": target, "type": "page", "title": "", "url": "about:blank",
+                          "attached": true, "browserContextId": "CTX-1"});
+    if let Some(o) = opener {
+        info["openerId"] = json!(o);
+        info["openerFrameId"] = json!(o);
+    }
+    fake.emit(
+        None,
+        "Target.attachedToTarget",
+        json!({"sessionId": session, "targetInfo": info, "waitingForDebugger": true}),
+    );
+}
+
+fn dialog_on(fake: &FakeBrowser, session: &str, frame: &str, kind: &str, message: &str) {
+    fake.emit(
+        Some(session),
+        "Page.javascriptDialogOpening",
+        json!({"url": "http://popup.test/", "frameId": frame, "message": message, "type": kind,
+               "hasBrowserHandler": true, "defaultPrompt": ""}),
+    );
+}
+
+fn browser_level(fake: &FakeBrowser) -> Vec<Value> {
+    fake.received()
+        .into_iter()
+        .filter(|c| c.get("sessionId").is_none())
+        .collect()
+}
+
+#[test]
+fn browser_level_auto_attach_is_turned_on_after_the_page_attaches() {
+    let (fake, _reg, sup) = setup();
+    barrier(&sup);
+    let auto = browser_level(&fake)
+        .into_iter()
+        .find(|c| c["method"] == "Target.setAutoAttach")
+        .expect("browser-level Target.setAutoAttach");
+    assert_eq!(auto["params"]["waitForDebuggerOnStart"], true);
+    assert_eq!(auto["params"]["flatten"], true);
+    let snap = sup.snapshot();
+    assert_eq!(snap.pages.len(), 1, "the task's page is listed first");
+    assert_eq!(snap.pages[0].target_id, PAGE);
+    assert_eq!(snap.to_json()["pages"][0]["opener_target_id"], Value::Null);
+}
+
+#[test]
+fn a_popup_of_the_page_is_set_up_like_the_page_then_resumed() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    barrier(&sup);
+    let sent = methods(&sent_on(&fake, "SID-POP"));
+    assert_eq!(
+        sent,
+        [
+            "Page.enable",
+            "Runtime.enable",
+            "Page.getFrameTree",
+            "Target.setAutoAttach",
+            "Runtime.runIfWaitingForDebugger"
+        ]
+    );
+    let snap = sup.snapshot();
+    assert_eq!(snap.pages.len(), 2);
+    assert_eq!(snap.pages[1].target_id, "POP-1");
+    assert_eq!(snap.pages[1].opener_target_id.as_deref(), Some(PAGE));
+    let json = snap.to_json();
+    assert_eq!(json["pages"][1]["opener_target_id"], PAGE);
+    assert!(json.get("pages_truncated").is_none());
+}
+
+#[test]
+fn a_page_the_task_did_not_open_is_resumed_and_let_go() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-OTHER", "OTHER-1", None);
+    page_attached(&fake, "SID-OTHER2", "OTHER-2", Some("SOMEONE-ELSE"));
+    // The task's own page, handed over again by browser-level auto-attach.
+    page_attached(&fake, "SID-DUP", PAGE, None);
+    barrier(&sup);
+    for sid in ["SID-OTHER", "SID-OTHER2", "SID-DUP"] {
+        assert_eq!(
+            methods(&sent_on(&fake, sid)),
+            ["Runtime.runIfWaitingForDebugger"],
+            "{sid} is only resumed"
+        );
+        assert!(
+            browser_level(&fake).iter().any(
+                |c| c["method"] == "Target.detachFromTarget" && c["params"]["sessionId"] == sid
+            ),
+            "{sid} is detached"
+        );
+    }
+    let snap = sup.snapshot();
+    assert_eq!(snap.pages.len(), 1);
+    assert_eq!(
+        snap.page_session_id.as_deref(),
+        Some(common::fakes::page_session(&sup).as_str())
+    );
+    assert_ne!(snap.page_session_id.as_deref(), Some("SID-DUP"));
+}
+
+#[test]
+fn a_popup_of_a_popup_is_followed_too() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    page_attached(&fake, "SID-POP2", "POP-2", Some("POP-1"));
+    let snap = wait_snapshot(&sup, "two popups", |s| s.pages.len() == 3);
+    assert_eq!(snap.pages[2].opener_target_id.as_deref(), Some("POP-1"));
+}
+
+#[test]
+fn follow_popups_false_keeps_todays_behaviour() {
+    let config = Config {
+        follow_popups: false,
+        ..Config::default()
+    };
+    let (fake, _reg, sup) = setup_with(config);
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    barrier(&sup);
+    assert!(
+        !browser_level(&fake)
+            .iter()
+            .any(|c| c["method"] == "Target.setAutoAttach")
+    );
+    assert!(sup.snapshot().pages.is_empty());
+    assert!(sup.snapshot().to_json().get("pages").is_none());
+}
+
+#[test]
+fn a_popup_dialog_is_pending_with_the_popup_target_id_and_answered_on_its_session() {
+    let (fake, reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    dialog_on(&fake, "SID-POP", "POP-1", "alert", "hi from the popup");
+    let snap = wait_pending(&sup, 1);
+    let d = &snap.pending_dialogs[0];
+    assert_eq!(d.target_id, "POP-1");
+    assert_eq!(snap.to_json()["pending_dialogs"][0]["target_id"], "POP-1");
+    // The popup's own view.
+    let view = tools::browser_snapshot(&reg, "task", &json!({"target_id": "POP-1"}));
+    assert_eq!(view["pending_dialogs"][0]["id"], d.id.as_str(), "{view}");
+    assert_eq!(view["opener_target_id"], PAGE);
+    fake.set_rule("Page.handleJavaScriptDialog", Rule::Reply(json!({})));
+    sup.respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, None)
+        .expect("answered");
+    let answer = sent_on(&fake, "SID-POP")
+        .into_iter()
+        .find(|c| c["method"] == "Page.handleJavaScriptDialog")
+        .expect("the answer goes to the popup's session");
+    assert_eq!(answer["params"]["accept"], true);
+}
+
+#[test]
+fn the_main_page_dialog_carries_the_page_target_id() {
+    let (fake, _reg, sup) = setup();
+    fake.open_dialog("alert", "main", "");
+    let snap = wait_pending(&sup, 1);
+    assert_eq!(snap.pending_dialogs[0].target_id, PAGE);
+}
+
+#[test]
+fn calls_route_into_a_followed_page_by_target_id_and_fail_at_once_when_it_closes() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    wait_snapshot(&sup, "the popup", |s| s.pages.len() == 2);
+    fake.set_rule(
+        "Runtime.evaluate",
+        Rule::Reply(json!({"result": {"value": 7}})),
+    );
+    let r = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "7"}),
+            Route::Target("POP-1"),
+            WAIT,
+        )
+        .expect("routed into the popup");
+    assert_eq!(r["result"]["value"], 7);
+    let last = sent_on(&fake, "SID-POP").pop().expect("sent on the popup");
+    assert_eq!(last["method"], "Runtime.evaluate");
+    // A pending dialog and a call in flight when the popup closes.
+    dialog_on(&fake, "SID-POP", "POP-1", "confirm", "sure?");
+    wait_pending(&sup, 1);
+    fake.set_rule("DOM.getDocument", Rule::Ignore);
+    let sup2 = sup.clone();
+    let waiting = std::thread::spawn(move || {
+        sup2.call("DOM.getDocument", json!({}), Route::Target("POP-1"), WAIT)
+    });
+    fake.emit(
+        None,
+        "Target.detachedFromTarget",
+        json!({"sessionId": "SID-POP", "targetId": "POP-1"}),
+    );
+    let snap = wait_snapshot(&sup, "the popup gone", |s| s.pages.len() == 1);
+    assert!(snap.pending_dialogs.is_empty());
+    assert_eq!(
+        snap.recent_dialogs.last().unwrap().closed_by,
+        ClosedBy::Remote
+    );
+    assert_eq!(
+        snap.recent_dialogs.last().unwrap().dialog.target_id,
+        "POP-1"
+    );
+    let r = waiting.join().unwrap();
+    assert!(r.is_err(), "the call in flight fails: {r:?}");
+    let e = sup
+        .call("Runtime.evaluate", json!({}), Route::Target("POP-1"), WAIT)
+        .unwrap_err();
+    assert!(matches!(e, Error::UnknownTarget(_)), "{e}");
+    assert!(sup.snapshot().active, "the task goes on");
+}
+
+#[test]
+fn a_thousand_popups_past_pages_max_are_resumed_and_let_go_and_the_snapshot_says_so() {
+    let mut config = Config::default();
+    config.limits.pages_max = 3;
+    let (fake, _reg, sup) = setup_with(config);
+    for i in 0..1000 {
+        page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
+    }
+    barrier(&sup);
+    let snap = sup.snapshot();
+    assert_eq!(snap.pages.len(), 4, "the page and 3 popups");
+    assert!(snap.pages_truncated);
+    assert_eq!(snap.to_json()["pages_truncated"], true);
+    for i in 3..1000 {
+        let sid = format!("SID-{i}");
+        assert_eq!(
+            methods(&sent_on(&fake, &sid)),
+            ["Runtime.runIfWaitingForDebugger"]
+        );
+    }
+    // A closed popup makes room again.
+    fake.emit(
+        None,
+        "Target.detachedFromTarget",
+        json!({"sessionId": "SID-0"}),
+    );
+    page_attached(&fake, "SID-NEW", "POP-NEW", Some(PAGE));
+    wait_snapshot(&sup, "the new popup", |s| {
+        s.pages.iter().any(|p| p.target_id == "POP-NEW")
+    });
+}
+
+#[test]
+fn a_popup_console_error_reaches_the_console_ring() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    fake.emit(
+        Some("SID-POP"),
+        "Runtime.consoleAPICalled",
+        json!({"type": "error", "args": [{"type": "string", "value": "popup broke"}],
+               "executionContextId": 1, "timestamp": 0}),
+    );
+    let snap = wait_snapshot(&sup, "the popup's console error", |s| {
+        s.console_errors.iter().any(|c| c.text == "popup broke")
+    });
+    assert_eq!(snap.console_errors.len(), 1);
+}
+
+#[test]
+fn an_input_event_on_the_page_is_not_blocked_by_a_popup_dialog() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    dialog_on(&fake, "SID-POP", "POP-1", "alert", "popup");
+    wait_pending(&sup, 1);
+    fake.set_rule("Input.dispatchKeyEvent", Rule::Reply(json!({})));
+    sup.call(
+        "Input.dispatchKeyEvent",
+        json!({"type": "keyDown", "key": "a"}),
+        Route::Target(PAGE),
+        WAIT,
+    )
+    .expect("the task's page is not blocked by its popup's dialog");
+    let e = sup
+        .call(
+            "Input.dispatchKeyEvent",
+            json!({"type": "keyDown", "key": "a"}),
+            Route::Target("POP-1"),
+            WAIT,
+        )
+        .expect_err("the popup's own input is blocked by its dialog");
+    assert!(matches!(e, Error::BlockedByDialog { .. }), "{e}");
+}
+
+#[test]
+fn with_the_bridge_on_a_popup_gets_it_before_it_resumes() {
+    let fake = FakeBrowser::start().expect("fake browser");
+    let reg = SupervisorRegistry::new(Config::default());
+    let options = StartOptions {
+        dialog_bridge: Some(BridgeMode::On),
+        ..StartOptions::default()
+    };
+    let sup = reg
+        .get_or_start_with("task", &fake.ws_url(), options)
+        .expect("attach");
+    page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
+    barrier(&sup);
+    let sent = methods(&sent_on(&fake, "SID-POP"));
+    let pos = |m: &str| sent.iter().position(|s| s == m).unwrap_or(usize::MAX);
+    assert!(
+        pos("Page.addScriptToEvaluateOnNewDocument") < pos("Runtime.runIfWaitingForDebugger"),
+        "{sent:?}"
+    );
+    assert!(
+        pos("Fetch.enable") < pos("Runtime.runIfWaitingForDebugger"),
+        "{sent:?}"
+    );
+}

@@ -1,0 +1,52 @@
+//! The integration tests, compiled as one binary: each former test file is a module, and
+//! [`common`] is compiled once for all of them. Run one module with
+//! `cargo test --test it e2e_dialogs::`, one test with its full `module::name`.
+//!
+//! The tests share the process and run in parallel, so a test here must not depend on
+//! process-wide state: it names its own task ids, counts only its own threads (supervisor
+//! threads are named `cdp-reader-<task>` and `cdp-watchdog-<task>`) and counts allocations per
+//! thread ([`alloc_free`] installs the binary's global allocator, which counts per thread).
+//! The real-Chromium tests (`e2e_*`, and a few in [`cli`], [`mcp_stdio`], [`harness_selftest`])
+//! share one Chromium ([`common::shared_browser`]) and open their own pages in it.
+//!
+//! The few tests that need the whole process to themselves are in `tests/solo` (its docs say
+//! why each is there).
+//!
+//! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits` and `security_policy` drive
+//! the scripted fake browser; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio` and
+//! `mcp_python_sdk` run the binary; `measure_popups` holds ignored measurements.
+
+mod common;
+
+mod alloc_free;
+mod cli;
+mod e2e_blocked_calls;
+mod e2e_bridge;
+mod e2e_dialog_methods;
+mod e2e_dialogs;
+mod e2e_endpoints;
+mod e2e_frames;
+mod e2e_hardening_dialogs;
+mod e2e_hardening_frames;
+mod e2e_orphan;
+mod e2e_popups;
+mod fake_blocked_calls;
+mod fake_bridge;
+mod fake_dialogs;
+mod fake_faults;
+mod fake_frames;
+mod fake_popups;
+mod hardening_dialogs;
+mod hardening_frames;
+mod hardening_reconnect;
+mod hardening_transport;
+mod harness_selftest;
+mod idle;
+mod mcp_python_sdk;
+mod mcp_stdio;
+mod measure_popups;
+mod prop_hostile;
+mod read_cache;
+mod scale_limits;
+mod security_policy;
+mod wss;
