@@ -33,7 +33,7 @@ impl Core {
     /// came and only the acknowledgement was missing), so none disappears without a record.
     /// The caller sets what comes next ([`Core::reconnecting`] or [`Core::ended`]) before it
     /// publishes.
-    pub fn on_disconnect(&mut self, reason: &str) {
+    pub fn on_disconnect(&mut self, reason: &str, now: Now) {
         self.disconnect_reason = Some(reason.to_string());
         // Who sent each answer still in flight (the calls are failed just below).
         let mut answerers: HashMap<u64, ClosedBy> = HashMap::new();
@@ -66,7 +66,7 @@ impl Core {
                         .iter_mut()
                         .find(|d| d.public.id == id)
                         .and_then(|d| d.closed_event.take());
-                    self.finalize(&id, by, closed);
+                    self.finalize(&id, by, closed, now);
                 }
                 None => {
                     warn!(
@@ -75,7 +75,7 @@ impl Core {
                          page shows as blocked",
                         self.task_id
                     );
-                    self.finalize(&id, ClosedBy::ConnectionLost, None);
+                    self.finalize(&id, ClosedBy::ConnectionLost, None, now);
                 }
             }
         }
@@ -125,11 +125,13 @@ mod tests {
     }
 
     fn open(core: &mut Core, message: &str) -> PendingDialog {
+        let now = Now::read();
         core.on_text(
             &json!({"method": "Page.javascriptDialogOpening", "sessionId": "S",
                     "params": {"url": "http://a/", "frameId": "F", "message": message,
                                "type": "confirm", "defaultPrompt": ""}})
             .to_string(),
+            now,
         );
         let snap = core.snapshot();
         snap.pending_dialogs.last().cloned().expect("pending")
@@ -138,8 +140,9 @@ mod tests {
     #[test]
     fn a_dialog_pending_at_a_drop_is_recorded_as_connection_lost() {
         let mut core = core();
+        let now = Now::read();
         let d = open(&mut core, "Leave?");
-        core.on_disconnect("the browser closed the connection");
+        core.on_disconnect("the browser closed the connection", now);
         core.reconnecting(1, 5);
         let snap = core.snapshot();
         assert!(snap.pending_dialogs.is_empty());
@@ -160,6 +163,7 @@ mod tests {
     #[test]
     fn a_dialog_whose_close_came_while_our_answer_was_in_flight_stays_the_answerers() {
         let mut core = core();
+        let now = Now::read();
         let d = open(&mut core, "Transfer?");
         let c = answer_command(&d, true, None, ClosedBy::Agent);
         core.register(
@@ -171,14 +175,16 @@ mod tests {
                 reply: None,
                 expires: None,
             },
+            now,
         );
         core.on_text(
             &json!({"method": "Page.javascriptDialogClosed", "sessionId": "S",
                     "params": {"result": true, "userInput": ""}})
             .to_string(),
+            now,
         );
         // The ack never comes: the connection drops first.
-        core.on_disconnect("the browser closed the connection");
+        core.on_disconnect("the browser closed the connection", now);
         let snap = core.snapshot();
         let rec = snap.closed_dialog(&d.id).expect("recorded");
         assert_eq!(rec.closed_by, ClosedBy::Agent);
@@ -188,10 +194,13 @@ mod tests {
     #[test]
     fn re_attaching_after_a_reconnect_makes_the_state_active_again() {
         let mut core = core();
+        let now = Now::read();
+        // An unknown id: ignored.
         core.on_text(
-            &json!({"id": 1, "result": {"sessionId": "S1"}}).to_string(), // unknown id: ignored
+            &json!({"id": 1, "result": {"sessionId": "S1"}}).to_string(),
+            now,
         );
-        core.on_disconnect("gone");
+        core.on_disconnect("gone", now);
         core.reconnecting(2, 3);
         assert_eq!(core.reset_for_reconnect(), None);
         assert!(!core.snapshot().active);
@@ -206,8 +215,12 @@ mod tests {
                 reply: None,
                 expires: None,
             },
+            now,
         );
-        core.on_text(&json!({"id": 2, "result": {"sessionId": "S2"}}).to_string());
+        core.on_text(
+            &json!({"id": 2, "result": {"sessionId": "S2"}}).to_string(),
+            now,
+        );
         let snap = core.snapshot();
         assert!(snap.active);
         assert_eq!(snap.state, SupervisorState::Active);
