@@ -5,7 +5,8 @@
 //! read. The reader thread (`crate::reader`) owns the only instance, reads the clock once per
 //! batch, feeds it every incoming message and every call registration, carries out the
 //! [`Outgoing`] actions it queues, publishes [`Core::snapshot`] when [`Core::take_dirty`] says
-//! the visible state changed, and then hands replies to the callers waiting for them.
+//! the visible state changed, and then hands replies to the callers waiting for them. The
+//! scenario tests in `core/tests.rs` drive it on a simulated clock, without sockets.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -28,6 +29,8 @@ mod pages;
 mod reconnect;
 mod session;
 mod targets;
+#[cfg(test)]
+mod tests;
 
 use crate::protocol::{self, CdpError, Incoming};
 use crate::snapshot::{
