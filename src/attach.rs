@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::RecvTimeoutError;
 use serde_json::json;
 
-use crate::core::CallKind;
+use crate::core::{CallKind, SessionKind, session_setup};
 use crate::error::Error;
 use crate::protocol;
 use crate::shared::{Shared, wait_reply};
@@ -129,37 +129,33 @@ pub(crate) fn attach_page(
         .as_str()
         .ok_or_else(|| Error::NoPage("Target.attachToTarget returned no sessionId".into()))?
         .to_string();
-    let s = Some(session.as_str());
-    // Pipelined: none of these waits for the previous one.
+    // Pipelined: none of these waits for the previous one. The bridge is not in this list: the
+    // reader installs it on the page the moment it learns the session (`Core::set_page_session`),
+    // since only the reader knows whether it is on.
     let timeout = left();
-    let kind = CallKind::PageEnable {
-        session_id: session.clone(),
+    let (mut page_enable, mut tree, mut auto_attach) = (None, None, None);
+    for c in session_setup(&session, SessionKind::Page, false) {
+        let slot = match c.kind {
+            CallKind::PageEnable { .. } => &mut page_enable,
+            CallKind::SeedFrameTree { .. } => &mut tree,
+            CallKind::Plain => &mut auto_attach,
+            _ => {
+                let sid = c.session_id.as_deref();
+                sh.send(c.method, c.params, sid, c.kind, None, None)?;
+                continue;
+            }
+        };
+        let sid = c.session_id.as_deref();
+        *slot = Some(sh.start_call(c.method, c.params, sid, c.kind, timeout)?);
+    }
+    let (Some((page_enable, _)), Some((tree, tree_deadline)), Some((auto_attach, _))) =
+        (page_enable, tree, auto_attach)
+    else {
+        // `session_setup`'s tests pin the page's list: this cannot happen.
+        return Err(Error::NoPage(
+            "the page's set-up lacks a command the attach waits for".into(),
+        ));
     };
-    let (page_enable, _) = sh.start_call("Page.enable", json!({}), s, kind, timeout)?;
-    sh.send(
-        "Runtime.enable",
-        json!({}),
-        s,
-        CallKind::Automatic,
-        None,
-        None,
-    )?;
-    let (tree, tree_deadline) = sh.start_call(
-        "Page.getFrameTree",
-        json!({}),
-        s,
-        CallKind::SeedFrameTree {
-            session_id: session.clone(),
-        },
-        timeout,
-    )?;
-    let (auto_attach, _) = sh.start_call(
-        "Target.setAutoAttach",
-        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-        s,
-        CallKind::Plain,
-        timeout,
-    )?;
     let probe_at = (Instant::now() + PAGE_ENABLE_PROBE_AFTER).min(deadline);
     match page_enable.recv_deadline(probe_at) {
         Ok(r) => {

@@ -1,9 +1,12 @@
 //! The supervisor's state machine: CDP messages in, state changes and outgoing commands out.
 //!
-//! [`Core`] does no I/O. The reader thread (`crate::reader`) owns the only instance, feeds
-//! it every incoming message and every call registration, carries out the [`Outgoing`] actions it
-//! queues, publishes [`Core::snapshot`] when [`Core::take_dirty`] says the visible state changed,
-//! and then hands replies to the callers waiting for them. Unit tests drive it without sockets.
+//! [`Core`] does no I/O and reads no clock: the entry points that need the time
+//! ([`Core::on_text`], [`Core::register`], [`Core::on_disconnect`]) take a [`Now`] their caller
+//! read. The reader thread (`crate::reader`) owns the only instance, reads the clock once per
+//! batch, feeds it every incoming message and every call registration, carries out the
+//! [`Outgoing`] actions it queues, publishes [`Core::snapshot`] when [`Core::take_dirty`] says
+//! the visible state changed, and then hands replies to the callers waiting for them. The
+//! scenario tests in `core/tests.rs` drive it on a simulated clock, without sockets.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use log::{debug, info, warn};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
 use crate::core::frames::Frames;
 use crate::error::Error;
@@ -23,14 +27,18 @@ mod dialogs;
 pub(crate) mod frames;
 mod pages;
 mod reconnect;
+mod session;
 mod targets;
+#[cfg(test)]
+mod tests;
 
 use crate::protocol::{self, CdpError, Incoming};
 use crate::snapshot::{
     Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, PageInfo,
-    PendingDialog, Snapshot, SupervisorState, now_epoch,
+    PendingDialog, Snapshot, SupervisorState,
 };
 pub use dialogs::answer_command;
+pub use session::{SessionKind, session_setup};
 
 /// What a call is for, beyond handing its reply to a caller.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,7 +165,7 @@ pub struct CoreSettings {
 #[derive(Debug, Clone)]
 struct Session {
     target_id: String,
-    kind: String,
+    kind: SessionKind,
     /// The session whose auto-attach produced this one (`None` for the page).
     parent: Option<String>,
 }
@@ -289,8 +297,9 @@ impl Core {
         }
     }
 
-    /// Records a call before its command is written, so its reply finds it.
-    pub fn register(&mut self, id: u64, call: PendingCall) {
+    /// Records a call before its command is written, so its reply finds it. `now` decides which
+    /// abandoned calls a purge drops.
+    pub fn register(&mut self, id: u64, call: PendingCall, now: Now) {
         if let CallKind::DialogAnswer {
             dialog_id,
             accept,
@@ -307,9 +316,8 @@ impl Core {
             self.track_answer(flight, native, call.session_id.as_deref());
         }
         if self.calls.len() >= PURGE_EVERY && self.calls.len().is_power_of_two() {
-            let now = Instant::now();
             self.calls.retain(|_, c| {
-                c.expires.is_none_or(|t| t > now)
+                c.expires.is_none_or(|t| t > now.instant)
                     || !matches!(c.kind, CallKind::Plain | CallKind::Agent { .. })
             });
         }
@@ -435,15 +443,15 @@ impl Core {
         }
     }
 
-    /// Applies one incoming text message.
-    pub fn on_text(&mut self, text: &str) {
+    /// Applies one incoming text message, received at `now`.
+    pub fn on_text(&mut self, text: &str, now: Now) {
         match protocol::parse(text) {
-            Incoming::Reply { id, outcome } => self.on_reply(id, outcome),
+            Incoming::Reply { id, outcome } => self.on_reply(id, outcome, now),
             Incoming::Event {
                 method,
                 session_id,
                 params,
-            } => self.on_event(&method, session_id.as_deref(), params),
+            } => self.on_event(&method, session_id.as_deref(), params, now),
             Incoming::Malformed(why) => {
                 debug!("task {}: ignoring a malformed message: {why}", self.task_id)
             }
@@ -513,15 +521,17 @@ impl Core {
         self.published.clone()
     }
 
-    /// Installs the bridge on one session: the script, then the narrow Fetch interception.
+    /// Installs the bridge on one session.
     fn bridge_setup(&mut self, session_id: &str) {
-        let sid = Some(session_id.to_string());
-        self.command(
-            "Page.addScriptToEvaluateOnNewDocument",
-            crate::bridge::add_script_params(),
-            sid.clone(),
-        );
-        self.command("Fetch.enable", crate::bridge::fetch_enable_params(), sid);
+        let commands = session::bridge_commands(session_id);
+        self.out.extend(commands.into_iter().map(Outgoing::Command));
+    }
+
+    /// Queues the set-up of a new session of `kind` ([`session_setup`]), the bridge included
+    /// when it is on.
+    fn set_up_session(&mut self, session_id: &str, kind: SessionKind) {
+        let commands = session_setup(session_id, kind, self.bridge_active);
+        self.out.extend(commands.into_iter().map(Outgoing::Command));
     }
 
     /// Turns the bridge on for the page and every tracked iframe session.
@@ -532,7 +542,7 @@ impl Core {
         let sessions: Vec<String> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.kind == "page" || s.kind == "iframe")
+            .filter(|(_, s)| s.kind.shows_documents())
             .map(|(id, _)| id.clone())
             .collect();
         for s in sessions {
@@ -563,7 +573,7 @@ impl Core {
 
     // ---------------------------------------------------------------- replies
 
-    fn on_reply(&mut self, id: u64, outcome: Result<&RawValue, CdpError>) {
+    fn on_reply(&mut self, id: u64, outcome: Result<&RawValue, CdpError>, now: Now) {
         let Some(call) = self.calls.remove(&id) else {
             debug!(
                 "task {}: reply to unknown or abandoned id {id}",
@@ -586,7 +596,7 @@ impl Core {
         match (&call.kind, outcome) {
             (CallKind::DialogAnswer { dialog_id, by, .. }, outcome) => {
                 let (dialog_id, by) = (dialog_id.clone(), *by);
-                let result = self.on_answer_reply(id, &dialog_id, by, outcome, &call.method);
+                let result = self.on_answer_reply(id, &dialog_id, by, outcome, &call.method, now);
                 self.deliver(call, result);
             }
             (_, Err(e)) => {
@@ -700,7 +710,7 @@ impl Core {
                 session_id.to_string(),
                 Session {
                     target_id: target_id.to_string(),
-                    kind: "page".into(),
+                    kind: SessionKind::Page,
                     parent: None,
                 },
             );
@@ -710,17 +720,23 @@ impl Core {
 
     // ---------------------------------------------------------------- events
 
-    fn on_event(&mut self, method: &str, session_id: Option<&str>, params: Option<&RawValue>) {
+    fn on_event(
+        &mut self,
+        method: &str,
+        session_id: Option<&str>,
+        params: Option<&RawValue>,
+        now: Now,
+    ) {
         let session = session_id.unwrap_or("");
         match method {
             "Page.javascriptDialogOpening" => {
                 if let Some(ev) = protocol::decode::<protocol::DialogOpening>(params) {
-                    self.dialog_opened(session, ev);
+                    self.dialog_opened(session, ev, now);
                 }
             }
             "Page.javascriptDialogClosed" => {
                 if let Some(ev) = protocol::decode::<protocol::DialogClosed>(params) {
-                    self.dialog_closed(session, ev);
+                    self.dialog_closed(session, ev, now);
                 }
             }
             "Page.frameAttached"
@@ -736,11 +752,11 @@ impl Core {
                 // must not take over (or delete) frames it does not own.
                 if self.sessions.contains_key(session) =>
             {
-                self.frame_event(method, session, params);
+                self.frame_event(method, session, params, now);
             }
-            "Fetch.requestPaused" => self.request_paused(session, params),
-            "Runtime.consoleAPICalled" => self.console_api(session, params),
-            "Runtime.exceptionThrown" => self.exception_thrown(session, params),
+            "Fetch.requestPaused" => self.request_paused(session, params, now),
+            "Runtime.consoleAPICalled" => self.console_api(session, params, now),
+            "Runtime.exceptionThrown" => self.exception_thrown(session, params, now),
             "Target.attachedToTarget" => {
                 if let Some(ev) = protocol::decode::<protocol::AttachedToTarget>(params) {
                     self.target_attached(session_id, ev);
@@ -749,7 +765,7 @@ impl Core {
             "Target.detachedFromTarget" => {
                 if let Some(ev) = protocol::decode::<protocol::DetachedFromTarget>(params) {
                     self.unblock(&ev.session_id, "went away");
-                    self.target_detached(ev);
+                    self.target_detached(ev, now);
                 }
             }
             "Target.targetCrashed" => {

@@ -64,6 +64,8 @@
 //!   call path: routing, the dialog-aware rules, the security policy).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor` with a lock-free read path.
 //! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
+//! * `clock`: `Now`, the time the reader reads once per batch and passes into
+//!   the core.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only).
 //! * [`tools`], [`mcp`], [`fake`]: public, see above.
@@ -77,6 +79,7 @@ struct ReadmeDoctests;
 mod attach;
 mod bridge;
 mod cancel;
+mod clock;
 mod config;
 mod core;
 mod deadline;
@@ -124,6 +127,7 @@ pub mod unversioned {
     pub mod bridge {
         pub use crate::bridge::{BRIDGE_HOST, SCRIPT};
     }
+    pub use crate::clock::Now;
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};

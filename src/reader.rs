@@ -24,6 +24,7 @@ use log::{debug, info, warn};
 use tungstenite::Message;
 
 use crate::attach::{Choice, attach_page};
+use crate::clock::Now;
 use crate::core::{Command, Core, Outgoing, PendingCall};
 use crate::error::Error;
 use crate::protocol;
@@ -99,7 +100,7 @@ impl Reader {
             last_reason = reason.clone();
             self.shared.transport.load().shutdown();
             info!("connection to {} ended: {reason}", self.shared.url_redacted);
-            self.core.on_disconnect(&reason);
+            self.core.on_disconnect(&reason, Now::read());
             if self.stopped() || self.core.fatal().is_some() {
                 break;
             }
@@ -124,7 +125,7 @@ impl Reader {
             }
             self.core
                 .reconnecting(failures + 1, self.reconnect.attempts);
-            self.flush();
+            self.flush(Now::read());
             self.forward_watchdog();
             let Some(transport) = self.reconnect(&mut failures) else {
                 break;
@@ -133,13 +134,14 @@ impl Reader {
                 break; // `stop` came while connecting: it refused the new connection
             }
             let prefer = self.core.reset_for_reconnect();
-            self.flush();
+            self.flush(Now::read());
             reattach = Arc::new(OnceLock::new());
             attachers.extend(self.spawn_reattach(prefer, Arc::clone(&reattach)));
         }
         // Whatever registered after the last drain fails now rather than at its deadline.
+        let now = Now::read();
         for (id, call) in self.registrations.try_iter() {
-            self.core.register(id, call);
+            self.core.register(id, call, now);
         }
         let end = match (self.core.fatal(), page_gone) {
             (Some(f), _) => SupervisorState::Dead {
@@ -152,10 +154,10 @@ impl Reader {
             SupervisorState::Dead { reason } => reason.clone(),
             _ => "the supervisor stopped".to_string(),
         };
-        self.core.on_disconnect(&reason);
+        self.core.on_disconnect(&reason, now);
         self.core.ended(end);
         // The final state first: whoever sees the supervisor gone also sees how it ended.
-        self.flush();
+        self.flush(now);
         self.shared.finish();
         self.forward_watchdog();
         drop(self.registrations);
@@ -205,15 +207,15 @@ impl Reader {
         }
     }
 
-    /// Publishes if dirty, then delivers replies.
-    fn flush(&mut self) {
+    /// Publishes if dirty, then delivers replies. `now`: the time of the batch being flushed.
+    fn flush(&mut self, now: Now) {
         if self.core.take_dirty() {
             self.shared.publish(self.core.snapshot());
             // A caller that looked before this publish and registered after the last drain
             // may be waiting on a dialog it could not see: registering it now lets the core
             // fail it at once (see `Supervisor::call_with`).
             for (id, call) in self.registrations.try_iter() {
-                self.core.register(id, call);
+                self.core.register(id, call, now);
             }
         }
         for (tx, result) in self.core.take_deliveries() {
@@ -236,19 +238,21 @@ impl Reader {
             }
             let drained = transport.drain(&mut batch, MAX_BATCH);
             more = matches!(drained, Ok(true));
+            // The clock is read once per batch: every message in it arrived by now.
+            let now = Now::read();
             for (id, call) in self.registrations.try_iter() {
-                self.core.register(id, call);
+                self.core.register(id, call, now);
             }
             for msg in batch.drain(..) {
                 match msg {
-                    Message::Text(text) => self.core.on_text(text.as_str()),
+                    Message::Text(text) => self.core.on_text(text.as_str(), now),
                     Message::Binary(b) => debug!("ignoring a binary frame of {} bytes", b.len()),
                     Message::Close(c) => info!("the browser sent a close frame: {c:?}"),
                     _ => {}
                 }
             }
-            let watchdog = self.carry_out(&transport);
-            self.flush();
+            let watchdog = self.carry_out(&transport, now);
+            self.flush(now);
             // Watchdog bookkeeping last: waking that thread must not delay the callers above.
             for msg in watchdog {
                 let _ = self.watchdog.send(msg);
@@ -264,7 +268,7 @@ impl Reader {
 
     /// Writes the commands the state machine queued (fire-and-forget) and returns the watchdog
     /// actions, for sending once callers have been served.
-    fn carry_out(&mut self, transport: &Transport) -> Vec<WatchdogMsg> {
+    fn carry_out(&mut self, transport: &Transport, now: Now) -> Vec<WatchdogMsg> {
         let mut watchdog = Vec::new();
         for action in self.core.take_outgoing() {
             match action {
@@ -285,6 +289,7 @@ impl Reader {
                             reply: None,
                             expires: None,
                         },
+                        now,
                     );
                     if let Err(e) = transport.send_text(text) {
                         debug!("automatic {method} not sent: {e}");
@@ -312,7 +317,7 @@ impl Reader {
         let plan = self.reconnect.clone();
         while *failures < plan.attempts {
             self.core.reconnecting(*failures + 1, plan.attempts);
-            self.flush();
+            self.flush(Now::read());
             let backoff = plan
                 .backoff
                 .saturating_mul(1u32 << (*failures).min(16))

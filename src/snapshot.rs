@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
@@ -608,12 +607,4 @@ impl Snapshot {
             .find(|c| c.dialog.id == id)
             .map(|c| &**c)
     }
-}
-
-/// Unix epoch seconds, as f64.
-pub fn now_epoch() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }

@@ -11,6 +11,7 @@ impl Core {
         text: String,
         url: String,
         frame: Option<(&str, i64)>,
+        now: Now,
     ) {
         let frame_id = frame.and_then(|(s, ctx)| self.frames.frame_of_context(s, ctx));
         let max = self.settings.limits.console_errors_max;
@@ -18,7 +19,7 @@ impl Core {
             self.console.pop_front();
         }
         self.console.push_back(Arc::new(ConsoleEntry {
-            ts: now_epoch(),
+            ts: now.epoch,
             level: level.to_string(),
             text: clip(text, MAX_TEXT),
             url: clip(url, MAX_TEXT),
@@ -28,7 +29,7 @@ impl Core {
         self.dirty = true;
     }
 
-    pub(super) fn console_api(&mut self, session: &str, params: Option<&RawValue>) {
+    pub(super) fn console_api(&mut self, session: &str, params: Option<&RawValue>, now: Now) {
         #[derive(serde::Deserialize, Default)]
         #[serde(default, rename_all = "camelCase")]
         struct Call {
@@ -59,10 +60,10 @@ impl Core {
             .to_string();
         let level = level.to_string();
         let frame = call.execution_context_id.map(|c| (session, c));
-        self.push_console(&level, text, url, frame);
+        self.push_console(&level, text, url, frame, now);
     }
 
-    pub(super) fn exception_thrown(&mut self, session: &str, params: Option<&RawValue>) {
+    pub(super) fn exception_thrown(&mut self, session: &str, params: Option<&RawValue>, now: Now) {
         let Some(v) = protocol::decode::<Value>(params) else {
             return;
         };
@@ -74,7 +75,7 @@ impl Core {
             .to_string();
         let url = d["url"].as_str().unwrap_or("").to_string();
         let frame = d["executionContextId"].as_i64().map(|c| (session, c));
-        self.push_console("exception", text, url, frame);
+        self.push_console("exception", text, url, frame, now);
     }
 }
 

@@ -22,13 +22,14 @@
 
 use super::*;
 
-/// A native dialog closed remotely this soon after opening is the auto-closing proxy's signature.
+/// A native dialog closed remotely less than this after opening (by the time the reader passes
+/// in) is the auto-closing proxy's signature (SPEC §6: within 100 ms; at 100 ms it is not).
 const PROXY_SIGNATURE: Duration = Duration::from_millis(100);
 
 impl Core {
     // ---------------------------------------------------------------- dialogs
 
-    pub(super) fn dialog_opened(&mut self, session: &str, ev: protocol::DialogOpening) {
+    pub(super) fn dialog_opened(&mut self, session: &str, ev: protocol::DialogOpening, now: Now) {
         // A new native dialog on a session means the older ones there are closed (their Closed
         // event came, or was missed). An answer to one of them still unacknowledged did not
         // close it: Chromium will apply it to the new dialog (module doc).
@@ -52,9 +53,9 @@ impl Core {
             }
             carried.append(&mut d.answers_in_flight);
             let closed = d.closed_event.take();
-            self.finalize(&id, ClosedBy::Remote, closed);
+            self.finalize(&id, ClosedBy::Remote, closed, now);
         }
-        self.open_dialog(session, ev, None, carried);
+        self.open_dialog(session, ev, None, carried, now);
     }
 
     /// Attaches an answer being written to the dialog it will land on: the one it names while
@@ -96,7 +97,7 @@ impl Core {
 
     /// A bridge request paused on `session` (SPEC §6): a dialog like any other, answered with
     /// `Fetch.fulfillRequest`. Any other paused request is continued at once.
-    pub(super) fn request_paused(&mut self, session: &str, params: Option<&RawValue>) {
+    pub(super) fn request_paused(&mut self, session: &str, params: Option<&RawValue>, now: Now) {
         #[derive(serde::Deserialize, Default)]
         #[serde(default, rename_all = "camelCase")]
         struct Paused {
@@ -156,7 +157,7 @@ impl Core {
             );
             return;
         }
-        self.open_dialog(session, ev, Some(p.request_id), Vec::new());
+        self.open_dialog(session, ev, Some(p.request_id), Vec::new(), now);
     }
 
     fn open_dialog(
@@ -165,6 +166,7 @@ impl Core {
         ev: protocol::DialogOpening,
         bridge_request_id: Option<String>,
         carried: Vec<AnswerInFlight>,
+        now: Now,
     ) {
         let over_cap = self.open.len() >= self.settings.limits.pending_dialogs_max;
         self.next_dialog += 1;
@@ -176,7 +178,7 @@ impl Core {
             kind: DialogKind::from(clip(ev.kind, 64)),
             message: clip(ev.message, MAX_TEXT * 8),
             default_prompt: clip(default_prompt, MAX_TEXT * 8),
-            opened_at: now_epoch(),
+            opened_at: now.epoch,
             frame_id,
             url: clip(ev.url, MAX_TEXT),
             origin,
@@ -220,12 +222,12 @@ impl Core {
         if answer.is_none() {
             self.out.push(Outgoing::ArmWatchdog {
                 dialog_id: dialog.id.clone(),
-                deadline: Instant::now() + self.settings.dialog_timeout,
+                deadline: now.after(self.settings.dialog_timeout).instant,
             });
         }
         self.open.push(OpenDialog {
             public: dialog,
-            opened: Instant::now(),
+            opened: now.instant,
             answers_in_flight: carried,
             closed_event: None,
             shown: !over_cap,
@@ -243,7 +245,7 @@ impl Core {
 
     /// Bridge dialogs of `frame_id` whose document went away (navigation, detach): the paused
     /// request died with it, so nobody can answer them any more.
-    pub(super) fn bridge_frame_gone(&mut self, frame_id: &str) {
+    pub(super) fn bridge_frame_gone(&mut self, frame_id: &str, now: Now) {
         let gone: Vec<String> = self
             .open
             .iter()
@@ -254,11 +256,11 @@ impl Core {
             .map(|d| d.public.id.clone())
             .collect();
         for id in gone {
-            self.finalize(&id, ClosedBy::Remote, None);
+            self.finalize(&id, ClosedBy::Remote, None, now);
         }
     }
 
-    pub(super) fn dialog_closed(&mut self, session: &str, ev: protocol::DialogClosed) {
+    pub(super) fn dialog_closed(&mut self, session: &str, ev: protocol::DialogClosed, now: Now) {
         // Only native dialogs close with this event; a bridge dialog closes when its paused
         // request is fulfilled (or goes away).
         let native_open = |d: &OpenDialog| {
@@ -292,8 +294,8 @@ impl Core {
         let d = &mut self.open[pos];
         if d.answers_in_flight.is_empty() {
             let id = d.public.id.clone();
-            let fast = d.opened.elapsed() <= PROXY_SIGNATURE;
-            self.finalize(&id, ClosedBy::Remote, Some((ev.result, ev.user_input)));
+            let fast = now.since(d.opened) < PROXY_SIGNATURE;
+            self.finalize(&id, ClosedBy::Remote, Some((ev.result, ev.user_input)), now);
             // A fallback match is a guess about which dialog closed: never enough to switch.
             if fast
                 && frame.is_some()
@@ -329,6 +331,7 @@ impl Core {
         by: ClosedBy,
         outcome: Result<&RawValue, CdpError>,
         method: &str,
+        now: Now,
     ) -> CallResult {
         // The dialog the answer lands on holds it (module doc); it is the named one unless the
         // events showed otherwise.
@@ -351,7 +354,7 @@ impl Core {
                 // The browser's own account (the Closed event) wins over what we sent.
                 let closed = self.open[pos].closed_event.take().or(said);
                 let landed = self.open[pos].public.clone();
-                self.finalize(&landed.id, by, closed);
+                self.finalize(&landed.id, by, closed, now);
                 if landed.id == dialog_id {
                     return Ok(json!({}));
                 }
@@ -387,7 +390,7 @@ impl Core {
                     if gone || (d.closed_event.is_some() && d.answers_in_flight.is_empty()) {
                         let id = d.public.id.clone();
                         let closed = self.open[pos].closed_event.take();
-                        self.finalize(&id, ClosedBy::Remote, closed);
+                        self.finalize(&id, ClosedBy::Remote, closed, now);
                     }
                 }
                 match self.recent.iter().rev().find(|c| c.dialog.id == dialog_id) {
@@ -436,7 +439,7 @@ impl Core {
 
     /// Unanswerable dialogs whose frame got a new document (or went away): the reload cleared
     /// them. A new document of the page's main frame clears them all.
-    pub(super) fn unanswerable_frame_gone(&mut self, frame_id: &str) {
+    pub(super) fn unanswerable_frame_gone(&mut self, frame_id: &str, now: Now) {
         let main = self.page_target_id.as_deref() == Some(frame_id);
         let gone: Vec<String> = self
             .open
@@ -445,7 +448,7 @@ impl Core {
             .map(|d| d.public.id.clone())
             .collect();
         for id in gone {
-            self.finalize(&id, ClosedBy::Remote, None);
+            self.finalize(&id, ClosedBy::Remote, None, now);
         }
     }
 
@@ -454,6 +457,7 @@ impl Core {
         dialog_id: &str,
         by: ClosedBy,
         closed: Option<(bool, String)>,
+        now: Now,
     ) {
         let Some(pos) = self.open.iter().position(|d| d.public.id == dialog_id) else {
             return;
@@ -486,7 +490,7 @@ impl Core {
         };
         self.recent.push_back(Arc::new(ClosedDialog {
             dialog: d.public,
-            closed_at: now_epoch(),
+            closed_at: now.epoch,
             closed_by: by,
             accepted,
             user_input,

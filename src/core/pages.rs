@@ -34,11 +34,7 @@ impl Core {
     /// Turns browser-level auto-attach on (module doc), once the page session is known.
     pub(super) fn follow_popups_from_now(&mut self) {
         if self.settings.follow_popups {
-            self.command(
-                "Target.setAutoAttach",
-                json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-                None,
-            );
+            self.command("Target.setAutoAttach", session::auto_attach_params(), None);
             self.pages_changed = true;
         }
     }
@@ -125,11 +121,7 @@ impl Core {
         }
         // Not ours to follow: let it run, and let go of it.
         if ev.waiting_for_debugger {
-            self.command(
-                "Runtime.runIfWaitingForDebugger",
-                json!({}),
-                Some(sid.clone()),
-            );
+            self.out.push(Outgoing::Command(session::resume(&sid)));
         }
         self.command("Target.detachFromTarget", json!({"sessionId": sid}), None);
     }
@@ -145,7 +137,7 @@ impl Core {
             sid.to_string(),
             Session {
                 target_id: info.target_id.clone(),
-                kind: "page".into(),
+                kind: SessionKind::Popup,
                 parent: None,
             },
         );
@@ -160,37 +152,14 @@ impl Core {
         });
         self.pages_changed = true;
         self.dirty = true;
-        let s = Some(sid.to_string());
-        self.out.push(Outgoing::Command(Command {
-            method: "Page.enable",
-            params: json!({}),
-            session_id: s.clone(),
-            kind: CallKind::Automatic,
-        }));
-        self.command("Runtime.enable", json!({}), s.clone());
-        self.out.push(Outgoing::Command(Command {
-            method: "Page.getFrameTree",
-            params: json!({}),
-            session_id: s.clone(),
-            kind: CallKind::SeedFrameTree {
-                session_id: sid.to_string(),
-            },
-        }));
-        self.command(
-            "Target.setAutoAttach",
-            json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-            s.clone(),
-        );
-        if self.bridge_active {
-            self.bridge_setup(sid);
-        }
-        self.command("Runtime.runIfWaitingForDebugger", json!({}), s);
+        self.set_up_session(sid, SessionKind::Popup);
+        self.out.push(Outgoing::Command(session::resume(sid)));
     }
 
     /// A followed page went away (closed, or its session detached): it leaves `pages`, its
     /// frames leave the map, and the dialogs still open on it (or on sessions attached through
     /// it, `gone`) are recorded `remote`.
-    pub(super) fn followed_page_gone(&mut self, target_id: &str, gone: &[String]) {
+    pub(super) fn followed_page_gone(&mut self, target_id: &str, gone: &[String], now: Now) {
         let before = self.pages.len();
         self.pages.retain(|p| p.target_id != target_id);
         if self.pages.len() == before {
@@ -210,7 +179,7 @@ impl Core {
                 .iter_mut()
                 .find(|d| d.public.id == id)
                 .and_then(|d| d.closed_event.take());
-            self.finalize(&id, ClosedBy::Remote, closed);
+            self.finalize(&id, ClosedBy::Remote, closed, now);
         }
         self.pages_changed = true;
         self.dirty = true;

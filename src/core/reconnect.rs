@@ -33,7 +33,7 @@ impl Core {
     /// came and only the acknowledgement was missing), so none disappears without a record.
     /// The caller sets what comes next ([`Core::reconnecting`] or [`Core::ended`]) before it
     /// publishes.
-    pub fn on_disconnect(&mut self, reason: &str) {
+    pub fn on_disconnect(&mut self, reason: &str, now: Now) {
         self.disconnect_reason = Some(reason.to_string());
         // Who sent each answer still in flight (the calls are failed just below).
         let mut answerers: HashMap<u64, ClosedBy> = HashMap::new();
@@ -66,7 +66,7 @@ impl Core {
                         .iter_mut()
                         .find(|d| d.public.id == id)
                         .and_then(|d| d.closed_event.take());
-                    self.finalize(&id, by, closed);
+                    self.finalize(&id, by, closed, now);
                 }
                 None => {
                     warn!(
@@ -75,7 +75,7 @@ impl Core {
                          page shows as blocked",
                         self.task_id
                     );
-                    self.finalize(&id, ClosedBy::ConnectionLost, None);
+                    self.finalize(&id, ClosedBy::ConnectionLost, None, now);
                 }
             }
         }
@@ -101,117 +101,5 @@ impl Core {
     /// Active, reconnecting, stopped or dead.
     pub fn state(&self) -> &SupervisorState {
         &self.state
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    //! Driven without sockets.
-
-    use super::*;
-
-    fn core() -> Core {
-        Core::new(
-            "t",
-            "ws://x/",
-            CoreSettings {
-                policy: DialogPolicy::MustRespond,
-                dialog_timeout: Duration::from_secs(300),
-                limits: Limits::default(),
-                bridge: BridgeMode::Off,
-                follow_popups: false,
-            },
-        )
-    }
-
-    fn open(core: &mut Core, message: &str) -> PendingDialog {
-        core.on_text(
-            &json!({"method": "Page.javascriptDialogOpening", "sessionId": "S",
-                    "params": {"url": "http://a/", "frameId": "F", "message": message,
-                               "type": "confirm", "defaultPrompt": ""}})
-            .to_string(),
-        );
-        let snap = core.snapshot();
-        snap.pending_dialogs.last().cloned().expect("pending")
-    }
-
-    #[test]
-    fn a_dialog_pending_at_a_drop_is_recorded_as_connection_lost() {
-        let mut core = core();
-        let d = open(&mut core, "Leave?");
-        core.on_disconnect("the browser closed the connection");
-        core.reconnecting(1, 5);
-        let snap = core.snapshot();
-        assert!(snap.pending_dialogs.is_empty());
-        let rec = snap.closed_dialog(&d.id).expect("recorded");
-        assert_eq!(rec.closed_by, ClosedBy::ConnectionLost);
-        assert_eq!(rec.to_json()["closed_by"], "connection_lost");
-        assert!(!snap.active);
-        assert_eq!(
-            snap.state,
-            SupervisorState::Reconnecting { attempt: 1, of: 5 }
-        );
-        // The watchdog forgets it.
-        assert!(core.take_outgoing().contains(&Outgoing::CancelWatchdog {
-            dialog_id: d.id.clone()
-        }));
-    }
-
-    #[test]
-    fn a_dialog_whose_close_came_while_our_answer_was_in_flight_stays_the_answerers() {
-        let mut core = core();
-        let d = open(&mut core, "Transfer?");
-        let c = answer_command(&d, true, None, ClosedBy::Agent);
-        core.register(
-            7,
-            PendingCall {
-                method: c.method.to_string(),
-                session_id: c.session_id,
-                kind: c.kind,
-                reply: None,
-                expires: None,
-            },
-        );
-        core.on_text(
-            &json!({"method": "Page.javascriptDialogClosed", "sessionId": "S",
-                    "params": {"result": true, "userInput": ""}})
-            .to_string(),
-        );
-        // The ack never comes: the connection drops first.
-        core.on_disconnect("the browser closed the connection");
-        let snap = core.snapshot();
-        let rec = snap.closed_dialog(&d.id).expect("recorded");
-        assert_eq!(rec.closed_by, ClosedBy::Agent);
-        assert_eq!(rec.accepted, Some(true));
-    }
-
-    #[test]
-    fn re_attaching_after_a_reconnect_makes_the_state_active_again() {
-        let mut core = core();
-        core.on_text(
-            &json!({"id": 1, "result": {"sessionId": "S1"}}).to_string(), // unknown id: ignored
-        );
-        core.on_disconnect("gone");
-        core.reconnecting(2, 3);
-        assert_eq!(core.reset_for_reconnect(), None);
-        assert!(!core.snapshot().active);
-        core.register(
-            2,
-            PendingCall {
-                method: "Target.attachToTarget".into(),
-                session_id: None,
-                kind: CallKind::AttachPage {
-                    target_id: "P".into(),
-                },
-                reply: None,
-                expires: None,
-            },
-        );
-        core.on_text(&json!({"id": 2, "result": {"sessionId": "S2"}}).to_string());
-        let snap = core.snapshot();
-        assert!(snap.active);
-        assert_eq!(snap.state, SupervisorState::Active);
-        assert_eq!(snap.disconnect_reason, None);
-        assert_eq!(snap.to_json()["state"], "active");
     }
 }

@@ -4,7 +4,13 @@
 use super::*;
 
 impl Core {
-    pub(super) fn frame_event(&mut self, method: &str, session: &str, params: Option<&RawValue>) {
+    pub(super) fn frame_event(
+        &mut self,
+        method: &str,
+        session: &str,
+        params: Option<&RawValue>,
+        now: Now,
+    ) {
         match method {
             "Page.frameAttached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameAttached>(params) {
@@ -16,8 +22,8 @@ impl Core {
             "Page.frameNavigated" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameNavigated>(params) {
                     let is_page = self.page_session_id.as_deref() == Some(session);
-                    self.bridge_frame_gone(&ev.frame.id);
-                    self.unanswerable_frame_gone(&ev.frame.id);
+                    self.bridge_frame_gone(&ev.frame.id, now);
+                    self.unanswerable_frame_gone(&ev.frame.id, now);
                     let applied = self.frames.navigated(session, &ev.frame, is_page);
                     self.dirty |= applied;
                     // The session's own main frame has a new document: a new renderer.
@@ -43,8 +49,8 @@ impl Core {
             "Page.frameDetached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameDetached>(params) {
                     if ev.reason.as_deref() != Some("swap") {
-                        self.bridge_frame_gone(&ev.frame_id);
-                        self.unanswerable_frame_gone(&ev.frame_id);
+                        self.bridge_frame_gone(&ev.frame_id, now);
+                        self.unanswerable_frame_gone(&ev.frame_id, now);
                     }
                     self.dirty |= self
                         .frames
@@ -102,51 +108,31 @@ impl Core {
             return;
         }
         let parent = parent_session.unwrap_or_default().to_string();
-        let sid = ev.session_id.clone();
-        let child = Some(sid.clone());
+        let sid = ev.session_id;
         let room = self.sessions.len() < self.settings.limits.frames_max;
-        let session = Session {
-            target_id: info.target_id.clone(),
-            kind: info.kind.clone(),
-            parent: Some(parent.clone()),
-        };
-        match info.kind.as_str() {
-            "iframe" if room => {
-                self.sessions.insert(sid.clone(), session);
+        if let Some(kind) = SessionKind::of_child(&info.kind).filter(|_| room) {
+            self.sessions.insert(
+                sid.clone(),
+                Session {
+                    target_id: info.target_id.clone(),
+                    kind,
+                    parent: Some(parent),
+                },
+            );
+            if kind == SessionKind::Iframe {
                 self.dirty |= self.frames.oopif_attached(
                     &sid,
                     &info.target_id,
                     &info.url,
                     info.parent_frame_id.as_deref(),
                 );
-                for method in ["Page.enable", "Runtime.enable"] {
-                    self.command(method, json!({}), child.clone());
-                }
-                self.command(
-                    "Target.setAutoAttach",
-                    json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
-                    child.clone(),
-                );
-                self.command("Page.getFrameTree", json!({}), child.clone());
-                if let Some(Outgoing::Command(c)) = self.out.last_mut() {
-                    c.kind = CallKind::SeedFrameTree {
-                        session_id: sid.clone(),
-                    };
-                }
-                // The bridge goes in before the frame resumes, so its first script sees it.
-                if self.bridge_active {
-                    self.bridge_setup(&sid);
-                }
             }
-            "worker" | "shared_worker" | "service_worker" if room => {
-                self.sessions.insert(sid.clone(), session);
-                self.command("Runtime.enable", json!({}), child.clone());
-            }
-            _ => {}
+            // The bridge goes in before the frame resumes, so its first script sees it.
+            self.set_up_session(&sid, kind);
         }
         // Always resume: a paused target that nobody resumes hangs its page.
         if ev.waiting_for_debugger || info.kind == "iframe" {
-            self.command("Runtime.runIfWaitingForDebugger", json!({}), child);
+            self.out.push(Outgoing::Command(session::resume(&sid)));
         }
     }
 
@@ -215,7 +201,7 @@ impl Core {
         }
     }
 
-    pub(super) fn target_detached(&mut self, ev: protocol::DetachedFromTarget) {
+    pub(super) fn target_detached(&mut self, ev: protocol::DetachedFromTarget, now: Now) {
         let Some(session) = self.sessions.remove(&ev.session_id) else {
             return;
         };
@@ -234,7 +220,7 @@ impl Core {
                 .collect();
             for c in children {
                 if let Some(s) = self.sessions.remove(&c)
-                    && s.kind == "iframe"
+                    && s.kind == SessionKind::Iframe
                 {
                     self.dirty |= self.frames.oopif_gone(&c, &s.target_id);
                 }
@@ -243,13 +229,13 @@ impl Core {
             }
             i += 1;
         }
-        if session.kind == "iframe" {
+        if session.kind == SessionKind::Iframe {
             self.dirty |= self
                 .frames
                 .oopif_detached(&ev.session_id, &session.target_id);
         }
-        if session.kind == "page" && !page_gone {
-            self.followed_page_gone(&session.target_id, &gone);
+        if session.kind == SessionKind::Popup {
+            self.followed_page_gone(&session.target_id, &gone, now);
         }
         let reason = if page_gone {
             "the page target was closed or detached"

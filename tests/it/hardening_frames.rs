@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::common::fakes::{WAIT, barrier, frame_navigated, page_session, wait_snapshot};
 use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
-use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, PendingCall};
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Now, PendingCall};
 use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{
     Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
@@ -40,6 +40,7 @@ fn core() -> Core {
         limits: Limits::default(),
     };
     let mut core = Core::new("t", "ws://x/", settings);
+    let now = Now::read();
     core.register(
         1,
         PendingCall {
@@ -51,12 +52,14 @@ fn core() -> Core {
             reply: None,
             expires: None,
         },
+        now,
     );
-    core.on_text(r#"{"id":1,"result":{"sessionId":"S1"}}"#);
+    core.on_text(r#"{"id":1,"result":{"sessionId":"S1"}}"#, now);
     core.on_text(
         &json!({"method": "Page.frameNavigated", "sessionId": "S1",
                 "params": {"frame": {"id": "MAIN", "url": "http://a.test/"}}})
         .to_string(),
+        now,
     );
     core
 }
@@ -105,8 +108,9 @@ fn run_bounded(what: &str, msgs: Vec<String>) -> Snapshot {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut core = core();
+        let now = Now::read();
         for m in &msgs {
-            core.on_text(m);
+            core.on_text(m, now);
             let _ = core.take_outgoing();
             if core.take_dirty() {
                 let _ = core.snapshot().to_json();

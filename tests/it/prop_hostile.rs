@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, PendingCall};
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Now, PendingCall};
 use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{ClosedBy, Config, SupervisorRegistry, tools};
 use proptest::prelude::*;
@@ -148,6 +148,9 @@ proptest! {
         answers in prop::collection::vec((0u64..20, 1u64..4), 0..4),
     ) {
         let mut core = Core::new("t", "ws://x/", settings(policy));
+        // A simulated clock, 30 ms per message: dialogs close both within and after the
+        // bridge's 100 ms proxy signature.
+        let mut now = Now::read();
         for (id, d) in answers {
             core.register(id, PendingCall {
                 method: "Page.handleJavaScriptDialog".into(),
@@ -155,10 +158,11 @@ proptest! {
                 kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
                 reply: None,
                 expires: None,
-            });
+            }, now);
         }
         for m in &msgs {
-            core.on_text(m);
+            now = now.after(Duration::from_millis(30));
+            core.on_text(m, now);
             let _ = core.take_outgoing();
             if core.take_dirty() {
                 let s = core.snapshot();
@@ -174,7 +178,7 @@ proptest! {
             }
             let _ = core.take_deliveries();
         }
-        core.on_disconnect("end");
+        core.on_disconnect("end", now);
         // The reader says what comes next (reconnecting, or the end) before it publishes.
         core.reconnecting(1, 5);
         prop_assert!(!core.snapshot().active);
@@ -185,6 +189,7 @@ proptest! {
 /// A core attached to page `MAIN` on session `S1`, with its main frame known.
 fn attached_core(policy: DialogPolicy) -> Core {
     let mut core = Core::new("t", "ws://x/", settings(policy));
+    let now = Now::read();
     core.register(
         1,
         PendingCall {
@@ -196,10 +201,12 @@ fn attached_core(policy: DialogPolicy) -> Core {
             reply: None,
             expires: None,
         },
+        now,
     );
-    core.on_text(r#"{"id":1,"result":{"sessionId":"S1"}}"#);
+    core.on_text(r#"{"id":1,"result":{"sessionId":"S1"}}"#, now);
     core.on_text(
         r#"{"method":"Page.frameNavigated","sessionId":"S1","params":{"frame":{"id":"MAIN","url":"http://a.test/"}}}"#,
+        now,
     );
     core
 }
@@ -345,13 +352,14 @@ proptest! {
         msgs in prop::collection::vec(frame_message(), 1..16),
     ) {
         let mut core = attached_core(DialogPolicy::MustRespond);
+        let now = Now::read();
         // A second child session, so OOPIF sessions can report their own frames.
         core.on_text(&json!({"method": "Target.attachedToTarget", "sessionId": "S1", "params": {
             "sessionId": "C1", "waitingForDebugger": false,
-            "targetInfo": {"targetId": "F1", "type": "iframe", "url": "http://o.test/"}}}).to_string());
+            "targetInfo": {"targetId": "F1", "type": "iframe", "url": "http://o.test/"}}}).to_string(), now);
         let started = std::time::Instant::now();
         for m in &msgs {
-            core.on_text(m);
+            core.on_text(m, now);
             let _ = core.take_outgoing();
             if core.take_dirty() {
                 let s = core.snapshot();
@@ -375,12 +383,14 @@ proptest! {
         answers in prop::collection::vec((10u64..16, 1u64..6), 0..4),
     ) {
         let mut core = attached_core(policy);
+        let mut now = Now::read();
         core.on_text(&json!({"method": "Target.attachedToTarget", "sessionId": "S1", "params": {
             "sessionId": "C1", "waitingForDebugger": false,
-            "targetInfo": {"targetId": "F1", "type": "iframe", "url": "http://o.test/"}}}).to_string());
+            "targetInfo": {"targetId": "F1", "type": "iframe", "url": "http://o.test/"}}}).to_string(), now);
         let limits = settings(policy).limits;
         for m in &msgs {
-            core.on_text(m);
+            now = now.after(Duration::from_millis(30));
+            core.on_text(m, now);
             let _ = core.take_outgoing();
             for (id, d) in &answers {
                 core.register(*id, PendingCall {
@@ -389,7 +399,7 @@ proptest! {
                     kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
                     reply: None,
                     expires: None,
-                });
+                }, now);
             }
             if core.take_dirty() {
                 let s = core.snapshot();
@@ -408,7 +418,7 @@ proptest! {
             }
             let _ = core.take_deliveries();
         }
-        core.on_disconnect("end");
+        core.on_disconnect("end", now);
         // The reader says what comes next (reconnecting, or the end) before it publishes.
         core.reconnecting(1, 5);
         prop_assert!(!core.snapshot().active);

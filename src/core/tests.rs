@@ -1,0 +1,1397 @@
+//! Scenario tests of the clock-free state machine: CDP messages (the JSON text the browser sends)
+//! and call registrations in; outgoing commands, watchdog requests, deliveries and the snapshot
+//! out. No socket, no sleep, no thread: time is a simulated [`Now`] advanced by hand.
+//!
+//! [`Sim`] plays the reader thread's part: it registers every command the core queues under a
+//! fresh id (as `Reader::carry_out` does), so the replies a test feeds back find them, and hands
+//! deliveries to the callers' channels.
+
+use super::*;
+use crossbeam_channel::{Receiver, TryRecvError, bounded};
+
+/// The task's page target, its session and its main frame's URL in every scenario.
+const PAGE: &str = "MAIN";
+const S1: &str = "S1";
+
+fn settings(policy: DialogPolicy, bridge: BridgeMode) -> CoreSettings {
+    CoreSettings {
+        policy,
+        dialog_timeout: Duration::from_secs(300),
+        limits: Limits::default(),
+        bridge,
+        follow_popups: false,
+    }
+}
+
+/// What the core asked for in one step.
+#[derive(Debug, Default)]
+struct Out {
+    /// Commands, as registered under their ids.
+    commands: Vec<(u64, Command)>,
+    /// `ArmWatchdog` requests.
+    armed: Vec<(String, Instant)>,
+    /// `CancelWatchdog` requests.
+    cancelled: Vec<String>,
+}
+
+impl Out {
+    fn methods(&self) -> Vec<(&str, Option<&str>)> {
+        self.commands
+            .iter()
+            .map(|(_, c)| (c.method, c.session_id.as_deref()))
+            .collect()
+    }
+
+    fn only(&self, method: &str) -> (u64, &Command) {
+        let found: Vec<_> = self
+            .commands
+            .iter()
+            .filter(|(_, c)| c.method == method)
+            .collect();
+        assert_eq!(found.len(), 1, "one {method} in {:?}", self.methods());
+        (found[0].0, &found[0].1)
+    }
+
+    fn commands_only(&self) -> Vec<Command> {
+        self.commands.iter().map(|(_, c)| c.clone()).collect()
+    }
+}
+
+/// A core driven by hand, on a simulated clock.
+struct Sim {
+    core: Core,
+    now: Now,
+    next_id: u64,
+}
+
+impl Sim {
+    fn new(settings: CoreSettings) -> Sim {
+        Sim {
+            core: Core::new("t", "ws://x/", settings),
+            now: Now::read(),
+            next_id: 1,
+        }
+    }
+
+    /// Attached to page `MAIN` on session `S1`, its main frame at `http://a.test/`, the attach
+    /// commands already carried out.
+    fn attached(settings: CoreSettings) -> Sim {
+        let mut sim = Sim::new(settings);
+        let attach = sim.register(
+            "Target.attachToTarget",
+            None,
+            CallKind::AttachPage {
+                target_id: PAGE.into(),
+            },
+        );
+        sim.reply(attach, json!({"sessionId": S1}));
+        sim.event(
+            Some(S1),
+            "Page.frameNavigated",
+            json!({"frame": {"id": PAGE, "url": "http://a.test/",
+                             "securityOrigin": "http://a.test"}}),
+        );
+        sim.step();
+        sim
+    }
+
+    fn must_respond() -> Sim {
+        Sim::attached(settings(DialogPolicy::MustRespond, BridgeMode::Off))
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now = self.now.after(Duration::from_millis(ms));
+    }
+
+    fn text(&mut self, text: &str) {
+        self.core.on_text(text, self.now);
+        self.deliver();
+    }
+
+    fn event(&mut self, session: Option<&str>, method: &str, params: Value) {
+        let mut m = json!({"method": method, "params": params});
+        if let Some(s) = session {
+            m["sessionId"] = json!(s);
+        }
+        self.text(&m.to_string());
+    }
+
+    fn reply(&mut self, id: u64, result: Value) {
+        self.text(&json!({"id": id, "result": result}).to_string());
+    }
+
+    fn error(&mut self, id: u64, message: &str) {
+        self.text(&json!({"id": id, "error": {"code": -32000, "message": message}}).to_string());
+    }
+
+    fn register_call(&mut self, call: PendingCall) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.core.register(id, call, self.now);
+        self.deliver();
+        id
+    }
+
+    /// A call nobody waits on.
+    fn register(&mut self, method: &str, session: Option<&str>, kind: CallKind) -> u64 {
+        self.register_call(PendingCall {
+            method: method.into(),
+            session_id: session.map(str::to_string),
+            kind,
+            reply: None,
+            expires: None,
+        })
+    }
+
+    /// A caller's command, and the channel its reply comes on.
+    fn send(&mut self, c: Command) -> (u64, Receiver<CallResult>) {
+        let (tx, rx) = bounded(1);
+        let id = self.register_call(PendingCall {
+            method: c.method.into(),
+            session_id: c.session_id,
+            kind: c.kind,
+            reply: Some(tx),
+            expires: None,
+        });
+        (id, rx)
+    }
+
+    /// The agent answers dialog `id` as it is pending now.
+    fn answer(
+        &mut self,
+        id: &str,
+        accept: bool,
+        text: Option<&str>,
+        by: ClosedBy,
+    ) -> (u64, Receiver<CallResult>) {
+        let d = self.pending(id);
+        self.send(answer_command(&d, accept, text, by))
+    }
+
+    fn deliver(&mut self) {
+        for (tx, r) in self.core.take_deliveries() {
+            // A test that dropped the receiver does not wait for this reply.
+            let _ = tx.send(r);
+        }
+    }
+
+    /// Carries out what the core queued, as the reader does.
+    fn step(&mut self) -> Out {
+        let mut out = Out::default();
+        for o in self.core.take_outgoing() {
+            match o {
+                Outgoing::Command(c) => {
+                    let id = self.register_call(PendingCall {
+                        method: c.method.into(),
+                        session_id: c.session_id.clone(),
+                        kind: c.kind.clone(),
+                        reply: None,
+                        expires: None,
+                    });
+                    out.commands.push((id, c));
+                }
+                Outgoing::ArmWatchdog {
+                    dialog_id,
+                    deadline,
+                } => out.armed.push((dialog_id, deadline)),
+                Outgoing::CancelWatchdog { dialog_id } => out.cancelled.push(dialog_id),
+            }
+        }
+        out
+    }
+
+    fn snap(&mut self) -> Snapshot {
+        self.core.snapshot()
+    }
+
+    fn pending(&mut self, id: &str) -> PendingDialog {
+        let snap = self.snap();
+        let found = snap.pending_dialogs.iter().find(|d| d.id == id).cloned();
+        found.unwrap_or_else(|| panic!("{id} pending in {:?}", snap.pending_dialogs))
+    }
+
+    fn closed(&mut self, id: &str) -> ClosedDialog {
+        let snap = self.snap();
+        let found = snap.closed_dialog(id).cloned();
+        found.unwrap_or_else(|| panic!("{id} closed in {:?}", snap.recent_dialogs))
+    }
+
+    fn open_dialog(&mut self, session: &str, frame: &str, kind: &str, message: &str) {
+        self.event(
+            Some(session),
+            "Page.javascriptDialogOpening",
+            json!({"url": "http://a.test/", "frameId": frame, "message": message,
+                   "type": kind, "defaultPrompt": if kind == "prompt" { "bob" } else { "" }}),
+        );
+    }
+
+    fn close_dialog(&mut self, session: &str, frame: Option<&str>, result: bool, input: &str) {
+        let mut params = json!({"result": result, "userInput": input});
+        if let Some(f) = frame {
+            params["frameId"] = json!(f);
+        }
+        self.event(Some(session), "Page.javascriptDialogClosed", params);
+    }
+
+    /// A bridge request paused on `session` for frame `frame`.
+    fn bridge_dialog(&mut self, session: &str, frame: &str, request: &str, message: &str) {
+        self.event(
+            Some(session),
+            "Fetch.requestPaused",
+            json!({"requestId": request, "frameId": frame, "request": {"url": format!(
+                "http://{}/?kind=confirm&message={message}", crate::bridge::BRIDGE_HOST)}}),
+        );
+    }
+
+    /// Session `child` (on `parent`) attached to OOPIF `frame`, whose parent frame is `parent_frame`.
+    fn oopif(&mut self, parent: &str, child: &str, frame: &str, parent_frame: &str) -> Out {
+        self.event(
+            Some(parent),
+            "Target.attachedToTarget",
+            json!({"sessionId": child, "waitingForDebugger": true,
+                   "targetInfo": {"targetId": frame, "type": "iframe",
+                                  "url": format!("http://{}.test/", frame.to_lowercase()),
+                                  "parentFrameId": parent_frame}}),
+        );
+        self.step()
+    }
+
+    fn frame_attached(&mut self, session: &str, frame: &str, parent: &str) {
+        self.event(
+            Some(session),
+            "Page.frameAttached",
+            json!({"frameId": frame, "parentFrameId": parent}),
+        );
+    }
+
+    fn frame_navigated(&mut self, session: &str, frame: &str, parent: Option<&str>, url: &str) {
+        let mut f = json!({"id": frame, "url": url});
+        if let Some(p) = parent {
+            f["parentId"] = json!(p);
+        }
+        self.event(Some(session), "Page.frameNavigated", json!({"frame": f}));
+    }
+}
+
+fn ok(rx: &Receiver<CallResult>) -> Value {
+    match rx.try_recv() {
+        Ok(Ok(v)) => v,
+        other => panic!("expected a success, got {other:?}"),
+    }
+}
+
+fn err(rx: &Receiver<CallResult>) -> Error {
+    match rx.try_recv() {
+        Ok(Err(e)) => e,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn nothing_yet(rx: &Receiver<CallResult>) {
+    assert!(
+        matches!(rx.try_recv(), Err(TryRecvError::Empty)),
+        "no reply yet"
+    );
+}
+
+fn parent_of(s: &Snapshot, frame: &str) -> Option<String> {
+    s.frames.get(frame).and_then(|r| r.parent_frame_id.clone())
+}
+
+fn tree_ids(s: &Snapshot) -> Vec<String> {
+    s.frame_tree
+        .children
+        .iter()
+        .map(|e| e.frame_id.clone())
+        .collect()
+}
+
+// ------------------------------------------------------------------ the dialog lifecycle
+
+/// Opening -> pending -> the agent's answer -> Closed -> the acknowledgement -> recent, for
+/// each kind of dialog, with the watchdog armed at opened + dialog_timeout and cancelled.
+#[test]
+fn dialog_lifecycle_for_every_kind() {
+    let cases = [
+        ("alert", true, None, ""),
+        ("confirm", true, None, ""),
+        ("prompt", true, Some("typed"), "typed"),
+        ("beforeunload", false, None, ""),
+    ];
+    for (n, (kind, accept, text, input)) in cases.into_iter().enumerate() {
+        let mut sim = Sim::must_respond();
+        let opened = sim.now;
+        sim.open_dialog(S1, PAGE, kind, "Sure?");
+        let out = sim.step();
+        assert!(
+            out.commands.is_empty(),
+            "{kind}: must_respond sends nothing"
+        );
+        let deadline = opened.after(Duration::from_secs(300)).instant;
+        assert_eq!(out.armed, vec![("d-1".to_string(), deadline)], "{kind}");
+
+        let d = sim.pending("d-1");
+        assert_eq!(d.kind, kind);
+        assert_eq!(d.message, "Sure?");
+        assert_eq!(d.default_prompt, if kind == "prompt" { "bob" } else { "" });
+        assert_eq!(d.opened_at, opened.epoch);
+        assert_eq!(d.frame_id.as_deref(), Some(PAGE));
+        assert_eq!(d.origin, "http://a.test");
+        assert_eq!(d.target_id, PAGE);
+        assert_eq!(d.session_id, S1);
+
+        sim.advance(1500);
+        let (id, rx) = sim.answer("d-1", accept, text, ClosedBy::Agent);
+        let mut expect = json!({"accept": accept});
+        if let Some(t) = text {
+            expect["promptText"] = json!(t);
+        }
+        nothing_yet(&rx);
+
+        // Chromium sends the Closed event first, then the reply.
+        sim.advance(2);
+        sim.close_dialog(S1, Some(PAGE), accept, input);
+        let out = sim.step();
+        assert_eq!(out.cancelled, vec!["d-1".to_string()], "{kind}");
+        let snap = sim.snap();
+        assert!(
+            snap.pending_dialogs.is_empty(),
+            "{kind}: closed, not pending"
+        );
+        assert!(snap.recent_dialogs.is_empty(), "{kind}: the ack decides");
+
+        sim.advance(1);
+        sim.reply(id, json!({}));
+        assert_eq!(ok(&rx), json!({}));
+        let c = sim.closed("d-1");
+        assert_eq!(c.closed_by, ClosedBy::Agent, "{kind}");
+        assert_eq!(c.accepted, Some(accept));
+        assert_eq!(c.user_input.as_deref(), Some(input));
+        assert_eq!(c.closed_at, sim.now.epoch);
+        assert_eq!(c.dialog.id, "d-1");
+        assert_eq!(c.to_json()["closed_by"], "agent");
+        assert!(sim.snap().pending_dialogs.is_empty(), "case {n}");
+        // The command the agent's answer was.
+        let sent = answer_command(&d, accept, text, ClosedBy::Agent);
+        assert_eq!(sent.method, "Page.handleJavaScriptDialog");
+        assert_eq!(sent.params, expect);
+        assert_eq!(sent.session_id.as_deref(), Some(S1));
+    }
+}
+
+/// An acknowledgement that comes before the Closed event (it does not on Chromium, but the order
+/// must not matter): what we sent is recorded, and the late event changes nothing.
+#[test]
+fn an_ack_before_the_closed_event_records_what_was_sent() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "prompt", "Name?");
+    let (id, rx) = sim.answer("d-1", true, Some("ann"), ClosedBy::Agent);
+    sim.reply(id, json!({}));
+    assert_eq!(ok(&rx), json!({}));
+    let c = sim.closed("d-1");
+    assert_eq!(
+        (c.closed_by, c.accepted, c.user_input.as_deref()),
+        (ClosedBy::Agent, Some(true), Some("ann"))
+    );
+    sim.close_dialog(S1, Some(PAGE), true, "ann");
+    assert_eq!(sim.snap().recent_dialogs.len(), 1);
+}
+
+/// The browser's own account (the Closed event) wins over what the answer said.
+#[test]
+fn the_closed_event_is_the_record_of_what_the_page_got() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "prompt", "Name?");
+    let (id, rx) = sim.answer("d-1", true, Some("ann"), ClosedBy::Agent);
+    sim.close_dialog(S1, Some(PAGE), true, "ANN");
+    sim.reply(id, json!({}));
+    ok(&rx);
+    assert_eq!(sim.closed("d-1").user_input.as_deref(), Some("ANN"));
+}
+
+// ------------------------------------------------------------------ closed_by races
+
+#[test]
+fn a_dialog_closed_by_something_else_is_remote() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "confirm", "Sure?");
+    sim.step();
+    sim.advance(500);
+    sim.close_dialog(S1, Some(PAGE), false, "");
+    let out = sim.step();
+    assert_eq!(out.cancelled, vec!["d-1".to_string()]);
+    let c = sim.closed("d-1");
+    assert_eq!(
+        (c.closed_by, c.accepted, c.closed_at),
+        (ClosedBy::Remote, Some(false), sim.now.epoch)
+    );
+    assert!(sim.snap().pending_dialogs.is_empty());
+}
+
+/// Answer in flight when another client closes the dialog and the page opens the next one: the
+/// first is `remote`, the answer lands on the second (module doc of `dialogs.rs`), and the
+/// caller is told which dialog it answered.
+#[test]
+fn an_answer_overtaken_by_a_remote_close_lands_on_the_next_dialog() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "confirm", "First?");
+    let (id, rx) = sim.answer("d-1", true, None, ClosedBy::Agent);
+    // Another client dismissed d-1; the page went on and opened d-2.
+    sim.close_dialog(S1, Some(PAGE), false, "");
+    assert!(
+        sim.snap().recent_dialogs.is_empty(),
+        "our answer may yet be it"
+    );
+    sim.open_dialog(S1, PAGE, "confirm", "Second?");
+    let out = sim.step();
+    assert!(out.cancelled.contains(&"d-1".to_string()));
+    let c1 = sim.closed("d-1");
+    assert_eq!((c1.closed_by, c1.accepted), (ClosedBy::Remote, Some(false)));
+    assert_eq!(sim.pending("d-2").message, "Second?");
+    // The browser applies our answer to d-2.
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.reply(id, json!({}));
+    match err(&rx) {
+        Error::AnswerAppliedToOtherDialog { named, received } => {
+            assert_eq!((named.as_str(), received.id.as_str()), ("d-1", "d-2"));
+        }
+        e => panic!("{e:?}"),
+    }
+    let c2 = sim.closed("d-2");
+    assert_eq!((c2.closed_by, c2.accepted), (ClosedBy::Agent, Some(true)));
+    assert!(sim.snap().pending_dialogs.is_empty());
+}
+
+/// An answer registered after its dialog already closed: refused by the browser, the caller
+/// learns who closed it.
+#[test]
+fn an_answer_to_a_dialog_already_closed_remotely_says_so() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "alert", "Hi");
+    let d = sim.pending("d-1");
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    let (id, rx) = sim.send(answer_command(&d, true, None, ClosedBy::Agent));
+    sim.error(id, "No dialog is showing");
+    match err(&rx) {
+        Error::DialogAlreadyClosed { id, closed_by, .. } => {
+            assert_eq!(
+                (id.as_str(), closed_by.to_string()),
+                ("d-1", "remote".into())
+            );
+        }
+        e => panic!("{e:?}"),
+    }
+    assert_eq!(sim.snap().recent_dialogs.len(), 1);
+}
+
+/// Same, with another dialog showing on the session by the time the answer is written: the
+/// browser applies it to that one.
+#[test]
+fn a_late_answer_is_attached_to_the_dialog_its_session_shows() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "confirm", "First?");
+    let first = sim.pending("d-1");
+    sim.close_dialog(S1, Some(PAGE), false, "");
+    sim.open_dialog(S1, PAGE, "confirm", "Second?");
+    let (id, rx) = sim.send(answer_command(&first, true, None, ClosedBy::Agent));
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.reply(id, json!({}));
+    assert!(matches!(err(&rx), Error::AnswerAppliedToOtherDialog { .. }));
+    assert_eq!(sim.closed("d-1").closed_by, ClosedBy::Remote);
+    assert_eq!(sim.closed("d-2").closed_by, ClosedBy::Agent);
+}
+
+/// The watchdog's dismissal (the supervisor registers it as a `DialogAnswer` by the watchdog
+/// when the deadline the core asked for passes).
+#[test]
+fn the_watchdog_dismisses_at_opened_plus_dialog_timeout() {
+    let mut sim = Sim::attached(CoreSettings {
+        dialog_timeout: Duration::from_secs(7),
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.advance(3000);
+    let opened = sim.now;
+    sim.open_dialog(S1, PAGE, "confirm", "Sure?");
+    let out = sim.step();
+    let (_, deadline) = &out.armed[0];
+    assert_eq!(*deadline, opened.instant + Duration::from_secs(7));
+    assert_eq!(
+        deadline.duration_since(opened.instant),
+        Duration::from_secs(7)
+    );
+
+    sim.advance(7000);
+    assert_eq!(sim.now.instant, *deadline);
+    let (id, _) = sim.answer("d-1", false, None, ClosedBy::Watchdog);
+    sim.close_dialog(S1, Some(PAGE), false, "");
+    sim.reply(id, json!({}));
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Watchdog, Some(false)));
+    assert!((c.closed_at - c.dialog.opened_at - 7.0).abs() < 1e-3);
+    assert_eq!(c.to_json()["closed_by"], "watchdog");
+}
+
+/// The agent's answer and the watchdog's both in flight: the first acknowledgement closes it,
+/// the second is refused and learns who did.
+#[test]
+fn agent_answer_and_watchdog_race_the_first_ack_wins() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "confirm", "Sure?");
+    let (agent, agent_rx) = sim.answer("d-1", true, None, ClosedBy::Agent);
+    let (dog, dog_rx) = sim.answer("d-1", false, None, ClosedBy::Watchdog);
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.reply(agent, json!({}));
+    ok(&agent_rx);
+    sim.error(dog, "No dialog is showing");
+    match err(&dog_rx) {
+        Error::DialogAlreadyClosed { closed_by, .. } => {
+            assert_eq!(closed_by.to_string(), "agent");
+        }
+        e => panic!("{e:?}"),
+    }
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Agent, Some(true)));
+}
+
+/// The watchdog's dismissal is refused because something else closed the dialog meanwhile:
+/// `remote`, never `watchdog`.
+#[test]
+fn a_refused_watchdog_dismissal_leaves_the_dialog_remote() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "confirm", "Sure?");
+    sim.advance(300_000);
+    let (dog, dog_rx) = sim.answer("d-1", false, None, ClosedBy::Watchdog);
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.error(dog, "No dialog is showing");
+    assert!(matches!(err(&dog_rx), Error::DialogAlreadyClosed { .. }));
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Remote, Some(true)));
+}
+
+/// A navigation closes the dialog while the agent's answer is on its way (Closed, then the new
+/// document, then the refusal): `remote`, and the caller learns it.
+#[test]
+fn a_navigation_that_closes_the_dialog_before_the_answer_is_remote() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "beforeunload", "Leave?");
+    let (id, rx) = sim.answer("d-1", false, None, ClosedBy::Agent);
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.frame_navigated(S1, PAGE, None, "http://b.test/");
+    sim.error(id, "No dialog is showing");
+    match err(&rx) {
+        Error::DialogAlreadyClosed { closed_by, .. } => {
+            assert_eq!(closed_by.to_string(), "remote");
+        }
+        e => panic!("{e:?}"),
+    }
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Remote, Some(true)));
+}
+
+/// A bridge dialog dies with its document: a new document in its frame (or the frame's detach)
+/// closes it `remote`; a `swap` detach (the frame moving process) does not.
+#[test]
+fn a_new_document_closes_the_bridge_dialogs_of_its_frame() {
+    let mut sim = Sim::attached(settings(DialogPolicy::MustRespond, BridgeMode::On));
+    sim.frame_attached(S1, "F1", PAGE);
+    sim.frame_navigated(S1, "F1", Some(PAGE), "http://a.test/f1");
+    sim.bridge_dialog(S1, PAGE, "R1", "Main?");
+    sim.bridge_dialog(S1, "F1", "R2", "Frame?");
+    assert_eq!(sim.snap().pending_dialogs.len(), 2);
+    assert_eq!(sim.pending("d-1").bridge_request_id.as_deref(), Some("R1"));
+
+    sim.event(
+        Some(S1),
+        "Page.frameDetached",
+        json!({"frameId": "F1", "reason": "swap"}),
+    );
+    assert_eq!(
+        sim.snap().pending_dialogs.len(),
+        2,
+        "a swap keeps the document"
+    );
+
+    sim.frame_navigated(S1, "F1", Some(PAGE), "http://a.test/f1-reloaded");
+    assert_eq!(sim.closed("d-2").closed_by, ClosedBy::Remote);
+    assert_eq!(sim.pending("d-1").message, "Main?");
+
+    sim.frame_navigated(S1, PAGE, None, "http://a.test/next");
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Remote, None));
+    assert!(sim.snap().pending_dialogs.is_empty());
+}
+
+/// A native answer refused with "No dialog is showing" and no Closed event: the dialog still
+/// blocks its frame but cannot be answered (SPEC §11) until a reload ends it.
+#[test]
+fn an_unanswerable_dialog_blocks_until_a_reload_ends_it() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "alert", "Stuck");
+    let (id, rx) = sim.answer("d-1", true, None, ClosedBy::Agent);
+    sim.error(id, "No dialog is showing");
+    assert!(matches!(err(&rx), Error::DialogUnanswerable { .. }));
+    let out = sim.step();
+    assert_eq!(out.cancelled, vec!["d-1".to_string()]);
+    let snap = sim.snap();
+    assert!(snap.pending_dialogs.is_empty());
+    assert!(snap.recent_dialogs.is_empty());
+    let b = snap.blocked.clone().expect("blocked");
+    assert_eq!(b.reason, BlockedReason::UnanswerableDialog);
+    assert_eq!(b.frame_id.as_deref(), Some(PAGE));
+
+    sim.frame_navigated(S1, PAGE, None, "http://a.test/");
+    let snap = sim.snap();
+    assert_eq!(snap.blocked, None);
+    assert_eq!(sim.closed("d-1").closed_by, ClosedBy::Remote);
+}
+
+#[test]
+fn auto_dismiss_answers_at_once_and_records_auto_policy() {
+    let mut sim = Sim::attached(settings(DialogPolicy::AutoDismiss, BridgeMode::Off));
+    sim.open_dialog(S1, PAGE, "confirm", "Sure?");
+    let out = sim.step();
+    assert!(out.armed.is_empty(), "no watchdog for an auto policy");
+    let (id, c) = out.only("Page.handleJavaScriptDialog");
+    assert_eq!(c.params, json!({"accept": false}));
+    assert_eq!(c.session_id.as_deref(), Some(S1));
+    assert!(matches!(
+        c.kind,
+        CallKind::DialogAnswer {
+            by: ClosedBy::AutoPolicy,
+            ..
+        }
+    ));
+    sim.close_dialog(S1, Some(PAGE), false, "");
+    sim.reply(id, json!({}));
+    let c = sim.closed("d-1");
+    assert_eq!(
+        (c.closed_by, c.accepted),
+        (ClosedBy::AutoPolicy, Some(false))
+    );
+    assert_eq!(c.to_json()["closed_by"], "auto_policy");
+}
+
+#[test]
+fn auto_accept_gives_a_prompt_its_default_text() {
+    let mut sim = Sim::attached(settings(DialogPolicy::AutoAccept, BridgeMode::Off));
+    sim.open_dialog(S1, PAGE, "prompt", "Name?");
+    let out = sim.step();
+    let (id, c) = out.only("Page.handleJavaScriptDialog");
+    assert_eq!(c.params, json!({"accept": true, "promptText": "bob"}));
+    sim.close_dialog(S1, Some(PAGE), true, "bob");
+    sim.reply(id, json!({}));
+    let c = sim.closed("d-1");
+    assert_eq!(
+        (c.closed_by, c.accepted, c.user_input.as_deref()),
+        (ClosedBy::AutoPolicy, Some(true), Some("bob"))
+    );
+
+    sim.open_dialog(S1, PAGE, "confirm", "Sure?");
+    let out = sim.step();
+    assert_eq!(
+        out.only("Page.handleJavaScriptDialog").1.params,
+        json!({"accept": true})
+    );
+}
+
+/// An auto-policy answer overtaken by another client's close: `remote`.
+#[test]
+fn an_auto_answer_refused_after_a_remote_close_is_remote() {
+    let mut sim = Sim::attached(settings(DialogPolicy::AutoDismiss, BridgeMode::Off));
+    sim.open_dialog(S1, PAGE, "alert", "Hi");
+    let out = sim.step();
+    let (id, _) = out.only("Page.handleJavaScriptDialog");
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.error(id, "No dialog is showing");
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Remote, Some(true)));
+}
+
+/// A native dialog past `limits.pending_dialogs_max` is dismissed at once, never pending.
+#[test]
+fn a_native_dialog_past_the_cap_is_dismissed_unseen() {
+    let mut sim = Sim::attached(CoreSettings {
+        limits: Limits {
+            pending_dialogs_max: 1,
+            ..Limits::default()
+        },
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.open_dialog(S1, PAGE, "alert", "One");
+    sim.step();
+    sim.open_dialog("S2", "OTHER", "alert", "Two");
+    let out = sim.step();
+    let (id, c) = out.only("Page.handleJavaScriptDialog");
+    assert_eq!(c.params, json!({"accept": false}));
+    let snap = sim.snap();
+    assert_eq!(snap.pending_dialogs.len(), 1);
+    assert_eq!(snap.pending_dialogs[0].id, "d-1");
+    sim.close_dialog("S2", Some("OTHER"), false, "");
+    sim.reply(id, json!({}));
+    assert_eq!(sim.closed("d-2").closed_by, ClosedBy::AutoPolicy);
+}
+
+// ------------------------------------------------------------------ connection loss
+
+#[test]
+fn a_dialog_pending_at_a_drop_is_recorded_as_connection_lost() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "confirm", "Leave?");
+    sim.step();
+    let (_, waiting) = sim.send(Command {
+        method: "Runtime.evaluate",
+        params: json!({"expression": "1"}),
+        session_id: None,
+        kind: CallKind::Plain,
+    });
+    sim.advance(40);
+    sim.core
+        .on_disconnect("the browser closed the connection", sim.now);
+    sim.deliver();
+    assert!(matches!(err(&waiting), Error::ConnectionLost(_)));
+    sim.core.reconnecting(1, 5);
+    let snap = sim.snap();
+    assert!(snap.pending_dialogs.is_empty());
+    let c = snap.closed_dialog("d-1").expect("recorded");
+    assert_eq!(c.closed_by, ClosedBy::ConnectionLost);
+    assert_eq!(c.closed_at, sim.now.epoch);
+    assert_eq!(c.to_json()["closed_by"], "connection_lost");
+    assert!(!snap.active);
+    assert_eq!(
+        snap.state,
+        SupervisorState::Reconnecting { attempt: 1, of: 5 }
+    );
+    assert_eq!(sim.step().cancelled, vec!["d-1".to_string()]);
+}
+
+/// The Closed event came for our answer, then the connection dropped before its ack: the
+/// answerer closed it.
+#[test]
+fn a_dialog_whose_close_came_while_our_answer_was_in_flight_stays_the_answerers() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "confirm", "Transfer?");
+    let (_, rx) = sim.answer("d-1", true, None, ClosedBy::Agent);
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.core.on_disconnect("gone", sim.now);
+    sim.deliver();
+    assert!(matches!(err(&rx), Error::ConnectionLost(_)));
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Agent, Some(true)));
+}
+
+#[test]
+fn re_attaching_after_a_reconnect_makes_the_state_active_again() {
+    let mut sim = Sim::must_respond();
+    sim.core.on_disconnect("gone", sim.now);
+    sim.core.reconnecting(2, 3);
+    assert_eq!(sim.core.reset_for_reconnect().as_deref(), Some(PAGE));
+    let snap = sim.snap();
+    assert!(!snap.active);
+    assert!(snap.frames.is_empty(), "the frame map starts over");
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": "S2"}));
+    let snap = sim.snap();
+    assert!(snap.active);
+    assert_eq!(snap.state, SupervisorState::Active);
+    assert_eq!(snap.disconnect_reason, None);
+    assert_eq!(snap.page_session_id.as_deref(), Some("S2"));
+    assert_eq!(snap.to_json()["state"], "active");
+}
+
+// ------------------------------------------------------------------ the bridge's proxy rule
+
+/// `auto` bridge mode: a native dialog closed remotely within 100 ms of opening turns the bridge
+/// on (SPEC §6); at 100 ms or later it does not. On the simulated clock, both sides of the edge.
+#[test]
+fn the_proxy_signature_is_a_remote_close_within_100_ms() {
+    for (after_ms, turns_on) in [
+        (0, true),
+        (10, true),
+        (99, true),
+        (100, false),
+        (250, false),
+    ] {
+        let mut sim = Sim::attached(settings(DialogPolicy::MustRespond, BridgeMode::Auto));
+        sim.open_dialog(S1, PAGE, "alert", "Hi");
+        sim.step();
+        sim.advance(after_ms);
+        sim.close_dialog(S1, Some(PAGE), true, "");
+        let out = sim.step();
+        let expect: Vec<(&str, Option<&str>)> = if turns_on {
+            vec![
+                ("Page.addScriptToEvaluateOnNewDocument", Some(S1)),
+                ("Fetch.enable", Some(S1)),
+            ]
+        } else {
+            vec![]
+        };
+        assert_eq!(out.methods(), expect, "closed {after_ms} ms after opening");
+        assert_eq!(sim.closed("d-1").closed_by, ClosedBy::Remote);
+        // Once on, it stays on: an OOPIF attached later gets it as part of its set-up.
+        let out = sim.oopif(S1, "C1", "F1", PAGE);
+        assert_eq!(
+            out.commands_only(),
+            [
+                session_setup("C1", SessionKind::Iframe, turns_on),
+                vec![session::resume("C1")]
+            ]
+            .concat()
+        );
+    }
+}
+
+/// The bridge goes on every session that shows documents, once.
+#[test]
+fn the_proxy_signature_turns_the_bridge_on_for_every_document_session() {
+    let mut sim = Sim::attached(settings(DialogPolicy::MustRespond, BridgeMode::Auto));
+    sim.oopif(S1, "C1", "F1", PAGE);
+    sim.event(
+        Some(S1),
+        "Target.attachedToTarget",
+        json!({"sessionId": "W1", "waitingForDebugger": true,
+               "targetInfo": {"targetId": "W", "type": "worker", "url": "http://a.test/w.js"}}),
+    );
+    sim.step();
+    sim.open_dialog(S1, PAGE, "alert", "Hi");
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    let out = sim.step();
+    let mut got = out.methods();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("Fetch.enable", Some("C1")),
+            ("Fetch.enable", Some(S1)),
+            ("Page.addScriptToEvaluateOnNewDocument", Some("C1")),
+            ("Page.addScriptToEvaluateOnNewDocument", Some(S1)),
+        ]
+    );
+    // A second fast close changes nothing.
+    sim.open_dialog(S1, PAGE, "alert", "Again");
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    assert!(sim.step().commands.is_empty());
+}
+
+/// Not the signature: a close without `frameId` (a guess about which dialog closed), a close
+/// our own answer made, or bridge mode `off`.
+#[test]
+fn what_is_not_the_proxy_signature() {
+    let mut sim = Sim::attached(settings(DialogPolicy::MustRespond, BridgeMode::Auto));
+    sim.open_dialog(S1, PAGE, "alert", "Hi");
+    sim.close_dialog(S1, None, true, "");
+    assert!(sim.step().commands.is_empty(), "no frameId");
+
+    sim.open_dialog(S1, PAGE, "alert", "Hi");
+    let (id, _) = sim.answer("d-2", true, None, ClosedBy::Agent);
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    sim.reply(id, json!({}));
+    assert!(sim.step().commands.is_empty(), "our own answer");
+    assert_eq!(sim.closed("d-2").closed_by, ClosedBy::Agent);
+
+    let mut sim = Sim::attached(settings(DialogPolicy::MustRespond, BridgeMode::Off));
+    sim.open_dialog(S1, PAGE, "alert", "Hi");
+    sim.close_dialog(S1, Some(PAGE), true, "");
+    assert!(sim.step().commands.is_empty(), "bridge off");
+}
+
+/// With the bridge on, a paused bridge request is a dialog answered by `Fetch.fulfillRequest`
+/// and any other paused request is let through.
+#[test]
+fn a_bridge_dialog_is_answered_by_fulfilling_its_request() {
+    let mut sim = Sim::attached(settings(DialogPolicy::MustRespond, BridgeMode::On));
+    sim.event(
+        Some(S1),
+        "Fetch.requestPaused",
+        json!({"requestId": "X", "request": {"url": "http://a.test/api"}}),
+    );
+    let out = sim.step();
+    assert_eq!(
+        out.only("Fetch.continueRequest").1.params,
+        json!({"requestId": "X"})
+    );
+    let opened = sim.now;
+    sim.bridge_dialog(S1, PAGE, "R1", "Sure%3F");
+    let out = sim.step();
+    assert_eq!(
+        out.armed,
+        vec![("d-1".into(), opened.after(Duration::from_secs(300)).instant)]
+    );
+    assert_eq!(sim.pending("d-1").message, "Sure?");
+    let (id, rx) = sim.answer("d-1", true, None, ClosedBy::Agent);
+    sim.reply(id, json!({}));
+    ok(&rx);
+    let c = sim.closed("d-1");
+    assert_eq!((c.closed_by, c.accepted), (ClosedBy::Agent, Some(true)));
+}
+
+// ------------------------------------------------------------------ session set-up
+
+#[test]
+fn session_setup_lists_per_kind() {
+    let methods = |kind: SessionKind, bridge: bool| -> Vec<&'static str> {
+        session_setup("S", kind, bridge)
+            .iter()
+            .map(|c| c.method)
+            .collect()
+    };
+    let page = [
+        "Page.enable",
+        "Runtime.enable",
+        "Page.getFrameTree",
+        "Target.setAutoAttach",
+    ];
+    let bridge = ["Page.addScriptToEvaluateOnNewDocument", "Fetch.enable"];
+    assert_eq!(methods(SessionKind::Page, false), page);
+    assert_eq!(methods(SessionKind::Popup, false), page);
+    assert_eq!(
+        methods(SessionKind::Popup, true),
+        [&page[..], &bridge[..]].concat()
+    );
+    let iframe = [
+        "Page.enable",
+        "Runtime.enable",
+        "Target.setAutoAttach",
+        "Page.getFrameTree",
+    ];
+    assert_eq!(methods(SessionKind::Iframe, false), iframe);
+    assert_eq!(
+        methods(SessionKind::Iframe, true),
+        [&iframe[..], &bridge[..]].concat()
+    );
+    assert_eq!(methods(SessionKind::Worker, true), ["Runtime.enable"]);
+
+    // What the attach sequence waits on for the page: exactly these three.
+    let kinds: Vec<CallKind> = session_setup("S", SessionKind::Page, false)
+        .into_iter()
+        .map(|c| c.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            CallKind::PageEnable {
+                session_id: "S".into()
+            },
+            CallKind::Automatic,
+            CallKind::SeedFrameTree {
+                session_id: "S".into()
+            },
+            CallKind::Plain,
+        ]
+    );
+    for c in session_setup("S", SessionKind::Iframe, true) {
+        assert_eq!(c.session_id.as_deref(), Some("S"));
+        assert!(
+            !matches!(c.kind, CallKind::Plain),
+            "nobody waits on a child's set-up"
+        );
+    }
+    let auto = &session_setup("S", SessionKind::Popup, false)[3];
+    assert_eq!(
+        auto.params,
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true})
+    );
+}
+
+/// A followed popup (issue 14) gets the page's set-up, then is resumed.
+#[test]
+fn a_followed_popup_is_set_up_as_a_page_then_resumed() {
+    let mut sim = Sim::attached(CoreSettings {
+        follow_popups: true,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::On)
+    });
+    sim.event(
+        None,
+        "Target.attachedToTarget",
+        json!({"sessionId": "P2", "waitingForDebugger": true,
+               "targetInfo": {"targetId": "POP", "type": "page", "url": "about:blank",
+                              "openerId": PAGE}}),
+    );
+    let out = sim.step();
+    assert_eq!(
+        out.commands_only(),
+        [
+            session_setup("P2", SessionKind::Popup, true),
+            vec![session::resume("P2")]
+        ]
+        .concat()
+    );
+    let snap = sim.snap();
+    assert_eq!(snap.pages.len(), 2);
+    assert_eq!(snap.pages[1].target_id, "POP");
+    // A dialog there belongs to the popup.
+    sim.open_dialog("P2", "POP", "alert", "Pop");
+    assert_eq!(sim.pending("d-1").target_id, "POP");
+    // It goes away: the dialog is `remote`, the page leaves the list.
+    sim.event(
+        None,
+        "Target.detachedFromTarget",
+        json!({"sessionId": "P2"}),
+    );
+    assert_eq!(sim.closed("d-1").closed_by, ClosedBy::Remote);
+    assert_eq!(sim.snap().pages.len(), 1);
+}
+
+/// A page that is not the task's to follow is resumed and let go.
+#[test]
+fn a_page_of_someone_else_is_resumed_and_detached() {
+    let mut sim = Sim::attached(CoreSettings {
+        follow_popups: true,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.event(
+        None,
+        "Target.attachedToTarget",
+        json!({"sessionId": "X", "waitingForDebugger": true,
+               "targetInfo": {"targetId": "OTHER", "type": "page", "url": "about:blank"}}),
+    );
+    assert_eq!(
+        sim.step().methods(),
+        [
+            ("Runtime.runIfWaitingForDebugger", Some("X")),
+            ("Target.detachFromTarget", None)
+        ]
+    );
+}
+
+/// A worker is tracked with `Runtime.enable` only; a target of a type we do not track is only
+/// resumed; an OOPIF past `limits.frames_max` sessions too.
+#[test]
+fn workers_and_untracked_targets_are_resumed() {
+    let mut sim = Sim::attached(CoreSettings {
+        limits: Limits {
+            frames_max: 3,
+            ..Limits::default()
+        },
+        ..settings(DialogPolicy::MustRespond, BridgeMode::On)
+    });
+    let attach = |sim: &mut Sim, sid: &str, kind: &str, waiting: bool| -> Vec<(String, String)> {
+        sim.event(
+            Some(S1),
+            "Target.attachedToTarget",
+            json!({"sessionId": sid, "waitingForDebugger": waiting,
+                   "targetInfo": {"targetId": format!("T-{sid}"), "type": kind, "url": ""}}),
+        );
+        let out = sim.step();
+        out.methods()
+            .into_iter()
+            .map(|(m, s)| (m.to_string(), s.unwrap_or_default().to_string()))
+            .collect()
+    };
+    let pair = |m: &str, s: &str| (m.to_string(), s.to_string());
+    let resume = |s| pair("Runtime.runIfWaitingForDebugger", s);
+    assert_eq!(
+        attach(&mut sim, "W1", "service_worker", true),
+        [pair("Runtime.enable", "W1"), resume("W1")]
+    );
+    assert_eq!(
+        attach(&mut sim, "W2", "worker", false),
+        [pair("Runtime.enable", "W2")]
+    );
+    assert_eq!(attach(&mut sim, "U1", "other", true), [resume("U1")]);
+    assert!(attach(&mut sim, "U2", "other", false).is_empty());
+    // Three sessions tracked (page, two workers): no room for the OOPIF, resumed all the same.
+    assert_eq!(attach(&mut sim, "C9", "iframe", false), [resume("C9")]);
+    assert!(!sim.snap().frames.contains_key("T-C9"));
+}
+
+// ------------------------------------------------------------------ the frame map
+
+#[test]
+fn the_frame_tree_is_seeded_in_document_order() {
+    let mut sim = Sim::must_respond();
+    sim.frame_attached(S1, "B", PAGE);
+    let seed = sim.register(
+        "Page.getFrameTree",
+        Some(S1),
+        CallKind::SeedFrameTree {
+            session_id: S1.into(),
+        },
+    );
+    sim.reply(
+        seed,
+        json!({"frameTree": {
+        "frame": {"id": PAGE, "url": "http://a.test/"},
+        "childFrames": [
+            {"frame": {"id": "A", "parentId": PAGE, "url": "http://a.test/a", "name": "first"}},
+            {"frame": {"id": "B", "parentId": PAGE, "url": "http://b.test/b"},
+             "childFrames": [{"frame": {"id": "B1", "parentId": "B", "url": "about:blank"}}]},
+        ]}}),
+    );
+    let snap = sim.snap();
+    assert_eq!(tree_ids(&snap), ["A", "B", "B1"]);
+    assert_eq!(snap.frame_tree.top.as_ref().unwrap().frame_id, PAGE);
+    assert_eq!(snap.frames["A"].name.as_deref(), Some("first"));
+    assert_eq!(snap.frames["B"].origin, "http://b.test");
+    assert_eq!(snap.frames["B1"].origin, "null");
+    assert_eq!(snap.frames["B1"].owner_session, S1);
+}
+
+/// A same-process iframe becomes an OOPIF with its own session (its document moves: a `swap`
+/// detach, then the attach), and moves back when that session goes.
+#[test]
+fn an_oopif_swap_moves_the_frame_to_its_session_and_back() {
+    let mut sim = Sim::must_respond();
+    sim.frame_attached(S1, "F1", PAGE);
+    sim.frame_navigated(S1, "F1", Some(PAGE), "http://a.test/same");
+    let f = sim.snap().frames["F1"].clone();
+    assert!(!f.is_oopif);
+    assert_eq!(f.owner_session, S1);
+
+    // Out of process.
+    sim.event(
+        Some(S1),
+        "Page.frameDetached",
+        json!({"frameId": "F1", "reason": "swap"}),
+    );
+    assert!(
+        sim.snap().frames.contains_key("F1"),
+        "a swap keeps the frame"
+    );
+    let out = sim.oopif(S1, "C1", "F1", PAGE);
+    assert_eq!(
+        out.commands_only(),
+        [
+            session_setup("C1", SessionKind::Iframe, false),
+            vec![session::resume("C1")]
+        ]
+        .concat()
+    );
+    let snap = sim.snap();
+    let f = &snap.frames["F1"];
+    assert!(f.is_oopif);
+    assert_eq!(f.session_id.as_deref(), Some("C1"));
+    assert_eq!(f.owner_session, "C1");
+    assert_eq!(f.origin, "http://f1.test");
+    assert_eq!(parent_of(&snap, "F1").as_deref(), Some(PAGE));
+    assert_eq!(tree_ids(&snap), ["F1"]);
+    assert!(snap.frame_tree.children[0].is_oopif);
+    // Its own frame tree reply seeds frames on its session.
+    let (seed, _) = out.only("Page.getFrameTree");
+    sim.reply(
+        seed,
+        json!({"frameTree": {"frame": {"id": "F1", "parentId": PAGE, "url": "http://F1.test/"},
+                             "childFrames": [{"frame": {"id": "F1a", "parentId": "F1",
+                                                        "url": "http://F1.test/a"}}]}}),
+    );
+    let snap = sim.snap();
+    assert_eq!(snap.frames["F1a"].owner_session, "C1");
+    assert_eq!(tree_ids(&snap), ["F1", "F1a"]);
+
+    // Back in process: the session goes, the frame stays with its parent's session, and what
+    // lived only in that session goes with it.
+    sim.event(
+        None,
+        "Target.detachedFromTarget",
+        json!({"sessionId": "C1"}),
+    );
+    let snap = sim.snap();
+    let f = &snap.frames["F1"];
+    assert!(!f.is_oopif);
+    assert_eq!(f.session_id, None);
+    assert_eq!(f.owner_session, S1);
+    assert!(!snap.frames.contains_key("F1a"));
+    sim.frame_navigated(S1, "F1", Some(PAGE), "http://a.test/back");
+    let snap = sim.snap();
+    assert_eq!(snap.frames["F1"].url, "http://a.test/back");
+    assert_eq!(snap.frames["F1"].owner_session, S1);
+}
+
+/// An OOPIF inside an OOPIF: the inner session hangs off the outer one, dialogs there belong to
+/// the page, and the outer session's detach takes the inner one with it.
+#[test]
+fn nested_oopif_sessions_die_with_their_parent_session() {
+    let mut sim = Sim::must_respond();
+    sim.oopif(S1, "C1", "F1", PAGE);
+    sim.oopif("C1", "C2", "F2", "F1");
+    let snap = sim.snap();
+    assert_eq!(parent_of(&snap, "F2").as_deref(), Some("F1"));
+    assert_eq!(snap.frames["F2"].owner_session, "C2");
+    assert_eq!(tree_ids(&snap), ["F1", "F2"]);
+
+    sim.open_dialog("C2", "F2", "confirm", "Deep?");
+    let d = sim.pending("d-1");
+    assert_eq!(
+        (d.target_id.as_str(), d.origin.as_str()),
+        (PAGE, "http://f2.test")
+    );
+    let (_, on_c2) = sim.send(Command {
+        method: "Runtime.evaluate",
+        params: json!({"expression": "1"}),
+        session_id: Some("C2".into()),
+        kind: CallKind::Plain,
+    });
+
+    sim.event(
+        Some(S1),
+        "Target.detachedFromTarget",
+        json!({"sessionId": "C1"}),
+    );
+    let snap = sim.snap();
+    assert!(
+        !snap.frames.contains_key("F2"),
+        "the inner OOPIF went with C1"
+    );
+    assert!(!snap.frames["F1"].is_oopif);
+    assert!(matches!(err(&on_c2), Error::ConnectionLost(_)));
+    // A late event from the dead inner session changes nothing.
+    sim.frame_attached("C2", "F3", "F2");
+    assert!(!sim.snap().frames.contains_key("F3"));
+}
+
+/// A reload (a new document of the main frame) clears the old document's frames; the new ones
+/// come by events or a new seed.
+#[test]
+fn a_reload_clears_the_old_documents_frames() {
+    let mut sim = Sim::must_respond();
+    sim.frame_attached(S1, "A", PAGE);
+    sim.frame_attached(S1, "A1", "A");
+    sim.frame_attached(S1, "B", PAGE);
+    sim.oopif(S1, "C1", "X", "B");
+    assert_eq!(sim.snap().frames.len(), 5);
+
+    sim.frame_navigated(S1, PAGE, None, "http://a.test/?reloaded");
+    let snap = sim.snap();
+    assert_eq!(snap.frames.len(), 1, "{:?}", snap.frames.keys());
+    assert_eq!(
+        snap.frame_tree.top.as_ref().unwrap().url,
+        "http://a.test/?reloaded"
+    );
+    assert!(tree_ids(&snap).is_empty());
+
+    sim.frame_attached(S1, "N", PAGE);
+    sim.frame_navigated(S1, "N", Some(PAGE), "http://n.test/");
+    let snap = sim.snap();
+    assert_eq!(tree_ids(&snap), ["N"]);
+    assert_eq!(snap.frames["N"].origin, "http://n.test");
+}
+
+/// Frame-parent cycles from the wire (SPEC §14) are rejected before they change anything, and
+/// the walks over the map (detach, reload, the tree) end.
+#[test]
+fn frame_cycles_are_rejected_and_walks_end() {
+    let mut sim = Sim::must_respond();
+    // A self-parent.
+    sim.frame_attached(S1, "A", "A");
+    assert!(!sim.snap().frames.contains_key("A"));
+    sim.frame_navigated(S1, "A", Some("A"), "http://a.test/a");
+    assert!(!sim.snap().frames.contains_key("A"));
+
+    // A chain MAIN <- A <- B <- C.
+    sim.frame_attached(S1, "A", PAGE);
+    sim.frame_attached(S1, "B", "A");
+    sim.frame_attached(S1, "C", "B");
+    // A 2-cycle (A under B) and a 3-cycle (A under C): rejected, by every event that names a
+    // parent.
+    for parent in ["B", "C"] {
+        sim.frame_attached(S1, "A", parent);
+        sim.frame_navigated(S1, "A", Some(parent), "http://evil.test/");
+        sim.oopif(S1, "CX", "A", parent);
+        let snap = sim.snap();
+        assert_eq!(
+            parent_of(&snap, "A").as_deref(),
+            Some(PAGE),
+            "A under {parent}"
+        );
+        assert!(!snap.frames["A"].is_oopif);
+        assert_ne!(snap.frames["A"].url, "http://evil.test/");
+    }
+    // The main frame under its own descendant.
+    sim.frame_navigated(S1, PAGE, Some("C"), "http://evil.test/");
+    assert_eq!(parent_of(&sim.snap(), PAGE), None);
+    // Re-parenting that makes no cycle is allowed: C moves under A.
+    sim.frame_attached(S1, "C", "A");
+    let snap = sim.snap();
+    assert_eq!(parent_of(&snap, "C").as_deref(), Some("A"));
+    assert_eq!(tree_ids(&snap), ["A", "B", "C"]);
+    // Detaching A takes its whole subtree, and nothing else.
+    sim.event(Some(S1), "Page.frameDetached", json!({"frameId": "A"}));
+    let snap = sim.snap();
+    let mut left: Vec<&String> = snap.frames.keys().collect();
+    left.sort();
+    assert_eq!(left, [PAGE]);
+}
+
+/// Only the session that owns a frame (or its parent frame's owner) may remove it; a session we
+/// never attached may not touch the map at all.
+#[test]
+fn frames_belong_to_their_sessions() {
+    let mut sim = Sim::must_respond();
+    sim.oopif(S1, "C1", "F1", PAGE);
+    sim.frame_attached(S1, "G", PAGE);
+    sim.event(Some("C1"), "Page.frameDetached", json!({"frameId": "G"}));
+    assert!(sim.snap().frames.contains_key("G"), "C1 does not own G");
+    sim.event(
+        Some("STRANGER"),
+        "Page.frameDetached",
+        json!({"frameId": "F1"}),
+    );
+    sim.frame_attached("STRANGER", "H", PAGE);
+    let snap = sim.snap();
+    assert!(snap.frames.contains_key("F1"));
+    assert!(!snap.frames.contains_key("H"));
+    sim.event(Some(S1), "Page.frameDetached", json!({"frameId": "F1"}));
+    assert!(
+        !sim.snap().frames.contains_key("F1"),
+        "its parent's owner may"
+    );
+}
+
+// ------------------------------------------------------------------ time in the core
+
+/// Console entries carry the time of the message that logged them.
+#[test]
+fn console_entries_are_stamped_with_the_time_passed_in() {
+    let mut sim = Sim::must_respond();
+    sim.advance(1234);
+    sim.event(
+        Some(S1),
+        "Runtime.consoleAPICalled",
+        json!({"type": "error", "args": [{"type": "string", "value": "boom"}]}),
+    );
+    let snap = sim.snap();
+    assert_eq!(snap.console_errors.len(), 1);
+    assert_eq!(snap.console_errors[0].ts, sim.now.epoch);
+    assert_eq!(snap.console_errors[0].text, "boom");
+}
+
+/// Once the call table is large, a registration purges the calls whose callers gave up: by the
+/// time passed in, not the wall clock.
+#[test]
+fn abandoned_calls_are_purged_by_the_time_passed_in() {
+    let mut sim = Sim::must_respond();
+    let expires = sim.now.after(Duration::from_secs(1)).instant;
+    let mut first = None;
+    // The table already holds the attach calls; fill it to a power of two past PURGE_EVERY.
+    while sim.core.calls.len() < PURGE_EVERY {
+        let (tx, rx) = bounded(1);
+        sim.register_call(PendingCall {
+            method: "Runtime.evaluate".into(),
+            session_id: Some(S1.into()),
+            kind: CallKind::Plain,
+            reply: Some(tx),
+            expires: Some(expires),
+        });
+        first.get_or_insert(rx);
+    }
+    let first = first.unwrap();
+    // Just before the deadline: nothing is purged.
+    sim.advance(999);
+    sim.register("Browser.getVersion", None, CallKind::Plain);
+    assert_eq!(sim.core.calls.len(), PURGE_EVERY + 1);
+    nothing_yet(&first);
+    // Grow to the next power of two, then reach the deadline: those callers have given up.
+    while !sim.core.calls.len().is_power_of_two() {
+        sim.register("Browser.getVersion", None, CallKind::Plain);
+    }
+    assert_eq!(sim.core.calls.len(), 2 * PURGE_EVERY);
+    sim.advance(1);
+    sim.register("Browser.getVersion", None, CallKind::Plain);
+    assert_eq!(sim.core.calls.len(), PURGE_EVERY + 1);
+    assert!(matches!(first.try_recv(), Err(TryRecvError::Disconnected)));
+}
