@@ -1,7 +1,7 @@
 //! Pages the task's page opens (issue 14): popups and new tabs followed on the same connection.
 //!
 //! How a popup is caught before its first script runs, measured on Chromium 156 headless
-//! (`tests/measure_popups.rs`):
+//! (`tests/it/measure_popups.rs`):
 //! * `Target.setAutoAttach {waitForDebuggerOnStart: true}` on the *page* session attaches its
 //!   iframes and workers only: `window.open` and `target=_blank` pages are never auto-attached
 //!   from there, with or without a `filter` naming `page`;
