@@ -3,7 +3,7 @@
 //! domains the browser target (the browser-level connection, no `sessionId`) serves.
 //!
 //! Measured on headless Chromium 156 (Debian `chromium` 156.0.8078.114) by
-//! `tests/e2e_dialog_methods.rs`, which includes this very file and fails as soon as Chromium
+//! `tests/it/e2e_dialog_methods.rs`, which includes this very file and fails as soon as Chromium
 //! stops behaving as listed here. Change the lists only together with that test.
 //!
 //! "Answered" means a reply (a result or a CDP error) arrived while the dialog was still open;
@@ -15,7 +15,7 @@
 
 /// Methods measured to answer on a page session while a dialog is open on that page.
 ///
-/// Measured by `tests/e2e_dialog_methods.rs`: `methods_answered_while_a_dialog_is_open` (all
+/// Measured by `tests/it/e2e_dialog_methods.rs`: `methods_answered_while_a_dialog_is_open` (all
 /// of them on one page with one dialog) and `state_changing_methods_with_a_dialog_open` (one
 /// fresh page and dialog each). Notes:
 /// * `Page.handleJavaScriptDialog`, `Page.navigate`, `Page.reload` and `Page.close` close the
@@ -55,7 +55,7 @@ pub(crate) const ANSWERED_WITH_DIALOG_OPEN: &[&str] = &[
 
 /// Methods measured to hang on a page session while a dialog is open on that page.
 ///
-/// Measured by `tests/e2e_dialog_methods.rs` (`methods_answered_while_a_dialog_is_open`,
+/// Measured by `tests/it/e2e_dialog_methods.rs` (`methods_answered_while_a_dialog_is_open`,
 /// `state_changing_methods_with_a_dialog_open`). Their replies are not lost: each arrives right
 /// after the dialog is answered (after `Page.javascriptDialogClosed`), except for three methods
 /// that also act on the dialog:
@@ -136,7 +136,7 @@ pub(crate) const BLOCKED_BY_DIALOG: &[&str] = &[
 /// browser-level connection (a result or an error other than `-32601 '<method>' wasn't found`),
 /// except the methods in [`BROWSER_UNSERVED`].
 ///
-/// Measured by `tests/e2e_dialog_methods.rs::domains_served_by_the_browser_target`, which sends
+/// Measured by `tests/it/e2e_dialog_methods.rs::domains_served_by_the_browser_target`, which sends
 /// every method of the protocol (from `/json/protocol`) that is safe to send: with empty params
 /// when it has a required parameter (so it fails validation and does nothing), or a `get*`/
 /// `disable` method. Every other domain answers `-32601 "'<method>' wasn't found"` there, except
@@ -162,7 +162,7 @@ pub(crate) const BROWSER_DOMAINS: &[&str] = &[
 
 /// Methods of [`BROWSER_DOMAINS`] that the browser target does not serve (`wasn't found`); they
 /// are page-session methods. Measured by
-/// `tests/e2e_dialog_methods.rs::domains_served_by_the_browser_target`.
+/// `tests/it/e2e_dialog_methods.rs::domains_served_by_the_browser_target`.
 pub(crate) const BROWSER_UNSERVED: &[&str] = &[
     "Storage.clearPrivateVerificationTokens",
     "Storage.deletePrivateVerificationToken",
@@ -176,15 +176,15 @@ pub(crate) const BROWSER_UNSERVED: &[&str] = &[
 /// Methods of [`BROWSER_UNSERVED`] that some Chromium builds serve on the browser target and
 /// others do not (`Storage.getRelatedWebsiteSets`: served by 156, `wasn't found` on 148). A
 /// page session serves them on both, so they are routed to the page.
-#[allow(dead_code)] // documentation, asserted by tests/e2e_dialog_methods.rs
+#[allow(dead_code)] // documentation, asserted by tests/it/e2e_dialog_methods.rs
 pub(crate) const BROWSER_VARIES: &[&str] = &["Storage.getRelatedWebsiteSets"];
 
 /// The only methods of other domains that the browser target serves; the rest of their domain
 /// it does not (`wasn't found`). They are page methods all the same ([`browser_domain`] is
 /// false for them): a page session serves each of them too, and `IO` stream handles belong to
 /// the session that opened the stream. Measured by
-/// `tests/e2e_dialog_methods.rs::domains_served_by_the_browser_target`.
-#[allow(dead_code)] // documentation, asserted by tests/e2e_dialog_methods.rs
+/// `tests/it/e2e_dialog_methods.rs::domains_served_by_the_browser_target`.
+#[allow(dead_code)] // documentation, asserted by tests/it/e2e_dialog_methods.rs
 pub(crate) const BROWSER_PARTIAL: &[&str] = &[
     "Emulation.addScreen",
     "Emulation.getScreenInfos",
