@@ -5,6 +5,7 @@
 //! queues, publishes [`Core::snapshot`] when [`Core::take_dirty`] says the visible state changed,
 //! and then hands replies to the callers waiting for them. Unit tests drive it without sockets.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -106,17 +107,42 @@ pub struct PendingCall {
     pub expires: Option<Instant>,
 }
 
-/// A command to send (registered under a fresh id first).
+/// A command to send (registered under a fresh id first): what the state machine queues, and
+/// what every caller hands to `Shared::send_command`, the one outbound path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Command {
     /// The CDP method.
-    pub method: &'static str,
+    pub method: Cow<'static, str>,
     /// Its params.
     pub params: Value,
     /// Target session (`None`: browser-level).
     pub session_id: Option<String>,
     /// What the reply means.
     pub kind: CallKind,
+}
+
+impl Command {
+    /// A browser-level [`CallKind::Plain`] command; see [`Command::on`] and [`Command::kind`].
+    pub fn new(method: impl Into<Cow<'static, str>>, params: Value) -> Command {
+        Command {
+            method: method.into(),
+            params,
+            session_id: None,
+            kind: CallKind::Plain,
+        }
+    }
+
+    /// Sent on `session` instead.
+    pub fn on(mut self, session: impl Into<String>) -> Command {
+        self.session_id = Some(session.into());
+        self
+    }
+
+    /// Its reply means `kind` to the state machine.
+    pub fn kind(mut self, kind: CallKind) -> Command {
+        self.kind = kind;
+        self
+    }
 }
 
 /// Something the reader thread must do for the state machine.
@@ -765,7 +791,7 @@ impl Core {
 
     fn command(&mut self, method: &'static str, params: Value, session_id: Option<String>) {
         self.out.push(Outgoing::Command(Command {
-            method,
+            method: method.into(),
             params,
             session_id,
             kind: CallKind::Automatic,

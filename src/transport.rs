@@ -216,7 +216,7 @@ impl Write for Socket {
                 }
                 Mode::Write(call) => {
                     let since = *self.stalled_since.get_or_insert_with(Instant::now);
-                    let stall = Deadline::from_instant(since.checked_add(WRITE_TIMEOUT));
+                    let stall = Deadline::from_start(since, WRITE_TIMEOUT);
                     if !self.wait(libc::POLLOUT, call.earliest(stall))? {
                         return Err(if stall.passed() {
                             io::Error::new(
@@ -705,7 +705,7 @@ impl Transport {
     /// another writer or the draining reader holds the lock); on failure the connection is shut
     /// down.
     pub fn send_text(&self, text: String) -> Result<(), Error> {
-        self.send_text_until(text, Deadline::Never)
+        self.send_text_until(text, Deadline::NEVER)
             .map_err(|e| match e {
                 SendError::DeadlinePassed => {
                     // Unreachable without a deadline; reported as what it would mean.
@@ -838,7 +838,7 @@ impl Transport {
 
     /// Sends a WebSocket close frame, best effort (bounded by the write time-out).
     pub fn close(&self) {
-        self.close_until(Deadline::Never);
+        self.close_until(Deadline::NEVER);
     }
 
     /// Shuts the TCP connection down in both directions: the reader's `peek` returns, blocked

@@ -162,14 +162,14 @@ impl Core {
         self.dirty = true;
         let s = Some(sid.to_string());
         self.out.push(Outgoing::Command(Command {
-            method: "Page.enable",
+            method: "Page.enable".into(),
             params: json!({}),
             session_id: s.clone(),
             kind: CallKind::Automatic,
         }));
         self.command("Runtime.enable", json!({}), s.clone());
         self.out.push(Outgoing::Command(Command {
-            method: "Page.getFrameTree",
+            method: "Page.getFrameTree".into(),
             params: json!({}),
             session_id: s.clone(),
             kind: CallKind::SeedFrameTree {
