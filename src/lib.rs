@@ -18,6 +18,8 @@
 //!
 //! * `transport`: the socket (plain or TLS), the WebSocket framing, writes with deadlines.
 //! * `endpoint`: `http://` discovery and connecting (one deadline for all of it).
+//! * `net`: what both share: TCP connect to every address within a deadline, the request, the
+//!   answer's head.
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
 //! * `core`: the I/O-free, clock-free state machine the reader feeds: dialogs, frames
 //!   (`core/frames.rs`), targets and sessions, pages and popups, console, reconnect bookkeeping;
@@ -54,6 +56,7 @@ pub mod fake;
 mod launch;
 pub mod mcp;
 mod measured;
+mod net;
 mod protocol;
 mod reader;
 mod redact;

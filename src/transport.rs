@@ -42,7 +42,7 @@
 //! incoming records are left for the reader, which is the thread that `peek` wakes.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -53,6 +53,7 @@ use tungstenite::{Message, WebSocket};
 
 use crate::deadline::{Deadline, Left};
 use crate::error::Error;
+use crate::net::{self, HeadError};
 use crate::redact::{Secrets, redact_url};
 
 /// How often the reader yields to a writer holding the socket lock before it sleeps on it.
@@ -307,32 +308,11 @@ impl Watched {
     }
 }
 
-/// `408 Request Timeout` from `HTTP/1.1 408 Request Timeout\r\n...`: the first line without
-/// its version, printable ASCII only, at most 120 bytes.
-fn http_status_line(bytes: &[u8]) -> String {
-    let line = bytes
-        .split(|b| *b == b'\r' || *b == b'\n')
-        .next()
-        .unwrap_or_default();
-    let line: String = line
-        .iter()
-        .take(120)
-        .map(|b| *b as char)
-        .filter(|c| c.is_ascii_graphic() || *c == ' ')
-        .collect();
-    match line.split_once(' ') {
-        Some((version, rest)) if version.starts_with("HTTP/") && !rest.trim().is_empty() => {
-            rest.trim().to_string()
-        }
-        _ => line,
-    }
-}
-
 impl Read for Watched {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.stream.read(buf)?;
         if buf[..n].starts_with(b"HTTP/") {
-            self.http_status = Some(http_status_line(&buf[..n]));
+            self.http_status = Some(net::status_line(&buf[..n]));
         }
         Ok(n)
     }
@@ -345,56 +325,6 @@ impl Write for Watched {
     fn flush(&mut self) -> io::Result<()> {
         self.stream.flush()
     }
-}
-
-/// Connects TCP to `host:port`, trying each address, all within `deadline`.
-pub(crate) fn tcp_connect(host: &str, port: u16, deadline: Deadline) -> Result<TcpStream, String> {
-    let addrs: Vec<_> = (host.trim_matches(['[', ']']), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
-    let mut last = format!("{host} resolved to no address");
-    for addr in addrs {
-        let attempt = match deadline.left() {
-            Left::Passed => {
-                last = format!("{last}; the connect deadline passed");
-                break;
-            }
-            Left::In(d) => TcpStream::connect_timeout(&addr, d),
-            Left::Never => TcpStream::connect(addr),
-        };
-        match attempt {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
-            Err(e) => last = format!("{addr}: {e}"),
-        }
-    }
-    Err(last)
-}
-
-/// The `Authorization: Basic` value for a URL's `user:password@`, if it has one.
-pub fn basic_auth(url: &url::Url) -> Option<String> {
-    use base64::Engine;
-    if url.username().is_empty() && url.password().is_none() {
-        return None;
-    }
-    let decode = |s: &str| {
-        url::form_urlencoded::parse(format!("x={s}").as_bytes())
-            .next()
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_default()
-    };
-    let pair = format!(
-        "{}:{}",
-        decode(url.username()),
-        decode(url.password().unwrap_or(""))
-    );
-    Some(format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    ))
 }
 
 /// The client side of the WebSocket upgrade, done here rather than by tungstenite's client
@@ -416,14 +346,18 @@ fn ws_handshake(
         target.push('?');
         target.push_str(q);
     }
-    let mut req = format!(
-        "GET {target} HTTP/1.1\r\nHost: {host_header}\r\nUpgrade: websocket\r\n\
-         Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+    let key_header = format!("Sec-WebSocket-Key: {key}");
+    let req = net::get_request(
+        url,
+        &target,
+        &host_header,
+        &[
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            &key_header,
+            "Sec-WebSocket-Version: 13",
+        ],
     );
-    if let Some(auth) = basic_auth(url) {
-        req.push_str(&format!("Authorization: {auth}\r\n"));
-    }
-    req.push_str("\r\n");
     stream
         .write_all(req.as_bytes())
         .and_then(|_| stream.flush())
@@ -434,61 +368,41 @@ fn ws_handshake(
             }
             _ => format!("WebSocket handshake failed: sending the upgrade request: {e}"),
         })?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > 64 * 1024 {
-            return Err(
-                "WebSocket handshake failed: the answer's head is larger than 64 KiB".into(),
-            );
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => {
-                return Err("WebSocket handshake failed: the server closed the connection".into());
-            }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                return Err(format!(
-                    "the server did not finish the WebSocket upgrade before the connect \
-                     deadline ({} bytes of its answer so far)",
-                    buf.len()
-                ));
-            }
-            Err(e) => {
-                return Err(format!(
-                    "WebSocket handshake failed: reading the answer: {e}"
-                ));
-            }
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let status = head.lines().next().unwrap_or("").trim().to_string();
-    if status.split_whitespace().nth(1) != Some("101") {
+    let head = net::read_http_head(&mut stream, MAX_UPGRADE_HEAD).map_err(|e| match e {
+        HeadError::Closed(n) => format!(
+            "WebSocket handshake failed: the server closed the connection ({n} bytes of its \
+             answer)"
+        ),
+        HeadError::TooLarge(max) => format!(
+            "WebSocket handshake failed: the answer's head is larger than {} KiB",
+            max / 1024
+        ),
+        HeadError::TimedOut(n) => format!(
+            "the server did not finish the WebSocket upgrade before the connect deadline \
+             ({n} bytes of its answer so far)"
+        ),
+        HeadError::Io(e) => format!("WebSocket handshake failed: reading the answer: {e}"),
+    })?;
+    if head.code != Some(101) {
         return Err(format!(
-            "WebSocket handshake failed: the server answered {status:?} instead of 101 Switching Protocols"
+            "WebSocket handshake failed: the server answered {:?} instead of 101 Switching Protocols",
+            head.status
         ));
     }
     let expected = tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let accepted = head.lines().any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("sec-websocket-accept") && v.trim() == expected
-        })
-    });
-    if !accepted {
+    if head.header("sec-websocket-accept") != Some(expected.as_str()) {
         return Err("WebSocket handshake failed: wrong or missing Sec-WebSocket-Accept".into());
     }
-    let leftover = buf[head_end..].to_vec();
     Ok(WebSocket::from_partially_read(
         Watched::new(stream),
-        leftover,
+        head.leftover,
         tungstenite::protocol::Role::Client,
         Some(ws_config(max_message_bytes)),
     ))
 }
+
+/// Longest upgrade answer head accepted.
+const MAX_UPGRADE_HEAD: usize = 64 * 1024;
 
 /// A rustls client configuration: the web PKI roots, plus the certificates of `ca_file` (PEM).
 pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -633,7 +547,7 @@ impl Transport {
             reason: "no host".into(),
         })?;
         let port = parsed.port_or_known_default().unwrap_or(80);
-        let tcp = tcp_connect(host, port, deadline).map_err(&connect_err)?;
+        let tcp = net::connect_any(host, port, deadline).map_err(&connect_err)?;
         let raw = tcp.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let socket = Socket::new(tcp, deadline);
         let stream = if tls {
@@ -851,29 +765,4 @@ impl Transport {
 
 fn server_ended(status: &str) -> String {
     format!("the server ended the session: {status}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_raw_http_response_is_reduced_to_its_status_line() {
-        let full = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n";
-        assert_eq!(http_status_line(full), "408 Request Timeout");
-        assert_eq!(http_status_line(b"HTTP/1.0 503\r\n"), "503");
-        assert_eq!(http_status_line(b"HTTP/1.1"), "HTTP/1.1");
-        assert_eq!(
-            http_status_line(b"HTTP/1.1 400 \x1b[31mx\xff\n"),
-            "400 [31mx"
-        );
-    }
-
-    #[test]
-    fn basic_auth_comes_from_userinfo_percent_decoded() {
-        let u = url::Url::parse("wss://us%40er:p%3Aw@h/x").unwrap();
-        assert_eq!(basic_auth(&u).as_deref(), Some("Basic dXNAZXI6cDp3")); // "us@er:p:w"
-        let u = url::Url::parse("wss://h/x?token=t").unwrap();
-        assert_eq!(basic_auth(&u), None);
-    }
 }
