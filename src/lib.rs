@@ -36,7 +36,8 @@
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor` with a lock-free read path.
 //! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
-//!   Chromium), `launch` (starting a local Chromium, Unix only).
+//!   Chromium), `launch` (starting a local Chromium, Unix only; `launch_unsupported.rs` stands in
+//!   elsewhere).
 //! * [`tools`], [`mcp`], [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
@@ -51,8 +52,12 @@ mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
 // Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
-// checks its return value.
+// checks its return value. Unix only; elsewhere every launch fails with a clear error.
+#[cfg(unix)]
 #[allow(unsafe_code)]
+mod launch;
+#[cfg(not(unix))]
+#[path = "launch_unsupported.rs"]
 mod launch;
 pub mod mcp;
 mod measured;

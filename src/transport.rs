@@ -17,7 +17,9 @@
 //!   writer past its call's deadline, nor anyone forever.
 //! * The socket itself never changes mode: it stays blocking (so `peek` blocks), and every other
 //!   syscall says per call how long it may wait ([`Socket`]): `recv`/`send` with `MSG_DONTWAIT`,
-//!   and `poll(2)` with the time left to a [`Deadline`] when it must wait.
+//!   and `poll(2)` with the time left to a [`Deadline`] when it must wait. That is Unix; elsewhere
+//!   a portable fallback without `unsafe` switches the socket to non-blocking mode for one call
+//!   and waits in short sleeps (the `sys` module).
 //!
 //! The alternative, a `try_clone` split into a read half and a write half, works only for
 //! `ws://` (a TLS session cannot be split) and must keep tungstenite's automatic pong/close writes
@@ -43,7 +45,6 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,7 +52,7 @@ use std::time::{Duration, Instant};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
-use crate::deadline::{Deadline, Left};
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::net::{self, HeadError};
 use crate::redact::{Secrets, redact_url};
@@ -87,15 +88,154 @@ pub struct Socket {
     stalled_since: Option<Instant>,
 }
 
-/// `Err(last_os_error)` when a libc call returned -1 (jobserver-rs' `cvt`).
-fn cvt(rc: isize) -> io::Result<usize> {
-    usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+/// What [`Socket`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interest {
+    /// Bytes to read (or the end of the stream).
+    Read,
+    /// Room to write.
+    Write,
 }
 
-#[cfg(target_os = "linux")]
-const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-#[cfg(not(target_os = "linux"))]
-const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT;
+/// The syscalls under [`Socket`] on Unix: `recv`/`send` with `MSG_DONTWAIT`, which never wait
+/// whatever the socket's mode (so the reader's `peek` on the blocking clone keeps blocking),
+/// and `poll(2)` with the time left to a deadline.
+#[cfg(unix)]
+mod sys {
+    use std::io;
+    use std::net::TcpStream;
+    use std::os::fd::AsRawFd;
+
+    use super::Interest;
+    use crate::deadline::{Deadline, Left};
+
+    /// `Err(last_os_error)` when a libc call returned -1 (jobserver-rs' `cvt`).
+    fn cvt(rc: isize) -> io::Result<usize> {
+        usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+    }
+
+    #[cfg(target_os = "linux")]
+    const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    #[cfg(not(target_os = "linux"))]
+    const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT;
+
+    /// Reads what is there without waiting (`WouldBlock` when nothing is).
+    pub(super) fn try_recv(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the duration of the
+            // call; the return value is checked by `cvt`.
+            let rc = unsafe {
+                libc::recv(
+                    tcp.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match cvt(rc) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// Writes what fits without waiting (`WouldBlock` when nothing does).
+    pub(super) fn try_send(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the duration of the
+            // call; the return value is checked by `cvt`.
+            let rc =
+                unsafe { libc::send(tcp.as_raw_fd(), buf.as_ptr().cast(), buf.len(), SEND_FLAGS) };
+            match cvt(rc) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// Waits until `interest` or an error/hang-up is reported, or `until` passes. `Ok(false)`:
+    /// the deadline passed.
+    pub(super) fn wait(tcp: &TcpStream, interest: Interest, until: Deadline) -> io::Result<bool> {
+        let events = match interest {
+            Interest::Read => libc::POLLIN,
+            Interest::Write => libc::POLLOUT,
+        };
+        loop {
+            let left = until.left();
+            if left == Left::Passed {
+                return Ok(false);
+            }
+            let mut pfd = libc::pollfd {
+                fd: tcp.as_raw_fd(),
+                events,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, on this stack frame, and a count of 1; the return value
+            // is checked by `cvt`.
+            let rc = unsafe { libc::poll(&mut pfd, 1, left.poll_millis()) };
+            match cvt(rc as isize) {
+                Ok(0) => {} // time-out: the loop re-reads the deadline
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The portable fallback (no `unsafe`): a read or write without waiting switches the socket to
+/// non-blocking mode for that one call, and a wait sleeps in short steps until the deadline
+/// (only a handshake or a stalled write waits, so an idle supervisor still never wakes up). The
+/// mode is shared with the reader's clone: a `peek` that starts while a writer has switched it
+/// sees `WouldBlock` and tries again (see `Transport::wait_readable`).
+#[cfg(not(unix))]
+mod sys {
+    use std::io::{self, Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    use super::Interest;
+    use crate::deadline::{Deadline, Left};
+
+    /// The longest sleep of a wait.
+    const STEP: Duration = Duration::from_millis(5);
+
+    fn without_waiting<T>(
+        tcp: &TcpStream,
+        op: impl FnOnce(&TcpStream) -> io::Result<T>,
+    ) -> io::Result<T> {
+        tcp.set_nonblocking(true)?;
+        let r = op(tcp);
+        tcp.set_nonblocking(false)?;
+        r
+    }
+
+    /// Reads what is there without waiting (`WouldBlock` when nothing is).
+    pub(super) fn try_recv(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        without_waiting(tcp, |mut t| t.read(buf))
+    }
+
+    /// Writes what fits without waiting (`WouldBlock` when nothing does).
+    pub(super) fn try_send(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+        without_waiting(tcp, |mut t| t.write(buf))
+    }
+
+    /// Sleeps one step (at most until `until`); `Ok(false)` once the deadline has passed. The
+    /// caller then simply tries again.
+    pub(super) fn wait(_tcp: &TcpStream, _interest: Interest, until: Deadline) -> io::Result<bool> {
+        match until.left() {
+            Left::Passed => Ok(false),
+            Left::In(d) => {
+                std::thread::sleep(d.min(STEP));
+                Ok(true)
+            }
+            Left::Never => {
+                std::thread::sleep(STEP);
+                Ok(true)
+            }
+        }
+    }
+}
 
 impl Socket {
     /// Wraps a connected socket, in [`Mode::Handshake`] until `deadline`.
@@ -113,63 +253,17 @@ impl Socket {
     }
 
     fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
-            let rc = unsafe {
-                libc::recv(
-                    self.tcp.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            match cvt(rc) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r,
-            }
-        }
+        sys::try_recv(&self.tcp, buf)
     }
 
     fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
-        loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
-            let rc = unsafe {
-                libc::send(
-                    self.tcp.as_raw_fd(),
-                    buf.as_ptr().cast(),
-                    buf.len(),
-                    SEND_FLAGS,
-                )
-            };
-            match cvt(rc) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r,
-            }
-        }
+        sys::try_send(&self.tcp, buf)
     }
 
-    /// Waits until `events` (`POLLIN`/`POLLOUT`) or an error/hang-up is reported, or `until`
-    /// passes. `Ok(false)`: the deadline passed.
-    fn wait(&self, events: libc::c_short, until: Deadline) -> io::Result<bool> {
-        loop {
-            let left = until.left();
-            if left == Left::Passed {
-                return Ok(false);
-            }
-            let mut pfd = libc::pollfd {
-                fd: self.tcp.as_raw_fd(),
-                events,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd, on this stack frame.
-            let rc = unsafe { libc::poll(&mut pfd, 1, left.poll_millis()) };
-            match cvt(rc as isize) {
-                Ok(0) => {} // time-out: the loop re-reads the deadline
-                Ok(_) => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+    /// Waits until the socket is ready for `interest` (or reports an error or hang-up), or
+    /// `until` passes. `Ok(false)`: the deadline passed.
+    fn wait(&self, interest: Interest, until: Deadline) -> io::Result<bool> {
+        sys::wait(&self.tcp, interest, until)
     }
 }
 
@@ -186,7 +280,7 @@ impl Read for Socket {
             Mode::Handshake(until) => loop {
                 match self.try_recv(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if !self.wait(libc::POLLIN, until)? {
+                        if !self.wait(Interest::Read, until)? {
                             return Err(handshake_timed_out());
                         }
                     }
@@ -211,14 +305,14 @@ impl Write for Socket {
             match self.mode {
                 Mode::Drain => return Err(io::ErrorKind::WouldBlock.into()),
                 Mode::Handshake(until) => {
-                    if !self.wait(libc::POLLOUT, until)? {
+                    if !self.wait(Interest::Write, until)? {
                         return Err(handshake_timed_out());
                     }
                 }
                 Mode::Write(call) => {
                     let since = *self.stalled_since.get_or_insert_with(Instant::now);
                     let stall = Deadline::from_start(since, WRITE_TIMEOUT);
-                    if !self.wait(libc::POLLOUT, call.earliest(stall))? {
+                    if !self.wait(Interest::Write, call.earliest(stall))? {
                         return Err(if stall.passed() {
                             io::Error::new(
                                 io::ErrorKind::TimedOut,
@@ -677,8 +771,9 @@ impl Transport {
                 }
                 Ok(_) => return Readiness::Data,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // The socket is always blocking (see the module doc); be safe all the same.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                // The socket is always blocking on Unix (see the module doc); elsewhere a writer
+                // may have made it non-blocking for one write: let it finish.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
                 Err(e) => return Readiness::Closed(format!("socket error: {e}")),
             }
         }
