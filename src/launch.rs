@@ -260,15 +260,13 @@ impl LaunchedBrowser {
                     }
                 });
         }
-        let deadline = std::time::Instant::now() + LAUNCH_TIMEOUT;
+        let timed_out = crate::deadline::Deadline::after(LAUNCH_TIMEOUT).alarm();
         let mut tail: Vec<String> = Vec::new();
         loop {
             let next = crossbeam_channel::select! {
                 recv(line_rx) -> line => line.map_err(|_| "exited"),
                 recv(cancel) -> _ => Err("was cancelled"),
-                default(deadline.saturating_duration_since(std::time::Instant::now())) => {
-                    Err("timed out")
-                }
+                recv(timed_out) -> _ => Err("timed out"),
             };
             match next {
                 Ok(line) => {
