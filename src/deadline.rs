@@ -111,14 +111,12 @@ impl Deadline {
         self.left() == Left::Passed
     }
 
-    /// The time left, for APIs that take an optional time-out (`None`: no bound); `Err(())`
-    /// when it has passed.
-    #[allow(clippy::result_unit_err)]
-    pub fn timeout(self) -> Result<Option<Duration>, ()> {
+    /// The time left (zero once passed), `None` without a deadline.
+    pub fn remaining(self) -> Option<Duration> {
         match self.left() {
-            Left::Passed => Err(()),
-            Left::In(d) => Ok(Some(d)),
-            Left::Never => Ok(None),
+            Left::Passed => Some(Duration::ZERO),
+            Left::In(d) => Some(d),
+            Left::Never => None,
         }
     }
 
@@ -182,12 +180,12 @@ mod tests {
         assert_eq!(Left::In(Duration::from_nanos(1)).poll_millis(), 1);
         assert_eq!(Left::Never.poll_millis(), -1);
         assert_eq!(Left::In(Duration::MAX).poll_millis(), i32::MAX);
-        assert_eq!(Deadline::NEVER.timeout(), Ok(None));
+        assert_eq!(Deadline::NEVER.remaining(), None);
         let passed = Deadline {
             at: Some(now),
             budget: Duration::ZERO,
         };
-        assert_eq!(passed.timeout(), Err(()));
+        assert_eq!(passed.remaining(), Some(Duration::ZERO));
     }
 
     #[test]

@@ -301,10 +301,17 @@ impl Reply {
         let Some(cancel) = cancel else {
             return self.wait_until(until);
         };
+        let cancelled = || Err(Error::Cancelled(self.method.to_string()));
+        let Some(left) = until.remaining() else {
+            return crossbeam_channel::select! {
+                recv(self.rx) -> r => r.unwrap_or_else(|_| Err(closed_before_reply())),
+                recv(cancel.receiver()) -> _ => cancelled(),
+            };
+        };
         crossbeam_channel::select! {
             recv(self.rx) -> r => r.unwrap_or_else(|_| Err(closed_before_reply())),
-            recv(cancel.receiver()) -> _ => Err(Error::Cancelled(self.method.to_string())),
-            recv(until.alarm()) -> _ => Err(until.timed_out(self.method.as_ref())),
+            recv(cancel.receiver()) -> _ => cancelled(),
+            default(left) => Err(until.timed_out(self.method.as_ref())),
         }
     }
 
