@@ -183,7 +183,8 @@ impl Shared {
     pub fn start_call(&self, cmd: Command, deadline: Deadline) -> Result<Reply, Error> {
         let (tx, rx) = bounded(1);
         let method = cmd.method.clone();
-        self.send_command(cmd, Some(tx), deadline)?;
+        self.write_command(cmd, Some(tx), deadline, |id, call| self.register(id, call))
+            .map_err(|e| e.into_error(deadline, &method))?;
         Ok(Reply {
             rx,
             method,
@@ -202,21 +203,29 @@ impl Shared {
         reply: Option<Sender<CallResult>>,
         deadline: Deadline,
     ) -> Result<u64, Error> {
-        self.write_command(cmd, reply, deadline, |id, call| {
-            self.registrations
-                .send((id, call))
-                .map_err(|_| Error::ConnectionLost("the supervisor's reader has stopped".into()))
-        })
+        // Free for the static names the crate itself sends.
+        let method = cmd.method.clone();
+        self.write_command(cmd, reply, deadline, |id, call| self.register(id, call))
+            .map_err(|e| e.into_error(deadline, &method))
+    }
+
+    /// Hands a call to the reader.
+    fn register(&self, id: u64, call: PendingCall) -> Result<(), Error> {
+        self.registrations
+            .send((id, call))
+            .map_err(|_| Error::ConnectionLost("the supervisor's reader has stopped".into()))
     }
 
     /// [`Shared::send_command`] for the reader thread: it registers fire-and-forget `cmd` with
     /// its own state machine, `core`, directly (it drains the registration channel only between
     /// reads), and never waits for the reply.
     pub fn send_from_reader(&self, cmd: Command, core: &mut Core) -> Result<u64, Error> {
+        let method = cmd.method.clone();
         self.write_command(cmd, None, Deadline::NEVER, |id, call| {
             core.register(id, call);
             Ok(())
         })
+        .map_err(|e| e.into_error(Deadline::NEVER, &method))
     }
 
     /// Encodes, registers through `register`, then writes.
@@ -226,7 +235,7 @@ impl Shared {
         reply: Option<Sender<CallResult>>,
         deadline: Deadline,
         register: impl FnOnce(u64, PendingCall) -> Result<(), Error>,
-    ) -> Result<u64, Error> {
+    ) -> Result<u64, NotSent> {
         let Command {
             method,
             params,
@@ -235,8 +244,6 @@ impl Shared {
         } = cmd;
         let id = self.next_id();
         let text = protocol::encode_command(id, &method, &params, session_id.as_deref());
-        // For the time-out below (free for the static names the crate itself sends).
-        let name = method.clone();
         let call = PendingCall {
             method: method.into_owned(),
             session_id,
@@ -244,11 +251,29 @@ impl Shared {
             reply,
             expires: deadline.instant(),
         };
-        register(id, call)?;
+        register(id, call).map_err(NotSent::Failed)?;
         match self.transport.load().send_text_until(text, deadline) {
             Ok(()) => Ok(id),
-            Err(SendError::DeadlinePassed) => Err(deadline.timed_out(name)),
-            Err(SendError::Lost(e)) => Err(e),
+            Err(SendError::DeadlinePassed) => Err(NotSent::DeadlinePassed),
+            Err(SendError::Lost(e)) => Err(NotSent::Failed(e)),
+        }
+    }
+}
+
+/// Why [`Shared::write_command`] did not send (its callers word it with the method, which
+/// the registration has taken).
+enum NotSent {
+    /// The deadline passed while the frame was being written.
+    DeadlinePassed,
+    /// The reader is gone, or the connection is.
+    Failed(Error),
+}
+
+impl NotSent {
+    fn into_error(self, deadline: Deadline, method: &str) -> Error {
+        match self {
+            NotSent::DeadlinePassed => deadline.timed_out(method),
+            NotSent::Failed(e) => e,
         }
     }
 }
