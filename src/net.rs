@@ -7,7 +7,7 @@
 //! their errors from [`HeadError`] and the status line.
 
 use std::io::{self, Read};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 
 use crate::deadline::{Deadline, Left};
 
@@ -19,6 +19,15 @@ pub(crate) fn connect_any(host: &str, port: u16, deadline: Deadline) -> Result<T
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
         .collect();
+    connect_first(host, addrs, deadline)
+}
+
+/// The first of `addrs` that accepts a connection by `deadline`.
+fn connect_first(
+    host: &str,
+    addrs: Vec<SocketAddr>,
+    deadline: Deadline,
+) -> Result<TcpStream, String> {
     let mut last = format!("{host} resolved to no address");
     for addr in addrs {
         let attempt = match deadline.left() {
@@ -204,6 +213,24 @@ mod tests {
         assert_eq!(basic_auth(&u).as_deref(), Some("Basic dXNAZXI6cDp3")); // "us@er:p:w"
         let u = url::Url::parse("wss://h/x?token=t").unwrap();
         assert_eq!(basic_auth(&u), None);
+    }
+
+    #[test]
+    fn every_address_is_tried_until_one_accepts() {
+        let refused = {
+            // A port nobody listens on any more: connecting to it is refused at once.
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = listener.local_addr().unwrap();
+        let deadline = Deadline::after(std::time::Duration::from_secs(10));
+        let s = connect_first("h", vec![refused, open], deadline).expect("the second address");
+        assert_eq!(s.peer_addr().unwrap(), open);
+        let e = connect_first("h", vec![refused], deadline).unwrap_err();
+        assert!(e.starts_with(&refused.to_string()), "{e}");
+        let e = connect_first("h", vec![], deadline).unwrap_err();
+        assert_eq!(e, "h resolved to no address");
     }
 
     #[test]
