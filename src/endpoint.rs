@@ -25,7 +25,7 @@ const MAX_ANSWER: usize = 1 << 20;
 /// Bound on [`cdp_available`] (and `cdp-supervisor check`): discovery and the connect together.
 pub const AVAILABLE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Resolves `url` to a WebSocket URL (within [`RESOLVE_TIMEOUT`]).
+/// Resolves `url` to a WebSocket URL (within `RESOLVE_TIMEOUT`).
 pub fn resolve(url: &str) -> Result<String, Error> {
     resolve_until(url, Deadline::after(RESOLVE_TIMEOUT))
 }

@@ -52,7 +52,7 @@ pub const BROWSER_NAMES: &[&str] = &[
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Finds the browser to launch: `configured` (config `browser.chrome_path`), then `$CHROME`,
-/// then [`BROWSER_NAMES`] on `PATH`. A configured or `$CHROME` path that does not exist is an
+/// then `BROWSER_NAMES` on `PATH`. A configured or `$CHROME` path that does not exist is an
 /// error (never a silent fallback); nothing found is `Ok(None)`.
 pub fn find_browser(configured: Option<&str>) -> Result<Option<PathBuf>, Error> {
     let env = std::env::var("CHROME")
@@ -496,7 +496,7 @@ pub fn remove_stale_profiles(dir: &Path) -> Vec<PathBuf> {
     removed
 }
 
-/// [`remove_stale_profiles`] in the temp dir, once per process.
+/// `remove_stale_profiles` in the temp dir, once per process.
 pub fn remove_stale_profiles_once() {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {
