@@ -20,15 +20,15 @@
 //! `unresponsive`, whose hint (wait, then reload) is safe for both causes. The one side effect:
 //! a busy page receives a `mousemove` at (-1, -1) once its script yields.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::RecvTimeoutError;
 use serde_json::json;
 
-use crate::core::{CallKind, SessionKind, session_setup};
+use crate::core::{CallKind, Command, SessionKind, session_setup};
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::protocol;
-use crate::shared::{Shared, wait_reply};
+use crate::shared::Shared;
 use crate::snapshot::{Blocked, BlockedReason};
 
 /// How long to wait for `Page.enable` before probing for an orphaned dialog (SPEC §4.5).
@@ -70,17 +70,9 @@ fn is_usable_page(t: &protocol::TargetInfo) -> bool {
 pub(crate) fn attach_page(
     sh: &Shared,
     choice: Choice<'_>,
-    start_timeout: Duration,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> Result<String, Error> {
-    let left = || deadline.saturating_duration_since(Instant::now());
-    let targets = sh.call(
-        "Target.getTargets",
-        json!({}),
-        None,
-        CallKind::Plain,
-        left(),
-    )?;
+    let targets = sh.call(Command::new("Target.getTargets", json!({})), deadline)?;
     let targets: protocol::GetTargets = serde_json::from_value(targets).unwrap_or_default();
     let find = |id: &str| targets.target_infos.iter().find(|t| t.target_id == id);
     let first_page = targets.target_infos.iter().find(|t| is_usable_page(t));
@@ -104,11 +96,11 @@ pub(crate) fn attach_page(
         Some(t) => t,
         None => {
             let created = sh.call(
-                "Target.createTarget",
-                json!({"url": "about:blank", "background": true}),
-                None,
-                CallKind::Plain,
-                left(),
+                Command::new(
+                    "Target.createTarget",
+                    json!({"url": "about:blank", "background": true}),
+                ),
+                deadline,
             )?;
             created["targetId"]
                 .as_str()
@@ -117,13 +109,14 @@ pub(crate) fn attach_page(
         }
     };
     let attached = sh.call(
-        "Target.attachToTarget",
-        json!({"targetId": target_id, "flatten": true}),
-        None,
-        CallKind::AttachPage {
+        Command::new(
+            "Target.attachToTarget",
+            json!({"targetId": target_id, "flatten": true}),
+        )
+        .kind(CallKind::AttachPage {
             target_id: target_id.clone(),
-        },
-        left(),
+        }),
+        deadline,
     )?;
     let session = attached["sessionId"]
         .as_str()
@@ -132,7 +125,6 @@ pub(crate) fn attach_page(
     // Pipelined: none of these waits for the previous one. The bridge is not in this list: the
     // reader installs it on the page the moment it learns the session (`Core::set_page_session`),
     // since only the reader knows whether it is on.
-    let timeout = left();
     let (mut page_enable, mut tree, mut auto_attach) = (None, None, None);
     for c in session_setup(&session, SessionKind::Page, false) {
         let slot = match c.kind {
@@ -140,50 +132,42 @@ pub(crate) fn attach_page(
             CallKind::SeedFrameTree { .. } => &mut tree,
             CallKind::Plain => &mut auto_attach,
             _ => {
-                let sid = c.session_id.as_deref();
-                sh.send(c.method, c.params, sid, c.kind, None, None)?;
+                sh.send_command(c, None, Deadline::NEVER)?;
                 continue;
             }
         };
-        let sid = c.session_id.as_deref();
-        *slot = Some(sh.start_call(c.method, c.params, sid, c.kind, timeout)?);
+        *slot = Some(sh.start_call(c, deadline)?);
     }
-    let (Some((page_enable, _)), Some((tree, tree_deadline)), Some((auto_attach, _))) =
-        (page_enable, tree, auto_attach)
+    let (Some(page_enable), Some(tree), Some(auto_attach)) = (page_enable, tree, auto_attach)
     else {
         // `session_setup`'s tests pin the page's list: this cannot happen.
         return Err(Error::NoPage(
             "the page's set-up lacks a command the attach waits for".into(),
         ));
     };
-    let probe_at = (Instant::now() + PAGE_ENABLE_PROBE_AFTER).min(deadline);
-    match page_enable.recv_deadline(probe_at) {
-        Ok(r) => {
+    match page_enable.reply_by(deadline.within(PAGE_ENABLE_PROBE_AFTER)) {
+        Some(r) => {
             r?;
-            wait_reply(&tree, "Page.getFrameTree", tree_deadline, timeout)?;
-            let attached_by = (Instant::now() + AUTO_ATTACH_WAIT).min(deadline);
-            if let Ok(Ok(_)) = auto_attach.recv_deadline(attached_by) {
+            tree.wait()?;
+            if let Some(Ok(_)) = auto_attach.reply_by(deadline.within(AUTO_ATTACH_WAIT)) {
                 probe_frames(sh, deadline)?;
             }
             Ok(target_id)
         }
-        Err(RecvTimeoutError::Disconnected) => Err(Error::ConnectionLost(
-            "the connection closed while attaching".into(),
-        )),
-        Err(RecvTimeoutError::Timeout) => {
+        None => {
             // The page does not answer. If the browser does, the reader publishes `blocked`
             // and we return instead of hanging (SPEC §4.5).
             match probe_blocked(sh, &session, None, deadline) {
                 Ok(true) => Ok(target_id),
-                Ok(false) => match page_enable.recv_deadline(deadline) {
-                    Ok(r) => r.map(|_| target_id),
-                    Err(_) => Err(Error::StartTimeout(
-                        start_timeout,
+                Ok(false) => match page_enable.reply_by(deadline) {
+                    Some(r) => r.map(|_| target_id),
+                    None => Err(Error::StartTimeout(
+                        deadline.budget(),
                         "Page.enable did not answer".into(),
                     )),
                 },
                 Err(e) => Err(Error::StartTimeout(
-                    start_timeout,
+                    deadline.budget(),
                     format!("neither the page nor the browser answers: {e}"),
                 )),
             }
@@ -195,7 +179,7 @@ pub(crate) fn attach_page(
 /// a cross-origin iframe by a client that went away blocks only that iframe's process. Returns
 /// once each has answered, or once one was found blocked (published as `blocked` naming the
 /// frame), or at the probe bound.
-fn probe_frames(sh: &Shared, deadline: Instant) -> Result<(), Error> {
+fn probe_frames(sh: &Shared, deadline: Deadline) -> Result<(), Error> {
     let snap = sh.snapshot.load();
     let mut oopifs: Vec<(String, String)> = snap
         .frames
@@ -204,7 +188,6 @@ fn probe_frames(sh: &Shared, deadline: Instant) -> Result<(), Error> {
         .filter_map(|f| Some((f.frame_id.clone(), f.session_id.clone()?)))
         .collect();
     oopifs.sort();
-    let timeout = deadline.saturating_duration_since(Instant::now());
     let mut enables = Vec::with_capacity(oopifs.len());
     for (frame_id, session_id) in oopifs {
         // A second `Page.enable` on the session (the reader sent the first, fire-and-forget):
@@ -212,12 +195,15 @@ fn probe_frames(sh: &Shared, deadline: Instant) -> Result<(), Error> {
         let kind = CallKind::PageEnable {
             session_id: session_id.clone(),
         };
-        let (rx, _) = sh.start_call("Page.enable", json!({}), Some(&session_id), kind, timeout)?;
-        enables.push((frame_id, session_id, rx));
+        let cmd = Command::new("Page.enable", json!({}))
+            .on(session_id.as_str())
+            .kind(kind);
+        let reply = sh.start_call(cmd, deadline)?;
+        enables.push((frame_id, session_id, reply));
     }
-    let probe_at = (Instant::now() + PAGE_ENABLE_PROBE_AFTER).min(deadline);
-    for (frame_id, session_id, rx) in enables {
-        if let Err(RecvTimeoutError::Timeout) = rx.recv_deadline(probe_at)
+    let probe_at = deadline.within(PAGE_ENABLE_PROBE_AFTER);
+    for (frame_id, session_id, reply) in enables {
+        if reply.reply_by(probe_at).is_none()
             && probe_blocked(sh, &session_id, Some(&frame_id), deadline)?
         {
             break; // `blocked` holds one document; the page itself answers.
@@ -233,29 +219,19 @@ fn probe_blocked(
     sh: &Shared,
     session_id: &str,
     frame_id: Option<&str>,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> Result<bool, Error> {
-    let left = || {
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1))
-    };
-    let (input, _) = sh.start_call(
-        "Input.dispatchMouseEvent",
-        json!({"type": "mouseMoved", "x": -1, "y": -1}),
-        Some(session_id),
-        CallKind::Plain,
-        left(),
+    let input = sh.start_call(
+        Command::new(
+            "Input.dispatchMouseEvent",
+            json!({"type": "mouseMoved", "x": -1, "y": -1}),
+        )
+        .on(session_id),
+        deadline,
     )?;
-    sh.call(
-        "Browser.getVersion",
-        json!({}),
-        None,
-        CallKind::Plain,
-        left(),
-    )?;
-    let answered = input.recv_deadline((Instant::now() + INPUT_PROBE_WAIT).min(deadline));
-    let dialog = matches!(answered, Ok(Ok(_)));
+    sh.call(Command::new("Browser.getVersion", json!({})), deadline)?;
+    let answered = input.reply_by(deadline.within(INPUT_PROBE_WAIT));
+    let dialog = matches!(answered, Some(Ok(_)));
     let (reason, hint) = match (dialog, frame_id) {
         (true, None) => (BlockedReason::OrphanedDialog, crate::core::ORPHAN_HINT),
         (true, Some(_)) => (
@@ -273,6 +249,9 @@ fn probe_blocked(
         session_id: session_id.to_string(),
         blocked,
     };
-    sh.call("Browser.getVersion", json!({}), None, kind, left())?;
+    sh.call(
+        Command::new("Browser.getVersion", json!({})).kind(kind),
+        deadline,
+    )?;
     Ok(sh.snapshot.load().blocked.is_some())
 }

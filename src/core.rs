@@ -8,6 +8,7 @@
 //! the visible state changed, and then hands replies to the callers waiting for them. The
 //! scenario tests in `core/tests.rs` drive it on a simulated clock, without sockets.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -114,17 +115,42 @@ pub struct PendingCall {
     pub expires: Option<Instant>,
 }
 
-/// A command to send (registered under a fresh id first).
+/// A command to send (registered under a fresh id first): what the state machine queues, and
+/// what every caller hands to `Shared::send_command`, the one outbound path.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Command {
     /// The CDP method.
-    pub method: &'static str,
+    pub method: Cow<'static, str>,
     /// Its params.
     pub params: Value,
     /// Target session (`None`: browser-level).
     pub session_id: Option<String>,
     /// What the reply means.
     pub kind: CallKind,
+}
+
+impl Command {
+    /// A browser-level [`CallKind::Plain`] command; see [`Command::on`] and [`Command::kind`].
+    pub fn new(method: impl Into<Cow<'static, str>>, params: Value) -> Command {
+        Command {
+            method: method.into(),
+            params,
+            session_id: None,
+            kind: CallKind::Plain,
+        }
+    }
+
+    /// Sent on `session` instead.
+    pub fn on(mut self, session: impl Into<String>) -> Command {
+        self.session_id = Some(session.into());
+        self
+    }
+
+    /// Its reply means `kind` to the state machine.
+    pub fn kind(mut self, kind: CallKind) -> Command {
+        self.kind = kind;
+        self
+    }
 }
 
 /// Something the reader thread must do for the state machine.
@@ -781,7 +807,7 @@ impl Core {
 
     fn command(&mut self, method: &'static str, params: Value, session_id: Option<String>) {
         self.out.push(Outgoing::Command(Command {
-            method,
+            method: method.into(),
             params,
             session_id,
             kind: CallKind::Automatic,

@@ -12,16 +12,20 @@ use std::time::Duration;
 
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::net::{self, HeadError};
 use crate::redact::{Secrets, redact_url};
-use crate::transport::{ConnectOptions, Socket, Transport, tcp_connect};
+use crate::transport::{ConnectOptions, Socket, Transport};
 
 /// Bound on resolving an `http://` endpoint.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Largest `/json/version` answer accepted, head and body each.
+const MAX_ANSWER: usize = 1 << 20;
+
 /// Bound on [`cdp_available`] (and `cdp-supervisor check`): discovery and the connect together.
 pub const AVAILABLE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Resolves `url` to a WebSocket URL (within [`RESOLVE_TIMEOUT`]).
+/// Resolves `url` to a WebSocket URL (within `RESOLVE_TIMEOUT`).
 pub fn resolve(url: &str) -> Result<String, Error> {
     resolve_until(url, Deadline::after(RESOLVE_TIMEOUT))
 }
@@ -82,7 +86,7 @@ fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<Stri
     };
     let host = parsed.host_str().ok_or_else(|| fail("no host".into()))?;
     let port = parsed.port_or_known_default().unwrap_or(80);
-    let tcp = tcp_connect(host, port, deadline).map_err(&fail)?;
+    let tcp = net::connect_any(host, port, deadline).map_err(&fail)?;
     // A socket in handshake mode: every read and write ends by `deadline`.
     let mut s = Socket::new(tcp, deadline);
     let timed_out = |what: &str| {
@@ -90,72 +94,62 @@ fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<Stri
             "/json/version did not answer before the connect deadline ({what})"
         ))
     };
-    let auth = crate::transport::basic_auth(parsed)
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
-    let target = json_version_target(parsed);
-    let req = format!(
-        "GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\nAccept: application/json\r\n{auth}\r\n"
+    let req = net::get_request(
+        parsed,
+        &json_version_target(parsed),
+        &format!("{host}:{port}"),
+        &["Connection: close", "Accept: application/json"],
     );
     s.write_all(req.as_bytes()).map_err(|e| match e.kind() {
         std::io::ErrorKind::TimedOut => timed_out("sending the request"),
         _ => fail(e.to_string()),
     })?;
-    // Chromium keeps the connection open despite `Connection: close`: read the head, then
-    // exactly Content-Length bytes (or until close when there is none).
-    let mut data = Vec::new();
-    let mut buf = [0u8; 8192];
-    let mut need: Option<usize> = None;
-    let mut head_end = None;
-    loop {
-        if let (Some(h), Some(n)) = (head_end, need)
-            && data.len() >= h + n
-        {
-            break;
-        }
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                data.extend_from_slice(&buf[..n]);
-                if data.len() > 1 << 20 {
-                    return Err(fail("/json/version answer is larger than 1 MiB".into()));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                return Err(timed_out(&format!(
-                    "{} bytes of its answer so far",
-                    data.len()
-                )));
-            }
-            Err(e) => return Err(fail(format!("reading /json/version: {e}"))),
-        }
-        if head_end.is_none()
-            && let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n")
-        {
-            head_end = Some(i + 4);
-            let head = String::from_utf8_lossy(&data[..i]).to_ascii_lowercase();
-            need = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok());
-        }
-    }
-    let Some(h) = head_end else {
-        return Err(fail("not an HTTP answer".into()));
-    };
-    let head = String::from_utf8_lossy(&data[..h]).to_string();
-    let end = need.map_or(data.len(), |n| (h + n).min(data.len()));
-    let json = String::from_utf8_lossy(&data[h..end]).to_string();
-    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        let status = head.lines().next().unwrap_or("");
-        let hint = if status.contains(" 401") || status.contains(" 403") {
+    let head = net::read_http_head(&mut s, MAX_ANSWER).map_err(|e| match e {
+        HeadError::Closed(n) => fail(format!(
+            "not an HTTP answer ({n} bytes before the connection closed)"
+        )),
+        HeadError::TooLarge(max) => fail(format!(
+            "/json/version answer's head is larger than {} KiB",
+            max / 1024
+        )),
+        HeadError::TimedOut(n) => timed_out(&format!("{n} bytes of its answer so far")),
+        HeadError::Io(e) => fail(format!("reading /json/version: {e}")),
+    })?;
+    if head.code != Some(200) {
+        let status = &head.status;
+        let hint = if matches!(head.code, Some(401 | 403)) {
             " (does the endpoint want a token? keep it in the URL, e.g. http://host:3000/?token=...)"
         } else {
             ""
         };
         return Err(fail(format!("/json/version answered {status:?}{hint}")));
     }
+    // Chromium keeps the connection open despite `Connection: close`: read exactly
+    // Content-Length bytes (or until close when there is none).
+    let need: Option<usize> = head.header("content-length").and_then(|v| v.parse().ok());
+    let mut body = head.leftover;
+    let mut buf = [0u8; 8192];
+    while need.is_none_or(|n| body.len() < n) {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                body.extend_from_slice(&buf[..n]);
+                if body.len() > MAX_ANSWER {
+                    return Err(fail("/json/version answer is larger than 1 MiB".into()));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                return Err(timed_out(&format!(
+                    "{} bytes of its body so far",
+                    body.len()
+                )));
+            }
+            Err(e) => return Err(fail(format!("reading /json/version: {e}"))),
+        }
+    }
+    body.truncate(need.unwrap_or(body.len()));
+    let json = String::from_utf8_lossy(&body);
     let v: serde_json::Value = serde_json::from_str(json.trim())
         .map_err(|e| fail(format!("/json/version is not JSON: {e}")))?;
     let ws = v["webSocketDebuggerUrl"]

@@ -52,7 +52,7 @@ pub const BROWSER_NAMES: &[&str] = &[
 pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Finds the browser to launch: `configured` (config `browser.chrome_path`), then `$CHROME`,
-/// then [`BROWSER_NAMES`] on `PATH`. A configured or `$CHROME` path that does not exist is an
+/// then `BROWSER_NAMES` on `PATH`. A configured or `$CHROME` path that does not exist is an
 /// error (never a silent fallback); nothing found is `Ok(None)`.
 pub fn find_browser(configured: Option<&str>) -> Result<Option<PathBuf>, Error> {
     let env = std::env::var("CHROME")
@@ -169,20 +169,26 @@ impl LaunchedBrowser {
         // Its own process group (std does the setpgid and checks it), so that closing it
         // reaches every Chromium helper process.
         cmd.process_group(0);
-        // SAFETY: getpid has no preconditions.
-        let parent = unsafe { libc::getpid() };
-        // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // We died between fork and prctl: no signal will come, so do not start.
-                if libc::getppid() != parent {
-                    return Err(std::io::Error::other("the launching process has exited"));
-                }
-                Ok(())
-            });
+        // Dies with the thread that launched it (Linux only: other Unixes have no
+        // PR_SET_PDEATHSIG, and there a browser outlives a process killed outright).
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: getpid has no preconditions.
+            let parent = unsafe { libc::getpid() };
+            // SAFETY: only async-signal-safe calls (prctl, getppid) between fork and exec; both
+            // return values are checked.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // We died between fork and prctl: no signal will come, so do not start.
+                    if libc::getppid() != parent {
+                        return Err(std::io::Error::other("the launching process has exited"));
+                    }
+                    Ok(())
+                });
+            }
         }
         let (started_tx, started_rx) =
             bounded::<std::io::Result<(u32, Option<std::process::ChildStderr>)>>(1);
@@ -254,15 +260,13 @@ impl LaunchedBrowser {
                     }
                 });
         }
-        let deadline = std::time::Instant::now() + LAUNCH_TIMEOUT;
+        let timed_out = crate::deadline::Deadline::after(LAUNCH_TIMEOUT).alarm();
         let mut tail: Vec<String> = Vec::new();
         loop {
             let next = crossbeam_channel::select! {
                 recv(line_rx) -> line => line.map_err(|_| "exited"),
                 recv(cancel) -> _ => Err("was cancelled"),
-                default(deadline.saturating_duration_since(std::time::Instant::now())) => {
-                    Err("timed out")
-                }
+                recv(timed_out) -> _ => Err("timed out"),
             };
             match next {
                 Ok(line) => {
@@ -374,17 +378,17 @@ fn signal_group(pid: u32, signal: libc::c_int) {
 fn wait_exit_unreaped(pid: u32) {
     let id: libc::id_t = pid;
     loop {
-        // SAFETY: waitid writes only into `info`, which lives on this stack frame.
+        // SAFETY: siginfo_t is plain data (integers, pointers, unions of them), for which all
+        // zero bytes is a valid value.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid writes only into `info`, which lives on this stack frame.
         let rc = unsafe { libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOWAIT) };
         if rc == 0 {
             return;
         }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            log::warn!(
-                "waitid on the browser (pid {pid}) failed: {}",
-                std::io::Error::last_os_error()
-            );
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            log::warn!("waitid on the browser (pid {pid}) failed: {e}");
             return;
         }
     }
@@ -492,7 +496,7 @@ pub fn remove_stale_profiles(dir: &Path) -> Vec<PathBuf> {
     removed
 }
 
-/// [`remove_stale_profiles`] in the temp dir, once per process.
+/// `remove_stale_profiles` in the temp dir, once per process.
 pub fn remove_stale_profiles_once() {
     static DONE: std::sync::Once = std::sync::Once::new();
     DONE.call_once(|| {

@@ -49,6 +49,8 @@
 //!
 //! * `transport`: the socket (plain or TLS), the WebSocket framing, writes with deadlines.
 //! * `endpoint`: `http://` discovery and connecting (one deadline for all of it).
+//! * `net`: what both share: TCP connect to every address within a deadline, the request, the
+//!   answer's head.
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
 //! * `core`: the I/O-free, clock-free state machine the reader feeds: dialogs, frames
 //!   (`core/frames.rs`), targets and sessions, pages and popups, console, reconnect bookkeeping;
@@ -67,7 +69,8 @@
 //! * `clock`: `Now`, the time the reader reads once per batch and passes into
 //!   the core.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
-//!   Chromium), `launch` (starting a local Chromium, Unix only).
+//!   Chromium), `launch` (starting a local Chromium, Unix only; `launch_unsupported.rs` stands in
+//!   elsewhere).
 //! * [`tools`], [`mcp`], [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
@@ -88,11 +91,16 @@ mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
 // Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
-// checks its return value.
+// checks its return value. Unix only; elsewhere every launch fails with a clear error.
+#[cfg(unix)]
 #[allow(unsafe_code)]
+mod launch;
+#[cfg(not(unix))]
+#[path = "launch_unsupported.rs"]
 mod launch;
 pub mod mcp;
 mod measured;
+mod net;
 mod protocol;
 mod reader;
 mod redact;

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, select};
 use log::{debug, info, warn};
@@ -25,9 +25,9 @@ use tungstenite::Message;
 
 use crate::attach::{Choice, attach_page};
 use crate::clock::Now;
-use crate::core::{Command, Core, Outgoing, PendingCall};
+use crate::core::{Core, Outgoing, PendingCall};
+use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::protocol;
 use crate::shared::Shared;
 use crate::snapshot::SupervisorState;
 use crate::transport::{ConnectOptions, Readiness, Transport};
@@ -251,7 +251,7 @@ impl Reader {
                     _ => {}
                 }
             }
-            let watchdog = self.carry_out(&transport, now);
+            let watchdog = self.carry_out(now);
             self.flush(now);
             // Watchdog bookkeeping last: waking that thread must not delay the callers above.
             for msg in watchdog {
@@ -266,32 +266,16 @@ impl Reader {
         }
     }
 
-    /// Writes the commands the state machine queued (fire-and-forget) and returns the watchdog
-    /// actions, for sending once callers have been served.
-    fn carry_out(&mut self, transport: &Transport, now: Now) -> Vec<WatchdogMsg> {
+    /// Writes the commands the state machine queued (fire-and-forget: registered with the core
+    /// first, never waited for) and returns the watchdog actions, for sending once callers have
+    /// been served.
+    fn carry_out(&mut self, now: Now) -> Vec<WatchdogMsg> {
         let mut watchdog = Vec::new();
         for action in self.core.take_outgoing() {
             match action {
-                Outgoing::Command(Command {
-                    method,
-                    params,
-                    session_id,
-                    kind,
-                }) => {
-                    let id = self.shared.next_id();
-                    let text = protocol::encode_command(id, method, &params, session_id.as_deref());
-                    self.core.register(
-                        id,
-                        PendingCall {
-                            method: method.to_string(),
-                            session_id,
-                            kind,
-                            reply: None,
-                            expires: None,
-                        },
-                        now,
-                    );
-                    if let Err(e) = transport.send_text(text) {
+                Outgoing::Command(cmd) => {
+                    let method = cmd.method.clone();
+                    if let Err(e) = self.shared.send_from_reader(cmd, &mut self.core, now) {
                         debug!("automatic {method} not sent: {e}");
                     }
                 }
@@ -339,7 +323,7 @@ impl Reader {
                 .stack_size(256 * 1024)
                 .spawn(move || {
                     // One deadline for discovery, TCP, TLS and the upgrade.
-                    let deadline = crate::deadline::Deadline::after(opts.connect_timeout);
+                    let deadline = Deadline::after(opts.connect_timeout);
                     let r = crate::endpoint::connect(&url, &opts, deadline);
                     let _ = tx.send(r);
                 });
@@ -382,7 +366,7 @@ impl Reader {
                     Some(t) => Choice::Same(t),
                     None => Choice::FirstPage,
                 };
-                match attach_page(&shared, choice, timeout, Instant::now() + timeout) {
+                match attach_page(&shared, choice, Deadline::after(timeout)) {
                     Ok(t) => {
                         info!("re-attached to page {t}");
                         let _ = outcome.set(Reattached::Attached);

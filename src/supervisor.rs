@@ -27,7 +27,7 @@ use serde_json::json;
 
 use crate::attach::{Choice, attach_page};
 use crate::config::{Config, DialogAction, DialogPolicy};
-use crate::core::{CallKind, Core, CoreSettings, answer_command};
+use crate::core::{CallKind, Command, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::measured;
@@ -140,13 +140,13 @@ impl Supervisor {
         settings: Settings,
     ) -> Result<Arc<Supervisor>, Error> {
         let started = Instant::now();
-        let deadline = started + settings.start_timeout;
+        let deadline = Deadline::after(settings.start_timeout);
         let opts = ConnectOptions {
             connect_timeout: settings.start_timeout.min(Duration::from_secs(10)),
             max_message_bytes: settings.config.limits.max_message_bytes,
             ca_file: settings.config.ca_file.clone(),
         };
-        let transport = crate::endpoint::connect(cdp_url, &opts, Deadline::At(deadline))?;
+        let transport = crate::endpoint::connect(cdp_url, &opts, deadline)?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let (stop_tx, stop_rx) = bounded::<()>(0);
@@ -194,8 +194,7 @@ impl Supervisor {
             None if sup.settings.new_page => Choice::NewPage,
             None => Choice::FirstPage,
         };
-        let attached = spawned
-            .and_then(|_| attach_page(&sup.shared, choice, sup.settings.start_timeout, deadline));
+        let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline));
         if let Err(e) = attached {
             sup.stop();
             return Err(match e {
@@ -384,13 +383,8 @@ impl Supervisor {
             _ => None,
         };
         let c = answer_command(dialog, accept, text, ClosedBy::Agent);
-        self.shared.call(
-            c.method,
-            c.params,
-            c.session_id.as_deref(),
-            c.kind,
-            self.settings.call_timeout,
-        )?;
+        self.shared
+            .call(c, Deadline::after(self.settings.call_timeout))?;
         Ok(dialog.clone())
     }
 
@@ -408,7 +402,8 @@ impl Supervisor {
         let first = !self.stop_started.swap(true, Ordering::AcqRel);
         self.mark_stopping();
         if first {
-            let budget = Instant::now() + Duration::from_millis(700);
+            let budget = Deadline::after(Duration::from_millis(700));
+            let polite_done_by = Deadline::after(Duration::from_millis(800));
             let shared = Arc::clone(&self.shared);
             let pending = self.snapshot().pending_dialogs.clone();
             let own_page = if self.settings.new_page {
@@ -428,7 +423,7 @@ impl Supervisor {
                     shared.transport.load().close();
                     let _ = done_tx.send(());
                 });
-            let _ = done_rx.recv_deadline(budget + Duration::from_millis(100));
+            let _ = polite_done_by.recv(&done_rx);
             // Shut the connection before waking the reader: a reconnect that completes from
             // now on is refused, so the reader can never go back to reading a live socket.
             self.shared.close_for_good();
@@ -461,45 +456,25 @@ fn short(task_id: &str) -> String {
     task_id.chars().take(12).collect()
 }
 
-fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Instant) {
+fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Deadline) {
     let mut waits = Vec::new();
     for d in pending {
         let c = answer_command(d, false, None, ClosedBy::AutoPolicy);
-        let (tx, rx) = bounded(1);
-        if shared
-            .send(
-                c.method,
-                c.params,
-                c.session_id.as_deref(),
-                c.kind,
-                Some(tx),
-                Some(budget),
-            )
-            .is_ok()
-        {
-            waits.push(rx);
+        if let Ok(reply) = shared.start_call(c, budget) {
+            waits.push(reply);
         }
     }
-    for rx in waits {
-        let _ = rx.recv_deadline(budget);
+    for reply in waits {
+        let _ = reply.wait();
     }
 }
 
 /// Closes the page the supervisor created for its task (`StartOptions::new_page`).
-fn close_own_page(shared: &Shared, target_id: &str, budget: Instant) {
-    let (tx, rx) = bounded(1);
-    if shared
-        .send(
-            "Target.closeTarget",
-            json!({ "targetId": target_id }),
-            None,
-            CallKind::Automatic,
-            Some(tx),
-            Some(budget),
-        )
-        .is_ok()
-    {
-        let _ = rx.recv_deadline(budget);
+fn close_own_page(shared: &Shared, target_id: &str, budget: Deadline) {
+    let c = Command::new("Target.closeTarget", json!({ "targetId": target_id }))
+        .kind(CallKind::Automatic);
+    if let Ok(reply) = shared.start_call(c, budget) {
+        let _ = reply.wait();
     }
 }
 
@@ -510,14 +485,7 @@ fn fire_watchdog(shared: &Shared, task_id: &str, dialog_id: &str) {
     };
     warn!("task {task_id}: dialog {dialog_id} was not answered in time; the watchdog dismisses it");
     let c = answer_command(dialog, false, None, ClosedBy::Watchdog);
-    if let Err(e) = shared.send(
-        c.method,
-        c.params,
-        c.session_id.as_deref(),
-        c.kind,
-        None,
-        None,
-    ) {
+    if let Err(e) = shared.send_command(c, None, Deadline::NEVER) {
         debug!("task {task_id}: watchdog dismissal not sent: {e}");
     }
 }

@@ -17,7 +17,9 @@
 //!   writer past its call's deadline, nor anyone forever.
 //! * The socket itself never changes mode: it stays blocking (so `peek` blocks), and every other
 //!   syscall says per call how long it may wait ([`Socket`]): `recv`/`send` with `MSG_DONTWAIT`,
-//!   and `poll(2)` with the time left to a [`Deadline`] when it must wait.
+//!   and `poll(2)` with the time left to a [`Deadline`] when it must wait. That is Unix; elsewhere
+//!   a portable fallback without `unsafe` switches the socket to non-blocking mode for one call
+//!   and waits in short sleeps (the `sys` module).
 //!
 //! The alternative, a `try_clone` split into a read half and a write half, works only for
 //! `ws://` (a TLS session cannot be split) and must keep tungstenite's automatic pong/close writes
@@ -42,8 +44,7 @@
 //! incoming records are left for the reader, which is the thread that `peek` wakes.
 
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,8 +52,9 @@ use std::time::{Duration, Instant};
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
-use crate::deadline::{Deadline, Left};
+use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::net::{self, HeadError};
 use crate::redact::{Secrets, redact_url};
 
 /// How often the reader yields to a writer holding the socket lock before it sleeps on it.
@@ -86,15 +88,154 @@ pub struct Socket {
     stalled_since: Option<Instant>,
 }
 
-/// `Err(last_os_error)` when a libc call returned -1 (jobserver-rs' `cvt`).
-fn cvt(rc: isize) -> io::Result<usize> {
-    usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+/// What [`Socket`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interest {
+    /// Bytes to read (or the end of the stream).
+    Read,
+    /// Room to write.
+    Write,
 }
 
-#[cfg(target_os = "linux")]
-const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-#[cfg(not(target_os = "linux"))]
-const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT;
+/// The syscalls under [`Socket`] on Unix: `recv`/`send` with `MSG_DONTWAIT`, which never wait
+/// whatever the socket's mode (so the reader's `peek` on the blocking clone keeps blocking),
+/// and `poll(2)` with the time left to a deadline.
+#[cfg(unix)]
+mod sys {
+    use std::io;
+    use std::net::TcpStream;
+    use std::os::fd::AsRawFd;
+
+    use super::Interest;
+    use crate::deadline::{Deadline, Left};
+
+    /// `Err(last_os_error)` when a libc call returned -1 (jobserver-rs' `cvt`).
+    fn cvt(rc: isize) -> io::Result<usize> {
+        usize::try_from(rc).map_err(|_| io::Error::last_os_error())
+    }
+
+    #[cfg(target_os = "linux")]
+    const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    #[cfg(not(target_os = "linux"))]
+    const SEND_FLAGS: libc::c_int = libc::MSG_DONTWAIT;
+
+    /// Reads what is there without waiting (`WouldBlock` when nothing is).
+    pub(super) fn try_recv(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the duration of the
+            // call; the return value is checked by `cvt`.
+            let rc = unsafe {
+                libc::recv(
+                    tcp.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            match cvt(rc) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// Writes what fits without waiting (`WouldBlock` when nothing does).
+    pub(super) fn try_send(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: `buf` is valid for reads of `buf.len()` bytes for the duration of the
+            // call; the return value is checked by `cvt`.
+            let rc =
+                unsafe { libc::send(tcp.as_raw_fd(), buf.as_ptr().cast(), buf.len(), SEND_FLAGS) };
+            match cvt(rc) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// Waits until `interest` or an error/hang-up is reported, or `until` passes. `Ok(false)`:
+    /// the deadline passed.
+    pub(super) fn wait(tcp: &TcpStream, interest: Interest, until: Deadline) -> io::Result<bool> {
+        let events = match interest {
+            Interest::Read => libc::POLLIN,
+            Interest::Write => libc::POLLOUT,
+        };
+        loop {
+            let left = until.left();
+            if left == Left::Passed {
+                return Ok(false);
+            }
+            let mut pfd = libc::pollfd {
+                fd: tcp.as_raw_fd(),
+                events,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, on this stack frame, and a count of 1; the return value
+            // is checked by `cvt`.
+            let rc = unsafe { libc::poll(&mut pfd, 1, left.poll_millis()) };
+            match cvt(rc as isize) {
+                Ok(0) => {} // time-out: the loop re-reads the deadline
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The portable fallback (no `unsafe`): a read or write without waiting switches the socket to
+/// non-blocking mode for that one call, and a wait sleeps in short steps until the deadline
+/// (only a handshake or a stalled write waits, so an idle supervisor still never wakes up). The
+/// mode is shared with the reader's clone: a `peek` that starts while a writer has switched it
+/// sees `WouldBlock` and tries again (see `Transport::wait_readable`).
+#[cfg(not(unix))]
+mod sys {
+    use std::io::{self, Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    use super::Interest;
+    use crate::deadline::{Deadline, Left};
+
+    /// The longest sleep of a wait.
+    const STEP: Duration = Duration::from_millis(5);
+
+    fn without_waiting<T>(
+        tcp: &TcpStream,
+        op: impl FnOnce(&TcpStream) -> io::Result<T>,
+    ) -> io::Result<T> {
+        tcp.set_nonblocking(true)?;
+        let r = op(tcp);
+        tcp.set_nonblocking(false)?;
+        r
+    }
+
+    /// Reads what is there without waiting (`WouldBlock` when nothing is).
+    pub(super) fn try_recv(tcp: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+        without_waiting(tcp, |mut t| t.read(buf))
+    }
+
+    /// Writes what fits without waiting (`WouldBlock` when nothing does).
+    pub(super) fn try_send(tcp: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+        without_waiting(tcp, |mut t| t.write(buf))
+    }
+
+    /// Sleeps one step (at most until `until`); `Ok(false)` once the deadline has passed. The
+    /// caller then simply tries again.
+    pub(super) fn wait(_tcp: &TcpStream, _interest: Interest, until: Deadline) -> io::Result<bool> {
+        match until.left() {
+            Left::Passed => Ok(false),
+            Left::In(d) => {
+                std::thread::sleep(d.min(STEP));
+                Ok(true)
+            }
+            Left::Never => {
+                std::thread::sleep(STEP);
+                Ok(true)
+            }
+        }
+    }
+}
 
 impl Socket {
     /// Wraps a connected socket, in [`Mode::Handshake`] until `deadline`.
@@ -112,63 +253,17 @@ impl Socket {
     }
 
     fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
-            let rc = unsafe {
-                libc::recv(
-                    self.tcp.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            match cvt(rc) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r,
-            }
-        }
+        sys::try_recv(&self.tcp, buf)
     }
 
     fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
-        loop {
-            // SAFETY: `buf` is valid for `buf.len()` bytes for the duration of the call.
-            let rc = unsafe {
-                libc::send(
-                    self.tcp.as_raw_fd(),
-                    buf.as_ptr().cast(),
-                    buf.len(),
-                    SEND_FLAGS,
-                )
-            };
-            match cvt(rc) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => return r,
-            }
-        }
+        sys::try_send(&self.tcp, buf)
     }
 
-    /// Waits until `events` (`POLLIN`/`POLLOUT`) or an error/hang-up is reported, or `until`
-    /// passes. `Ok(false)`: the deadline passed.
-    fn wait(&self, events: libc::c_short, until: Deadline) -> io::Result<bool> {
-        loop {
-            let left = until.left();
-            if left == Left::Passed {
-                return Ok(false);
-            }
-            let mut pfd = libc::pollfd {
-                fd: self.tcp.as_raw_fd(),
-                events,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd, on this stack frame.
-            let rc = unsafe { libc::poll(&mut pfd, 1, left.poll_millis()) };
-            match cvt(rc as isize) {
-                Ok(0) => {} // time-out: the loop re-reads the deadline
-                Ok(_) => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+    /// Waits until the socket is ready for `interest` (or reports an error or hang-up), or
+    /// `until` passes. `Ok(false)`: the deadline passed.
+    fn wait(&self, interest: Interest, until: Deadline) -> io::Result<bool> {
+        sys::wait(&self.tcp, interest, until)
     }
 }
 
@@ -185,7 +280,7 @@ impl Read for Socket {
             Mode::Handshake(until) => loop {
                 match self.try_recv(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if !self.wait(libc::POLLIN, until)? {
+                        if !self.wait(Interest::Read, until)? {
                             return Err(handshake_timed_out());
                         }
                     }
@@ -210,14 +305,14 @@ impl Write for Socket {
             match self.mode {
                 Mode::Drain => return Err(io::ErrorKind::WouldBlock.into()),
                 Mode::Handshake(until) => {
-                    if !self.wait(libc::POLLOUT, until)? {
+                    if !self.wait(Interest::Write, until)? {
                         return Err(handshake_timed_out());
                     }
                 }
                 Mode::Write(call) => {
                     let since = *self.stalled_since.get_or_insert_with(Instant::now);
-                    let stall = Deadline::from_instant(since.checked_add(WRITE_TIMEOUT));
-                    if !self.wait(libc::POLLOUT, call.earliest(stall))? {
+                    let stall = Deadline::from_start(since, WRITE_TIMEOUT);
+                    if !self.wait(Interest::Write, call.earliest(stall))? {
                         return Err(if stall.passed() {
                             io::Error::new(
                                 io::ErrorKind::TimedOut,
@@ -307,32 +402,11 @@ impl Watched {
     }
 }
 
-/// `408 Request Timeout` from `HTTP/1.1 408 Request Timeout\r\n...`: the first line without
-/// its version, printable ASCII only, at most 120 bytes.
-fn http_status_line(bytes: &[u8]) -> String {
-    let line = bytes
-        .split(|b| *b == b'\r' || *b == b'\n')
-        .next()
-        .unwrap_or_default();
-    let line: String = line
-        .iter()
-        .take(120)
-        .map(|b| *b as char)
-        .filter(|c| c.is_ascii_graphic() || *c == ' ')
-        .collect();
-    match line.split_once(' ') {
-        Some((version, rest)) if version.starts_with("HTTP/") && !rest.trim().is_empty() => {
-            rest.trim().to_string()
-        }
-        _ => line,
-    }
-}
-
 impl Read for Watched {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.stream.read(buf)?;
         if buf[..n].starts_with(b"HTTP/") {
-            self.http_status = Some(http_status_line(&buf[..n]));
+            self.http_status = Some(net::status_line(&buf[..n]));
         }
         Ok(n)
     }
@@ -345,56 +419,6 @@ impl Write for Watched {
     fn flush(&mut self) -> io::Result<()> {
         self.stream.flush()
     }
-}
-
-/// Connects TCP to `host:port`, trying each address, all within `deadline`.
-pub(crate) fn tcp_connect(host: &str, port: u16, deadline: Deadline) -> Result<TcpStream, String> {
-    let addrs: Vec<_> = (host.trim_matches(['[', ']']), port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .collect();
-    let mut last = format!("{host} resolved to no address");
-    for addr in addrs {
-        let attempt = match deadline.left() {
-            Left::Passed => {
-                last = format!("{last}; the connect deadline passed");
-                break;
-            }
-            Left::In(d) => TcpStream::connect_timeout(&addr, d),
-            Left::Never => TcpStream::connect(addr),
-        };
-        match attempt {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
-            Err(e) => last = format!("{addr}: {e}"),
-        }
-    }
-    Err(last)
-}
-
-/// The `Authorization: Basic` value for a URL's `user:password@`, if it has one.
-pub fn basic_auth(url: &url::Url) -> Option<String> {
-    use base64::Engine;
-    if url.username().is_empty() && url.password().is_none() {
-        return None;
-    }
-    let decode = |s: &str| {
-        url::form_urlencoded::parse(format!("x={s}").as_bytes())
-            .next()
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_default()
-    };
-    let pair = format!(
-        "{}:{}",
-        decode(url.username()),
-        decode(url.password().unwrap_or(""))
-    );
-    Some(format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(pair)
-    ))
 }
 
 /// The client side of the WebSocket upgrade, done here rather than by tungstenite's client
@@ -416,14 +440,18 @@ fn ws_handshake(
         target.push('?');
         target.push_str(q);
     }
-    let mut req = format!(
-        "GET {target} HTTP/1.1\r\nHost: {host_header}\r\nUpgrade: websocket\r\n\
-         Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+    let key_header = format!("Sec-WebSocket-Key: {key}");
+    let req = net::get_request(
+        url,
+        &target,
+        &host_header,
+        &[
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            &key_header,
+            "Sec-WebSocket-Version: 13",
+        ],
     );
-    if let Some(auth) = basic_auth(url) {
-        req.push_str(&format!("Authorization: {auth}\r\n"));
-    }
-    req.push_str("\r\n");
     stream
         .write_all(req.as_bytes())
         .and_then(|_| stream.flush())
@@ -434,61 +462,41 @@ fn ws_handshake(
             }
             _ => format!("WebSocket handshake failed: sending the upgrade request: {e}"),
         })?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        if buf.len() > 64 * 1024 {
-            return Err(
-                "WebSocket handshake failed: the answer's head is larger than 64 KiB".into(),
-            );
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) => {
-                return Err("WebSocket handshake failed: the server closed the connection".into());
-            }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
-                return Err(format!(
-                    "the server did not finish the WebSocket upgrade before the connect \
-                     deadline ({} bytes of its answer so far)",
-                    buf.len()
-                ));
-            }
-            Err(e) => {
-                return Err(format!(
-                    "WebSocket handshake failed: reading the answer: {e}"
-                ));
-            }
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let status = head.lines().next().unwrap_or("").trim().to_string();
-    if status.split_whitespace().nth(1) != Some("101") {
+    let head = net::read_http_head(&mut stream, MAX_UPGRADE_HEAD).map_err(|e| match e {
+        HeadError::Closed(n) => format!(
+            "WebSocket handshake failed: the server closed the connection ({n} bytes of its \
+             answer)"
+        ),
+        HeadError::TooLarge(max) => format!(
+            "WebSocket handshake failed: the answer's head is larger than {} KiB",
+            max / 1024
+        ),
+        HeadError::TimedOut(n) => format!(
+            "the server did not finish the WebSocket upgrade before the connect deadline \
+             ({n} bytes of its answer so far)"
+        ),
+        HeadError::Io(e) => format!("WebSocket handshake failed: reading the answer: {e}"),
+    })?;
+    if head.code != Some(101) {
         return Err(format!(
-            "WebSocket handshake failed: the server answered {status:?} instead of 101 Switching Protocols"
+            "WebSocket handshake failed: the server answered {:?} instead of 101 Switching Protocols",
+            head.status
         ));
     }
     let expected = tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let accepted = head.lines().any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("sec-websocket-accept") && v.trim() == expected
-        })
-    });
-    if !accepted {
+    if head.header("sec-websocket-accept") != Some(expected.as_str()) {
         return Err("WebSocket handshake failed: wrong or missing Sec-WebSocket-Accept".into());
     }
-    let leftover = buf[head_end..].to_vec();
     Ok(WebSocket::from_partially_read(
         Watched::new(stream),
-        leftover,
+        head.leftover,
         tungstenite::protocol::Role::Client,
         Some(ws_config(max_message_bytes)),
     ))
 }
+
+/// Longest upgrade answer head accepted.
+const MAX_UPGRADE_HEAD: usize = 64 * 1024;
 
 /// A rustls client configuration: the web PKI roots, plus the certificates of `ca_file` (PEM).
 pub fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
@@ -633,7 +641,7 @@ impl Transport {
             reason: "no host".into(),
         })?;
         let port = parsed.port_or_known_default().unwrap_or(80);
-        let tcp = tcp_connect(host, port, deadline).map_err(&connect_err)?;
+        let tcp = net::connect_any(host, port, deadline).map_err(&connect_err)?;
         let raw = tcp.try_clone().map_err(|e| connect_err(e.to_string()))?;
         let socket = Socket::new(tcp, deadline);
         let stream = if tls {
@@ -705,7 +713,7 @@ impl Transport {
     /// another writer or the draining reader holds the lock); on failure the connection is shut
     /// down.
     pub fn send_text(&self, text: String) -> Result<(), Error> {
-        self.send_text_until(text, Deadline::Never)
+        self.send_text_until(text, Deadline::NEVER)
             .map_err(|e| match e {
                 SendError::DeadlinePassed => {
                     // Unreachable without a deadline; reported as what it would mean.
@@ -763,8 +771,9 @@ impl Transport {
                 }
                 Ok(_) => return Readiness::Data,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // The socket is always blocking (see the module doc); be safe all the same.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                // The socket is always blocking on Unix (see the module doc); elsewhere a writer
+                // may have made it non-blocking for one write: let it finish.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
                 Err(e) => return Readiness::Closed(format!("socket error: {e}")),
             }
         }
@@ -838,7 +847,7 @@ impl Transport {
 
     /// Sends a WebSocket close frame, best effort (bounded by the write time-out).
     pub fn close(&self) {
-        self.close_until(Deadline::Never);
+        self.close_until(Deadline::NEVER);
     }
 
     /// Shuts the TCP connection down in both directions: the reader's `peek` returns, blocked
@@ -851,29 +860,4 @@ impl Transport {
 
 fn server_ended(status: &str) -> String {
     format!("the server ended the session: {status}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_raw_http_response_is_reduced_to_its_status_line() {
-        let full = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n";
-        assert_eq!(http_status_line(full), "408 Request Timeout");
-        assert_eq!(http_status_line(b"HTTP/1.0 503\r\n"), "503");
-        assert_eq!(http_status_line(b"HTTP/1.1"), "HTTP/1.1");
-        assert_eq!(
-            http_status_line(b"HTTP/1.1 400 \x1b[31mx\xff\n"),
-            "400 [31mx"
-        );
-    }
-
-    #[test]
-    fn basic_auth_comes_from_userinfo_percent_decoded() {
-        let u = url::Url::parse("wss://us%40er:p%3Aw@h/x").unwrap();
-        assert_eq!(basic_auth(&u).as_deref(), Some("Basic dXNAZXI6cDp3")); // "us@er:p:w"
-        let u = url::Url::parse("wss://h/x?token=t").unwrap();
-        assert_eq!(basic_auth(&u), None);
-    }
 }

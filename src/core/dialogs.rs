@@ -533,7 +533,7 @@ pub fn answer_command(
         }
     };
     Command {
-        method,
+        method: method.into(),
         params,
         session_id: Some(dialog.session_id.clone()),
         kind: CallKind::DialogAnswer {

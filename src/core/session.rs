@@ -73,7 +73,7 @@ pub fn bridge_commands(session_id: &str) -> [Command; 2] {
 pub fn session_setup(session_id: &str, kind: SessionKind, bridge: bool) -> Vec<Command> {
     let sid = Some(session_id.to_string());
     let page_enable = Command {
-        method: "Page.enable",
+        method: "Page.enable".into(),
         params: json!({}),
         session_id: sid.clone(),
         kind: CallKind::PageEnable {
@@ -82,7 +82,7 @@ pub fn session_setup(session_id: &str, kind: SessionKind, bridge: bool) -> Vec<C
     };
     let runtime_enable = automatic("Runtime.enable", json!({}), sid.clone());
     let frame_tree = Command {
-        method: "Page.getFrameTree",
+        method: "Page.getFrameTree".into(),
         params: json!({}),
         session_id: sid.clone(),
         kind: CallKind::SeedFrameTree {
@@ -122,7 +122,7 @@ pub fn resume(session_id: &str) -> Command {
 
 fn automatic(method: &'static str, params: Value, session_id: Option<String>) -> Command {
     Command {
-        method,
+        method: method.into(),
         params,
         session_id,
         kind: CallKind::Automatic,

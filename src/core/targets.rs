@@ -270,7 +270,7 @@ impl Core {
                 // Their replies come after the detach (SPEC §11); one more round trip tells
                 // when they have all arrived.
                 self.out.push(Outgoing::Command(Command {
-                    method: "Browser.getVersion",
+                    method: "Browser.getVersion".into(),
                     params: json!({}),
                     session_id: None,
                     kind: CallKind::PageGoneDrain,

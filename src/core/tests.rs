@@ -38,7 +38,7 @@ impl Out {
     fn methods(&self) -> Vec<(&str, Option<&str>)> {
         self.commands
             .iter()
-            .map(|(_, c)| (c.method, c.session_id.as_deref()))
+            .map(|(_, c)| (c.method.as_ref(), c.session_id.as_deref()))
             .collect()
     }
 
@@ -182,7 +182,7 @@ impl Sim {
             match o {
                 Outgoing::Command(c) => {
                     let id = self.register_call(PendingCall {
-                        method: c.method.into(),
+                        method: c.method.to_string(),
                         session_id: c.session_id.clone(),
                         kind: c.kind.clone(),
                         reply: None,
@@ -739,7 +739,7 @@ fn a_dialog_pending_at_a_drop_is_recorded_as_connection_lost() {
     sim.open_dialog(S1, PAGE, "confirm", "Leave?");
     sim.step();
     let (_, waiting) = sim.send(Command {
-        method: "Runtime.evaluate",
+        method: "Runtime.evaluate".into(),
         params: json!({"expression": "1"}),
         session_id: None,
         kind: CallKind::Plain,
@@ -934,10 +934,10 @@ fn a_bridge_dialog_is_answered_by_fulfilling_its_request() {
 
 #[test]
 fn session_setup_lists_per_kind() {
-    let methods = |kind: SessionKind, bridge: bool| -> Vec<&'static str> {
+    let methods = |kind: SessionKind, bridge: bool| -> Vec<String> {
         session_setup("S", kind, bridge)
             .iter()
-            .map(|c| c.method)
+            .map(|c| c.method.to_string())
             .collect()
     };
     let page = [
@@ -1221,7 +1221,7 @@ fn nested_oopif_sessions_die_with_their_parent_session() {
         (PAGE, "http://f2.test")
     );
     let (_, on_c2) = sim.send(Command {
-        method: "Runtime.evaluate",
+        method: "Runtime.evaluate".into(),
         params: json!({"expression": "1"}),
         session_id: Some("C2".into()),
         kind: CallKind::Plain,

@@ -2,18 +2,20 @@
 //! a crash or the security policy blocks, and waiting for the reply with a deadline, a cancel
 //! token and the grace rules for dialogs.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::Receiver;
 use log::debug;
 use serde_json::{Value, json};
 
 use super::{MAX_CALL_TIMEOUT, Route, Supervisor};
 use crate::cancel::CancelToken;
 use crate::config::DialogPolicy;
-use crate::core::{CallKind, CallResult, WithDialog, blocks_in_flight, with_dialog_pending};
+use crate::core::{
+    CallKind, CallResult, Command, WithDialog, blocks_in_flight, with_dialog_pending,
+};
+use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::shared::wait_reply;
+use crate::shared::Reply;
 use crate::snapshot::{Blocked, BlockedReason, PendingDialog, Snapshot};
 
 impl Supervisor {
@@ -94,7 +96,7 @@ impl Supervisor {
         if cancel.is_some_and(CancelToken::is_cancelled) {
             return Err(Error::Cancelled(method.to_string()));
         }
-        let timeout = timeout.clamp(Duration::from_millis(1), MAX_CALL_TIMEOUT);
+        let deadline = Deadline::after(timeout.clamp(Duration::from_millis(1), MAX_CALL_TIMEOUT));
         let snap = self.snapshot();
         let session = match route {
             Route::Browser => None,
@@ -104,10 +106,10 @@ impl Supervisor {
         };
         let Some(sid) = session else {
             // Browser-level calls are never affected by dialogs.
-            let (rx, deadline) =
-                self.shared
-                    .start_call(method, params, None, CallKind::Plain, timeout)?;
-            return wait_reply_or_cancel(&rx, method, deadline, timeout, cancel).map(|v| (v, None));
+            let reply = self
+                .shared
+                .start_call(Command::new(method.to_string(), params), deadline)?;
+            return reply.wait_or_cancel(deadline, cancel).map(|v| (v, None));
         };
         // A dialog nobody can answer over CDP (an orphan, or one the browser stopped letting CDP
         // answer) blocks its session as surely as a pending one: a call that would hang fails
@@ -132,15 +134,16 @@ impl Supervisor {
             match with_dialog_pending(method) {
                 WithDialog::Send => {}
                 WithDialog::Refuse => return Err(blocked(d, method)),
-                WithDialog::Grace => grace = Some(((*d).clone(), Instant::now() + DIALOG_GRACE)),
+                WithDialog::Grace => grace = Some(((*d).clone(), deadline.within(DIALOG_GRACE))),
             }
         }
         let kind = CallKind::Agent {
             known_dialogs: known.iter().map(|d| d.id.clone()).collect(),
         };
-        let (rx, deadline) = self
-            .shared
-            .start_call(method, params, Some(&sid), kind, timeout)?;
+        let cmd = Command::new(method.to_string(), params)
+            .on(sid.as_str())
+            .kind(kind);
+        let reply = self.shared.start_call(cmd, deadline)?;
         if watching {
             // The second look (see above).
             let now = self.snapshot();
@@ -153,8 +156,8 @@ impl Supervisor {
             }
         }
         if let Some((dialog, until)) = grace {
-            match wait_agent_reply(&rx, method, until.min(deadline), timeout, cancel) {
-                Err(Error::Timeout { .. }) if Instant::now() < deadline => {
+            match wait_agent_reply(&reply, until, cancel) {
+                Err(Error::Timeout { .. }) if !deadline.passed() => {
                     let still = self
                         .snapshot()
                         .pending_dialogs
@@ -172,7 +175,7 @@ impl Supervisor {
                 other => return other.map(|v| (v, Some(sid))),
             }
         }
-        wait_agent_reply(&rx, method, deadline, timeout, cancel).map(|v| (v, Some(sid)))
+        wait_agent_reply(&reply, deadline, cancel).map(|v| (v, Some(sid)))
     }
 }
 
@@ -185,24 +188,17 @@ pub const DIALOG_GRACE: Duration = Duration::from_millis(250);
 /// and can overtake the reply of the very call that scheduled the dialog (seen on Chromium).
 pub const BRIDGE_REPLY_GRACE: Duration = Duration::from_millis(100);
 
-/// Waits for an agent call's reply (see [`wait_reply_or_cancel`]); a block by a bridge dialog
-/// still lets the call's own reply through for [`BRIDGE_REPLY_GRACE`].
-fn wait_agent_reply(
-    rx: &Receiver<CallResult>,
-    method: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: Option<&CancelToken>,
-) -> CallResult {
-    let first = wait_reply_or_cancel(rx, method, deadline, timeout, cancel);
+/// Waits for an agent call's reply until `until` (see [`Reply::wait_or_cancel`]); a block by a
+/// bridge dialog still lets the call's own reply through for [`BRIDGE_REPLY_GRACE`].
+fn wait_agent_reply(reply: &Reply, until: Deadline, cancel: Option<&CancelToken>) -> CallResult {
+    let first = reply.wait_or_cancel(until, cancel);
     let Err(Error::BlockedByDialog { dialog, .. }) = &first else {
         return first;
     };
     if dialog.bridge_request_id.is_none() {
         return first;
     }
-    let until = deadline.min(Instant::now() + BRIDGE_REPLY_GRACE);
-    match wait_reply_or_cancel(rx, method, until, timeout, cancel) {
+    match reply.wait_or_cancel(until.within(BRIDGE_REPLY_GRACE), cancel) {
         Err(Error::Timeout { .. }) | Err(Error::ConnectionLost(_)) => first,
         other => other,
     }
@@ -266,29 +262,6 @@ fn followed_page_session(snap: &Snapshot, target_id: &str) -> Option<String> {
         .skip(1)
         .find(|p| p.target_id == target_id && !p.session_id.is_empty())
         .map(|p| p.session_id.clone())
-}
-
-/// Waits for a reply until `deadline`, or until `cancel` fires.
-fn wait_reply_or_cancel(
-    rx: &Receiver<CallResult>,
-    method: &str,
-    deadline: Instant,
-    timeout: Duration,
-    cancel: Option<&CancelToken>,
-) -> CallResult {
-    let Some(cancel) = cancel else {
-        return wait_reply(rx, method, deadline, timeout);
-    };
-    crossbeam_channel::select! {
-        recv(rx) -> r => r.unwrap_or_else(|_| Err(Error::ConnectionLost(
-            "the connection closed before the reply".into(),
-        ))),
-        recv(cancel.receiver()) -> _ => Err(Error::Cancelled(method.to_string())),
-        default(deadline.saturating_duration_since(Instant::now())) => Err(Error::Timeout {
-            method: method.to_string(),
-            after: timeout,
-        }),
-    }
 }
 
 /// Refuses a call into a crashed renderer at once (SPEC §10), except the methods that recover it.
