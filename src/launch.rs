@@ -136,6 +136,10 @@ impl LaunchedBrowser {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            // The dialog bridge's host never resolves; without a DNS lookup, its XHR fails at
+            // once when nothing intercepts it (bridge off), and the page falls back to the
+            // native dialog without waiting for a resolver (up to 5 s seen).
+            "--host-resolver-rules=MAP cdp-dialog-bridge.invalid ~NOTFOUND",
             "--remote-debugging-port=0",
         ]);
         cmd.arg(format!("--user-data-dir={}", profile.display()));

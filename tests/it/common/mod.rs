@@ -73,6 +73,10 @@ pub const CHROMIUM_FLAGS: &[&str] = &[
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    // The dialog bridge's host never resolves: say so without a DNS lookup, which on a machine
+    // with a slow or unreachable resolver sometimes took Chromium 5 s (the sync XHR of
+    // `e2e_bridge`'s fallback test waited that long). src/launch.rs does the same.
+    "--host-resolver-rules=MAP cdp-dialog-bridge.invalid ~NOTFOUND",
     "--remote-debugging-port=0",
 ];
 
