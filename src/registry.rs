@@ -36,9 +36,10 @@ use crate::error::Error;
 use crate::redact::redact_url;
 use crate::shared::SnapshotCell;
 use crate::snapshot::Snapshot;
-use crate::supervisor::{Settings, Supervisor};
+use crate::supervisor::Supervisor;
 
-/// Per-task choices for [`SupervisorRegistry::get_or_start_with`].
+/// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
+/// applied by [`Config::with_overrides`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StartOptions {
     /// Attach to this target instead of the first page.
@@ -172,21 +173,6 @@ impl SupervisorRegistry {
         slot
     }
 
-    fn settings(&self, opts: &StartOptions) -> Settings {
-        Settings {
-            target_id: opts.target_id.clone(),
-            new_page: opts.new_page && opts.target_id.is_none(),
-            dialog_policy: opts.dialog_policy.unwrap_or(self.config.dialog_policy),
-            dialog_timeout: opts.dialog_timeout.unwrap_or(self.config.dialog_timeout),
-            start_timeout: self.config.start_timeout,
-            call_timeout: self.config.call_timeout,
-            config: Config {
-                dialog_bridge: opts.dialog_bridge.unwrap_or(self.config.dialog_bridge),
-                ..self.config.clone()
-            },
-        }
-    }
-
     /// Like [`get_or_start`](Self::get_or_start) with per-task options. Idempotent for the same
     /// URL and options; a different URL or different options rebinds (stops the old supervisor,
     /// starts a fresh one: state is never carried across). A dead supervisor is replaced.
@@ -249,7 +235,7 @@ impl SupervisorRegistry {
                 );
                 old.stop();
             }
-            let result = Supervisor::start(task_id, cdp_url, self.settings(&options));
+            let result = Supervisor::start(task_id, cdp_url, &self.config, options.clone());
             let mut st = slot.lock();
             st.starting = None;
             drop(done_tx);

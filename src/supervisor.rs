@@ -16,7 +16,6 @@
 //! The call path itself (routing, the dialog-aware rules of SPEC §8, crashes, the security
 //! policy, waiting with a cancel token) is in `supervisor/calls.rs`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,14 +25,15 @@ use log::{debug, info, warn};
 use serde_json::json;
 
 use crate::attach::{Choice, attach_page};
-use crate::config::{Config, DialogAction, DialogPolicy};
+use crate::config::{Config, DialogAction};
 use crate::core::{CallKind, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
+use crate::registry::StartOptions;
 use crate::shared::{Shared, SnapshotCell};
-use crate::snapshot::{ClosedBy, PendingDialog, Snapshot};
+use crate::snapshot::{ClosedBy, PendingDialog, Snapshot, SupervisorState};
 use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
@@ -86,39 +86,21 @@ const WATCHDOG_STACK: usize = 128 * 1024;
 /// Longest deadline a single call may have.
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Per-start settings after applying a task's overrides.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Attach to this target instead of the first page.
-    pub target_id: Option<String>,
-    /// Create a page of its own at start and close it at stop (see `StartOptions::new_page`).
-    pub new_page: bool,
-    /// Dialog policy.
-    pub dialog_policy: DialogPolicy,
-    /// Watchdog time-out.
-    pub dialog_timeout: Duration,
-    /// Bound on `start`.
-    pub start_timeout: Duration,
-    /// Default call deadline.
-    pub call_timeout: Duration,
-    /// Everything else.
-    pub config: Config,
-}
-
 /// One task's persistent CDP connection: dialogs, frames, routing, and a wait-free snapshot.
 pub struct Supervisor {
     task_id: String,
     /// The raw URL (may carry credentials: never printed; `Debug` shows the redacted one).
     cdp_url: String,
-    settings: Settings,
+    /// The registry's configuration with the task's overrides applied.
+    config: Config,
+    /// What the task asked for at start.
+    options: StartOptions,
+    /// The lifecycle lives here: the published state and the stop phase (see `crate::shared`).
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Not alive any more (set first, possibly by the registry under its slot lock).
-    stopping: AtomicBool,
-    /// `stop` has begun its work (exactly one caller does it).
-    stop_started: AtomicBool,
-    /// Dropped by `stop`: wakes the reader out of a reconnect back-off or attempt.
-    stop_signal: Mutex<Option<Sender<()>>>,
+    /// `stop` sends on it once it has begun: wakes the reader out of a reconnect back-off or
+    /// attempt.
+    wake_reader: Sender<()>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -126,81 +108,84 @@ impl std::fmt::Debug for Supervisor {
         f.debug_struct("Supervisor")
             .field("task_id", &self.task_id)
             .field("cdp_url", &self.shared.url_redacted)
-            .field("active", &self.is_alive())
+            .field("state", &self.state().as_str())
             .finish_non_exhaustive()
     }
 }
 
 impl Supervisor {
     /// Connects, starts the reader and watchdog threads and attaches to the page (SPEC §4), all
-    /// within `settings.start_timeout`. On any failure every thread is stopped again.
+    /// within `config.start_timeout`. The task's settings are
+    /// [`config.with_overrides(&options)`](Config::with_overrides). On any failure every thread
+    /// is stopped again.
     pub fn start(
         task_id: &str,
         cdp_url: &str,
-        settings: Settings,
+        config: &Config,
+        options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
+        let config = config.with_overrides(&options);
         let started = Instant::now();
-        let deadline = started + settings.start_timeout;
+        let deadline = started + config.start_timeout;
         let opts = ConnectOptions {
-            connect_timeout: settings.start_timeout.min(Duration::from_secs(10)),
-            max_message_bytes: settings.config.limits.max_message_bytes,
-            ca_file: settings.config.ca_file.clone(),
+            connect_timeout: config.start_timeout.min(Duration::from_secs(10)),
+            max_message_bytes: config.limits.max_message_bytes,
+            ca_file: config.ca_file.clone(),
         };
         let transport = crate::endpoint::connect(cdp_url, &opts, Deadline::At(deadline))?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
-        let (stop_tx, stop_rx) = bounded::<()>(0);
+        let (wake_tx, wake_rx) = bounded::<()>(1);
         let core = Core::new(
             task_id,
             &transport.url_redacted,
             CoreSettings {
-                policy: settings.dialog_policy,
-                dialog_timeout: settings.dialog_timeout,
-                limits: settings.config.limits.clone(),
-                bridge: settings.config.dialog_bridge,
-                follow_popups: settings.config.follow_popups,
+                policy: config.dialog_policy,
+                dialog_timeout: config.dialog_timeout,
+                limits: config.limits.clone(),
+                bridge: config.dialog_bridge,
+                follow_popups: config.follow_popups,
             },
         );
-        let mut first = Snapshot::empty(task_id, &transport.url_redacted);
-        first.active = true;
+        let first = Snapshot::empty(task_id, &transport.url_redacted);
         let shared = Arc::new(Shared::new(transport, reg_tx, first));
         let reader = Reader {
             shared: Arc::clone(&shared),
             core,
             registrations: reg_rx,
             watchdog: wd_tx,
-            stop: stop_rx,
+            stop: wake_rx,
             reconnect: ReconnectPlan {
                 cdp_url: cdp_url.to_string(),
-                attempts: settings.config.reconnect_attempts,
-                backoff: settings.config.reconnect_backoff,
+                attempts: config.reconnect_attempts,
+                backoff: config.reconnect_backoff,
                 connect: opts,
-                attach_timeout: settings.start_timeout,
+                attach_timeout: config.start_timeout,
             },
         };
         let sup = Arc::new(Supervisor {
             task_id: task_id.to_string(),
             cdp_url: cdp_url.to_string(),
-            settings,
+            config,
+            options,
             shared,
             threads: Mutex::new(Vec::new()),
-            stopping: AtomicBool::new(false),
-            stop_started: AtomicBool::new(false),
-            stop_signal: Mutex::new(Some(stop_tx)),
+            wake_reader: wake_tx,
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
-        let choice = match &sup.settings.target_id {
+        let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
-            None if sup.settings.new_page => Choice::NewPage,
+            None if sup.options.new_page => Choice::NewPage,
             None => Choice::FirstPage,
         };
-        let attached = spawned
-            .and_then(|_| attach_page(&sup.shared, choice, sup.settings.start_timeout, deadline));
+        let start_timeout = sup.config.start_timeout;
+        let attached =
+            spawned.and_then(|_| attach_page(&sup.shared, choice, start_timeout, deadline));
         if let Err(e) = attached {
             sup.stop();
             return Err(match e {
                 Error::Timeout { method, .. } => Error::StartTimeout(
-                    sup.settings.start_timeout,
+                    start_timeout,
                     format!("{method} got no answer (is the endpoint a live, responsive browser?)"),
                 ),
                 other => other,
@@ -255,9 +240,21 @@ impl Supervisor {
         &self.cdp_url
     }
 
-    /// The settings it was started with (config plus the task's overrides).
-    pub fn settings(&self) -> &Settings {
-        &self.settings
+    /// The configuration it runs with: the registry's, with the task's overrides applied
+    /// ([`Config::with_overrides`]).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &StartOptions {
+        &self.options
+    }
+
+    /// The page it attached to is its own: created at start, closed at stop
+    /// ([`StartOptions::new_page`], which `target_id` overrides).
+    fn owns_page(&self) -> bool {
+        self.options.new_page && self.options.target_id.is_none()
     }
 
     /// Where the snapshot is published (for the registry's per-thread read cache).
@@ -292,29 +289,44 @@ impl Supervisor {
             .and_then(|s| s.pending_dialogs.first().cloned())
     }
 
+    /// Where it is in its life: the published snapshot's `state`, except that it is
+    /// [`SupervisorState::Stopped`] from the moment a stop is asked for (the snapshot says so
+    /// once the reader has ended).
+    pub fn state(&self) -> SupervisorState {
+        self.shared.with_state(SupervisorState::clone)
+    }
+
     /// True until the supervisor is stopped or has given up (its reconnect budget is spent, or
-    /// its page target went away). While it reconnects it is alive but not `active` in the
-    /// snapshot, and calls fail at once.
+    /// its page target went away). While it reconnects it is alive but not `active`, and calls
+    /// fail at once.
     pub fn is_alive(&self) -> bool {
-        !self.stopping.load(Ordering::Acquire) && !self.shared.reader_done.load(Ordering::Acquire)
+        self.shared.with_state(|s| {
+            matches!(
+                s,
+                SupervisorState::Active | SupervisorState::Reconnecting { .. }
+            )
+        })
     }
 
-    /// True while alive and connected (the snapshot's `active`).
+    /// True while connected and attached to its page ([`SupervisorState::Active`]).
     pub fn is_active(&self) -> bool {
-        self.is_alive() && self.shared.snapshot.load().active
+        self.shared
+            .with_state(|s| matches!(s, SupervisorState::Active))
     }
 
-    fn ensure_alive(&self) -> Result<(), Error> {
-        if self.is_active() {
-            Ok(())
-        } else if self.is_alive() {
-            Err(Error::ConnectionLost(format!(
+    /// `Ok` while active; otherwise the error a call gets: "reconnecting" while it reconnects,
+    /// "not active" once it has ended.
+    pub(crate) fn ensure_alive(&self) -> Result<(), Error> {
+        self.shared.with_state(|s| match s {
+            SupervisorState::Active => Ok(()),
+            SupervisorState::Reconnecting { .. } => Err(Error::ConnectionLost(format!(
                 "the connection of task {:?} dropped; the supervisor is reconnecting",
                 self.task_id
-            )))
-        } else {
-            Err(Error::NotActive(self.task_id.clone()))
-        }
+            ))),
+            SupervisorState::Stopped | SupervisorState::Dead { .. } => {
+                Err(Error::NotActive(self.task_id.clone()))
+            }
+        })
     }
 
     /// Answers a pending dialog and waits for the browser's acknowledgement.
@@ -391,7 +403,7 @@ impl Supervisor {
             c.params,
             c.session_id.as_deref(),
             c.kind,
-            self.settings.call_timeout,
+            self.config.call_timeout,
         )?;
         Ok(dialog.clone())
     }
@@ -400,20 +412,18 @@ impl Supervisor {
     /// does this while it still holds the task's slot, so no observer ever sees two live
     /// supervisors for one task; [`Supervisor::stop`] finishes the job.
     pub(crate) fn mark_stopping(&self) {
-        self.stopping.store(true, Ordering::Release);
+        self.shared.request_stop();
     }
 
     /// Stops the supervisor: dismisses dialogs still pending (so the page is not left wedged),
     /// closes the socket and joins both threads. Returns within about 1 s even when the peer has
     /// stopped answering. Idempotent.
     pub fn stop(&self) {
-        let first = !self.stop_started.swap(true, Ordering::AcqRel);
-        self.mark_stopping();
-        if first {
+        if self.shared.begin_stop() {
             let budget = Instant::now() + Duration::from_millis(700);
             let shared = Arc::clone(&self.shared);
             let pending = self.snapshot().pending_dialogs.clone();
-            let own_page = if self.settings.new_page {
+            let own_page = if self.owns_page() {
                 self.snapshot().page_target_id.clone()
             } else {
                 None
@@ -431,15 +441,12 @@ impl Supervisor {
                     let _ = done_tx.send(());
                 });
             let _ = done_rx.recv_deadline(budget + Duration::from_millis(100));
-            // Shut the connection before waking the reader: a reconnect that completes from
+            // Shut the connection before waking the reader; a reconnect that completes from
             // now on is refused, so the reader can never go back to reading a live socket.
             self.shared.close_for_good();
-            drop(
-                self.stop_signal
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take(),
-            );
+            // One wake-up is enough: every wait that receives it returns to a loop that sees
+            // the stop and ends (and the channel disconnects when the supervisor is dropped).
+            let _ = self.wake_reader.try_send(());
             if let Ok(t) = polite {
                 let _ = t.join();
             }
