@@ -57,9 +57,8 @@ pub(crate) struct Reader {
     pub core: Core,
     pub registrations: Receiver<(u64, PendingCall)>,
     pub watchdog: Sender<WatchdogMsg>,
-    /// Wakes the reader out of a reconnect back-off or attempt: `stop` sends on it (or drops
-    /// it) once it has shut the connection for good ([`Shared::closed_for_good`], what the
-    /// reader checks).
+    /// Disconnects once `stop` has shut the connection for good: wakes the reader out of a
+    /// reconnect back-off or attempt. (What the reader checks is [`Shared::closed_for_good`].)
     pub stop: Receiver<()>,
     /// How to reconnect.
     pub reconnect: ReconnectPlan,

@@ -98,9 +98,10 @@ pub struct Supervisor {
     /// The lifecycle lives here: the published state and the stop phase (see `crate::shared`).
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    /// `stop` sends on it once it has begun: wakes the reader out of a reconnect back-off or
-    /// attempt.
-    wake_reader: Sender<()>,
+    /// Not state, a wake-up: `stop` drops it once it has shut the connection for good, which
+    /// disconnects the reader's end and so cuts any reconnect back-off or attempt short, now
+    /// and in every later wait (a message on a one-slot channel would wake one wait only).
+    wake_reader: Mutex<Option<Sender<()>>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -135,7 +136,7 @@ impl Supervisor {
         let transport = crate::endpoint::connect(cdp_url, &opts, Deadline::At(deadline))?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
-        let (wake_tx, wake_rx) = bounded::<()>(1);
+        let (wake_tx, wake_rx) = bounded::<()>(0);
         let core = Core::new(
             task_id,
             &transport.url_redacted,
@@ -170,7 +171,7 @@ impl Supervisor {
             options,
             shared,
             threads: Mutex::new(Vec::new()),
-            wake_reader: wake_tx,
+            wake_reader: Mutex::new(Some(wake_tx)),
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
         let choice = match &sup.options.target_id {
@@ -444,9 +445,12 @@ impl Supervisor {
             // Shut the connection before waking the reader; a reconnect that completes from
             // now on is refused, so the reader can never go back to reading a live socket.
             self.shared.close_for_good();
-            // One wake-up is enough: every wait that receives it returns to a loop that sees
-            // the stop and ends (and the channel disconnects when the supervisor is dropped).
-            let _ = self.wake_reader.try_send(());
+            drop(
+                self.wake_reader
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take(),
+            );
             if let Ok(t) = polite {
                 let _ = t.join();
             }
