@@ -11,9 +11,10 @@
 //! `reconnecting`, `stopped`, `dead`), written by the reader alone; a `stopped` or `dead` state
 //! is the reader's last publish. The one fact the reader cannot publish in time is that `stop`
 //! has been asked for: the registry must make a supervisor not alive under its slot lock, before
-//! anyone runs `stop`. That is [`StopPhase`], one atomic next to the snapshot, and
+//! anyone runs `stop`. That is [`StopPhase`], one atomic next to the snapshot (its last step,
+//! `Closed`, is also what tells the reader to end instead of reconnecting), and
 //! [`Shared::with_state`] folds the two into the state every check matches on
-//! (`Supervisor::is_alive`, `is_active`, `ensure_alive`).
+//! (`Supervisor::is_alive`, `is_active`, `ensure_alive`, and through it `tools::live`).
 
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
