@@ -734,9 +734,9 @@ fn main() {
     }
 
     println!(
-        "The \"2 tasks in turn\" rows time two registry.snapshot() calls (the bench task, then an \
-         idle second task) per read: with the cache both miss every time, so they show its \
-         worst case against the plain map path."
+        "The \"2 tasks in turn\" rows time one call of two registry.snapshot() reads (the bench \
+         task, then an idle second task), so their ns are per two reads: with the cache both \
+         miss every time, its worst case against the plain map path."
     );
     println!();
     println!(
