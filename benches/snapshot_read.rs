@@ -11,6 +11,9 @@
 //!   snapshot) behind `RwLock` / `Mutex`, read by cloning it out, and behind a bare
 //!   `ArcSwap<State>`; a dedicated writer thread replaces it continuously (one console entry
 //!   more per publish, like the supervisor).
+//! * The registry's per-thread read cache (`src/registry/read_cache.rs`): the breakdown prints
+//!   `registry.snapshot()` with and without it, and with two tasks read in turn (its worst
+//!   case: every read misses), in the same run.
 //! * Latency: one read takes ~10-30 ns, about what `Instant::now()` costs, so reads are timed in
 //!   batches of [`BATCH`] and `batch_time / BATCH` goes into an hdrhistogram per reader thread.
 //!
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::FakeBrowser;
+use cdp_supervisor::unversioned::snapshot_uncached;
 use cdp_supervisor::{
     ClosedDialog, Config, ConsoleEntry, PendingDialog, Snapshot, SupervisorRegistry,
 };
@@ -47,6 +51,8 @@ const CONSOLE_MAX: usize = 50;
 const WARMUP: Duration = Duration::from_millis(150);
 /// Task id used in the registry.
 const TASK: &str = "bench";
+/// The second task of the read-cache rows.
+const OTHER_TASK: &str = "bench-other";
 
 // ------------------------------------------------------------------------------------------------
 // The lock-based baseline's state.
@@ -605,6 +611,12 @@ fn main() {
         if si == 0 {
             // Where the registry's read cost goes, same live writer, shorter runs.
             let sup = live.registry.get(TASK).expect("the supervisor");
+            // A second task, on an idle fake browser of its own: reading the two in turn
+            // misses the per-thread cache on every read.
+            let other_fake = FakeBrowser::start().expect("start the second fake browser");
+            live.registry
+                .get_or_start(OTHER_TASK, &other_fake.ws_url())
+                .expect("start the second supervisor");
             let mut map: HashMap<String, u64> = HashMap::new();
             map.insert(TASK.to_string(), 1);
             for readers in [1usize, 2] {
@@ -618,13 +630,46 @@ fn main() {
                         .map_or(0, |s| s.pending_dialogs.len())
                 };
                 let hash_read = || map.get(black_box(TASK)).map_or(0, |v| *v as usize);
+                let uncached_read = || {
+                    snapshot_uncached(&live.registry, black_box(TASK))
+                        .map_or(0, |s| s.pending_dialogs.len())
+                };
+                // Two reads per call (the two tasks in turn); `measure` counts calls, so
+                // these rows are per two reads (see the note below the table).
+                let turns_read = || {
+                    live.registry
+                        .snapshot(black_box(TASK))
+                        .map_or(0, |s| s.pending_dialogs.len())
+                        + live
+                            .registry
+                            .snapshot(black_box(OTHER_TASK))
+                            .map_or(0, |s| s.pending_dialogs.len())
+                };
+                let turns_uncached = || {
+                    snapshot_uncached(&live.registry, black_box(TASK))
+                        .map_or(0, |s| s.pending_dialogs.len())
+                        + snapshot_uncached(&live.registry, black_box(OTHER_TASK))
+                            .map_or(0, |s| s.pending_dialogs.len())
+                };
                 let reg_with = || {
                     live.registry
                         .with_snapshot(black_box(TASK), |s| s.pending_dialogs.len())
                         .unwrap_or(0)
                 };
                 let idle = |_: &AtomicBool| ();
-                let parts: [(&'static str, RunResult); 7] = [
+                let parts: [(&'static str, RunResult); 10] = [
+                    (
+                        "registry.snapshot(), no read cache",
+                        measure(readers, short, uncached_read, emit, version),
+                    ),
+                    (
+                        "2 tasks in turn, 2 reads (cache)",
+                        measure(readers, short, turns_read, emit, version),
+                    ),
+                    (
+                        "2 tasks in turn, 2 reads (no cache)",
+                        measure(readers, short, turns_uncached, emit, version),
+                    ),
                     (
                         "registry.with_snapshot (no refcount)",
                         measure(readers, short, reg_with, emit, version),
@@ -670,6 +715,8 @@ fn main() {
                     });
                 }
             }
+            live.registry.stop(OTHER_TASK);
+            drop(other_fake);
         }
         drop(live);
     }
@@ -686,6 +733,11 @@ fn main() {
         print_row(row);
     }
 
+    println!(
+        "The \"2 tasks in turn\" rows time one call of two registry.snapshot() reads (the bench \
+         task, then an idle second task), so their ns are per two reads: with the cache both \
+         miss every time, its worst case against the plain map path."
+    );
     println!();
     println!(
         "Note: {nproc} core(s). With 1 reader the supervisor variant already has 3 busy threads \
@@ -714,11 +766,15 @@ fn main() {
     let (rw50, _, _) = pick("RwLock", 1);
     let (mx50, _, _) = pick("Mutex", 1);
     let (b50, b99, _) = pick("registry", 2);
+    let uncached = breakdown
+        .iter()
+        .find(|r| r.readers == 1 && r.variant.starts_with("registry.snapshot(), no read cache"))
+        .map_or(0.0, |r| r.r.p50());
     println!();
     println!(
         "README: snapshot_read ({date}, nproc={nproc}): registry.snapshot()+pending_dialogs.len() \
-         p50 {a50:.1} ns / p99 {a99:.1} ns with 1 reader (2 readers: {b50:.1} / {b99:.1} ns) while \
-         the supervisor publishes {apubs:.0} snapshots/s; cloning a RwLock<State> is {:.0}x and a \
+         p50 {a50:.1} ns / p99 {a99:.1} ns with 1 reader (2 readers: {b50:.1} / {b99:.1} ns; \
+         without the per-thread read cache {uncached:.1} ns) while the supervisor publishes {apubs:.0} snapshots/s; cloning a RwLock<State> is {:.0}x and a \
          Mutex<State> {:.0}x slower at p50 (batch-of-{BATCH} timing, clock {clock:.1} ns/call).",
         rw50 / a50,
         mx50 / a50

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::registry::StartOptions;
 
 /// The shipped defaults, documented line by line in the file itself.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -380,6 +381,18 @@ fn non_empty(s: Option<String>) -> Option<String> {
 }
 
 impl Config {
+    /// The configuration of one task: this one with the task's overrides
+    /// (`StartOptions::{dialog_policy, dialog_timeout, dialog_bridge}`) applied. The only place
+    /// per-task settings are made; a supervisor keeps the result (`Supervisor::config`).
+    pub fn with_overrides(&self, options: &StartOptions) -> Config {
+        Config {
+            dialog_policy: options.dialog_policy.unwrap_or(self.dialog_policy),
+            dialog_timeout: options.dialog_timeout.unwrap_or(self.dialog_timeout),
+            dialog_bridge: options.dialog_bridge.unwrap_or(self.dialog_bridge),
+            ..self.clone()
+        }
+    }
+
     /// Loads `config/default.toml`, then `path` (or `$CDP_SUPERVISOR_CONFIG`) if given, then the
     /// `CDP_SUPERVISOR__*` environment, and validates every value.
     pub fn load(path: Option<&Path>) -> Result<Config, Error> {
@@ -535,6 +548,34 @@ mod tests {
         assert!(e.to_string().contains("off, on, auto"), "{e}");
         let e = Config::from_toml("[limits]\nrecent_dialogs_max = -3").unwrap_err();
         assert!(e.to_string().contains("limits.recent_dialogs_max"), "{e}");
+    }
+
+    #[test]
+    fn task_overrides_replace_only_what_they_name() {
+        let base = Config {
+            call_timeout: Duration::from_secs(7),
+            ..Config::default()
+        };
+        assert_eq!(base.with_overrides(&StartOptions::default()), base);
+        let task = base.with_overrides(&StartOptions {
+            dialog_policy: Some(DialogPolicy::AutoAccept),
+            dialog_timeout: Some(Duration::from_millis(300)),
+            dialog_bridge: Some(BridgeMode::On),
+            target_id: Some("T".into()),
+            new_page: true,
+        });
+        assert_eq!(task.dialog_policy, DialogPolicy::AutoAccept);
+        assert_eq!(task.dialog_timeout, Duration::from_millis(300));
+        assert_eq!(task.dialog_bridge, BridgeMode::On);
+        assert_eq!(
+            Config {
+                dialog_policy: base.dialog_policy,
+                dialog_timeout: base.dialog_timeout,
+                dialog_bridge: base.dialog_bridge,
+                ..task
+            },
+            base
+        );
     }
 
     #[test]

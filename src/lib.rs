@@ -64,7 +64,9 @@
 //! * `bridge`: the `Fetch`-based dialog bridge.
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs, stop) and `supervisor/calls.rs` (the
 //!   call path: routing, the dialog-aware rules, the security policy).
-//! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor` with a lock-free read path.
+//! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
+//!   under one lock, and a lock-free read path with a per-thread cache
+//!   (`registry/read_cache.rs`).
 //! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
 //! * `clock`: `Now`, the time the reader reads once per batch and passes into
 //!   the core.
@@ -161,5 +163,14 @@ pub mod unversioned {
     /// The CDP session a dialog arrived on.
     pub fn dialog_session(dialog: &PendingDialog) -> &str {
         &dialog.session_id
+    }
+
+    /// `registry.snapshot(task_id)` without the registry's per-thread read cache (the
+    /// benchmark prints both).
+    pub fn snapshot_uncached(
+        registry: &crate::SupervisorRegistry,
+        task_id: &str,
+    ) -> Option<std::sync::Arc<crate::Snapshot>> {
+        registry.snapshot_uncached(task_id)
     }
 }

@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded, select};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, select};
 use log::{debug, info, warn};
 use tungstenite::Message;
 
@@ -58,7 +58,8 @@ pub(crate) struct Reader {
     pub core: Core,
     pub registrations: Receiver<(u64, PendingCall)>,
     pub watchdog: Sender<WatchdogMsg>,
-    /// Disconnects when `stop` is called.
+    /// Disconnects once `stop` has shut the connection for good: wakes the reader out of a
+    /// reconnect back-off or attempt. (What the reader checks is [`Shared::closed_for_good`].)
     pub stop: Receiver<()>,
     /// How to reconnect.
     pub reconnect: ReconnectPlan,
@@ -82,7 +83,7 @@ pub(crate) struct ReconnectPlan {
 
 impl Reader {
     fn stopped(&self) -> bool {
-        matches!(self.stop.try_recv(), Err(TryRecvError::Disconnected))
+        self.shared.closed_for_good()
     }
 
     /// Runs until `stop`, a fatal page loss, or an exhausted reconnect budget.
@@ -156,9 +157,9 @@ impl Reader {
         };
         self.core.on_disconnect(&reason, now);
         self.core.ended(end);
-        // The final state first: whoever sees the supervisor gone also sees how it ended.
+        // The final state (`stopped` or `dead`) is the last publish: it is what tells everyone
+        // the supervisor has ended, so whoever sees it gone also sees how it ended.
         self.flush(now);
-        self.shared.finish();
         self.forward_watchdog();
         drop(self.registrations);
         for a in attachers {

@@ -1,44 +1,36 @@
 //! `task_id -> Supervisor`, with lock-free lookups and race-free start/stop (SPEC §3).
 //!
-//! The map of tasks is an arc-swap'd `HashMap<task, Arc<Slot>>`: `get`/`snapshot` never lock.
-//! Each slot publishes its live supervisor through an `ArcSwapOption`, and serialises starts and
-//! stops with a small mutex that is **never held across a wait**: a start marks the slot
-//! `starting` (with a channel that later callers wait on), releases the lock, connects and
-//! attaches, and takes the lock again to publish. A `stop` that happens meanwhile bumps the slot's
-//! generation, so the finishing start sees that it lost and stops its own supervisor instead of
-//! publishing a zombie.
+//! Start and stop are not hot paths, so their bookkeeping is plain: one mutex over
+//! `task -> Slot`, **never held across a wait**. A start marks the task's slot `starting` (with
+//! a ticket, and a channel later callers for the task wait on), releases the lock, connects and
+//! attaches, and takes the lock again to publish, only if its ticket is still the slot's: a
+//! `stop` in the meantime removed the slot ([`SupervisorRegistry::remove_slot`], the one place
+//! a slot goes away), so the start that lost stops its own supervisor instead of publishing a
+//! zombie. A [`StartGuard`] owns the `starting` mark: its `Drop` clears it, so a start that
+//! fails, returns early or panics never leaves its task stuck starting.
 //!
-//! # The read path
-//!
-//! `snapshot`/`with_snapshot`/`get` first look in a one-entry **per-thread cache** of the last
-//! `(registry, task) -> supervisor` lookup, validated by the registry's `live_generation` (bumped
-//! after every change of the live map): a hit costs a thread-local access, one atomic load and a
-//! string comparison instead of an arc-swap guard and a hash lookup. A miss (another task, or the
-//! map changed) takes the lock-free path; the second miss in a row on the same task refills the
-//! entry (without allocating), so reading tasks in no particular order costs no more than
-//! before. The entry holds
-//! an `Arc` of the supervisor's snapshot cell (its task id and arc-swap, nothing else), so after a
-//! stop that cell and its last snapshot can stay allocated until that thread's next read through
-//! any registry, or its exit; the supervisor itself (threads, socket) is not kept. (A thread's very
-//! first read registers the cache's destructor with the C runtime, which may allocate once.)
+//! Reads (`get`, `snapshot`, `with_snapshot`) never lock: they go through the read side in
+//! `registry/read_cache.rs`, an arc-swapped `task -> supervisor` map that only the holder of
+//! the slot lock replaces, with a per-thread cache in front of it.
 
 use rustc_hash::FxHashMap as HashMap;
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use arc_swap::{ArcSwap, ArcSwapOption};
-use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 
 use crate::config::{BridgeMode, Config, DialogPolicy};
 use crate::error::Error;
 use crate::redact::redact_url;
-use crate::shared::SnapshotCell;
 use crate::snapshot::Snapshot;
-use crate::supervisor::{Settings, Supervisor};
+use crate::supervisor::Supervisor;
 
-/// Per-task choices for [`SupervisorRegistry::get_or_start_with`].
+mod read_cache;
+
+use read_cache::ReadMap;
+
+/// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
+/// applied by [`Config::with_overrides`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StartOptions {
     /// Attach to this target instead of the first page.
@@ -55,42 +47,37 @@ pub struct StartOptions {
     pub new_page: bool,
 }
 
-#[derive(Default)]
-struct SlotState {
-    /// Bumped by every stop and every start; a start that finds it changed has lost a race.
-    generation: u64,
-    /// A start in progress: its URL and options, and a channel that disconnects when it ends.
-    starting: Option<(String, StartOptions, Receiver<()>)>,
-    /// The slot was removed from the map; callers holding it must look again.
-    removed: bool,
-}
-
-impl std::fmt::Debug for SlotState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlotState")
-            .field("generation", &self.generation)
-            .field(
-                "starting",
-                &self.starting.as_ref().map(|(url, _, _)| redact_url(url)),
-            )
-            .field("removed", &self.removed)
-            .finish()
-    }
-}
-
+/// One task's start/stop bookkeeping.
 #[derive(Debug, Default)]
 struct Slot {
-    /// The live supervisor, read lock-free.
-    current: ArcSwapOption<Supervisor>,
-    /// Serialises start/stop bookkeeping; never held across a wait.
-    state: Mutex<SlotState>,
-    /// The options the current supervisor was started with.
-    options: Mutex<StartOptions>,
+    /// The published supervisor (the read map holds it too).
+    current: Option<Arc<Supervisor>>,
+    /// A start in progress.
+    starting: Option<Starting>,
 }
 
-impl Slot {
-    fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+#[derive(Debug)]
+struct Starting {
+    /// Which start: the one whose [`StartGuard`] has this ticket.
+    ticket: u64,
+    /// Disconnects when that start ends, however it ends.
+    done: Receiver<()>,
+}
+
+/// Everything behind the registry's one lock.
+#[derive(Debug, Default)]
+struct Slots {
+    tasks: HashMap<String, Slot>,
+    /// The next start's ticket.
+    next_ticket: u64,
+}
+
+impl Slots {
+    /// The slot of `task_id` if the start holding `ticket` still owns it (no stop removed it).
+    fn started_by(&mut self, task_id: &str, ticket: u64) -> Option<&mut Slot> {
+        self.tasks
+            .get_mut(task_id)
+            .filter(|s| s.starting.as_ref().is_some_and(|s| s.ticket == ticket))
     }
 }
 
@@ -98,39 +85,56 @@ impl Slot {
 #[derive(Debug)]
 pub struct SupervisorRegistry {
     config: Config,
-    slots: ArcSwap<HashMap<String, Arc<Slot>>>,
-    /// The read side: task -> its current supervisor, one arc-swap load away. Derived from the
-    /// slots (republished, copy-on-write, whenever a slot's supervisor changes), so the hot
-    /// `snapshot`/`get` path is a single load, one hash and the supervisor's own snapshot load.
-    live: ArcSwap<HashMap<String, Arc<Supervisor>>>,
-    /// Serialises republishing `live`; always the innermost lock, never held across a wait.
-    live_write: Mutex<()>,
-    /// Serialises changes to the map itself (inserting/removing slots).
-    map_write: Mutex<()>,
-    /// Bumped (release) after every store of `live`; validates the per-thread read cache.
-    live_generation: AtomicU64,
-    /// Process-unique identity of this registry, for the per-thread read cache.
-    uid: u64,
+    /// Start/stop bookkeeping; never held across a wait.
+    slots: Mutex<Slots>,
+    /// The lock-free read side, replaced only with `slots` locked.
+    reads: ReadMap,
 }
 
-/// Source of [`SupervisorRegistry::uid`]s; 0 is never used, so an empty cache matches nothing.
-static NEXT_REGISTRY_UID: AtomicU64 = AtomicU64::new(1);
-
-/// The per-thread read cache (see the module doc).
-struct LiveCache {
-    registry: u64,
-    generation: u64,
-    cell: Option<Arc<SnapshotCell>>,
-    /// Address of the cell the last miss found (identity only, never dereferenced): the entry is
-    /// refilled only when two misses in a row find the same cell, so a thread reading tasks in
-    /// no particular order does not pay a reference-count pair per read to churn the entry.
-    last_miss: usize,
+/// A start in progress: the `starting` mark of one slot. Dropping it clears the mark (unless a
+/// stop removed the slot or a newer start owns it) and forgets a slot left empty, then wakes
+/// the callers waiting for this start.
+struct StartGuard<'a> {
+    registry: &'a SupervisorRegistry,
+    task_id: &'a str,
+    ticket: u64,
+    /// Dropped last: waiters wake once the slot says how the start ended.
+    _done: Sender<()>,
 }
 
-thread_local! {
-    static LIVE_CACHE: RefCell<LiveCache> = const {
-        RefCell::new(LiveCache { registry: 0, generation: 0, cell: None, last_miss: 0 })
-    };
+impl StartGuard<'_> {
+    /// Publishes `sup` as the task's supervisor, unless a stop came while it was starting: then
+    /// it stops it (no zombie) and says so.
+    fn publish(self, sup: Arc<Supervisor>) -> Result<Arc<Supervisor>, Error> {
+        let mut slots = self.registry.lock();
+        let Some(slot) = slots.started_by(self.task_id, self.ticket) else {
+            drop(slots);
+            sup.stop();
+            return Err(Error::NotActive(format!(
+                "{} (stopped while it was starting)",
+                self.task_id
+            )));
+        };
+        slot.starting = None;
+        slot.current = Some(Arc::clone(&sup));
+        self.registry
+            .reads
+            .set(&mut slots, self.task_id, Some(&sup));
+        Ok(sup)
+    }
+}
+
+impl Drop for StartGuard<'_> {
+    fn drop(&mut self) {
+        let mut slots = self.registry.lock();
+        if let Some(slot) = slots.started_by(self.task_id, self.ticket) {
+            slot.starting = None;
+            if slot.current.is_none() {
+                // Nothing was published: a failed start leaves no task behind.
+                self.registry.remove_slot(&mut slots, self.task_id);
+            }
+        }
+    }
 }
 
 impl SupervisorRegistry {
@@ -138,12 +142,8 @@ impl SupervisorRegistry {
     pub fn new(config: Config) -> Self {
         SupervisorRegistry {
             config,
-            slots: ArcSwap::from_pointee(HashMap::default()),
-            live: ArcSwap::from_pointee(HashMap::default()),
-            live_write: Mutex::new(()),
-            map_write: Mutex::new(()),
-            live_generation: AtomicU64::new(0),
-            uid: NEXT_REGISTRY_UID.fetch_add(1, Ordering::Relaxed),
+            slots: Mutex::default(),
+            reads: ReadMap::new(),
         }
     }
 
@@ -152,39 +152,13 @@ impl SupervisorRegistry {
         &self.config
     }
 
+    fn lock(&self) -> MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The live supervisor for `task_id`, starting (or replacing) one as needed.
     pub fn get_or_start(&self, task_id: &str, cdp_url: &str) -> Result<Arc<Supervisor>, Error> {
         self.get_or_start_with(task_id, cdp_url, StartOptions::default())
-    }
-
-    fn slot(&self, task_id: &str) -> Arc<Slot> {
-        if let Some(s) = self.slots.load().get(task_id) {
-            return Arc::clone(s);
-        }
-        let _w = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = self.slots.load().get(task_id) {
-            return Arc::clone(s);
-        }
-        let slot = Arc::new(Slot::default());
-        let mut map = HashMap::clone(&self.slots.load());
-        map.insert(task_id.to_string(), Arc::clone(&slot));
-        self.slots.store(Arc::new(map));
-        slot
-    }
-
-    fn settings(&self, opts: &StartOptions) -> Settings {
-        Settings {
-            target_id: opts.target_id.clone(),
-            new_page: opts.new_page && opts.target_id.is_none(),
-            dialog_policy: opts.dialog_policy.unwrap_or(self.config.dialog_policy),
-            dialog_timeout: opts.dialog_timeout.unwrap_or(self.config.dialog_timeout),
-            start_timeout: self.config.start_timeout,
-            call_timeout: self.config.call_timeout,
-            config: Config {
-                dialog_bridge: opts.dialog_bridge.unwrap_or(self.config.dialog_bridge),
-                ..self.config.clone()
-            },
-        }
     }
 
     /// Like [`get_or_start`](Self::get_or_start) with per-task options. Idempotent for the same
@@ -206,136 +180,82 @@ impl SupervisorRegistry {
             });
         }
         let wait_deadline = Instant::now() + self.config.start_timeout * 2 + Duration::from_secs(2);
-        loop {
-            let slot = self.slot(task_id);
-            let mut st = slot.lock();
-            if st.removed {
-                continue;
-            }
-            if let Some(cur) = slot.current.load_full() {
-                let same_opts = *slot.options.lock().unwrap_or_else(|e| e.into_inner()) == options;
-                if cur.cdp_url_raw() == cdp_url && same_opts && cur.is_alive() {
-                    return Ok(cur);
+        let (guard, old) = loop {
+            let mut slots = self.lock();
+            if let Some(slot) = slots.tasks.get(task_id) {
+                if let Some(cur) = &slot.current
+                    && cur.cdp_url_raw() == cdp_url
+                    && *cur.options() == options
+                    && cur.is_alive()
+                {
+                    return Ok(Arc::clone(cur));
                 }
-            }
-            if let Some((_, _, done)) = &st.starting {
-                let done = done.clone();
-                drop(st);
-                match done.recv_deadline(wait_deadline) {
-                    Err(RecvTimeoutError::Timeout) => {
+                if let Some(starting) = &slot.starting {
+                    let done = starting.done.clone();
+                    drop(slots);
+                    if let Err(RecvTimeoutError::Timeout) = done.recv_deadline(wait_deadline) {
                         return Err(Error::StartTimeout(
                             self.config.start_timeout,
                             "another caller's start of this task did not finish".into(),
                         ));
                     }
-                    _ => continue,
+                    continue;
                 }
             }
-            // This caller starts the supervisor.
-            st.generation += 1;
-            let generation = st.generation;
+            // This caller starts the supervisor; the one it replaces (rebind, new options,
+            // dead) is not alive from here on.
+            let old = self
+                .remove_slot(&mut slots, task_id)
+                .and_then(|s| s.current);
+            let ticket = slots.next_ticket;
+            slots.next_ticket += 1;
             let (done_tx, done_rx) = bounded::<()>(0);
-            st.starting = Some((cdp_url.to_string(), options.clone(), done_rx));
-            let old = slot.current.swap(None);
-            if let Some(old) = &old {
-                old.mark_stopping();
-                self.set_live(task_id, None);
-            }
-            drop(st);
-            if let Some(old) = old {
-                log::info!(
-                    "task {task_id}: replacing the supervisor for {} (rebind, new options or dead)",
-                    redact_url(cdp_url)
-                );
-                old.stop();
-            }
-            let result = Supervisor::start(task_id, cdp_url, self.settings(&options));
-            let mut st = slot.lock();
-            st.starting = None;
-            drop(done_tx);
-            if st.generation != generation {
-                drop(st);
-                if let Ok(s) = result {
-                    s.stop();
-                }
-                return Err(Error::NotActive(format!(
-                    "{task_id} (stopped while it was starting)"
-                )));
-            }
-            let sup = match result {
-                Ok(s) => s,
-                Err(e) => {
-                    drop(st);
-                    self.remove_if_idle(task_id, &slot);
-                    return Err(e);
-                }
+            slots.tasks.insert(
+                task_id.to_string(),
+                Slot {
+                    current: None,
+                    starting: Some(Starting {
+                        ticket,
+                        done: done_rx,
+                    }),
+                },
+            );
+            let guard = StartGuard {
+                registry: self,
+                task_id,
+                ticket,
+                _done: done_tx,
             };
-            *slot.options.lock().unwrap_or_else(|e| e.into_inner()) = options;
-            slot.current.store(Some(Arc::clone(&sup)));
-            self.set_live(task_id, Some(&sup));
-            return Ok(sup);
-        }
-    }
-
-    /// Republishes the read side for one task (called with the slot's lock held).
-    fn set_live(&self, task_id: &str, sup: Option<&Arc<Supervisor>>) {
-        let _w = self.live_write.lock().unwrap_or_else(|e| e.into_inner());
-        let mut map = HashMap::clone(&self.live.load());
-        match sup {
-            Some(s) => map.insert(task_id.to_string(), Arc::clone(s)),
-            None => map.remove(task_id),
+            break (guard, old);
         };
-        self.live.store(Arc::new(map));
-        self.live_generation.fetch_add(1, Ordering::Release);
+        if let Some(old) = old {
+            log::info!(
+                "task {task_id}: replacing the supervisor for {} (rebind, new options or dead)",
+                redact_url(cdp_url)
+            );
+            old.stop();
+        }
+        let sup = Supervisor::start(task_id, cdp_url, &self.config, options)?;
+        guard.publish(sup)
     }
 
-    /// Runs `f` on the snapshot cell of `task_id`'s live supervisor, through the per-thread
-    /// cache when it is valid (see the module doc). Never allocates.
-    fn with_cell<R>(&self, task_id: &str, f: impl FnOnce(&SnapshotCell) -> R) -> Option<R> {
-        // Read the generation before the map: an entry filled from a map at least as new as this
-        // generation stays valid exactly as long as the generation does not move.
-        let generation = self.live_generation.load(Ordering::Acquire);
-        let mut f = Some(f);
-        let cached = LIVE_CACHE.try_with(|cell| {
-            // Busy: `f` of an outer read is reading again on this thread. Take the plain path.
-            let mut entry = cell.try_borrow_mut().ok()?;
-            let hit = entry.registry == self.uid
-                && entry.generation == generation
-                && entry.cell.as_ref().is_some_and(|c| c.task_id == task_id);
-            if hit {
-                let f = f.take()?;
-                return Some(entry.cell.as_deref().map(f));
-            }
-            let live = self.live.load();
-            let Some(sup) = live.get(task_id) else {
-                return Some(None);
-            };
-            let found = sup.snapshot_cell();
-            let address = Arc::as_ptr(found) as usize;
-            if entry.last_miss == address {
-                *entry = LiveCache {
-                    registry: self.uid,
-                    generation,
-                    cell: Some(Arc::clone(found)),
-                    last_miss: 0,
-                };
-            } else {
-                entry.last_miss = address;
-            }
-            let f = f.take()?;
-            Some(Some(f(found)))
-        });
-        match cached {
-            Ok(Some(r)) => r,
-            // No cache on this thread (busy, or being torn down): the lock-free path.
-            _ => f.and_then(|f| self.live.load().get(task_id).map(|s| f(s.snapshot_cell()))),
+    /// Removes `task_id`'s slot, with `slots` locked: its supervisor is marked stopping (not
+    /// alive from now on: no observer ever sees two live supervisors for one task) and leaves
+    /// the read map; a start in progress for it has lost. The caller stops the supervisor once
+    /// the lock is released.
+    fn remove_slot(&self, slots: &mut Slots, task_id: &str) -> Option<Slot> {
+        let slot = slots.tasks.remove(task_id)?;
+        if let Some(sup) = &slot.current {
+            sup.mark_stopping();
+            self.reads.set(slots, task_id, None);
         }
+        Some(slot)
     }
 
     /// The supervisor for `task_id`, if one has been started and not stopped (it may be dead:
     /// check [`Supervisor::is_alive`]). Lock-free.
     pub fn get(&self, task_id: &str) -> Option<Arc<Supervisor>> {
-        self.live.load().get(task_id).cloned()
+        self.reads.get(task_id)
     }
 
     /// The latest snapshot of `task_id`. Lock-free and wait-free: the task's supervisor from the
@@ -343,88 +263,143 @@ impl SupervisorRegistry {
     /// supervisor's snapshot load and one reference-count increment; no lock, no allocation, no
     /// syscall.
     pub fn snapshot(&self, task_id: &str) -> Option<Arc<Snapshot>> {
-        self.with_cell(task_id, |c| c.load_full())
+        self.reads.with_cell(task_id, |c| c.load_full())
+    }
+
+    /// [`snapshot`](Self::snapshot) without the per-thread cache (for the benchmark).
+    pub(crate) fn snapshot_uncached(&self, task_id: &str) -> Option<Arc<Snapshot>> {
+        self.reads.with_cell_uncached(task_id, |c| c.load_full())
     }
 
     /// Calls `f` with the latest snapshot of `task_id` without touching its reference count:
     /// the fastest read, for handlers that only look (nothing shared is written, so readers on
     /// other cores never contend).
     pub fn with_snapshot<R>(&self, task_id: &str, f: impl FnOnce(&Snapshot) -> R) -> Option<R> {
-        self.with_cell(task_id, |c| f(&c.load()))
+        self.reads.with_cell(task_id, |c| f(&c.load()))
     }
 
     /// Stops `task_id`'s supervisor (dismissing pending dialogs first) and forgets it. Returns
     /// whether there was one. A start in progress for the task is cancelled.
     pub fn stop(&self, task_id: &str) -> bool {
-        loop {
-            let Some(slot) = self.slots.load().get(task_id).cloned() else {
-                return false;
-            };
-            let map_guard = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
-            let mut st = slot.lock();
-            if st.removed {
-                // Another stop removed this slot after we looked it up; a newer slot may exist.
-                continue;
+        let Some(slot) = self.remove_slot(&mut self.lock(), task_id) else {
+            return false;
+        };
+        match slot.current {
+            Some(sup) => {
+                sup.stop();
+                true
             }
-            st.generation += 1;
-            let cur = slot.current.swap(None);
-            if let Some(c) = &cur {
-                c.mark_stopping();
-                self.set_live(task_id, None);
-            }
-            let was_starting = st.starting.is_some();
-            if !was_starting {
-                st.removed = true;
-                let mut map = HashMap::clone(&self.slots.load());
-                if map.get(task_id).is_some_and(|s| Arc::ptr_eq(s, &slot)) {
-                    map.remove(task_id);
-                    self.slots.store(Arc::new(map));
-                }
-            }
-            drop(st);
-            drop(map_guard);
-            return match cur {
-                Some(s) => {
-                    s.stop();
-                    true
-                }
-                None => was_starting,
-            };
-        }
-    }
-
-    /// Forgets `slot` when it holds no supervisor and no start is in progress (a failed start
-    /// must not leave its task behind).
-    fn remove_if_idle(&self, task_id: &str, slot: &Arc<Slot>) {
-        let _w = self.map_write.lock().unwrap_or_else(|e| e.into_inner());
-        let mut st = slot.lock();
-        if st.removed || st.starting.is_some() || slot.current.load().is_some() {
-            return;
-        }
-        st.removed = true;
-        let mut map = HashMap::clone(&self.slots.load());
-        if map.get(task_id).is_some_and(|s| Arc::ptr_eq(s, slot)) {
-            map.remove(task_id);
-            self.slots.store(Arc::new(map));
+            None => slot.starting.is_some(),
         }
     }
 
     /// Stops every supervisor.
     pub fn stop_all(&self) {
-        let tasks: Vec<String> = self.slots.load().keys().cloned().collect();
-        for t in tasks {
+        for t in self.tasks() {
             self.stop(&t);
         }
     }
 
     /// Task ids with a slot (live or starting).
     pub fn tasks(&self) -> Vec<String> {
-        self.slots.load().keys().cloned().collect()
+        self.lock().tasks.keys().cloned().collect()
     }
 }
 
 impl Drop for SupervisorRegistry {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+#[cfg(all(test, feature = "fake-browser"))]
+mod tests {
+    use super::*;
+    use crate::fake::{FakeBrowser, Rule};
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// A start whose attach is held back by the fake, and `stop` called meanwhile.
+    fn stop_during_start(answer_late: bool) {
+        let fake = FakeBrowser::start().unwrap();
+        let rule = if answer_late {
+            Rule::Delay(Duration::from_millis(300), Box::new(Rule::Default))
+        } else {
+            Rule::Ignore
+        };
+        fake.set_rule("Target.getTargets", rule);
+        let reg = SupervisorRegistry::new(Config {
+            start_timeout: Duration::from_secs(1),
+            ..Config::default()
+        });
+        std::thread::scope(|s| {
+            let start = s.spawn(|| reg.get_or_start("t", &fake.ws_url()));
+            fake.wait_for_command(|c| c["method"] == "Target.getTargets", WAIT)
+                .expect("the start is attaching");
+            assert_eq!(reg.tasks(), ["t"], "a starting task has a slot");
+            assert!(reg.stop("t"), "a start in progress counts as a supervisor");
+            assert!(reg.tasks().is_empty());
+            let result = start.join().unwrap();
+            match (&result, answer_late) {
+                // Attached after the stop: the start lost, and says so.
+                (Err(Error::NotActive(m)), true) => assert!(m.contains("stopped while"), "{m}"),
+                // Never attached: its own time-out.
+                (Err(Error::StartTimeout(..)), false) => {}
+                _ => panic!("the stop must win: {result:?}"),
+            }
+        });
+        assert!(reg.get("t").is_none(), "no zombie published");
+        assert!(reg.snapshot("t").is_none());
+        assert!(reg.tasks().is_empty());
+        assert!(
+            fake.wait_for_connections(0, WAIT),
+            "the lost start stopped its own supervisor"
+        );
+        // The task starts again normally.
+        fake.clear_rule("Target.getTargets");
+        let sup = reg.get_or_start("t", &fake.ws_url()).unwrap();
+        assert!(sup.is_active());
+        assert!(Arc::ptr_eq(&reg.get("t").unwrap(), &sup));
+    }
+
+    #[test]
+    fn a_stop_during_a_start_that_then_succeeds_publishes_nothing() {
+        stop_during_start(true);
+    }
+
+    #[test]
+    fn a_stop_during_a_start_that_then_fails_leaves_no_slot() {
+        stop_during_start(false);
+    }
+
+    #[test]
+    fn a_failed_start_leaves_no_slot() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let reg = SupervisorRegistry::new(Config::default());
+        let refused = reg.get_or_start("t", &format!("ws://127.0.0.1:{port}/devtools/browser/x"));
+        assert!(matches!(refused, Err(Error::Connect { .. })), "{refused:?}");
+        assert!(reg.tasks().is_empty() && reg.get("t").is_none());
+    }
+
+    #[test]
+    fn callers_wait_for_a_start_in_progress_and_share_its_supervisor() {
+        let fake = FakeBrowser::start().unwrap();
+        fake.set_rule(
+            "Target.getTargets",
+            Rule::Delay(Duration::from_millis(200), Box::new(Rule::Default)),
+        );
+        let reg = SupervisorRegistry::new(Config::default());
+        let sups: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| reg.get_or_start("t", &fake.ws_url()).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(sups.iter().all(|s| Arc::ptr_eq(s, &sups[0])));
+        assert_eq!(fake.accepted_count(), 1, "one start, one connection");
     }
 }

@@ -4,9 +4,20 @@
 //! Ownership: the reader thread is the only one that stores a snapshot or swaps the transport
 //! (after a reconnect); callers, the watchdog and the attach sequence only register calls and
 //! write commands.
+//!
+//! # The lifecycle
+//!
+//! A supervisor's life is the published snapshot's [`SupervisorState`] (`active`,
+//! `reconnecting`, `stopped`, `dead`), written by the reader alone; a `stopped` or `dead` state
+//! is the reader's last publish. The one fact the reader cannot publish in time is that `stop`
+//! has been asked for: the registry must make a supervisor not alive under its slot lock, before
+//! anyone runs `stop`. That is [`StopPhase`], one atomic next to the snapshot (its last step,
+//! `Closed`, is also what tells the reader to end instead of reconnecting), and
+//! [`Shared::with_state`] folds the two into the state every check matches on
+//! (`Supervisor::is_alive`, `is_active`, `ensure_alive`, and through it `tools::live`).
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +30,7 @@ use crate::core::{CallResult, Command, Core, PendingCall};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::protocol;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, SupervisorState};
 use crate::transport::{SendError, Transport};
 
 /// Where a supervisor publishes its snapshot: the arc-swap plus the task it belongs to. Its own
@@ -41,17 +52,48 @@ impl std::ops::Deref for SnapshotCell {
     }
 }
 
+/// How far `stop` has got. Only moves forward (`Running` -> `Requested` -> `Stopping` ->
+/// `Closed`, possibly skipping `Requested`), so every step is a `fetch_max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u8)]
+pub(crate) enum StopPhase {
+    /// Nobody has asked it to stop.
+    Running = 0,
+    /// Not alive any more (calls fail), but nobody has begun `stop`'s work yet: the registry
+    /// marks a supervisor so under its slot lock and stops it once the lock is released.
+    Requested = 1,
+    /// One caller of `stop` is doing its work (dismissing dialogs on the live connection);
+    /// every later caller only joins threads.
+    Stopping = 2,
+    /// `stop` has shut the connection for good: the reader ends instead of reconnecting, and
+    /// no new connection is installed.
+    Closed = 3,
+}
+
+impl StopPhase {
+    fn from_u8(v: u8) -> StopPhase {
+        match v {
+            0 => StopPhase::Running,
+            1 => StopPhase::Requested,
+            2 => StopPhase::Stopping,
+            _ => StopPhase::Closed,
+        }
+    }
+}
+
 /// State shared by one supervisor's threads.
 pub(crate) struct Shared {
     /// The live connection; replaced by the reader after a reconnect, through
-    /// [`Shared::install`] only, never after [`Shared::close_for_good`].
+    /// [`Shared::install`] only, never once `stop` has closed it for good.
     pub transport: ArcSwap<Transport>,
-    /// True once `stop` has shut the connection for good. Held while a new connection is
-    /// installed and while `stop` shuts the current one, so the two cannot interleave: either
-    /// the install happens first and `stop` shuts the new connection, or `stop` happens first
-    /// and the install is refused. Without it, `stop` could shut the connection that was just
-    /// replaced while the reader went on to block reading the new one, forever.
-    closed_for_good: Mutex<bool>,
+    /// Held while a new connection is installed and while `stop` shuts the current one, so the
+    /// two cannot interleave: either the install happens first and `stop` shuts the new
+    /// connection, or the install comes second, sees `Closed` and is refused. Without it,
+    /// `stop` could shut the connection that was just replaced while the reader went on to
+    /// block reading the new one, forever.
+    swap_transport: Mutex<()>,
+    /// A [`StopPhase`].
+    stop_phase: AtomicU8,
     /// Command ids, unique across reconnects so a stale reply can never match a new call.
     next_id: AtomicU64,
     /// The CDP URL, redacted.
@@ -60,8 +102,6 @@ pub(crate) struct Shared {
     pub registrations: Sender<(u64, PendingCall)>,
     /// The published state. Written only by the reader thread.
     pub snapshot: Arc<SnapshotCell>,
-    /// Set by the reader thread as it exits for good.
-    pub reader_done: AtomicBool,
     /// Threads blocked in `wait_for`; the reader only touches `changed` when > 0, so nobody
     /// waiting costs nothing.
     waiters: AtomicUsize,
@@ -80,28 +120,73 @@ impl Shared {
         Shared {
             url_redacted: transport.url_redacted.clone(),
             transport: ArcSwap::from_pointee(transport),
-            closed_for_good: Mutex::new(false),
+            swap_transport: Mutex::new(()),
+            stop_phase: AtomicU8::new(StopPhase::Running as u8),
             next_id: AtomicU64::new(1),
             registrations,
             snapshot: Arc::new(SnapshotCell {
                 task_id: first.task_id.clone(),
                 current: ArcSwap::from_pointee(first),
             }),
-            reader_done: AtomicBool::new(false),
             waiters: AtomicUsize::new(0),
             change_lock: Mutex::new(()),
             changed: Condvar::new(),
         }
     }
 
-    /// Makes `transport` the live connection (the reader, after a reconnect), unless `stop`
-    /// has already shut the connection for good: then it is shut down too and `Err` says so.
+    /// Where `stop` is.
+    pub fn stop_phase(&self) -> StopPhase {
+        StopPhase::from_u8(self.stop_phase.load(Ordering::Acquire))
+    }
+
+    /// Moves forward to `phase` (never back); returns the phase it was in.
+    fn advance(&self, phase: StopPhase) -> StopPhase {
+        StopPhase::from_u8(self.stop_phase.fetch_max(phase as u8, Ordering::AcqRel))
+    }
+
+    /// True once a stop has been asked for (whether or not its work has begun).
+    pub fn stop_requested(&self) -> bool {
+        self.stop_phase() != StopPhase::Running
+    }
+
+    /// True once `stop` has shut the connection for good ([`StopPhase::Closed`]).
+    pub fn closed_for_good(&self) -> bool {
+        self.stop_phase() == StopPhase::Closed
+    }
+
+    /// Not alive from now on; `stop` is still to be run.
+    pub fn request_stop(&self) {
+        self.advance(StopPhase::Requested);
+    }
+
+    /// Moves to `Stopping`; true for exactly one caller, the one that does `stop`'s work.
+    pub fn begin_stop(&self) -> bool {
+        self.advance(StopPhase::Stopping) < StopPhase::Stopping
+    }
+
+    /// Calls `f` with the supervisor's lifecycle state: the published one, except that a
+    /// supervisor asked to stop is `Stopped` already (unless it has ended otherwise, `Dead`).
+    /// No allocation, no lock.
+    pub fn with_state<R>(&self, f: impl FnOnce(&SupervisorState) -> R) -> R {
+        let snap = self.snapshot.load();
+        match &snap.state {
+            SupervisorState::Active | SupervisorState::Reconnecting { .. }
+                if self.stop_requested() =>
+            {
+                f(&SupervisorState::Stopped)
+            }
+            state => f(state),
+        }
+    }
+
+    /// Makes `transport` the live connection (the reader, after a reconnect), unless `stop` has
+    /// shut the connection for good: then it is shut down too and `Err` says so.
     pub fn install(&self, transport: Transport) -> Result<(), ()> {
-        let closed = self
-            .closed_for_good
+        let _swap = self
+            .swap_transport
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        if *closed {
+        if self.closed_for_good() {
             transport.shutdown();
             return Err(());
         }
@@ -109,14 +194,14 @@ impl Shared {
         Ok(())
     }
 
-    /// For `stop`: shuts the live connection down (waking the reader and every writer) and
-    /// refuses any connection installed from now on. Idempotent.
+    /// For `stop`: moves to [`StopPhase::Closed`] and shuts the live connection down, waking
+    /// the reader and every writer; [`Shared::install`] refuses any later one. Idempotent.
     pub fn close_for_good(&self) {
-        let mut closed = self
-            .closed_for_good
+        let _swap = self
+            .swap_transport
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        *closed = true;
+        self.advance(StopPhase::Closed);
         self.transport.load().shutdown();
     }
 
@@ -134,15 +219,9 @@ impl Shared {
         }
     }
 
-    /// Marks the reader as gone for good (after its last publish, so whoever sees it gone also
-    /// sees its final state) and wakes `wait_for` callers.
-    pub fn finish(&self) {
-        self.reader_done.store(true, Ordering::Release);
-        let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.changed.notify_all();
-    }
-
-    /// Blocks until a published snapshot satisfies `pred` or `deadline` passes.
+    /// Blocks until a published snapshot satisfies `pred` or `deadline` passes; `None` at once
+    /// when the published state is final (`stopped`, `dead`: the reader's last publish) and
+    /// does not satisfy it.
     pub fn wait_for(
         &self,
         deadline: Instant,
@@ -153,9 +232,7 @@ impl Shared {
             if pred(&snap) {
                 return Some(snap);
             }
-            if self.reader_done.load(Ordering::Acquire)
-                && self.snapshot.load().version == snap.version
-            {
+            if snap.state.is_final() {
                 return None;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -164,11 +241,8 @@ impl Shared {
             }
             let guard = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
             self.waiters.fetch_add(1, Ordering::SeqCst);
-            // Re-check after announcing ourselves: a publish (or the end) in between is not
-            // missed.
-            if self.snapshot.load().version == snap.version
-                && !self.reader_done.load(Ordering::Acquire)
-            {
+            // Re-check after announcing ourselves: a publish in between is not missed.
+            if self.snapshot.load().version == snap.version {
                 let _unused = self.changed.wait_timeout(guard, left);
             }
             self.waiters.fetch_sub(1, Ordering::SeqCst);

@@ -181,6 +181,14 @@ impl SupervisorState {
             SupervisorState::Dead { .. } => "dead",
         }
     }
+
+    /// `Stopped` or `Dead`: the reader's last publish; nothing is published after it.
+    pub(crate) fn is_final(&self) -> bool {
+        matches!(
+            self,
+            SupervisorState::Stopped | SupervisorState::Dead { .. }
+        )
+    }
 }
 
 impl std::fmt::Display for ClosedBy {

@@ -16,7 +16,6 @@
 //! The call path itself (routing, the dialog-aware rules of SPEC §8, crashes, the security
 //! policy, waiting with a cancel token) is in `supervisor/calls.rs`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,14 +25,15 @@ use log::{debug, info, warn};
 use serde_json::json;
 
 use crate::attach::{Choice, attach_page};
-use crate::config::{Config, DialogAction, DialogPolicy};
+use crate::config::{Config, DialogAction};
 use crate::core::{CallKind, Command, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
+use crate::registry::StartOptions;
 use crate::shared::{Shared, SnapshotCell};
-use crate::snapshot::{BlockedReason, ClosedBy, PendingDialog, Snapshot};
+use crate::snapshot::{BlockedReason, ClosedBy, PendingDialog, Snapshot, SupervisorState};
 use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
@@ -86,39 +86,22 @@ const WATCHDOG_STACK: usize = 128 * 1024;
 /// Longest deadline a single call may have.
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Per-start settings after applying a task's overrides.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Attach to this target instead of the first page.
-    pub target_id: Option<String>,
-    /// Create a page of its own at start and close it at stop (see `StartOptions::new_page`).
-    pub new_page: bool,
-    /// Dialog policy.
-    pub dialog_policy: DialogPolicy,
-    /// Watchdog time-out.
-    pub dialog_timeout: Duration,
-    /// Bound on `start`.
-    pub start_timeout: Duration,
-    /// Default call deadline.
-    pub call_timeout: Duration,
-    /// Everything else.
-    pub config: Config,
-}
-
 /// One task's persistent CDP connection: dialogs, frames, routing, and a wait-free snapshot.
 pub struct Supervisor {
     task_id: String,
     /// The raw URL (may carry credentials: never printed; `Debug` shows the redacted one).
     cdp_url: String,
-    settings: Settings,
+    /// The registry's configuration with the task's overrides applied.
+    config: Config,
+    /// What the task asked for at start.
+    options: StartOptions,
+    /// The lifecycle lives here: the published state and the stop phase (see `crate::shared`).
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Not alive any more (set first, possibly by the registry under its slot lock).
-    stopping: AtomicBool,
-    /// `stop` has begun its work (exactly one caller does it).
-    stop_started: AtomicBool,
-    /// Dropped by `stop`: wakes the reader out of a reconnect back-off or attempt.
-    stop_signal: Mutex<Option<Sender<()>>>,
+    /// Not state, a wake-up: `stop` drops it once it has shut the connection for good, which
+    /// disconnects the reader's end and so cuts any reconnect back-off or attempt short, now
+    /// and in every later wait (a message on a one-slot channel would wake one wait only).
+    wake_reader: Mutex<Option<Sender<()>>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -126,72 +109,74 @@ impl std::fmt::Debug for Supervisor {
         f.debug_struct("Supervisor")
             .field("task_id", &self.task_id)
             .field("cdp_url", &self.shared.url_redacted)
-            .field("active", &self.is_alive())
+            .field("state", &self.state().as_str())
             .finish_non_exhaustive()
     }
 }
 
 impl Supervisor {
     /// Connects, starts the reader and watchdog threads and attaches to the page (SPEC §4), all
-    /// within `settings.start_timeout`. On any failure every thread is stopped again.
+    /// within `config.start_timeout`. The task's settings are
+    /// [`config.with_overrides(&options)`](Config::with_overrides). On any failure every thread
+    /// is stopped again.
     pub fn start(
         task_id: &str,
         cdp_url: &str,
-        settings: Settings,
+        config: &Config,
+        options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
+        let config = config.with_overrides(&options);
         let started = Instant::now();
-        let deadline = Deadline::after(settings.start_timeout);
+        let deadline = Deadline::after(config.start_timeout);
         let opts = ConnectOptions {
-            connect_timeout: settings.start_timeout.min(Duration::from_secs(10)),
-            max_message_bytes: settings.config.limits.max_message_bytes,
-            ca_file: settings.config.ca_file.clone(),
+            connect_timeout: config.start_timeout.min(Duration::from_secs(10)),
+            max_message_bytes: config.limits.max_message_bytes,
+            ca_file: config.ca_file.clone(),
         };
         let transport = crate::endpoint::connect(cdp_url, &opts, deadline)?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
-        let (stop_tx, stop_rx) = bounded::<()>(0);
+        let (wake_tx, wake_rx) = bounded::<()>(0);
         let core = Core::new(
             task_id,
             &transport.url_redacted,
             CoreSettings {
-                policy: settings.dialog_policy,
-                dialog_timeout: settings.dialog_timeout,
-                limits: settings.config.limits.clone(),
-                bridge: settings.config.dialog_bridge,
-                follow_popups: settings.config.follow_popups,
+                policy: config.dialog_policy,
+                dialog_timeout: config.dialog_timeout,
+                limits: config.limits.clone(),
+                bridge: config.dialog_bridge,
+                follow_popups: config.follow_popups,
             },
         );
-        let mut first = Snapshot::empty(task_id, &transport.url_redacted);
-        first.active = true;
+        let first = Snapshot::empty(task_id, &transport.url_redacted);
         let shared = Arc::new(Shared::new(transport, reg_tx, first));
         let reader = Reader {
             shared: Arc::clone(&shared),
             core,
             registrations: reg_rx,
             watchdog: wd_tx,
-            stop: stop_rx,
+            stop: wake_rx,
             reconnect: ReconnectPlan {
                 cdp_url: cdp_url.to_string(),
-                attempts: settings.config.reconnect_attempts,
-                backoff: settings.config.reconnect_backoff,
+                attempts: config.reconnect_attempts,
+                backoff: config.reconnect_backoff,
                 connect: opts,
-                attach_timeout: settings.start_timeout,
+                attach_timeout: config.start_timeout,
             },
         };
         let sup = Arc::new(Supervisor {
             task_id: task_id.to_string(),
             cdp_url: cdp_url.to_string(),
-            settings,
+            config,
+            options,
             shared,
             threads: Mutex::new(Vec::new()),
-            stopping: AtomicBool::new(false),
-            stop_started: AtomicBool::new(false),
-            stop_signal: Mutex::new(Some(stop_tx)),
+            wake_reader: Mutex::new(Some(wake_tx)),
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
-        let choice = match &sup.settings.target_id {
+        let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
-            None if sup.settings.new_page => Choice::NewPage,
+            None if sup.options.new_page => Choice::NewPage,
             None => Choice::FirstPage,
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline));
@@ -199,7 +184,7 @@ impl Supervisor {
             sup.stop();
             return Err(match e {
                 Error::Timeout { method, .. } => Error::StartTimeout(
-                    sup.settings.start_timeout,
+                    sup.config.start_timeout,
                     format!("{method} got no answer (is the endpoint a live, responsive browser?)"),
                 ),
                 other => other,
@@ -254,9 +239,21 @@ impl Supervisor {
         &self.cdp_url
     }
 
-    /// The settings it was started with (config plus the task's overrides).
-    pub fn settings(&self) -> &Settings {
-        &self.settings
+    /// The configuration it runs with: the registry's, with the task's overrides applied
+    /// ([`Config::with_overrides`]).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &StartOptions {
+        &self.options
+    }
+
+    /// The page it attached to is its own: created at start, closed at stop
+    /// ([`StartOptions::new_page`], which `target_id` overrides).
+    fn owns_page(&self) -> bool {
+        self.options.new_page && self.options.target_id.is_none()
     }
 
     /// Where the snapshot is published (for the registry's per-thread read cache).
@@ -291,29 +288,44 @@ impl Supervisor {
             .and_then(|s| s.pending_dialogs.first().cloned())
     }
 
+    /// Where it is in its life: the published snapshot's `state`, except that it is
+    /// [`SupervisorState::Stopped`] from the moment a stop is asked for (the snapshot says so
+    /// once the reader has ended).
+    pub fn state(&self) -> SupervisorState {
+        self.shared.with_state(SupervisorState::clone)
+    }
+
     /// True until the supervisor is stopped or has given up (its reconnect budget is spent, or
-    /// its page target went away). While it reconnects it is alive but not `active` in the
-    /// snapshot, and calls fail at once.
+    /// its page target went away). While it reconnects it is alive but not `active`, and calls
+    /// fail at once.
     pub fn is_alive(&self) -> bool {
-        !self.stopping.load(Ordering::Acquire) && !self.shared.reader_done.load(Ordering::Acquire)
+        self.shared.with_state(|s| {
+            matches!(
+                s,
+                SupervisorState::Active | SupervisorState::Reconnecting { .. }
+            )
+        })
     }
 
-    /// True while alive and connected (the snapshot's `active`).
+    /// True while connected and attached to its page ([`SupervisorState::Active`]).
     pub fn is_active(&self) -> bool {
-        self.is_alive() && self.shared.snapshot.load().active
+        self.shared
+            .with_state(|s| matches!(s, SupervisorState::Active))
     }
 
-    fn ensure_alive(&self) -> Result<(), Error> {
-        if self.is_active() {
-            Ok(())
-        } else if self.is_alive() {
-            Err(Error::ConnectionLost(format!(
+    /// `Ok` while active; otherwise the error a call gets: "reconnecting" while it reconnects,
+    /// "not active" once it has ended.
+    pub(crate) fn ensure_alive(&self) -> Result<(), Error> {
+        self.shared.with_state(|s| match s {
+            SupervisorState::Active => Ok(()),
+            SupervisorState::Reconnecting { .. } => Err(Error::ConnectionLost(format!(
                 "the connection of task {:?} dropped; the supervisor is reconnecting",
                 self.task_id
-            )))
-        } else {
-            Err(Error::NotActive(self.task_id.clone()))
-        }
+            ))),
+            SupervisorState::Stopped | SupervisorState::Dead { .. } => {
+                Err(Error::NotActive(self.task_id.clone()))
+            }
+        })
     }
 
     /// Answers a pending dialog and waits for the browser's acknowledgement.
@@ -384,7 +396,7 @@ impl Supervisor {
         };
         let c = answer_command(dialog, accept, text, ClosedBy::Agent);
         self.shared
-            .call(c, Deadline::after(self.settings.call_timeout))?;
+            .call(c, Deadline::after(self.config.call_timeout))?;
         Ok(dialog.clone())
     }
 
@@ -392,21 +404,19 @@ impl Supervisor {
     /// does this while it still holds the task's slot, so no observer ever sees two live
     /// supervisors for one task; [`Supervisor::stop`] finishes the job.
     pub(crate) fn mark_stopping(&self) {
-        self.stopping.store(true, Ordering::Release);
+        self.shared.request_stop();
     }
 
     /// Stops the supervisor: dismisses dialogs still pending (so the page is not left wedged),
     /// closes the socket and joins both threads. Returns within about 1 s even when the peer has
     /// stopped answering. Idempotent.
     pub fn stop(&self) {
-        let first = !self.stop_started.swap(true, Ordering::AcqRel);
-        self.mark_stopping();
-        if first {
+        if self.shared.begin_stop() {
             let budget = Deadline::after(Duration::from_millis(700));
             let polite_done_by = Deadline::after(Duration::from_millis(800));
             let shared = Arc::clone(&self.shared);
             let pending = self.snapshot().pending_dialogs.clone();
-            let own_page = if self.settings.new_page {
+            let own_page = if self.owns_page() {
                 self.snapshot().page_target_id.clone()
             } else {
                 None
@@ -424,11 +434,11 @@ impl Supervisor {
                     let _ = done_tx.send(());
                 });
             let _ = polite_done_by.recv(&done_rx);
-            // Shut the connection before waking the reader: a reconnect that completes from
+            // Shut the connection before waking the reader; a reconnect that completes from
             // now on is refused, so the reader can never go back to reading a live socket.
             self.shared.close_for_good();
             drop(
-                self.stop_signal
+                self.wake_reader
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .take(),

@@ -24,15 +24,12 @@ pub fn no_supervisor(task_id: &str) -> Value {
     ))
 }
 
+/// The task's supervisor when it is active; otherwise the failure a call would get (its
+/// lifecycle state decides: see `Supervisor::ensure_alive`).
 fn live(reg: &SupervisorRegistry, task_id: &str) -> Result<std::sync::Arc<Supervisor>, Value> {
-    match reg.get(task_id) {
-        None => Err(no_supervisor(task_id)),
-        Some(s) if !s.is_alive() => Err(failure(Error::NotActive(task_id.to_string()))),
-        Some(s) if !s.is_active() => Err(failure(Error::ConnectionLost(format!(
-            "the connection of task {task_id:?} dropped; the supervisor is reconnecting"
-        )))),
-        Some(s) => Ok(s),
-    }
+    let sup = reg.get(task_id).ok_or_else(|| no_supervisor(task_id))?;
+    sup.ensure_alive().map_err(failure)?;
+    Ok(sup)
 }
 
 /// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog is
@@ -304,7 +301,7 @@ fn cdp_inner(
         (None, None) => Route::by_domain(method),
     };
     let sup = live(reg, task_id)?;
-    let timeout = timeout_s.map_or(sup.settings().call_timeout, Duration::from_secs_f64);
+    let timeout = timeout_s.map_or(sup.config().call_timeout, Duration::from_secs_f64);
     let result = match cancel {
         Some(c) => sup.call_cancellable(method, params, route, timeout, c),
         None => sup.call_routed(method, params, route, timeout),

@@ -86,7 +86,7 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
-        if let Err((option, detail)) = self.settings.config.security.check(method, &params) {
+        if let Err((option, detail)) = self.config.security.check(method, &params) {
             return Err(Error::Refused {
                 method: method.to_string(),
                 option: option.to_string(),
@@ -120,7 +120,7 @@ impl Supervisor {
         {
             return Err(e);
         }
-        let watching = self.settings.dialog_policy == DialogPolicy::MustRespond;
+        let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
         let known: Vec<&PendingDialog> = if watching {
             snap.pending_dialogs
                 .iter()

@@ -341,7 +341,7 @@ fn bridge_flood_of_3000_requests_keeps_at_most_16_pending_and_fails_the_rest() {
             ..StartOptions::default()
         },
     );
-    assert_eq!(sup.settings().config.limits.pending_dialogs_max, 16);
+    assert_eq!(sup.config().limits.pending_dialogs_max, 16);
     let page = page_session(&sup);
     let message = "Re-enter your password ".repeat(40);
     let url = format!(

@@ -190,7 +190,7 @@ fn drive() -> Report {
     rec.add("Supervisor::cdp_url_redacted", sup.cdp_url_redacted());
     rec.add("Snapshot.cdp_url", snap.cdp_url.clone());
     rec.add("Snapshot Debug", format!("{snap:?}"));
-    rec.add("Settings Debug", format!("{:?}", sup.settings()));
+    rec.add("Config Debug", format!("{:?}", sup.config()));
     rec.json("Snapshot::to_json", &snap.to_json());
     rec.add("registry Debug (live)", format!("{reg:?}"));
     rec.add("registry.tasks()", format!("{:?}", reg.tasks()));
