@@ -1300,6 +1300,12 @@ fn domains_served_by_the_browser_target() {
     eprintln!("implemented on neither target by this build, not checked: {skipped:?}");
     for m in measured::BROWSER_VARIES {
         eprintln!("{m}: browser target {:?}", on_browser.get(*m));
+        // Chromium 156.0.8078.114 no longer lists Storage.getRelatedWebsiteSets in
+        // `/json/protocol` (156.0.8078.73 did): a method this build does not have is not probed.
+        if !on_browser.contains_key(*m) || unimplemented(m) {
+            eprintln!("{m}: not in this build, not checked");
+            continue;
+        }
         assert!(
             on_page.get(*m).is_some_and(|(served, _)| *served),
             "{m} must be served by a page session (it is routed there)"
