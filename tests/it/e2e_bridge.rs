@@ -610,100 +610,126 @@ fn bridge_does_not_slow_the_pages_own_requests() {
     let mut seq = 0u32;
     let mut last = String::new();
     for attempt in 1..=3 {
-        // Two phases swap which page has the bridge, and each run alternates which page loads first,
-        // so neither the page nor the order favours one mode. Index 0 = bridge on, 1 = off.
-        let mut wall = [Vec::new(), Vec::new()];
-        let mut done = [Vec::new(), Vec::new()];
-        let mut load = [Vec::new(), Vec::new()];
-        for phase in 0..2 {
-            let on = phase; // the page index that has the bridge in this phase
-            let mut sups = Vec::new();
-            for (i, (page, _)) in pages.iter().enumerate() {
-                let mode = if i == on {
-                    BridgeMode::On
-                } else {
-                    BridgeMode::Off
-                };
-                let task = format!("e2e-bridge-load-{attempt}-{phase}-{i}");
-                let sup = fx.attach_to(
-                    &task,
-                    page,
-                    StartOptions {
-                        dialog_bridge: Some(mode),
-                        ..StartOptions::default()
-                    },
-                );
-                sups.push((task, sup));
-            }
-            for run in 0..=LOAD_RUNS / 2 {
-                let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
-                for i in order {
-                    seq += 1;
-                    let session = pages[i].1.clone();
-                    let url = fx.server.url("127.0.0.1", &format!("/load?r={seq}"));
-                    let took = navigate_and_wait(&mut fx.cdp, &session, &url);
-                    let (l, d) = page_timing(&mut fx.cdp, &session);
-                    let mode = usize::from(i != on);
-                    if run > 0 {
-                        wall[mode].push(took.as_secs_f64() * 1000.0);
-                        load[mode].push(l);
-                        done[mode].push(d);
-                    }
-                }
-            }
-            // The measurement means something only if the bridge really was on for one page and off
-            // for the other: the script is in the measured document, and a dialog goes through Fetch.
-            for (i, (_, session)) in pages.iter().enumerate() {
-                let has = fx
-                    .cdp
-                    .evaluate(session, "window.__cdpDialogBridge === true", T)
-                    .expect("probe");
-                assert_eq!(has, json!(i == on), "phase {phase}: page {i} bridge script");
-            }
-            let sup_on = &sups[on].1;
-            fx.cdp
-                .evaluate(
-                    &pages[on].1,
-                    &trigger_expr("confirm('bridge still on?')"),
-                    T,
-                )
-                .expect("trigger");
-            let d = pending(sup_on);
-            assert!(unversioned::bridge_request(&d).is_some(), "{d:?}");
-            sup_on
-                .respond_to_dialog(DialogAction::Accept, None, None)
-                .expect("answer");
-            assert_eq!(got(&fx.report()), ("boolean".into(), json!(true)));
-            for (task, _) in sups {
-                assert!(fx.reg.stop(&task));
-            }
-        }
-
-        let n = done[0].len();
-        let [wall_on, wall_off] = wall.map(median);
-        let [load_on, load_off] = load.map(median);
-        let [done_on, done_off] = done.clone().map(median);
-        let ratio = done_on / done_off;
-        eprintln!(
-            "page load with {IMAGES} images + fetch + XHR, median of {n} runs each:\n  \
-             bridge on : load event {load_on:.1} ms, all requests done {done_on:.1} ms, wall {wall_on:.1} ms\n  \
-             bridge off: load event {load_off:.1} ms, all requests done {done_off:.1} ms, wall {wall_off:.1} ms\n  \
-             ratio on/off: done {ratio:.2}x, load {:.2}x, wall {:.2}x\n  raw done on {:.0?}\n  raw done off {:.0?}",
-            load_on / load_off,
-            wall_on / wall_off,
-            done[0],
-            done[1],
-        );
-        if ratio < 2.0 && wall_on / wall_off < 2.0 {
+        let m = measure_loads(&mut fx, &pages, attempt, &mut seq);
+        if m.done_on / m.done_off < 2.0 && m.wall_on / m.wall_off < 2.0 {
             return;
         }
         last = format!(
             "the bridge slows the page's own requests or its loads: all requests done \
-             {done_on:.1} ms vs {done_off:.1} ms, wall {wall_on:.1} ms vs {wall_off:.1} ms"
+             {:.1} ms vs {:.1} ms, wall {:.1} ms vs {:.1} ms",
+            m.done_on, m.done_off, m.wall_on, m.wall_off
         );
-        eprintln!("attempt {attempt}: {last}; measuring again");
+        eprintln!("attempt {attempt} of 3: {last}");
     }
     panic!("{last} (3 measurements)");
+}
+
+/// Medians (ms) of one measurement of [`bridge_does_not_slow_the_pages_own_requests`].
+struct LoadMedians {
+    done_on: f64,
+    done_off: f64,
+    wall_on: f64,
+    wall_off: f64,
+}
+
+/// One measurement: the two pages take turns having the bridge; both load `/load` repeatedly.
+/// `seq` keeps every URL of the test distinct (no cache).
+fn measure_loads(
+    fx: &mut Fixture,
+    pages: &[(String, String); 2],
+    attempt: u32,
+    seq: &mut u32,
+) -> LoadMedians {
+    // Two phases swap which page has the bridge, and each run alternates which page loads first,
+    // so neither the page nor the order favours one mode. Index 0 = bridge on, 1 = off.
+    let mut wall = [Vec::new(), Vec::new()];
+    let mut done = [Vec::new(), Vec::new()];
+    let mut load = [Vec::new(), Vec::new()];
+    for phase in 0..2 {
+        let on = phase; // the page index that has the bridge in this phase
+        let mut sups = Vec::new();
+        for (i, (page, _)) in pages.iter().enumerate() {
+            let mode = if i == on {
+                BridgeMode::On
+            } else {
+                BridgeMode::Off
+            };
+            let task = format!("e2e-bridge-load-{attempt}-{phase}-{i}");
+            let sup = fx.attach_to(
+                &task,
+                page,
+                StartOptions {
+                    dialog_bridge: Some(mode),
+                    ..StartOptions::default()
+                },
+            );
+            sups.push((task, sup));
+        }
+        for run in 0..=LOAD_RUNS / 2 {
+            let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
+            for i in order {
+                *seq += 1;
+                let session = pages[i].1.clone();
+                let url = fx.server.url("127.0.0.1", &format!("/load?r={seq}"));
+                let took = navigate_and_wait(&mut fx.cdp, &session, &url);
+                let (l, d) = page_timing(&mut fx.cdp, &session);
+                let mode = usize::from(i != on);
+                if run > 0 {
+                    wall[mode].push(took.as_secs_f64() * 1000.0);
+                    load[mode].push(l);
+                    done[mode].push(d);
+                }
+            }
+        }
+        // The measurement means something only if the bridge really was on for one page and off
+        // for the other: the script is in the measured document, and a dialog goes through Fetch.
+        for (i, (_, session)) in pages.iter().enumerate() {
+            let has = fx
+                .cdp
+                .evaluate(session, "window.__cdpDialogBridge === true", T)
+                .expect("probe");
+            assert_eq!(has, json!(i == on), "phase {phase}: page {i} bridge script");
+        }
+        let sup_on = &sups[on].1;
+        fx.cdp
+            .evaluate(
+                &pages[on].1,
+                &trigger_expr("confirm('bridge still on?')"),
+                T,
+            )
+            .expect("trigger");
+        let d = pending(sup_on);
+        assert!(unversioned::bridge_request(&d).is_some(), "{d:?}");
+        sup_on
+            .respond_to_dialog(DialogAction::Accept, None, None)
+            .expect("answer");
+        assert_eq!(got(&fx.report()), ("boolean".into(), json!(true)));
+        for (task, _) in sups {
+            assert!(fx.reg.stop(&task));
+        }
+    }
+
+    let n = done[0].len();
+    let [wall_on, wall_off] = wall.map(median);
+    let [load_on, load_off] = load.map(median);
+    let [done_on, done_off] = done.clone().map(median);
+    let ratio = done_on / done_off;
+    eprintln!(
+        "page load with {IMAGES} images + fetch + XHR, median of {n} runs each:\n  \
+         bridge on : load event {load_on:.1} ms, all requests done {done_on:.1} ms, wall {wall_on:.1} ms\n  \
+         bridge off: load event {load_off:.1} ms, all requests done {done_off:.1} ms, wall {wall_off:.1} ms\n  \
+         ratio on/off: done {ratio:.2}x, load {:.2}x, wall {:.2}x\n  raw done on {:.0?}\n  raw done off {:.0?}",
+        load_on / load_off,
+        wall_on / wall_off,
+        done[0],
+        done[1],
+    );
+    LoadMedians {
+        done_on,
+        done_off,
+        wall_on,
+        wall_off,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
