@@ -93,6 +93,7 @@ mod endpoint;
 mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
+mod http_get;
 // Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
 // checks its return value. Unix only; elsewhere every launch fails with a clear error.
 #[cfg(unix)]

@@ -1,7 +1,8 @@
 //! The HTTP/1.1 pieces both connects share: TCP connect to every address of a host within one
-//! [`Deadline`], the request line with the URL's `Authorization`, and reading an answer's head.
-//! The WebSocket upgrade (`transport`) and `http://` discovery (`endpoint`) both use them, so
-//! they cannot drift apart again (discovery once tried only the first address).
+//! [`Deadline`], `Authorization: Basic` from a URL's userinfo, the request line, reading an
+//! upgrade answer's head, and a status line made safe for messages. The WebSocket upgrade
+//! (`transport`) and `http://` discovery (`http_get`) both connect and authenticate through
+//! them, so they cannot drift apart again (discovery once tried only the first address).
 //!
 //! Nothing here logs, and no error text carries the request (it may hold a token): callers word
 //! their errors from [`HeadError`] and the status line.

@@ -20,6 +20,7 @@ mod common;
 
 mod alloc_free;
 mod cli;
+mod discovery;
 mod e2e_blocked_calls;
 mod e2e_bridge;
 mod e2e_dialog_methods;
