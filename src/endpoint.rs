@@ -5,10 +5,12 @@
 //! discovery request too.
 //!
 //! [`connect`] is the whole connect (discovery, TCP, TLS, the WebSocket upgrade) under one
-//! [`Deadline`]; [`probe`] and [`cdp_available`] are the availability gate.
+//! [`Deadline`]; [`probe`] and [`cdp_available`] are the availability gate, and connect with the
+//! same settings ([`connect_options`]: `browser.ca_file` for `wss://`) as a supervisor does.
 
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::http_get;
@@ -115,21 +117,46 @@ fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<Stri
     Ok(resolved.to_string())
 }
 
-/// Connects to `url` (resolution plus a WebSocket handshake) and disconnects again, within
-/// `bound`: `Ok` when a CDP endpoint answers, else why not (credentials redacted).
-pub fn probe(url: &str, bound: Duration) -> Result<(), Error> {
-    let deadline = Deadline::after(bound);
-    let opts = ConnectOptions {
-        connect_timeout: bound,
-        ..Default::default()
-    };
-    connect(url, &opts, deadline).map(|t| t.shutdown())
+/// The connect settings `config` gives (what [`Supervisor::start`](crate::Supervisor) uses):
+/// the TLS roots with `browser.ca_file`, the largest message, and a connect bound of
+/// `supervisor.start_timeout_s` (at most 10 s).
+pub(crate) fn connect_options(config: &Config) -> ConnectOptions {
+    ConnectOptions {
+        connect_timeout: config.start_timeout.min(Duration::from_secs(10)),
+        max_message_bytes: config.limits.max_message_bytes,
+        ca_file: config.ca_file.clone(),
+    }
+}
+
+/// Connects to `url` (resolution plus a WebSocket handshake) with the settings a supervisor
+/// started with `config` would use ([`connect_options`]: `browser.ca_file` included), and
+/// disconnects again: `Ok` when a CDP endpoint answers, else why not (credentials redacted).
+/// Bounded by `supervisor.start_timeout_s` and by [`AVAILABLE_TIMEOUT`], whichever is shorter.
+pub fn probe(url: &str, config: &Config) -> Result<(), Error> {
+    let deadline = Deadline::after(config.start_timeout.min(AVAILABLE_TIMEOUT));
+    connect(url, &connect_options(config), deadline).map(|t| t.shutdown())
 }
 
 /// True when a CDP endpoint answers at `url` (resolution plus a WebSocket handshake), within
 /// [`AVAILABLE_TIMEOUT`] in all. Never panics.
+///
+/// It connects as a supervisor would with the configuration [`Config::load`]`(None)` gives
+/// (`config/default.toml`, `$CDP_SUPERVISOR_CONFIG`, the `CDP_SUPERVISOR__*` environment), so a
+/// `browser.ca_file` set there is trusted for `wss://`. An invalid configuration is logged and
+/// gives `false`: no connect could be made with it. [`cdp_available_with`] takes a [`Config`].
 pub fn cdp_available(url: &str) -> bool {
-    probe(url, AVAILABLE_TIMEOUT).is_ok()
+    match Config::load(None) {
+        Ok(config) => cdp_available_with(url, &config),
+        Err(e) => {
+            log::warn!("cdp_available: the configuration is invalid: {e}");
+            false
+        }
+    }
+}
+
+/// [`cdp_available`] with the settings of `config` (its `browser.ca_file` and start bound).
+pub fn cdp_available_with(url: &str, config: &Config) -> bool {
+    probe(url, config).is_ok()
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ mod watchdog;
 
 pub use cancel::CancelToken;
 pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security};
-pub use endpoint::cdp_available;
+pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
 pub use redact::redact_url;
 pub use registry::{StartOptions, SupervisorRegistry};

@@ -21,10 +21,12 @@
 //!   for a snapshot).
 //! * [`procs`]: `/proc` helpers for tests that run the binary and check the
 //!   processes and profile directories it leaves behind.
+//! * [`tls`]: a private CA and a TLS-terminating proxy for `wss://` tests.
 
 pub mod fakes;
 pub mod pages;
 pub mod procs;
+pub mod tls;
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
