@@ -129,7 +129,7 @@ pub(crate) fn connect_options(config: &Config) -> ConnectOptions {
 }
 
 /// Connects to `url` (resolution plus a WebSocket handshake) with the settings a supervisor
-/// started with `config` would use ([`connect_options`]: `browser.ca_file` included), and
+/// started with `config` would use (`browser.ca_file` included), and
 /// disconnects again: `Ok` when a CDP endpoint answers, else why not (credentials redacted).
 /// Bounded by `supervisor.start_timeout_s` and by [`AVAILABLE_TIMEOUT`], whichever is shorter.
 pub fn probe(url: &str, config: &Config) -> Result<(), Error> {
