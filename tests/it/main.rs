@@ -50,4 +50,5 @@ mod prop_hostile;
 mod read_cache;
 mod scale_limits;
 mod security_policy;
+mod tmpdir_cleanup;
 mod wss;
