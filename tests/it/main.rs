@@ -13,8 +13,9 @@
 //! why each is there).
 //!
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits` and `security_policy` drive
-//! the scripted fake browser; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio` and
-//! `mcp_python_sdk` run the binary; `measure_popups` holds ignored measurements.
+//! the scripted fake browser; `discovery` and `wss` put scripted HTTP and TLS peers in front of
+//! it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_python_sdk` and `tmpdir_cleanup`
+//! run the binary; `measure_popups` and `measure_browserless` hold ignored measurements.
 
 mod common;
 
@@ -45,6 +46,7 @@ mod harness_selftest;
 mod idle;
 mod mcp_python_sdk;
 mod mcp_stdio;
+mod measure_browserless;
 mod measure_popups;
 mod prop_hostile;
 mod read_cache;

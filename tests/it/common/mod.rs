@@ -286,6 +286,13 @@ impl Browser {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        // Chromium's own temporary directories (its singleton socket's, which it leaves behind)
+        // go into the profile and away with it, as src/launch.rs does, when the socket path
+        // (`t/org.chromium.Chromium.XXXXXX/SingletonSocket`) stays within 107 bytes.
+        let tmp = profile_dir.join("t");
+        if tmp.as_os_str().len() + 45 <= 107 && std::fs::create_dir(&tmp).is_ok() {
+            cmd.env("TMPDIR", &tmp);
+        }
         let parent_pid = std::process::id() as libc::pid_t;
         // SAFETY: the closure only performs async-signal-safe syscalls.
         unsafe {
