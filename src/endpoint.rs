@@ -2,7 +2,12 @@
 //! `http://host:port[/prefix][?query]` is resolved through `GET [/prefix]/json/version[?query]`
 //! (5 s bound, or less when the caller's deadline is nearer). The path prefix and the query are
 //! kept because hosted endpoints (Browserless's `http://host:3000/?token=T`) authenticate the
-//! discovery request too.
+//! discovery request too. The request itself ([`http_get`]) reads chunked, `Content-Length` and
+//! until-close answers (at most 1 MiB) and follows up to 5 redirects, never to another scheme;
+//! credentials go only to the host they were given for (see
+//! [`http_get::get_following_redirects`] for the policy). The resolved URL gets the user's query
+//! and userinfo when it has none of its own, unless discovery was redirected to another host and
+//! the URL is not on the user's host.
 //!
 //! [`connect`] is the whole connect (discovery, TCP, TLS, the WebSocket upgrade) under one
 //! [`Deadline`]; [`probe`] and [`cdp_available`] are the availability gate, and connect with the

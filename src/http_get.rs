@@ -6,12 +6,13 @@
 //!
 //! SPEC §9 prefers a well-kept blocking client (ureq 3) to a hand-written one, so it was
 //! measured first: ureq 3.5.2 with ureq-proto 0.7.1 (default features off, a logger capturing
-//! every record at `Trace`) logged a request to `http://127.0.0.1:P/a?token=T0KEN-S3CR3T` with
-//! `Authorization: Basic ...` in 7 records that carry the credentials: `ureq::run` prints the
-//! URI with its query once trace is enabled (the request, the redirect, the `Location`
-//! header), and ureq-proto dumps every byte it writes and reads as hex and ASCII at trace
-//! (`GET./a?token=T0K` / `EN-S3CR3T.HTTP/1`, `authorization:.B` / `asic.dXNlcjpwdy1`, a
-//! `Location:` that echoes the token). SPEC §14 forbids a credential in any log line at any
+//! every record at `Trace`) sent `GET http://127.0.0.1:P/a?token=T0KEN-S3CR3T` with
+//! `Authorization: Basic ...`, followed a same-host redirect whose `Location` echoed the token,
+//! and logged the token in 9 records and the `Authorization` value in 2 more: `ureq::run` prints
+//! the URI with its query once trace is enabled (the request, the redirect, the response's
+//! `Location`), and ureq-proto dumps every byte it writes and reads as hex and ASCII at trace
+//! (`GET./a?token=T0K` / `EN-S3CR3T.HTTP/1`, `authorization:.B` / `asic.dXNlcjpwdy1`,
+//! `n=T0KEN-S3CR3T..` from the `Location`). SPEC §14 forbids a credential in any log line at any
 //! level, and a library cannot switch a dependency's records off: the logger and its filter
 //! belong to the application. Hiding the secrets from ureq (placeholders swapped in by our own
 //! transport) would still leave whatever the server echoes back (a `Location` with the token,
