@@ -2,25 +2,28 @@
 //! `http://host:port[/prefix][?query]` is resolved through `GET [/prefix]/json/version[?query]`
 //! (5 s bound, or less when the caller's deadline is nearer). The path prefix and the query are
 //! kept because hosted endpoints (Browserless's `http://host:3000/?token=T`) authenticate the
-//! discovery request too.
+//! discovery request too. The request itself ([`http_get`]) reads chunked, `Content-Length` and
+//! until-close answers (at most 1 MiB) and follows up to 5 redirects, never to another scheme;
+//! credentials go only to the host they were given for (see
+//! [`http_get::get_following_redirects`] for the policy). The resolved URL gets the user's query
+//! and userinfo when it has none of its own, unless discovery was redirected to another host and
+//! the URL is not on the user's host.
 //!
 //! [`connect`] is the whole connect (discovery, TCP, TLS, the WebSocket upgrade) under one
-//! [`Deadline`]; [`probe`] and [`cdp_available`] are the availability gate.
+//! [`Deadline`]; [`probe`] and [`cdp_available`] are the availability gate, and connect with the
+//! same settings ([`connect_options`]: `browser.ca_file` for `wss://`) as a supervisor does.
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
+use crate::config::Config;
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::net::{self, HeadError};
+use crate::http_get;
 use crate::redact::{Secrets, redact_url};
-use crate::transport::{ConnectOptions, Socket, Transport};
+use crate::transport::{ConnectOptions, Transport};
 
 /// Bound on resolving an `http://` endpoint.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Largest `/json/version` answer accepted, head and body each.
-const MAX_ANSWER: usize = 1 << 20;
 
 /// Bound on [`cdp_available`] (and `cdp-supervisor check`): discovery and the connect together.
 pub const AVAILABLE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,17 +68,16 @@ pub fn connect(url: &str, opts: &ConnectOptions, deadline: Deadline) -> Result<T
     )
 }
 
-/// The request target for `/json/version` under the user's path prefix, with the user's query.
-fn json_version_target(parsed: &url::Url) -> String {
+/// The `/json/version` URL under the user's path prefix, with the user's query (and userinfo,
+/// which becomes `Authorization`).
+fn json_version_url(parsed: &url::Url) -> url::Url {
     let path = parsed.path().trim_end_matches('/');
     // A user who pasted the discovery URL itself gets the same request.
     let prefix = path.strip_suffix("/json/version").unwrap_or(path);
-    let mut target = format!("{prefix}/json/version");
-    if let Some(q) = parsed.query() {
-        target.push('?');
-        target.push_str(q);
-    }
-    target
+    let mut url = parsed.clone();
+    url.set_path(&format!("{prefix}/json/version"));
+    url.set_fragment(None);
+    url
 }
 
 fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<String, Error> {
@@ -84,105 +86,82 @@ fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<Stri
         url: redact_url(raw),
         reason: secrets.scrub(&reason),
     };
-    let host = parsed.host_str().ok_or_else(|| fail("no host".into()))?;
-    let port = parsed.port_or_known_default().unwrap_or(80);
-    let tcp = net::connect_any(host, port, deadline).map_err(&fail)?;
-    // A socket in handshake mode: every read and write ends by `deadline`.
-    let mut s = Socket::new(tcp, deadline);
-    let timed_out = |what: &str| {
-        fail(format!(
-            "/json/version did not answer before the connect deadline ({what})"
-        ))
-    };
-    let req = net::get_request(
-        parsed,
-        &json_version_target(parsed),
-        &format!("{host}:{port}"),
-        &["Connection: close", "Accept: application/json"],
-    );
-    s.write_all(req.as_bytes()).map_err(|e| match e.kind() {
-        std::io::ErrorKind::TimedOut => timed_out("sending the request"),
-        _ => fail(e.to_string()),
-    })?;
-    let head = net::read_http_head(&mut s, MAX_ANSWER).map_err(|e| match e {
-        HeadError::Closed(n) => fail(format!(
-            "not an HTTP answer ({n} bytes before the connection closed)"
-        )),
-        HeadError::TooLarge(max) => fail(format!(
-            "/json/version answer's head is larger than {} KiB",
-            max / 1024
-        )),
-        HeadError::TimedOut(n) => timed_out(&format!("{n} bytes of its answer so far")),
-        HeadError::Io(e) => fail(format!("reading /json/version: {e}")),
-    })?;
-    if head.code != Some(200) {
-        let status = &head.status;
-        let hint = if matches!(head.code, Some(401 | 403)) {
+    let fetched = http_get::get_following_redirects(&json_version_url(parsed), &secrets, deadline)
+        .map_err(fail)?;
+    let answer = fetched.answer;
+    if answer.code != 200 {
+        let status = &answer.status;
+        let hint = if matches!(answer.code, 401 | 403) {
             " (does the endpoint want a token? keep it in the URL, e.g. http://host:3000/?token=...)"
         } else {
             ""
         };
         return Err(fail(format!("/json/version answered {status:?}{hint}")));
     }
-    // Chromium keeps the connection open despite `Connection: close`: read exactly
-    // Content-Length bytes (or until close when there is none).
-    let need: Option<usize> = head.header("content-length").and_then(|v| v.parse().ok());
-    let mut body = head.leftover;
-    let mut buf = [0u8; 8192];
-    while need.is_none_or(|n| body.len() < n) {
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                body.extend_from_slice(&buf[..n]);
-                if body.len() > MAX_ANSWER {
-                    return Err(fail("/json/version answer is larger than 1 MiB".into()));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                return Err(timed_out(&format!(
-                    "{} bytes of its body so far",
-                    body.len()
-                )));
-            }
-            Err(e) => return Err(fail(format!("reading /json/version: {e}"))),
-        }
-    }
-    body.truncate(need.unwrap_or(body.len()));
-    let json = String::from_utf8_lossy(&body);
+    let json = String::from_utf8_lossy(&answer.body);
     let v: serde_json::Value = serde_json::from_str(json.trim())
         .map_err(|e| fail(format!("/json/version is not JSON: {e}")))?;
     let ws = v["webSocketDebuggerUrl"]
         .as_str()
         .ok_or_else(|| fail("/json/version has no webSocketDebuggerUrl".into()))?;
-    // Keep the credentials the user gave on the resolved URL (hosted endpoints need them).
     let mut resolved =
         url::Url::parse(ws).map_err(|e| fail(format!("bad webSocketDebuggerUrl: {e}")))?;
-    if resolved.query().is_none() && parsed.query().is_some() {
-        resolved.set_query(parsed.query());
-    }
-    if resolved.username().is_empty() && !parsed.username().is_empty() {
-        let _ = resolved.set_username(parsed.username());
-        let _ = resolved.set_password(parsed.password());
+    // Keep the credentials the user gave on the resolved URL (hosted endpoints need them), as
+    // long as the host they were given for named it: after a redirect to another host, only a
+    // URL back on the user's own host gets them.
+    let same_host = http_get::origin(&resolved) == http_get::origin(parsed);
+    if !fetched.left_origin || same_host {
+        if resolved.query().is_none() && parsed.query().is_some() {
+            resolved.set_query(parsed.query());
+        }
+        if resolved.username().is_empty() && !parsed.username().is_empty() {
+            let _ = resolved.set_username(parsed.username());
+            let _ = resolved.set_password(parsed.password());
+        }
     }
     Ok(resolved.to_string())
 }
 
-/// Connects to `url` (resolution plus a WebSocket handshake) and disconnects again, within
-/// `bound`: `Ok` when a CDP endpoint answers, else why not (credentials redacted).
-pub fn probe(url: &str, bound: Duration) -> Result<(), Error> {
-    let deadline = Deadline::after(bound);
-    let opts = ConnectOptions {
-        connect_timeout: bound,
-        ..Default::default()
-    };
-    connect(url, &opts, deadline).map(|t| t.shutdown())
+/// The connect settings `config` gives (what [`Supervisor::start`](crate::Supervisor) uses):
+/// the TLS roots with `browser.ca_file`, the largest message, and a connect bound of
+/// `supervisor.start_timeout_s` (at most 10 s).
+pub(crate) fn connect_options(config: &Config) -> ConnectOptions {
+    ConnectOptions {
+        connect_timeout: config.start_timeout.min(Duration::from_secs(10)),
+        max_message_bytes: config.limits.max_message_bytes,
+        ca_file: config.ca_file.clone(),
+    }
+}
+
+/// Connects to `url` (resolution plus a WebSocket handshake) with the settings a supervisor
+/// started with `config` would use (`browser.ca_file` included), and
+/// disconnects again: `Ok` when a CDP endpoint answers, else why not (credentials redacted).
+/// Bounded by `supervisor.start_timeout_s` and by [`AVAILABLE_TIMEOUT`], whichever is shorter.
+pub fn probe(url: &str, config: &Config) -> Result<(), Error> {
+    let deadline = Deadline::after(config.start_timeout.min(AVAILABLE_TIMEOUT));
+    connect(url, &connect_options(config), deadline).map(|t| t.shutdown())
 }
 
 /// True when a CDP endpoint answers at `url` (resolution plus a WebSocket handshake), within
 /// [`AVAILABLE_TIMEOUT`] in all. Never panics.
+///
+/// It connects as a supervisor would with the configuration [`Config::load`]`(None)` gives
+/// (`config/default.toml`, `$CDP_SUPERVISOR_CONFIG`, the `CDP_SUPERVISOR__*` environment), so a
+/// `browser.ca_file` set there is trusted for `wss://`. An invalid configuration is logged and
+/// gives `false`: no connect could be made with it. [`cdp_available_with`] takes a [`Config`].
 pub fn cdp_available(url: &str) -> bool {
-    probe(url, AVAILABLE_TIMEOUT).is_ok()
+    match Config::load(None) {
+        Ok(config) => cdp_available_with(url, &config),
+        Err(e) => {
+            log::warn!("cdp_available: the configuration is invalid: {e}");
+            false
+        }
+    }
+}
+
+/// [`cdp_available`] with the settings of `config` (its `browser.ca_file` and start bound).
+pub fn cdp_available_with(url: &str, config: &Config) -> bool {
+    probe(url, config).is_ok()
 }
 
 #[cfg(test)]
@@ -191,7 +170,13 @@ mod tests {
 
     #[test]
     fn discovery_keeps_the_path_prefix_and_the_query() {
-        let t = |u: &str| json_version_target(&url::Url::parse(u).unwrap());
+        let t = |u: &str| {
+            let url = json_version_url(&url::Url::parse(u).unwrap());
+            match url.query() {
+                Some(q) => format!("{}?{q}", url.path()),
+                None => url.path().to_string(),
+            }
+        };
         assert_eq!(t("http://h:9222"), "/json/version");
         assert_eq!(t("http://h:3000/?token=T"), "/json/version?token=T");
         assert_eq!(

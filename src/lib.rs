@@ -93,6 +93,7 @@ mod endpoint;
 mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
+mod http_get;
 // Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
 // checks its return value. Unix only; elsewhere every launch fails with a clear error.
 #[cfg(unix)]
@@ -120,7 +121,7 @@ mod watchdog;
 
 pub use cancel::CancelToken;
 pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security};
-pub use endpoint::cdp_available;
+pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
 pub use redact::redact_url;
 pub use registry::{StartOptions, SupervisorRegistry};

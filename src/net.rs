@@ -1,7 +1,8 @@
 //! The HTTP/1.1 pieces both connects share: TCP connect to every address of a host within one
-//! [`Deadline`], the request line with the URL's `Authorization`, and reading an answer's head.
-//! The WebSocket upgrade (`transport`) and `http://` discovery (`endpoint`) both use them, so
-//! they cannot drift apart again (discovery once tried only the first address).
+//! [`Deadline`], `Authorization: Basic` from a URL's userinfo, the request line, reading an
+//! upgrade answer's head, and a status line made safe for messages. The WebSocket upgrade
+//! (`transport`) and `http://` discovery (`http_get`) both connect and authenticate through
+//! them, so they cannot drift apart again (discovery once tried only the first address).
 //!
 //! Nothing here logs, and no error text carries the request (it may hold a token): callers word
 //! their errors from [`HeadError`] and the status line.
@@ -50,22 +51,22 @@ fn connect_first(
 }
 
 /// The `Authorization: Basic` value for a URL's `user:password@`, if it has one.
+///
+/// Userinfo is *percent*-decoded (RFC 3986 §3.2.1), not form-decoded: `pa+ss` stays `pa+ss`
+/// (`+` is a space only in `application/x-www-form-urlencoded`), `%2B` is `+`, `%40` is `@`.
+/// The decoded bytes are sent as they are (RFC 7617's charset is UTF-8, so a non-ASCII name the
+/// URL parser percent-encoded arrives as UTF-8); a `%` not followed by two hex digits is kept
+/// literally, as the URL parser kept it.
 pub(crate) fn basic_auth(url: &url::Url) -> Option<String> {
     use base64::Engine;
     if url.username().is_empty() && url.password().is_none() {
         return None;
     }
-    let decode = |s: &str| {
-        url::form_urlencoded::parse(format!("x={s}").as_bytes())
-            .next()
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_default()
-    };
-    let pair = format!(
-        "{}:{}",
-        decode(url.username()),
-        decode(url.password().unwrap_or(""))
-    );
+    let mut pair: Vec<u8> = percent_encoding::percent_decode_str(url.username()).collect();
+    pair.push(b':');
+    pair.extend(percent_encoding::percent_decode_str(
+        url.password().unwrap_or(""),
+    ));
     Some(format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(pair)
@@ -207,12 +208,46 @@ mod tests {
         assert_eq!(status_line(b"HTTP/1.1 400 \x1b[31mx\xff\n"), "400 [31mx");
     }
 
+    /// The `user:password` a URL's `Authorization: Basic` header carries.
+    fn basic_pair(url: &str) -> Option<Vec<u8>> {
+        use base64::Engine;
+        let header = basic_auth(&url::Url::parse(url).expect("a valid URL"))?;
+        let b64 = header.strip_prefix("Basic ").expect("Basic");
+        Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .expect("base64"),
+        )
+    }
+
     #[test]
     fn basic_auth_comes_from_userinfo_percent_decoded() {
         let u = url::Url::parse("wss://us%40er:p%3Aw@h/x").unwrap();
         assert_eq!(basic_auth(&u).as_deref(), Some("Basic dXNAZXI6cDp3")); // "us@er:p:w"
         let u = url::Url::parse("wss://h/x?token=t").unwrap();
         assert_eq!(basic_auth(&u), None);
+    }
+
+    #[test]
+    fn basic_auth_keeps_a_plus_and_decodes_only_percent_escapes() {
+        let pair = |u: &str| String::from_utf8(basic_pair(u).expect("a header")).unwrap();
+        // `+` is a space only in form encoding; in userinfo it is a `+`.
+        assert_eq!(pair("ws://us+er:pa+ss@h/"), "us+er:pa+ss");
+        assert_eq!(pair("ws://user:pa%2Bss@h/"), "user:pa+ss");
+        assert_eq!(pair("ws://user:pa%20ss@h/"), "user:pa ss");
+        assert_eq!(pair("ws://us%40er:p%40ss@h/"), "us@er:p@ss");
+        // UTF-8: typed raw (the URL parser percent-encodes it) or already percent-encoded.
+        assert_eq!(pair("ws://j%C3%BCrgen:p%C3%A4ss@h/"), "jürgen:päss");
+        assert_eq!(pair("ws://jürgen:päss✓@h/"), "jürgen:päss✓");
+        // An invalid percent sequence stays as it was written.
+        assert_eq!(pair("ws://user:pa%zzss@h/"), "user:pa%zzss");
+        assert_eq!(pair("ws://user:pass%@h/"), "user:pass%");
+        assert_eq!(pair("ws://user:pass%4@h/"), "user:pass%4");
+        // Only a user, or only a password.
+        assert_eq!(pair("ws://user@h/"), "user:");
+        assert_eq!(pair("ws://:pw@h/"), ":pw");
+        // Bytes that are not UTF-8 are sent as they are, not replaced.
+        assert_eq!(basic_pair("ws://u:%FF%FE@h/").unwrap(), b"u:\xff\xfe");
     }
 
     #[test]

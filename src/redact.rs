@@ -98,6 +98,11 @@ impl Secrets {
         Secrets { values }
     }
 
+    /// True when `text` holds one of the secret values.
+    pub fn found_in(&self, text: &str) -> bool {
+        self.values.iter().any(|v| text.contains(v.as_str()))
+    }
+
     /// Replaces every secret value in `text` by `***`.
     pub fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();

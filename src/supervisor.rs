@@ -34,7 +34,6 @@ use crate::reader::{Reader, ReconnectPlan};
 use crate::registry::StartOptions;
 use crate::shared::{Shared, SnapshotCell};
 use crate::snapshot::{BlockedReason, ClosedBy, PendingDialog, Snapshot, SupervisorState};
-use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
@@ -128,11 +127,7 @@ impl Supervisor {
         let config = config.with_overrides(&options);
         let started = Instant::now();
         let deadline = Deadline::after(config.start_timeout);
-        let opts = ConnectOptions {
-            connect_timeout: config.start_timeout.min(Duration::from_secs(10)),
-            max_message_bytes: config.limits.max_message_bytes,
-            ca_file: config.ca_file.clone(),
-        };
+        let opts = crate::endpoint::connect_options(&config);
         let transport = crate::endpoint::connect(cdp_url, &opts, deadline)?;
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();

@@ -13,13 +13,15 @@
 //! why each is there).
 //!
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits` and `security_policy` drive
-//! the scripted fake browser; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio` and
-//! `mcp_python_sdk` run the binary; `measure_popups` holds ignored measurements.
+//! the scripted fake browser; `discovery` and `wss` put scripted HTTP and TLS peers in front of
+//! it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_python_sdk` and `tmpdir_cleanup`
+//! run the binary; `measure_popups` and `measure_browserless` hold ignored measurements.
 
 mod common;
 
 mod alloc_free;
 mod cli;
+mod discovery;
 mod e2e_blocked_calls;
 mod e2e_bridge;
 mod e2e_dialog_methods;
@@ -44,9 +46,11 @@ mod harness_selftest;
 mod idle;
 mod mcp_python_sdk;
 mod mcp_stdio;
+mod measure_browserless;
 mod measure_popups;
 mod prop_hostile;
 mod read_cache;
 mod scale_limits;
 mod security_policy;
+mod tmpdir_cleanup;
 mod wss;

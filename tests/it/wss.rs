@@ -1,137 +1,19 @@
 //! `wss://` against a fake browser behind TLS (a self-signed CA passed through `browser.ca_file`):
-//! a dialog detected and answered over TLS; a certificate we do not trust is refused clearly.
+//! a dialog detected and answered over TLS; a certificate we do not trust is refused clearly;
+//! `cdp-supervisor check` and `cdp_available_with` trust the configured CA as a connect does
+//! (issue 20, item 10).
 
-use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::{ClosedBy, Config, DialogAction, Error, SupervisorRegistry};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use cdp_supervisor::{
+    ClosedBy, Config, DialogAction, Error, SupervisorRegistry, cdp_available_with,
+};
 
-/// A CA and a server certificate for 127.0.0.1/localhost signed by it.
-struct Pki {
-    ca_pem: String,
-    server_cert: CertificateDer<'static>,
-    server_key: PrivateKeyDer<'static>,
-}
+use crate::common::procs::clean_config_env;
 
-fn pki() -> Pki {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    Pki {
-        ca_pem: ca.pem(),
-        server_cert: leaf.der().clone(),
-        server_key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-    }
-}
-
-/// Terminates TLS on 127.0.0.1 and relays bytes to `upstream` (the plain fake browser). Its
-/// threads end with their connections, and the accept thread with the test process.
-struct TlsProxy {
-    port: u16,
-}
-
-impl TlsProxy {
-    fn start(pki: &Pki, upstream: u16) -> TlsProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = Arc::new(
-            rustls::ServerConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_no_client_auth()
-                .with_single_cert(vec![pki.server_cert.clone()], pki.server_key.clone_key())
-                .unwrap(),
-        );
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(client) = conn else { return };
-                let config = Arc::clone(&config);
-                std::thread::spawn(move || relay(client, config, upstream));
-            }
-        });
-        TlsProxy { port }
-    }
-}
-
-fn relay(client: TcpStream, config: Arc<rustls::ServerConfig>, upstream: u16) {
-    let Ok(conn) = rustls::ServerConnection::new(config) else {
-        return;
-    };
-    let raw = client.try_clone().unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, client);
-    while tls.conn.is_handshaking() {
-        if tls.conn.complete_io(&mut tls.sock).is_err() {
-            return; // e.g. the client refused our certificate
-        }
-    }
-    let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else {
-        return;
-    };
-    let tls = Arc::new(Mutex::new(tls));
-    // upstream -> client: write under the lock.
-    let (tls_w, mut up_r, raw_w) = (
-        Arc::clone(&tls),
-        up.try_clone().unwrap(),
-        raw.try_clone().unwrap(),
-    );
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16384];
-        loop {
-            match up_r.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut t = tls_w.lock().unwrap();
-                    if t.write_all(&buf[..n]).and_then(|_| t.flush()).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = raw_w.shutdown(Shutdown::Both);
-    });
-    // client -> upstream: drain non-blocking under the lock (rustls may already hold plaintext
-    // that arrived with the handshake), then wait for more bytes without the lock.
-    let mut up_w = up;
-    let mut byte = [0u8; 1];
-    let mut buf = [0u8; 16384];
-    loop {
-        let mut data = Vec::new();
-        {
-            let mut t = tls.lock().unwrap();
-            raw.set_nonblocking(true).unwrap();
-            let r = loop {
-                match t.read(&mut buf) {
-                    Ok(0) => break Err(()),
-                    Ok(n) => data.extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break Ok(()),
-                    Err(_) => break Err(()),
-                }
-            };
-            raw.set_nonblocking(false).unwrap();
-            if r.is_err() && data.is_empty() {
-                break;
-            }
-        }
-        if up_w.write_all(&data).is_err() {
-            break;
-        }
-        if !matches!(raw.peek(&mut byte), Ok(n) if n > 0) {
-            break;
-        }
-    }
-    let _ = up_w.shutdown(Shutdown::Both);
-}
+use crate::common::tls::{TlsProxy, pki};
 
 fn fake_port(fake: &FakeBrowser) -> u16 {
     fake.http_url().rsplit(':').next().unwrap().parse().unwrap()
@@ -198,4 +80,91 @@ fn a_missing_ca_file_is_a_config_error_naming_the_key() {
         text.contains("browser.ca_file") && text.contains("/no/such/ca.pem"),
         "{text}"
     );
+}
+
+/// Runs `cdp-supervisor [--config FILE] check URL` with `env` set; returns the exit code and
+/// stderr.
+fn check(
+    url: &str,
+    config: Option<&std::path::Path>,
+    env: &[(&str, &std::path::Path)],
+) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdp-supervisor"));
+    clean_config_env(&mut cmd);
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    cmd.args(["check", url])
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let t = Instant::now();
+    let out = cmd.output().expect("run check");
+    assert!(
+        t.elapsed() < Duration::from_secs(8),
+        "check took {:?}",
+        t.elapsed()
+    );
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_and_cdp_available_trust_the_configured_ca_file() {
+    let pki = pki();
+    let fake = FakeBrowser::start().unwrap();
+    let proxy = TlsProxy::start(&pki, fake_port(&fake));
+    let dir = std::env::temp_dir().join(format!("cdp-sup-wss-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).unwrap();
+    let toml = format!("[browser]\nca_file = {:?}\n", ca_file.display().to_string());
+    let config_file = dir.join("config.toml");
+    std::fs::write(&config_file, &toml).unwrap();
+    let with_ca = Config::from_toml(&toml).unwrap();
+    let url = format!(
+        "wss://localhost:{}/devtools/browser/fake?token=S3CR3T",
+        proxy.port
+    );
+
+    // The library: the same TLS settings as a connect.
+    assert!(
+        cdp_available_with(&url, &with_ca),
+        "trusted through browser.ca_file"
+    );
+    assert!(
+        !cdp_available_with(&url, &Config::default()),
+        "not trusted without it"
+    );
+    let reg = SupervisorRegistry::new(with_ca);
+    assert!(
+        reg.get_or_start("tls-check", &url).is_ok(),
+        "a connect agrees"
+    );
+    reg.stop_all();
+
+    // The binary: the CA from a --config file, or from the environment.
+    let (code, err) = check(&url, Some(&config_file), &[]);
+    assert_eq!(code, Some(0), "check --config with ca_file: {err}");
+    let (code, err) = check(
+        &url,
+        None,
+        &[("CDP_SUPERVISOR__BROWSER__CA_FILE", &ca_file)],
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "check with CDP_SUPERVISOR__BROWSER__CA_FILE: {err}"
+    );
+    let (code, err) = check(&url, None, &[]);
+    assert_eq!(code, Some(1), "check without the CA: {err}");
+    assert!(
+        err.to_lowercase().contains("certificate"),
+        "says why: {err}"
+    );
+    assert!(!err.contains("S3CR3T"), "credential leaked: {err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,6 +8,8 @@
 //!   only while no other thread reads the environment, and in `tests/it` the tests that spawn the
 //!   binary or Chromium read it at any moment (a variable set there would also reach those
 //!   children). These tests run first, while the process has no other thread.
+//! * [`available_env`] sets `CDP_SUPERVISOR__BROWSER__CA_FILE` for `cdp_available`, which reads
+//!   the configuration (and so the environment); it runs right after them, for the same reason.
 //! * [`cycles`] and [`registry_race`] check that no thread and no file descriptor of the whole
 //!   process is left behind. Only threads named after a task could be told apart in a shared
 //!   process; the `cdp-stop`/`cdp-reconnect` threads, the fake's connection threads and every
@@ -23,6 +25,7 @@
 //! `module::name` contains it (`--exact`, `--skip`, `--list` and `--include-ignored` work as in
 //! libtest; the other libtest options are accepted and ignored).
 
+mod available_env;
 mod config_layers;
 mod cycles;
 mod reconnect_stop_race;
@@ -50,6 +53,8 @@ const TESTS: &[(&str, fn())] = tests![
     config_layers::invalid_values_in_the_file_name_key_value_and_allowed,
     config_layers::invalid_values_in_the_environment_name_key_value_and_allowed,
     config_layers::missing_ca_file_names_the_path,
+    // Sets one variable before it starts any thread.
+    available_env::cdp_available_trusts_the_ca_file_named_in_the_environment,
     cycles::a_thousand_start_stop_cycles_leak_no_threads_sockets_or_slots,
     registry_race::racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_threads,
     reconnect_stop_race::stop_during_a_reconnect_returns_within_a_second_in_a_thousand_races,

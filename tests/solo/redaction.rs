@@ -2,7 +2,9 @@
 //! an error, a snapshot, a tool result or a `Debug` rendering. Runs alone, in `tests/solo`: it installs a
 //! global logger that captures every record at `Trace` from every crate (tungstenite and rustls
 //! included), then drives the whole public surface with a credential-carrying URL once and checks
-//! everything it saw.
+//! everything it saw. That includes `http://` discovery through redirects whose `Location`
+//! echoes the token (followed on the same host; refused to another host; a sixth refused) and a
+//! chunked answer on a kept-alive connection.
 //!
 //! The secrets all contain `S3CR3T`; the password starts with `pw-` and the user name is `user`,
 //! so `S3CR3T`, `pw-` and `user:` must appear nowhere.
@@ -145,6 +147,41 @@ fn plain_tcp_server() -> (u16, std::thread::JoinHandle<()>) {
         }
     });
     (port, h)
+}
+
+/// A loopback HTTP server answering each request with `answer(target, own port)` and keeping
+/// the connection open until the client closes it. Returns its port; its threads end with
+/// their clients, the accept thread with the process.
+fn scripted_http(answer: impl Fn(&str, u16) -> String + Send + Sync + 'static) -> u16 {
+    use std::io::Read;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { return };
+            let answer = Arc::clone(&answer);
+            std::thread::spawn(move || {
+                let _ = s.set_read_timeout(Some(WAIT));
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match s.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).to_string();
+                let target = text.split_whitespace().nth(1).unwrap_or("").to_string();
+                if s.write_all(answer(&target, port).as_bytes()).is_err() {
+                    return;
+                }
+                let mut sink = [0u8; 256];
+                while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    port
 }
 
 fn mcp_call(server: &McpServer, id: u64, tool: &str, args: Value) -> Value {
@@ -504,6 +541,63 @@ fn drive() -> Report {
         rec.add("http-live Snapshot Debug", format!("{:?}", s.snapshot()));
     }
     reg.stop("http-live");
+
+    phase("http redirects and chunked answers");
+    // A Browserless-like front: `/json/version` redirects on the same host with the token in
+    // its `Location`, then answers chunked on a kept-alive connection; it names the fake.
+    let ws = format!("ws://127.0.0.1:{port}/devtools/browser/fake");
+    let front = scripted_http(move |target, own| {
+        if target.starts_with("/json/version") {
+            let q = target.split_once('?').map(|(_, q)| q).unwrap_or("");
+            format!(
+                "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{own}/v2/json/version?{q}\r\nContent-Length: 0\r\n\r\n"
+            )
+        } else if target.starts_with("/v2/json/version") {
+            let body = format!(r#"{{"webSocketDebuggerUrl":"{ws}"}}"#);
+            format!(
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                body.len()
+            )
+        } else if target.starts_with("/away/json/version") {
+            // To another host, with the token echoed: refused.
+            let q = target.split_once('?').map(|(_, q)| q).unwrap_or("");
+            format!(
+                "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://localhost:1/json/version?{q}\r\nContent-Length: 0\r\n\r\n"
+            )
+        } else {
+            // `/loop...`: redirects forever, with the token.
+            let q = target.split_once('?').map(|(_, q)| q).unwrap_or("");
+            format!(
+                "HTTP/1.1 301 Moved\r\nLocation: /loop{}/json/version?{q}\r\nContent-Length: 0\r\n\r\n",
+                target.len()
+            )
+        }
+    });
+    let redirected = format!("http://{USERINFO}@127.0.0.1:{front}/?{QUERY}");
+    let r = reg.get_or_start("http-redirected", &redirected);
+    rec.fact("http redirect + chunked endpoint attaches", r.is_ok());
+    rec.result("get_or_start http redirect + chunked", &r);
+    reg.stop("http-redirected");
+    rec.fact(
+        "cdp_available(http redirect + chunked)",
+        cdp_supervisor::cdp_available(&redirected),
+    );
+    let away = format!("http://{USERINFO}@127.0.0.1:{front}/away/?{QUERY}");
+    let r = cdp_supervisor::unversioned::resolve(&away);
+    rec.fact(
+        "a redirect to another host with the token is refused",
+        r.as_ref()
+            .is_err_and(|e| e.to_string().contains("another host")),
+    );
+    rec.result("resolve: redirect to another host", &r);
+    let looping = format!("http://{USERINFO}@127.0.0.1:{front}/loop/?{QUERY}");
+    let r = cdp_supervisor::unversioned::resolve(&looping);
+    rec.fact(
+        "a sixth redirect is refused",
+        r.as_ref()
+            .is_err_and(|e| e.to_string().contains("more than 5")),
+    );
+    rec.result("resolve: too many redirects", &r);
 
     phase("errors: wss to a plain port");
     let (plain, server) = plain_tcp_server();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cdp_supervisor::unversioned::{AVAILABLE_TIMEOUT, probe};
+use cdp_supervisor::unversioned::probe;
 use cdp_supervisor::unversioned::{LaunchedBrowser, find_browser};
 use cdp_supervisor::{Config, SupervisorRegistry, redact_url};
 use clap::{Parser, Subcommand};
@@ -51,6 +51,7 @@ enum Cmd {
     /// Model Context Protocol server on stdio (JSON-RPC 2.0, one message per line).
     Mcp,
     /// Exit 0 when a CDP endpoint answers at URL within 5 s, else 1 with the reason on stderr.
+    /// Connects as `watch` would (the configuration's `browser.ca_file` included).
     Check {
         /// ws://, wss:// or http://host:port
         url: String,
@@ -203,7 +204,7 @@ fn main() -> ExitCode {
             server.shutdown();
             r
         }
-        Cmd::Check { url } => match probe(&url, AVAILABLE_TIMEOUT) {
+        Cmd::Check { url } => match probe(&url, &config) {
             Ok(()) => {
                 println!("ok: a CDP endpoint answers at {}", redact_url(&url));
                 Ok(())

@@ -21,10 +21,12 @@
 //!   for a snapshot).
 //! * [`procs`]: `/proc` helpers for tests that run the binary and check the
 //!   processes and profile directories it leaves behind.
+//! * [`tls`]: a private CA and a TLS-terminating proxy for `wss://` tests.
 
 pub mod fakes;
 pub mod pages;
 pub mod procs;
+pub mod tls;
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -284,6 +286,13 @@ impl Browser {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        // Chromium's own temporary directories (its singleton socket's, which it leaves behind)
+        // go into the profile and away with it, as src/launch.rs does, when the socket path
+        // (`t/org.chromium.Chromium.XXXXXX/SingletonSocket`) stays within 107 bytes.
+        let tmp = profile_dir.join("t");
+        if tmp.as_os_str().len() + 45 <= 107 && std::fs::create_dir(&tmp).is_ok() {
+            cmd.env("TMPDIR", &tmp);
+        }
         let parent_pid = std::process::id() as libc::pid_t;
         // SAFETY: the closure only performs async-signal-safe syscalls.
         unsafe {
