@@ -945,6 +945,7 @@ fn session_setup_lists_per_kind() {
         "Runtime.enable",
         "Page.getFrameTree",
         "Target.setAutoAttach",
+        "Runtime.getIsolateId",
     ];
     let bridge = ["Page.addScriptToEvaluateOnNewDocument", "Fetch.enable"];
     assert_eq!(methods(SessionKind::Page, false), page);
@@ -958,6 +959,7 @@ fn session_setup_lists_per_kind() {
         "Runtime.enable",
         "Target.setAutoAttach",
         "Page.getFrameTree",
+        "Runtime.getIsolateId",
     ];
     assert_eq!(methods(SessionKind::Iframe, false), iframe);
     assert_eq!(
@@ -965,8 +967,13 @@ fn session_setup_lists_per_kind() {
         [&iframe[..], &bridge[..]].concat()
     );
     assert_eq!(methods(SessionKind::Worker, true), ["Runtime.enable"]);
+    assert_eq!(
+        methods(SessionKind::Watched, true),
+        ["Page.enable", "Runtime.getIsolateId"],
+        "a watched page: its dialogs and its renderer, nothing else"
+    );
 
-    // What the attach sequence waits on for the page: exactly these three.
+    // What the attach sequence waits on for the page: exactly the first, third and fourth.
     let kinds: Vec<CallKind> = session_setup("S", SessionKind::Page, false)
         .into_iter()
         .map(|c| c.kind)
@@ -982,6 +989,10 @@ fn session_setup_lists_per_kind() {
                 session_id: "S".into()
             },
             CallKind::Plain,
+            CallKind::IsolateId {
+                session_id: "S".into(),
+                generation: 0
+            },
         ]
     );
     for c in session_setup("S", SessionKind::Iframe, true) {
@@ -1367,6 +1378,8 @@ fn abandoned_calls_are_purged_by_the_time_passed_in() {
     let mut sim = Sim::must_respond();
     let expires = sim.now.after(Duration::from_secs(1)).instant;
     let mut first = None;
+    // Calls nobody waits on (the page's isolate probe) are never purged.
+    let kept = sim.core.calls.len();
     // The table already holds the attach calls; fill it to a power of two past PURGE_EVERY.
     while sim.core.calls.len() < PURGE_EVERY {
         let (tx, rx) = bounded(1);
@@ -1392,6 +1405,6 @@ fn abandoned_calls_are_purged_by_the_time_passed_in() {
     assert_eq!(sim.core.calls.len(), 2 * PURGE_EVERY);
     sim.advance(1);
     sim.register("Browser.getVersion", None, CallKind::Plain);
-    assert_eq!(sim.core.calls.len(), PURGE_EVERY + 1);
+    assert_eq!(sim.core.calls.len(), PURGE_EVERY + 1 + kept);
     assert!(matches!(first.try_recv(), Err(TryRecvError::Disconnected)));
 }

@@ -45,6 +45,7 @@ mod idle;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_popups;
+mod measure_renderers;
 mod prop_hostile;
 mod read_cache;
 mod scale_limits;
