@@ -289,7 +289,8 @@ pub struct Core {
     /// The browsing-context group of each page (the task's, followed, watched): the target id of
     /// the first page of its chain of openers that can script each other. Bounded by the pages.
     page_groups: HashMap<String, String>,
-    /// The published `renderers` map is out of date.
+    /// The published `renderers` map is out of date: set when a session comes or goes, an
+    /// isolate id is learnt or forgotten, or a session's own document changes (its site).
     renderers_changed: bool,
     out: Vec<Outgoing>,
     deliveries: Vec<(Sender<CallResult>, CallResult)>,
@@ -652,7 +653,6 @@ impl Core {
             p.frames = map;
             p.frame_tree = tree;
             self.pages_changed = true;
-            self.renderers_changed = true;
         }
         if std::mem::take(&mut self.pages_changed) {
             let pages = self.pages_list();
@@ -781,6 +781,8 @@ impl Core {
                             let is_page = self.page_session_id.as_deref() == Some(session_id);
                             let session_id = session_id.clone();
                             self.frames.seed(&session_id, &tree.frame_tree, is_page);
+                            // The session's own document is known now: its site too.
+                            self.renderers_changed = true;
                             self.dirty = true;
                         }
                     }
