@@ -407,18 +407,35 @@ fn frame_named(sup: &Supervisor, name: &str, oopif: bool) -> String {
     })
 }
 
+/// A page opened by a raw client with a supervisor attached; dropping it stops the supervisor
+/// and closes the page (also on panic).
+struct Attached {
+    cdp: RawCdp,
+    page: String,
+    reg: SupervisorRegistry,
+    sup: Arc<Supervisor>,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.reg.stop_all();
+        let _ = self.cdp.close_page(&self.page);
+    }
+}
+
 /// Opens `url` in a new page with a raw client (waiting for its load, iframes included) and
 /// attaches `task`'s supervisor to it.
-fn open_with_supervisor(
-    ws_url: &str,
-    url: &str,
-    task: &str,
-) -> (RawCdp, String, SupervisorRegistry, Arc<Supervisor>) {
+fn open_with_supervisor(ws_url: &str, url: &str, task: &str) -> Attached {
     let mut cdp = RawCdp::connect(ws_url).expect("connect a raw CDP client");
     let (page, _) = cdp.open_page(url, T).expect("open the test page");
     let reg = SupervisorRegistry::new(Config::default());
     let sup = attach_to_page(&reg, task, ws_url, &page, StartOptions::default());
-    (cdp, page, reg, sup)
+    Attached {
+        cdp,
+        page,
+        reg,
+        sup,
+    }
 }
 
 /// Issue 20 item 6, frames, on Chromium (measured: `tests/it/measure_renderers.rs`): an A page
@@ -445,7 +462,8 @@ fn a_dialog_in_a_frame_blocks_calls_into_every_frame_of_its_renderer_and_no_othe
             enc(&u("r6f.localhost", "sandboxed"))
         ),
     );
-    let (mut cdp, page, reg, sup) = open_with_supervisor(&browser.ws_url, &top, "e2e-renderers");
+    let fx = open_with_supervisor(&browser.ws_url, &top, "e2e-renderers");
+    let (page, sup) = (fx.page.clone(), Arc::clone(&fx.sup));
     let mid = frame_named(&sup, "mid", true);
     let grand = frame_named(&sup, "grand", true);
     let sandboxed = frame_named(&sup, "sandboxed", true);
@@ -462,8 +480,6 @@ fn a_dialog_in_a_frame_blocks_calls_into_every_frame_of_its_renderer_and_no_othe
         &sessions,
         &[&["A page", "A grandchild", "A subdomain"]],
     );
-    reg.stop_all();
-    let _ = cdp.close_page(&page);
 }
 
 /// Issue 20 item 13, on Chromium: a B iframe's `confirm` raised behind the main frame's alert
@@ -486,8 +502,8 @@ fn calls_into_the_renderer_of_an_unanswerable_dialog_are_refused_up_front() {
             enc(&u("r13b.localhost", "b2"))
         ),
     );
-    let (mut cdp, page, reg, sup) =
-        open_with_supervisor(&browser.ws_url, &top, "e2e-unanswerable-renderer");
+    let fx = open_with_supervisor(&browser.ws_url, &top, "e2e-unanswerable-renderer");
+    let (page, sup) = (fx.page.clone(), Arc::clone(&fx.sup));
     let b1 = frame_named(&sup, "b1", true);
     let b2 = frame_named(&sup, "b2", true);
     let main = raise_alert(&sup, Route::Target(&page), "main first");
@@ -542,6 +558,4 @@ fn calls_into_the_renderer_of_an_unanswerable_dialog_are_refused_up_front() {
     wait_pick(&sup, T, "nothing blocked after the reload", |s| {
         s.blocked.is_none().then_some(())
     });
-    reg.stop_all();
-    let _ = cdp.close_page(&page);
 }

@@ -14,7 +14,8 @@
 //!
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits` and `security_policy` drive
 //! the scripted fake browser; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio` and
-//! `mcp_python_sdk` run the binary; `measure_popups` holds ignored measurements.
+//! `mcp_python_sdk` run the binary; `measure_popups` and `measure_renderers` hold ignored
+//! measurements.
 
 mod common;
 
