@@ -456,7 +456,12 @@ impl Core {
             .to_string();
         let isolate = self.isolates.get(sid).and_then(|(_, i)| i.clone());
         let site = match s.kind {
-            SessionKind::Watched => None,
+            // Its frames are not tracked: the URL of its document, from its own events.
+            SessionKind::Watched => self
+                .watched
+                .iter()
+                .find(|p| p.session_id == sid)
+                .and_then(|p| policy::site_key(&frames::origin_of(&p.url))),
             _ => self
                 .frames
                 .origin_of(&s.target_id)

@@ -1754,3 +1754,29 @@ fn a_popup_past_pages_max_is_watched_for_dialogs_and_its_dialog_blocks_its_rende
     assert_eq!(sim.closed("d-2").closed_by, ClosedBy::Remote);
     assert_eq!(sim.snap().watched_pages.len(), 1);
 }
+
+/// A watched popup whose renderer is not known yet (its probe waits behind its own on-load
+/// dialog) is judged by its document's site: a cross-site one does not block the task's page,
+/// a same-site one does.
+#[test]
+fn a_watched_popup_without_an_isolate_id_is_judged_by_its_site() {
+    let mut sim = Sim::attached(CoreSettings {
+        follow_popups: true,
+        limits: Limits {
+            pages_max: 0,
+            ..Limits::default()
+        },
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.isolate(S1, "I-A");
+    sim.popup("P2", "CROSS", PAGE, true, "http://b.test/alert");
+    sim.popup("P3", "SAME", PAGE, true, "http://sub.a.test/alert");
+    let on_page = sim.agent("Runtime.evaluate", S1, &[]);
+    sim.open_dialog("P2", "CROSS", "alert", "cross-site, on load");
+    nothing_yet(&on_page);
+    sim.open_dialog("P3", "SAME", "alert", "same-site, on load");
+    assert_eq!(blocked_by(&on_page), "d-2");
+    let snap = sim.snap();
+    assert_eq!(snap.renderers["P2"].site.as_deref(), Some("b.test"));
+    assert_eq!(snap.watched_pages.len(), 2);
+}
