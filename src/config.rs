@@ -120,6 +120,9 @@ pub struct Limits {
     /// Pages followed at once besides the task's own page (popups, new tabs: issue 14); past
     /// it, new ones are resumed and left alone and the snapshot says `pages_truncated`.
     pub pages_max: usize,
+    /// Popups past `pages_max` still watched for their dialogs only (a hard cap: SPEC §8 "No
+    /// silent wedge"); past it, new ones are resumed and let go.
+    pub watched_pages_max: usize,
 }
 
 impl Default for Limits {
@@ -133,6 +136,7 @@ impl Default for Limits {
             frames_max: 10_000,
             pending_dialogs_max: 16,
             pages_max: 20,
+            watched_pages_max: 200,
         }
     }
 }
@@ -508,6 +512,9 @@ impl Config {
         }
         if let Some(n) = get_uint(c, "limits.pages_max", 0, 1_000)? {
             l.pages_max = n as usize;
+        }
+        if let Some(n) = get_uint(c, "limits.watched_pages_max", 0, 10_000)? {
+            l.watched_pages_max = n as usize;
         }
         if let Some(s) = get_str(c, "security.allow_file_urls")? {
             cfg.security.allow_file_urls = match s.trim() {

@@ -27,6 +27,7 @@ mod console;
 mod dialogs;
 pub(crate) mod frames;
 mod pages;
+pub(crate) mod policy;
 mod reconnect;
 mod session;
 mod targets;
@@ -36,7 +37,7 @@ mod tests;
 use crate::protocol::{self, CdpError, Incoming};
 use crate::snapshot::{
     Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, PageInfo,
-    PendingDialog, Snapshot, SupervisorState,
+    PendingDialog, Renderer, Snapshot, SupervisorState,
 };
 pub use dialogs::answer_command;
 pub use session::{SessionKind, session_setup};
@@ -87,6 +88,14 @@ pub enum CallKind {
         accept: bool,
         /// The prompt text sent.
         prompt_text: Option<String>,
+    },
+    /// `Runtime.getIsolateId` on a page or OOPIF session: the reply says which renderer the
+    /// session's document runs in (`core::policy`), unless a newer document came since.
+    IsolateId {
+        /// The session it was sent on.
+        session_id: String,
+        /// The session's document number it was sent for (see `Core::isolates`).
+        generation: u64,
     },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
@@ -268,6 +277,21 @@ pub struct Core {
     pages: Vec<PageInfo>,
     /// A popup was left alone because of `limits.pages_max`.
     pages_truncated: bool,
+    /// Popups past `limits.pages_max` watched for their dialogs only (SPEC §8 "No silent
+    /// wedge"), oldest first; at most `limits.watched_pages_max`.
+    watched: Vec<PageInfo>,
+    /// A popup was left alone because of `limits.watched_pages_max` (logged once).
+    watch_truncated: bool,
+    /// Per page and OOPIF session: its document number (bumped by each new document of the
+    /// session's own frame) and the `Runtime.getIsolateId` answered for that document
+    /// (`core::policy`). Bounded by `sessions`.
+    isolates: HashMap<String, (u64, Option<String>)>,
+    /// The browsing-context group of each page (the task's, followed, watched): the target id of
+    /// the first page of its chain of openers that can script each other. Bounded by the pages.
+    page_groups: HashMap<String, String>,
+    /// The published `renderers` map is out of date: set when a session comes or goes, an
+    /// isolate id is learnt or forgotten, or a session's own document changes (its site).
+    renderers_changed: bool,
     out: Vec<Outgoing>,
     deliveries: Vec<(Sender<CallResult>, CallResult)>,
     version: u64,
@@ -311,6 +335,11 @@ impl Core {
             crashed_sessions: HashSet::new(),
             pages: Vec::new(),
             pages_truncated: false,
+            watched: Vec::new(),
+            watch_truncated: false,
+            isolates: HashMap::new(),
+            page_groups: HashMap::new(),
+            renderers_changed: true,
             out: Vec::new(),
             deliveries: Vec::new(),
             version: 0,
@@ -360,8 +389,8 @@ impl Core {
                 .iter()
                 .find(|d| !known_dialogs.contains(&d.public.id) && self.dialog_blocks(d, &call))
         {
-            let dialog = d.public.clone();
-            self.deliver_blocked(&mut call, dialog);
+            let (dialog, unanswerable) = (d.public.clone(), d.unanswerable);
+            self.deliver_blocked(&mut call, dialog, unanswerable);
         }
         self.calls.insert(id, call);
     }
@@ -396,49 +425,121 @@ impl Core {
         }
     }
 
-    /// Whether open dialog `d` stands between in-flight call `call` and its reply (SPEC §8).
-    /// Only dialogs that wait for the agent (`must_respond`, not yet closed) block anything.
+    /// Whether open dialog `d` stands between in-flight call `call` and its reply (SPEC §8,
+    /// the rule in [`policy::dialog_blocks`]). Only dialogs that wait for the agent
+    /// (`must_respond`, not yet closed) and dialogs CDP can no longer answer block anything.
     fn dialog_blocks(&self, d: &OpenDialog, call: &PendingCall) -> bool {
         let Some(sid) = call.session_id.as_deref() else {
             return false; // browser-level calls are never affected
         };
-        if self.settings.policy != DialogPolicy::MustRespond || d.closed_event.is_some() {
+        if !d.unanswerable
+            && (self.settings.policy != DialogPolicy::MustRespond || d.closed_event.is_some())
+        {
             return false;
         }
-        let owner = d
-            .public
-            .frame_id
-            .as_deref()
-            .and_then(|f| self.frames.owner_of(f))
-            .unwrap_or(d.public.session_id.as_str());
-        let hits = owner == sid
-            || (call.method.starts_with("Input.")
-                && self.is_page_session(sid)
-                && self.page_of_session(&d.public.session_id) == self.page_of_session(sid));
-        hits && blocks_in_flight(&d.public.kind, &call.method)
+        policy::dialog_blocks(self, &d.public, sid, &call.method)
+            && blocks_in_flight(&d.public.kind, &call.method)
     }
 
-    /// Fails every in-flight agent call that the dialog at `pos` of `open` blocks.
-    fn fail_calls_blocked_by(&mut self, pos: usize) {
+    /// What the dialog rule knows of the renderer behind document session `sid`
+    /// ([`policy::Renderer`]); `None` for workers and sessions not tracked.
+    pub(crate) fn renderer_of(&self, sid: &str) -> Option<Renderer> {
+        let s = self.sessions.get(sid)?;
+        if s.kind == SessionKind::Worker {
+            return None;
+        }
+        let page = self.page_of_session(sid)?;
+        let group = self
+            .page_groups
+            .get(page)
+            .map_or(page, String::as_str)
+            .to_string();
+        let isolate = self.isolates.get(sid).and_then(|(_, i)| i.clone());
+        let site = match s.kind {
+            // Its frames are not tracked: the URL of its document, from its own events.
+            SessionKind::Watched => self
+                .watched
+                .iter()
+                .find(|p| p.session_id == sid)
+                .and_then(|p| policy::site_key(&frames::origin_of(&p.url))),
+            _ => self
+                .frames
+                .origin_of(&s.target_id)
+                .and_then(policy::site_key),
+        };
+        Some(Renderer {
+            isolate,
+            group,
+            site,
+        })
+    }
+
+    /// Session `sid`'s own frame has a new document, perhaps in another renderer: what it runs
+    /// in is unknown until a new `Runtime.getIsolateId` answers.
+    pub(super) fn renderer_moved(&mut self, sid: &str) {
+        let entry = self.isolates.entry(sid.to_string()).or_insert((0, None));
+        entry.0 += 1;
+        entry.1 = None;
+        let probe = session::isolate_probe(sid, entry.0);
+        self.out.push(Outgoing::Command(probe));
+        self.renderers_changed = true;
+        self.dirty = true;
+    }
+
+    /// The answer to a [`CallKind::IsolateId`]: recorded if it is about the session's current
+    /// document; then in-flight calls are checked again against the dialogs open now.
+    fn isolate_known(&mut self, session_id: &str, generation: u64, raw: &RawValue) {
+        let Some(id) = serde_json::from_str::<Value>(raw.get())
+            .ok()
+            .and_then(|v| v.get("id")?.as_str().map(str::to_string))
+        else {
+            return;
+        };
+        if !self.sessions.contains_key(session_id) {
+            return;
+        }
+        let entry = self
+            .isolates
+            .entry(session_id.to_string())
+            .or_insert((0, None));
+        if entry.0 != generation {
+            return;
+        }
+        entry.1 = Some(clip(id, 128));
+        self.renderers_changed = true;
+        self.dirty = true;
+        for pos in 0..self.open.len() {
+            self.fail_calls_blocked_by(pos, false);
+        }
+    }
+
+    /// Fails every in-flight agent call that the dialog at `pos` of `open` blocks; with
+    /// `known`, also those whose caller saw it pending when it made the call (the dialog has
+    /// just become unanswerable).
+    fn fail_calls_blocked_by(&mut self, pos: usize, known: bool) {
         let d = &self.open[pos];
         let blocked: Vec<u64> = self
             .calls
             .iter()
             .filter(|(_, c)| {
-                matches!(c.kind, CallKind::Agent { .. })
-                    && c.reply.is_some()
+                let CallKind::Agent { known_dialogs } = &c.kind else {
+                    return false;
+                };
+                c.reply.is_some()
+                    && (known || !known_dialogs.contains(&d.public.id))
                     && self.dialog_blocks(d, c)
             })
             .map(|(id, _)| *id)
             .collect();
         for id in blocked {
             let dialog = self.open[pos].public.clone();
+            let unanswerable = self.open[pos].unanswerable;
             if let Some(mut call) = self.calls.remove(&id) {
                 debug!(
                     "task {}: {} (id {id}) is blocked by dialog {}",
                     self.task_id, call.method, dialog.id
                 );
-                self.deliver_blocked(&mut call, dialog);
+                self.deliver_blocked(&mut call, dialog, unanswerable);
                 self.calls.insert(id, call);
             }
         }
@@ -450,7 +551,14 @@ impl Core {
     /// takes another path through the browser, and can overtake the reply of the call that
     /// scheduled it: the caller keeps its channel and takes a reply that comes within
     /// [`crate::supervisor::BRIDGE_REPLY_GRACE`] instead.
-    fn deliver_blocked(&mut self, call: &mut PendingCall, dialog: PendingDialog) {
+    /// A dialog CDP can no longer answer (`unanswerable`) gives [`Error::DialogUnanswerable`]
+    /// instead: the caller must reload, not answer.
+    fn deliver_blocked(
+        &mut self,
+        call: &mut PendingCall,
+        dialog: PendingDialog,
+        unanswerable: bool,
+    ) {
         let bridge = dialog.bridge_request_id.is_some();
         let tx = if bridge {
             if let CallKind::Agent { known_dialogs } = &mut call.kind {
@@ -461,9 +569,16 @@ impl Core {
             call.reply.take()
         };
         if let Some(tx) = tx {
-            let err = Error::BlockedByDialog {
-                dialog: Box::new(dialog),
-                method: call.method.clone(),
+            let err = if unanswerable {
+                Error::DialogUnanswerable {
+                    id: dialog.id,
+                    frame_id: dialog.frame_id,
+                }
+            } else {
+                Error::BlockedByDialog {
+                    dialog: Box::new(dialog),
+                    method: call.method.clone(),
+                }
             };
             self.deliveries.push((tx, Err(err)));
         }
@@ -526,6 +641,12 @@ impl Core {
                 .filter(|d| d.shown && !d.unanswerable && d.closed_event.is_none())
                 .map(|d| d.public.clone())
                 .collect();
+            p.unanswerable = self
+                .open
+                .iter()
+                .filter(|d| d.unanswerable)
+                .map(|d| d.public.clone())
+                .collect();
         }
         if std::mem::take(&mut self.recent_changed) {
             p.recent_dialogs = self.recent.iter().cloned().collect();
@@ -543,6 +664,15 @@ impl Core {
             let p = &mut self.published;
             p.pages = pages.into();
             p.pages_truncated = self.pages_truncated;
+            p.watched_pages = self.watched.clone().into();
+        }
+        if std::mem::take(&mut self.renderers_changed) {
+            let renderers = self
+                .sessions
+                .keys()
+                .filter_map(|sid| Some((sid.clone(), self.renderer_of(sid)?)))
+                .collect();
+            self.published.renderers = Arc::new(renderers);
         }
         self.published.clone()
     }
@@ -656,12 +786,21 @@ impl Core {
                             let is_page = self.page_session_id.as_deref() == Some(session_id);
                             let session_id = session_id.clone();
                             self.frames.seed(&session_id, &tree.frame_tree, is_page);
+                            // The session's own document is known now: its site too.
+                            self.renderers_changed = true;
                             self.dirty = true;
                         }
                     }
                     CallKind::PageEnable { session_id } => {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
+                    }
+                    CallKind::IsolateId {
+                        session_id,
+                        generation,
+                    } => {
+                        let (session_id, generation) = (session_id.clone(), *generation);
+                        self.isolate_known(&session_id, generation, raw);
                     }
                     CallKind::ProbeBlocked {
                         session_id,
@@ -740,6 +879,9 @@ impl Core {
                     parent: None,
                 },
             );
+            self.page_groups
+                .insert(target_id.to_string(), target_id.to_string());
+            self.renderers_changed = true;
             self.dirty = true;
         }
     }
@@ -775,10 +917,15 @@ impl Core {
             | "Runtime.executionContextDestroyed"
             | "Runtime.executionContextsCleared"
                 // Frame ownership only ever comes from sessions we attached: a stray session
-                // must not take over (or delete) frames it does not own.
+                // must not take over (or delete) frames it does not own. A watched page
+                // (a popup past `limits.pages_max`) is watched for its dialogs only.
                 if self.sessions.contains_key(session) =>
             {
-                self.frame_event(method, session, params, now);
+                if self.is_watched_session(session) {
+                    self.watched_frame_event(method, session, params);
+                } else {
+                    self.frame_event(method, session, params, now);
+                }
             }
             "Fetch.requestPaused" => self.request_paused(session, params, now),
             "Runtime.consoleAPICalled" => self.console_api(session, params, now),

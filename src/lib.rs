@@ -54,7 +54,9 @@
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
 //! * `core`: the I/O-free, clock-free state machine the reader feeds: dialogs, frames
 //!   (`core/frames.rs`), targets and sessions (the set-up commands per session kind:
-//!   `core/session.rs`), pages and popups, console, reconnect bookkeeping;
+//!   `core/session.rs`), pages and popups, console, reconnect bookkeeping, and
+//!   `core/policy.rs`, the one rule of which dialog blocks which call (every session of the
+//!   dialog's renderer);
 //!   its scenario tests are in `core/tests.rs`.
 //! * `snapshot`: the published [`Snapshot`] and its JSON.
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the

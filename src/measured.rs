@@ -1,6 +1,7 @@
 //! What real Chromium does, measured rather than assumed (SPEC §8, §11): which CDP methods a page
-//! session still answers while a native JavaScript dialog is open on that page, and which
-//! domains the browser target (the browser-level connection, no `sessionId`) serves.
+//! session still answers while a native JavaScript dialog is open on that page, which
+//! domains the browser target (the browser-level connection, no `sessionId`) serves, and which
+//! sessions share a renderer (so a dialog in one blocks the others: [`RENDERER_OF_A_PAGE`]).
 //!
 //! Measured on headless Chromium 156 (Debian `chromium` 156.0.8078.114) by
 //! `tests/it/e2e_dialog_methods.rs`, which includes this very file and fails as soon as Chromium
@@ -130,6 +131,70 @@ pub(crate) const BLOCKED_BY_DIALOG: &[&str] = &[
     "Runtime.terminateExecution",
     "Target.closeTarget",
     "Target.setAutoAttach",
+];
+
+/// Which CDP sessions run in the renderer process of a page P on site A, so that a native
+/// dialog in one blocks calls on the others (SPEC §8; the rule is `crate::core::policy`).
+///
+/// Measured on headless Chromium 156 (Debian `chromium` 156.0.8078.114) by
+/// `tests/it/measure_renderers.rs` (ignored; run it with `--ignored --nocapture`): in a private
+/// Chromium with every host name resolved to the loopback test server, each scenario follows
+/// every page and OOPIF the way the supervisor does, then raises an `alert` in each session in
+/// turn and sends `Runtime.evaluate "1"` on every session: blocked = no answer within 700 ms and
+/// the answer right after the alert closed. 284 ordered pairs in four scenarios (popups of every
+/// kind; popups of popups and client-opened tabs; A-B-A, sandboxed, subdomain and cross-site
+/// frames; what a site is). In every pair, "blocked" was exactly "same `Runtime.getIsolateId`".
+/// Asserted on Chromium by `tests/it/e2e_popups.rs` and `tests/it/e2e_blocked_calls.rs`
+/// (`assert_renderers`), which check the supervisor's decisions against these rows.
+///
+/// Each row: a session, relative to P, and whether it runs in P's renderer. The rule they
+/// follow: same site (scheme-less eTLD+1 with private suffixes, ports ignored; an unknown TLD's
+/// last two labels; an IP address) and one browsing-context group (openers that can script each
+/// other: `TargetInfo.canAccessOpener`, false for `noopener` although `openerId` is set).
+#[allow(dead_code)] // documentation of what `crate::core::policy` relies on, asserted by the e2e tests
+pub(crate) const RENDERER_OF_A_PAGE: &[(&str, bool)] = &[
+    ("popup of P, same origin (window.open)", true),
+    ("popup of P, same site on a subdomain (sub.a.com)", true),
+    ("popup of P, same host on another port", true),
+    ("about:blank popup of P (window.open(''))", true),
+    ("popup of a same-site popup of P", true),
+    (
+        "A iframe inside a B iframe inside P (its own OOPIF session)",
+        true,
+    ),
+    ("same-site iframe of P on a subdomain (P's session)", true),
+    (
+        "sub.foo.co.uk popup of foo.co.uk; b.a.localhost popup of a.localhost",
+        true,
+    ),
+    ("popup of P, cross-site (b.com)", false),
+    ("B iframe of P (its OOPIF session)", false),
+    ("popup of P, same site, window.open(.., 'noopener')", false),
+    (
+        "popup of P, same site, <a rel=noopener target=_blank>",
+        false,
+    ),
+    ("about:blank popup of P with noopener", false),
+    (
+        "popup of a noopener popup of P (shares the noopener popup's renderer)",
+        false,
+    ),
+    (
+        "same-site page opened by a client (Target.createTarget)",
+        false,
+    ),
+    (
+        "sandboxed same-site iframe of P (allow-scripts allow-modals; its own OOPIF session)",
+        false,
+    ),
+    (
+        "bar.co.uk popup of foo.co.uk; y.herokuapp.com popup of x.herokuapp.com",
+        false,
+    ),
+    (
+        "localhost popup of 127.0.0.1; c.internal popup of a.internal",
+        false,
+    ),
 ];
 
 /// Domains the browser target serves: every probed method of these domains answers on the

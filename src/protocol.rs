@@ -244,6 +244,10 @@ pub struct TargetInfo {
     pub opener_id: Option<String>,
     /// The frame that opened this page, when Chromium says.
     pub opener_frame_id: Option<String>,
+    /// Whether this page can script its opener: false for a `noopener` popup, which Chromium
+    /// puts in a browsing-context group (and so a renderer) of its own although `openerId`
+    /// still names its opener (measured: `tests/it/measure_renderers.rs`).
+    pub can_access_opener: bool,
 }
 
 /// Result of `Target.getTargets`.

@@ -490,6 +490,31 @@ pub struct Snapshot {
     pub pages_truncated: bool,
     /// Increases with every publish.
     pub version: u64,
+    /// Popups past `limits.pages_max` that the supervisor watches for dialogs only (up to
+    /// `limits.watched_pages_max`): their dialogs are pending like any other, with their
+    /// `target_id`, and a call routed to one goes to its watch session (SPEC §8 "No silent
+    /// wedge").
+    pub(crate) watched_pages: Arc<[PageInfo]>,
+    /// Dialogs CDP can no longer answer that still block their renderer (SPEC §5, §11): out of
+    /// `pending_dialogs`, reported through `blocked`; the call path refuses calls into them.
+    pub(crate) unanswerable: Arc<[PendingDialog]>,
+    /// The renderer behind each page and OOPIF session, for the dialog rule
+    /// (`crate::core::policy`).
+    pub(crate) renderers: Arc<HashMap<String, Renderer>>,
+}
+
+/// What is known of the renderer process behind one page or OOPIF session: the input of the
+/// rule "a dialog blocks every session of its renderer" (`crate::core::policy`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Renderer {
+    /// `Runtime.getIsolateId` of the session's current document, once answered.
+    pub isolate: Option<String>,
+    /// The browsing-context group: the target id of the first page of the chain of openers
+    /// that can script each other (`canAccessOpener`).
+    pub group: String,
+    /// `crate::core::policy::site_key` of the session's own document; `None` when unknown or
+    /// opaque.
+    pub site: Option<String>,
 }
 
 /// A page the task follows: its own page, or one that it (or a page it follows) opened.
@@ -544,6 +569,9 @@ impl Snapshot {
             pages: Arc::from(Vec::new()),
             pages_truncated: false,
             version: 0,
+            watched_pages: Arc::from(Vec::new()),
+            unanswerable: Arc::from(Vec::new()),
+            renderers: Arc::new(HashMap::new()),
         }
     }
 

@@ -234,7 +234,7 @@ impl Core {
             unanswerable: false,
         });
         if answer.is_none() {
-            self.fail_calls_blocked_by(self.open.len() - 1);
+            self.fail_calls_blocked_by(self.open.len() - 1, false);
         }
         if let Some(c) = answer {
             self.out.push(Outgoing::Command(c));
@@ -434,6 +434,9 @@ impl Core {
         }
         self.dialogs_changed = true;
         self.dirty = true;
+        // Calls in flight into its renderer, even those made while it was pending (a method
+        // not measured, waiting out its grace), would now wait for their deadline.
+        self.fail_calls_blocked_by(pos, true);
         Error::DialogUnanswerable { id, frame_id }
     }
 

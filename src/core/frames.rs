@@ -295,6 +295,11 @@ impl Frames {
         true
     }
 
+    /// The security origin of frame `frame_id`'s document, when known.
+    pub fn origin_of(&self, frame_id: &str) -> Option<&str> {
+        self.map.get(frame_id).map(|r| r.origin.as_str())
+    }
+
     /// The URL of frame `frame_id`, when known.
     pub fn url_of(&self, frame_id: &str) -> Option<&str> {
         self.map.get(frame_id).map(|r| r.url.as_str())

@@ -17,6 +17,11 @@ impl Core {
         // re-attached, and popups opened from then on are followed again.
         self.pages.clear();
         self.pages_truncated = false;
+        self.watched.clear();
+        self.watch_truncated = false;
+        self.isolates.clear();
+        self.page_groups.clear();
+        self.renderers_changed = true;
         self.pages_changed = true;
         self.page_gone = None;
         self.frames = Frames::new(self.settings.limits.clone());

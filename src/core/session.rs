@@ -15,6 +15,9 @@ pub enum SessionKind {
     Iframe,
     /// A dedicated, shared or service worker: tracked for its console only.
     Worker,
+    /// A popup past `limits.pages_max`, watched for its dialogs only (SPEC §8 "No silent
+    /// wedge"): no frames, console, iframes or bridge.
+    Watched,
 }
 
 impl SessionKind {
@@ -28,9 +31,13 @@ impl SessionKind {
         }
     }
 
-    /// Whether the session shows documents: the dialog bridge is installed there.
+    /// Whether the session shows documents the supervisor follows: the dialog bridge is
+    /// installed there.
     pub fn shows_documents(self) -> bool {
-        self != SessionKind::Worker
+        matches!(
+            self,
+            SessionKind::Page | SessionKind::Popup | SessionKind::Iframe
+        )
     }
 }
 
@@ -60,7 +67,12 @@ pub fn bridge_commands(session_id: &str) -> [Command; 2] {
 ///   (SPEC §4 step 3);
 /// * OOPIF: `Page.enable`, `Runtime.enable`, `Target.setAutoAttach`, `Page.getFrameTree` (step 4;
 ///   its nested OOPIFs attach before the seed);
-/// * worker: `Runtime.enable`.
+/// * worker: `Runtime.enable`;
+/// * watched page (a popup past `limits.pages_max`): `Page.enable` only, for its dialogs.
+///
+/// Every session that shows a document then asks `Runtime.getIsolateId` (a
+/// [`CallKind::IsolateId`]): which renderer it runs in decides which dialogs block its calls
+/// (`crate::core::policy`).
 ///
 /// `Page.enable` is a [`CallKind::PageEnable`] (its answer proves the document is not wedged:
 /// SPEC §4.5) and `Page.getFrameTree` a [`CallKind::SeedFrameTree`]. The attach sequence waits
@@ -95,19 +107,47 @@ pub fn session_setup(session_id: &str, kind: SessionKind, bridge: bool) -> Vec<C
         } else {
             CallKind::Automatic
         },
-        ..automatic("Target.setAutoAttach", auto_attach_params(), sid)
+        ..automatic("Target.setAutoAttach", auto_attach_params(), sid.clone())
     };
+    let isolate = isolate_probe(session_id, 0);
     let mut out = match kind {
         SessionKind::Page | SessionKind::Popup => {
-            vec![page_enable, runtime_enable, frame_tree, auto_attach]
+            vec![
+                page_enable,
+                runtime_enable,
+                frame_tree,
+                auto_attach,
+                isolate,
+            ]
         }
-        SessionKind::Iframe => vec![page_enable, runtime_enable, auto_attach, frame_tree],
+        SessionKind::Iframe => vec![
+            page_enable,
+            runtime_enable,
+            auto_attach,
+            frame_tree,
+            isolate,
+        ],
         SessionKind::Worker => vec![runtime_enable],
+        SessionKind::Watched => vec![automatic("Page.enable", json!({}), sid), isolate],
     };
     if bridge && kind.shows_documents() {
         out.extend(bridge_commands(session_id));
     }
     out
+}
+
+/// `Runtime.getIsolateId` on `session_id`, for its document number `generation` (the renderer
+/// behind a session changes with a cross-site navigation: `crate::core::policy`).
+pub fn isolate_probe(session_id: &str, generation: u64) -> Command {
+    Command {
+        method: "Runtime.getIsolateId".into(),
+        params: json!({}),
+        session_id: Some(session_id.to_string()),
+        kind: CallKind::IsolateId {
+            session_id: session_id.to_string(),
+            generation,
+        },
+    }
 }
 
 /// `Runtime.runIfWaitingForDebugger` on `session_id`: a paused target that nobody resumes hangs

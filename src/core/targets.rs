@@ -35,6 +35,9 @@ impl Core {
                     if applied && own_main {
                         self.target_recovered(session);
                     }
+                    if own_main {
+                        self.renderer_moved(session);
+                    }
                 }
             }
             "Page.navigatedWithinDocument" => {
@@ -45,7 +48,10 @@ impl Core {
                 }
             }
             "Inspector.targetCrashed" => self.target_crashed(session),
-            "Inspector.targetReloadedAfterCrash" => self.target_recovered(session),
+            "Inspector.targetReloadedAfterCrash" => {
+                self.target_recovered(session);
+                self.renderer_moved(session);
+            }
             "Page.frameDetached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameDetached>(params) {
                     if ev.reason.as_deref() != Some("swap") {
@@ -129,6 +135,7 @@ impl Core {
             }
             // The bridge goes in before the frame resumes, so its first script sees it.
             self.set_up_session(&sid, kind);
+            self.renderers_changed = true;
         }
         // Always resume: a paused target that nobody resumes hangs its page.
         if ev.waiting_for_debugger || info.kind == "iframe" {
@@ -234,8 +241,15 @@ impl Core {
                 .frames
                 .oopif_detached(&ev.session_id, &session.target_id);
         }
+        for sid in &gone {
+            self.isolates.remove(sid);
+        }
+        self.renderers_changed = true;
         if session.kind == SessionKind::Popup {
             self.followed_page_gone(&session.target_id, &gone, now);
+        }
+        if session.kind == SessionKind::Watched {
+            self.watched_page_gone(&session.target_id, &gone, now);
         }
         let reason = if page_gone {
             "the page target was closed or detached"

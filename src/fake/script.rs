@@ -179,6 +179,12 @@ fn default_answer(shared: &Shared, conn: &Conn, cmd: &Value) -> Result<Value, Cd
             }
             None => Err(CdpError::not_found(method)),
         },
+        // Every target of the fake runs in a renderer of its own (a test that wants two
+        // sessions to share one scripts this method's reply).
+        "Runtime.getIsolateId" => match session {
+            Some((_, target)) => Ok(json!({"id": format!("isolate-{target}")})),
+            None => Err(CdpError::not_found(method)),
+        },
         "Page.handleJavaScriptDialog" => match session {
             Some((id, _)) => handle_dialog(shared, conn, id, &params),
             None => Err(CdpError::not_found(method)),

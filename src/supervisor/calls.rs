@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::{MAX_CALL_TIMEOUT, Route, Supervisor};
 use crate::cancel::CancelToken;
 use crate::config::DialogPolicy;
+use crate::core::policy::dialog_blocks;
 use crate::core::{
     CallKind, CallResult, Command, WithDialog, blocks_in_flight, with_dialog_pending,
 };
@@ -112,19 +113,28 @@ impl Supervisor {
             return reply.wait_or_cancel(deadline, cancel).map(|v| (v, None));
         };
         // A dialog nobody can answer over CDP (an orphan, or one the browser stopped letting CDP
-        // answer) blocks its session as surely as a pending one: a call that would hang fails
-        // at once; `Page.reload`/`Page.navigate`, which clear it, go through.
+        // answer) blocks its renderer as surely as a pending one: a call that would hang (or
+        // that was not measured) fails at once; `Page.reload`/`Page.navigate`, which clear it,
+        // go through.
         if let Some(b) = &snap.blocked
-            && let Some(e) = blocked_by_unanswerable(b, &snap, &sid)
+            && let Some(e) = blocked_by_orphan(b, &snap, &sid)
             && with_dialog_pending(method) == WithDialog::Refuse
         {
             return Err(e);
+        }
+        if with_dialog_pending(method) != WithDialog::Send
+            && let Some(d) = snap
+                .unanswerable
+                .iter()
+                .find(|d| dialog_blocks(&*snap, d, &sid, method))
+        {
+            return Err(unanswerable(d));
         }
         let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
         let known: Vec<&PendingDialog> = if watching {
             snap.pending_dialogs
                 .iter()
-                .filter(|d| dialog_blocks(d, &snap, &sid, method))
+                .filter(|d| dialog_blocks(&*snap, d, &sid, method))
                 .collect()
         } else {
             Vec::new()
@@ -149,7 +159,7 @@ impl Supervisor {
             let now = self.snapshot();
             if let Some(d) = now.pending_dialogs.iter().find(|d| {
                 !known.iter().any(|k| k.id == d.id)
-                    && dialog_blocks(d, &now, &sid, method)
+                    && dialog_blocks(&*now, d, &sid, method)
                     && blocks_in_flight(&d.kind, method)
             }) {
                 return Err(blocked(d, method));
@@ -158,11 +168,11 @@ impl Supervisor {
         if let Some((dialog, until)) = grace {
             match wait_agent_reply(&reply, until, cancel) {
                 Err(Error::Timeout { .. }) if !deadline.passed() => {
-                    let still = self
-                        .snapshot()
-                        .pending_dialogs
-                        .iter()
-                        .any(|d| d.id == dialog.id);
+                    let now = self.snapshot();
+                    if let Some(d) = now.unanswerable.iter().find(|d| d.id == dialog.id) {
+                        return Err(unanswerable(d));
+                    }
+                    let still = now.pending_dialogs.iter().any(|d| d.id == dialog.id);
                     if still {
                         debug!(
                             "task {}: {method} got no reply within {DIALOG_GRACE:?} while dialog \
@@ -204,23 +214,22 @@ fn wait_agent_reply(reply: &Reply, until: Deadline, cancel: Option<&CancelToken>
     }
 }
 
-/// The error for a call on `sid` when `blocked` reports a dialog that cannot be answered over
-/// CDP in a frame that `sid` owns (`None` for `unresponsive`: a busy page answers again).
-fn blocked_by_unanswerable(b: &Blocked, snap: &Snapshot, sid: &str) -> Option<Error> {
+/// The error for a call on `sid` when `blocked` reports a dialog left open by a client that
+/// went away in a document that `sid` owns (`None` otherwise; `unresponsive`: a busy page
+/// answers again; `unanswerable_dialog`: the dialog itself is in `Snapshot::unanswerable`).
+fn blocked_by_orphan(b: &Blocked, snap: &Snapshot, sid: &str) -> Option<Error> {
     let owner = match &b.frame_id {
         Some(f) => snap.frames.get(f).map(|r| r.owner_session.as_str())?,
         None => snap.page_session_id.as_deref()?,
     };
-    if owner != sid {
-        return None;
-    }
-    match b.reason {
-        BlockedReason::OrphanedDialog => Some(Error::OrphanedDialog),
-        BlockedReason::UnanswerableDialog => Some(Error::DialogUnanswerable {
-            id: String::new(),
-            frame_id: b.frame_id.clone(),
-        }),
-        _ => None,
+    (owner == sid && b.reason == BlockedReason::OrphanedDialog).then_some(Error::OrphanedDialog)
+}
+
+/// The error for a call into the renderer of `dialog`, which CDP can no longer answer.
+fn unanswerable(dialog: &PendingDialog) -> Error {
+    Error::DialogUnanswerable {
+        id: dialog.id.clone(),
+        frame_id: dialog.frame_id.clone(),
     }
 }
 
@@ -231,35 +240,13 @@ fn blocked(dialog: &PendingDialog, method: &str) -> Error {
     }
 }
 
-/// Whether `dialog` stands between a call on session `sid` and its reply (SPEC §8): the dialog
-/// opened in a frame that `sid` owns, or the call is an input event on the page (it reaches
-/// whichever frame it hits).
-fn dialog_blocks(dialog: &PendingDialog, snap: &Snapshot, sid: &str, method: &str) -> bool {
-    let owner = dialog
-        .frame_id
-        .as_deref()
-        .and_then(|f| snap.frames.get(f))
-        .map_or(dialog.session_id.as_str(), |r| r.owner_session.as_str());
-    owner == sid || (method.starts_with("Input.") && page_of_dialog_is(dialog, snap, sid))
-}
-
-/// Whether `sid` is the session of the page (the task's, or a followed popup) that `dialog`
-/// belongs to: an input event sent there reaches whichever of its frames it hits.
-fn page_of_dialog_is(dialog: &PendingDialog, snap: &Snapshot, sid: &str) -> bool {
-    if snap.page_session_id.as_deref() == Some(sid) {
-        return dialog.target_id.is_empty()
-            || snap.page_target_id.as_deref() == Some(dialog.target_id.as_str());
-    }
-    snap.pages
-        .iter()
-        .any(|p| p.session_id == sid && p.target_id == dialog.target_id)
-}
-
-/// The session of followed page `target_id` (a popup the task's page opened; issue 14).
+/// The session of followed page `target_id` (a popup the task's page opened; issue 14), or of
+/// a watched one (a popup past `limits.pages_max`, SPEC §8).
 fn followed_page_session(snap: &Snapshot, target_id: &str) -> Option<String> {
     snap.pages
         .iter()
         .skip(1)
+        .chain(snap.watched_pages.iter())
         .find(|p| p.target_id == target_id && !p.session_id.is_empty())
         .map(|p| p.session_id.clone())
 }

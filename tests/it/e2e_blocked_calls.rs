@@ -16,9 +16,9 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::common::pages::{attach_to_page, wait_pick};
+use crate::common::pages::{assert_renderers, attach_to_page, probe, raise_alert, wait_pick};
 use crate::common::{HttpServer, RawCdp, Response};
-use cdp_supervisor::{Config, StartOptions, Supervisor, SupervisorRegistry, tools};
+use cdp_supervisor::{Config, Route, StartOptions, Supervisor, SupervisorRegistry, tools};
 use serde_json::{Value, json};
 
 /// Deadline of every wait in these tests.
@@ -352,4 +352,210 @@ fn iframe_dialog_behind_a_main_frame_alert_is_unanswerable_and_a_reload_clears_i
         },
     );
     assert_eq!(closed, cdp_supervisor::ClosedBy::Remote);
+}
+
+/// `/p?n=NAME&f=URL&s=URL`: a page named NAME with an iframe per `f` and a sandboxed iframe
+/// (scripts and modals allowed) per `s` (the URLs percent-encoded).
+fn nested_pages() -> HttpServer {
+    HttpServer::start(|req| {
+        let mut name = String::new();
+        let mut body = String::new();
+        for pair in req.query.split('&') {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let v = common::percent_decode(v);
+            match k {
+                "n" => name = v,
+                "f" => body.push_str(&format!("<iframe src=\"{v}\"></iframe>")),
+                "s" => body.push_str(&format!(
+                    "<iframe sandbox=\"allow-scripts allow-modals\" src=\"{v}\"></iframe>"
+                )),
+                _ => {}
+            }
+        }
+        Response::html(format!(
+            "<!doctype html><html><head><title>{name}</title></head><body><p>{name}</p>{body}\
+             </body></html>"
+        ))
+    })
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The frame whose URL names `name`, once it is known (an OOPIF with its session when `oopif`,
+/// else with its default execution context).
+fn frame_named(sup: &Supervisor, name: &str, oopif: bool) -> String {
+    let needle = format!("n={name}");
+    wait_pick(sup, T, &format!("frame {name}"), |s| {
+        s.frames
+            .values()
+            .find(|f| {
+                f.url.contains(&needle)
+                    && if oopif {
+                        f.is_oopif && f.session_id.is_some()
+                    } else {
+                        cdp_supervisor::unversioned::default_context(f).is_some()
+                    }
+            })
+            .map(|f| f.frame_id.clone())
+    })
+}
+
+/// A page opened by a raw client with a supervisor attached; dropping it stops the supervisor
+/// and closes the page (also on panic).
+struct Attached {
+    cdp: RawCdp,
+    page: String,
+    reg: SupervisorRegistry,
+    sup: Arc<Supervisor>,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.reg.stop_all();
+        let _ = self.cdp.close_page(&self.page);
+    }
+}
+
+/// Opens `url` in a new page with a raw client (waiting for its load, iframes included) and
+/// attaches `task`'s supervisor to it.
+fn open_with_supervisor(ws_url: &str, url: &str, task: &str) -> Attached {
+    let mut cdp = RawCdp::connect(ws_url).expect("connect a raw CDP client");
+    let (page, _) = cdp.open_page(url, T).expect("open the test page");
+    let reg = SupervisorRegistry::new(Config::default());
+    let sup = attach_to_page(&reg, task, ws_url, &page, StartOptions::default());
+    Attached {
+        cdp,
+        page,
+        reg,
+        sup,
+    }
+}
+
+/// Issue 20 item 6, frames, on Chromium (measured: `tests/it/measure_renderers.rs`): an A page
+/// with a B iframe holding an A grandchild (its own OOPIF session, in A's renderer), a
+/// same-site iframe on a subdomain (in the page's process, no session of its own) and a
+/// sandboxed same-site iframe (its own OOPIF session and renderer). An alert in any of them
+/// refuses calls into every frame of its renderer at once, naming it, and no other call. The
+/// sites (`r6f`, `r6g` `.localhost`) are this test's only.
+#[test]
+fn a_dialog_in_a_frame_blocks_calls_into_every_frame_of_its_renderer_and_no_other() {
+    let Some(browser) = common::shared_browser() else {
+        return;
+    };
+    let srv = nested_pages();
+    let u = |host: &str, rest: &str| srv.url(host, &format!("/p?n={rest}"));
+    let grand = u("r6f.localhost", "grand");
+    let mid = u("r6g.localhost", &format!("mid&f={}", enc(&grand)));
+    let top = u(
+        "r6f.localhost",
+        &format!(
+            "top&f={}&f={}&s={}",
+            enc(&mid),
+            enc(&u("sub.r6f.localhost", "subdomain")),
+            enc(&u("r6f.localhost", "sandboxed"))
+        ),
+    );
+    let fx = open_with_supervisor(&browser.ws_url, &top, "e2e-renderers");
+    let (page, sup) = (fx.page.clone(), Arc::clone(&fx.sup));
+    let mid = frame_named(&sup, "mid", true);
+    let grand = frame_named(&sup, "grand", true);
+    let sandboxed = frame_named(&sup, "sandboxed", true);
+    let sub = frame_named(&sup, "subdomain", false);
+    let sessions = [
+        ("A page", Route::Target(&page)),
+        ("B iframe", Route::Frame(&mid)),
+        ("A grandchild", Route::Frame(&grand)),
+        ("A subdomain", Route::Frame(&sub)),
+        ("A sandboxed", Route::Frame(&sandboxed)),
+    ];
+    assert_renderers(
+        &sup,
+        &sessions,
+        &[&["A page", "A grandchild", "A subdomain"]],
+    );
+}
+
+/// Issue 20 item 13, on Chromium: a B iframe's `confirm` raised behind the main frame's alert
+/// becomes unanswerable (SPEC §11) and keeps B's renderer frozen. A call into the other B
+/// iframe of the page (its own session, B's renderer) used to wait for its deadline; now it is
+/// refused at once with the reload hint, as is a call into the iframe itself, while the page
+/// (A's renderer, its alert closed by Chromium) answers. A reload clears it.
+#[test]
+fn calls_into_the_renderer_of_an_unanswerable_dialog_are_refused_up_front() {
+    let Some(browser) = common::shared_browser() else {
+        return;
+    };
+    let srv = nested_pages();
+    let u = |host: &str, rest: &str| srv.url(host, &format!("/p?n={rest}"));
+    let top = u(
+        "r13a.localhost",
+        &format!(
+            "top&f={}&f={}",
+            enc(&u("r13b.localhost", "b1")),
+            enc(&u("r13b.localhost", "b2"))
+        ),
+    );
+    let fx = open_with_supervisor(&browser.ws_url, &top, "e2e-unanswerable-renderer");
+    let (page, sup) = (fx.page.clone(), Arc::clone(&fx.sup));
+    let b1 = frame_named(&sup, "b1", true);
+    let b2 = frame_named(&sup, "b2", true);
+    let main = raise_alert(&sup, Route::Target(&page), "main first");
+    let out = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "setTimeout(() => confirm('b1 second'), 0); 1"}),
+            Route::Frame(&b1),
+            T,
+        )
+        .expect("b1 answers before its confirm");
+    assert_eq!(out["result"]["value"], 1);
+    let b1_dialog = wait_pick(&sup, T, "b1's confirm pending, the alert closed", |s| {
+        let closed = s.closed_dialog(&main.id).is_some();
+        let d = s
+            .pending_dialogs
+            .iter()
+            .find(|d| d.message == "b1 second")?;
+        closed.then(|| d.id.clone())
+    });
+    let e = sup
+        .respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, Some(&b1_dialog))
+        .expect_err("unanswerable");
+    assert!(
+        matches!(e, cdp_supervisor::Error::DialogUnanswerable { .. }),
+        "{e}"
+    );
+    for (name, route) in [("b1", Route::Frame(&b1)), ("b2", Route::Frame(&b2))] {
+        let t = Instant::now();
+        let r = sup.call(
+            "Runtime.evaluate",
+            json!({"expression": "1"}),
+            route,
+            Duration::from_secs(20),
+        );
+        match &r {
+            Err(cdp_supervisor::Error::DialogUnanswerable { id, frame_id }) => {
+                assert_eq!(id, &b1_dialog, "{name}");
+                assert_eq!(frame_id.as_deref(), Some(b1.as_str()), "{name}");
+            }
+            other => panic!("{name}: expected DialogUnanswerable, got {other:?}"),
+        }
+        assert!(t.elapsed() < FAST, "{name}: after {:?}", t.elapsed());
+    }
+    assert_eq!(
+        probe(&sup, Route::Target(&page)),
+        None,
+        "A's renderer answers"
+    );
+    sup.call("Page.reload", json!({}), Route::Target(&page), T)
+        .expect("Page.reload goes through");
+    wait_pick(&sup, T, "nothing blocked after the reload", |s| {
+        s.blocked.is_none().then_some(())
+    });
 }

@@ -22,7 +22,9 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::pages::{attach_to_page, wait_closed, wait_pick};
+use crate::common::pages::{
+    assert_renderers, attach_to_page, probe, raise_alert, wait_closed, wait_pick,
+};
 use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{
     ClosedBy, Config, DialogAction, DialogPolicy, PendingDialog, Route, StartOptions, Supervisor,
@@ -537,4 +539,327 @@ fn when_the_task_page_closes_while_a_popup_lives_the_task_ends_and_does_not_move
     // The popup still runs (nobody left it paused).
     let sid = fx.cdp.attach(&popup).expect("attach to the popup");
     assert_eq!(fx.cdp.evaluate(&sid, "1 + 1", T), Ok(json!(2)));
+}
+
+// ------------------------------------------------------------------ dialogs block their renderer
+
+/// `/p?n=NAME`: a page titled NAME; `/alert?n=NAME`: a page that alerts on load, then reports.
+fn named_pages() -> HttpServer {
+    HttpServer::start(|req| {
+        let name = req
+            .query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("n="))
+            .unwrap_or("")
+            .to_string();
+        match req.path.as_str() {
+            "/p" => Response::html(format!(
+                "<!doctype html><html><head><title>{name}</title></head><body style=\"margin:0\">\
+                 <p>{name}</p></body></html>"
+            )),
+            "/alert" => Response::html(on_load(&name, &format!("alert('{name} on load')"))),
+            _ => Response::not_found(),
+        }
+    })
+}
+
+/// The task's opener page at `http://{host}:P/p?n=opener`, with a supervisor attached to it.
+struct Renderers {
+    srv: HttpServer,
+    cdp: RawCdp,
+    page: String,
+    reg: SupervisorRegistry,
+    sup: Arc<Supervisor>,
+}
+
+impl Renderers {
+    fn open(ws_url: &str, host: &str, task: &str) -> Renderers {
+        let srv = named_pages();
+        let mut cdp = RawCdp::connect(ws_url).expect("connect a raw CDP client");
+        let (page, _) = cdp
+            .open_page(&srv.url(host, "/p?n=opener"), T)
+            .expect("open the opener page");
+        let reg = SupervisorRegistry::new(Config::default());
+        let sup = attach_to_page(&reg, task, ws_url, &page, StartOptions::default());
+        Renderers {
+            srv,
+            cdp,
+            page,
+            reg,
+            sup,
+        }
+    }
+
+    /// Runs `expr` (which opens one page) with a user gesture in page `from`; returns the new
+    /// page's target id, once the supervisor lists it (followed or watched) and it has loaded.
+    fn open_popup(&self, from: &str, expr: &str) -> String {
+        let before = self.sup.snapshot();
+        let known: Vec<String> = before.pages.iter().map(|p| p.target_id.clone()).collect();
+        self.sup
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": expr, "userGesture": true}),
+                Route::Target(from),
+                T,
+            )
+            .expect("open a popup");
+        let popup = wait_pick(&self.sup, T, "the new popup", |s| {
+            s.pages
+                .iter()
+                .map(|p| p.target_id.clone())
+                .find(|t| !known.contains(t))
+        });
+        let loaded = self.sup.call(
+            "Runtime.evaluate",
+            json!({"expression": "new Promise(r => document.readyState === 'complete' ? r(1) : \
+                   addEventListener('load', () => r(1)))", "awaitPromise": true,
+                   "returnByValue": true}),
+            Route::Target(&popup),
+            T,
+        );
+        assert_eq!(loaded.expect("the popup loads")["result"]["value"], 1);
+        popup
+    }
+}
+
+impl Drop for Renderers {
+    fn drop(&mut self) {
+        self.reg.stop_all();
+        let targets = self
+            .cdp
+            .call("Target.getTargets", json!({}), None, T)
+            .unwrap_or_default();
+        for t in targets["targetInfos"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+        {
+            if t["openerId"] == self.page.as_str()
+                || t["url"]
+                    .as_str()
+                    .is_some_and(|u| u.contains(&format!(":{}/", self.srv.port())))
+            {
+                let _ = self
+                    .cdp
+                    .close_page(t["targetId"].as_str().unwrap_or_default());
+            }
+        }
+        let _ = self.cdp.close_page(&self.page);
+    }
+}
+
+/// Issue 20 item 6, on Chromium: which popups share the opener's renderer (measured:
+/// `tests/it/measure_renderers.rs`) and so which calls a dialog blocks. A same-origin popup, a
+/// same-site one on a subdomain, an `about:blank` popup and a popup of a popup run in the
+/// opener's renderer; a cross-site popup, a `noopener` one (`window.open` or a `rel=noopener`
+/// link) and a `noopener` `about:blank` in their own. An alert in any of them refuses calls into
+/// every page of its renderer at once, naming it, and no other call. The sites are
+/// `*.localhost` names of this test only (`r6a` and `r6b`), so no other test's page can share
+/// their renderers.
+#[test]
+fn a_dialog_in_a_popup_blocks_calls_into_every_page_of_its_renderer_and_no_other() {
+    let Some(b) = browser() else { return };
+    let fx = Renderers::open(&b.ws_url, "r6a.localhost", "renderers-popups");
+    let port = fx.srv.port();
+    let url = |host: &str, name: &str| format!("http://{host}:{port}/p?n={name}");
+    let open = |w: String| format!("window.open({w:?}); 1");
+    let page = fx.page.clone();
+    let same = fx.open_popup(&page, &open(url("r6a.localhost", "same")));
+    let sub = fx.open_popup(&page, &open(url("sub.r6a.localhost", "subdomain")));
+    let cross = fx.open_popup(&page, &open(url("r6b.localhost", "cross")));
+    let noopener = fx.open_popup(
+        &page,
+        &format!(
+            "window.open({:?}, '_blank', 'noopener'); 1",
+            url("r6a.localhost", "noopener")
+        ),
+    );
+    let rel = fx.open_popup(
+        &page,
+        &format!(
+            "const a = document.createElement('a'); a.href = {:?}; a.target = '_blank'; \
+             a.rel = 'noopener'; document.body.append(a); a.click(); 1",
+            url("r6a.localhost", "rel")
+        ),
+    );
+    let blank = fx.open_popup(&page, "window.w = window.open(''); 1");
+    let blank_noopener =
+        fx.open_popup(&page, "window.open('about:blank', '_blank', 'noopener'); 1");
+    let grand = fx.open_popup(&same, &open(url("r6a.localhost", "popup-of-popup")));
+    let sessions = [
+        ("opener", Route::Target(&page)),
+        ("same-origin", Route::Target(&same)),
+        ("subdomain", Route::Target(&sub)),
+        ("cross-site", Route::Target(&cross)),
+        ("noopener", Route::Target(&noopener)),
+        ("rel=noopener", Route::Target(&rel)),
+        ("about:blank", Route::Target(&blank)),
+        ("blank noopener", Route::Target(&blank_noopener)),
+        ("popup of popup", Route::Target(&grand)),
+    ];
+    assert_renderers(
+        &fx.sup,
+        &sessions,
+        &[&[
+            "opener",
+            "same-origin",
+            "subdomain",
+            "about:blank",
+            "popup of popup",
+        ]],
+    );
+    // Browser-level calls are never affected.
+    let d = raise_alert(&fx.sup, Route::Target(&same), "still there");
+    fx.sup
+        .call("Target.getTargets", json!({}), Route::Browser, T)
+        .expect("a browser-level call answers");
+    fx.sup
+        .respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+        .expect("accept");
+}
+
+/// A call in flight into the opener (an evaluate awaiting a timer) when a same-site popup
+/// raises an alert returns `BlockedByDialog` naming the popup's alert at once, not at its
+/// deadline; an evaluate in flight in a cross-site popup carries on and answers.
+#[test]
+fn a_call_in_flight_into_the_opener_fails_when_its_same_site_popup_alerts() {
+    let Some(b) = browser() else { return };
+    let fx = Renderers::open(&b.ws_url, "r6c.localhost", "renderers-in-flight");
+    let port = fx.srv.port();
+    let page = fx.page.clone();
+    let same = fx.open_popup(
+        &page,
+        &format!("window.open('http://r6c.localhost:{port}/p?n=same'); 1"),
+    );
+    let cross = fx.open_popup(
+        &page,
+        &format!("window.open('http://r6d.localhost:{port}/p?n=cross'); 1"),
+    );
+    for tid in [&same, &cross] {
+        assert_eq!(probe(&fx.sup, Route::Target(tid)), None);
+    }
+    let waiting = |target: String| {
+        let sup = Arc::clone(&fx.sup);
+        std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            let r = sup.call(
+                "Runtime.evaluate",
+                json!({"expression": "fetch('/report?started'); \
+                                      new Promise(r => setTimeout(() => r('late'), 1500))",
+                       "awaitPromise": true, "returnByValue": true}),
+                Route::Target(&target),
+                Duration::from_secs(20),
+            );
+            (r, t.elapsed())
+        })
+    };
+    let on_opener = waiting(page.clone());
+    let on_cross = waiting(cross.clone());
+    // Both evaluates are running in their pages (so in flight) before the alert opens.
+    for _ in 0..2 {
+        assert_eq!(fx.srv.wait_report(T).as_deref(), Some("started"));
+    }
+    let d = raise_alert(&fx.sup, Route::Target(&same), "popup alert");
+    let (r, took) = on_opener.join().expect("opener caller");
+    match r {
+        Err(cdp_supervisor::Error::BlockedByDialog { dialog, method }) => {
+            assert_eq!(dialog.id, d.id);
+            assert_eq!(dialog.target_id, same);
+            assert_eq!(method, "Runtime.evaluate");
+        }
+        other => panic!("expected BlockedByDialog, got {other:?}"),
+    }
+    assert!(
+        took < Duration::from_millis(1500),
+        "returned after {took:?}"
+    );
+    let (r, _) = on_cross.join().expect("cross-site caller");
+    assert_eq!(
+        r.expect("the cross-site popup answers")["result"]["value"],
+        "late"
+    );
+    fx.sup
+        .respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+        .expect("accept");
+    assert_eq!(
+        probe(&fx.sup, Route::Target(&page)),
+        None,
+        "the opener answers again"
+    );
+}
+
+/// Issue 20 item 7, on Chromium: 20 popups are followed, the 21st raises an alert on load.
+/// It is not followed but watched: its alert is pending with its target id and answerable;
+/// meanwhile calls into the task's page (same site, same renderer) fail at once naming it, and
+/// a click on the frozen page is refused instead of "succeeding"; afterwards the page works.
+#[test]
+fn the_21st_popup_alerting_on_load_is_seen_answerable_and_blocks_calls_into_its_renderer() {
+    let Some(b) = browser() else { return };
+    let fx = Renderers::open(&b.ws_url, "r7.localhost", "renderers-past-the-cap");
+    let port = fx.srv.port();
+    let page = fx.page.clone();
+    for i in 0..20 {
+        fx.sup
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": format!(
+                    "window.open('http://r7.localhost:{port}/p?n=pop{i}'); 1"),
+                       "userGesture": true}),
+                Route::Target(&page),
+                T,
+            )
+            .expect("open a popup");
+    }
+    wait_pick(&fx.sup, T, "20 popups followed", |s| {
+        (s.pages.len() == 21).then_some(())
+    });
+    fx.sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!(
+                "window.open('http://r7.localhost:{port}/alert?n=pop20'); 1"),
+                   "userGesture": true}),
+            Route::Target(&page),
+            T,
+        )
+        .expect("open the 21st popup");
+    let d = wait_pick(&fx.sup, T, "the 21st popup's alert", |s| {
+        s.pending_dialogs.first().cloned()
+    });
+    let snap = fx.sup.snapshot();
+    assert_eq!(d.message, "pop20 on load");
+    assert!(snap.pages_truncated, "{}", snap.to_json());
+    assert!(
+        snap.pages.iter().all(|p| p.target_id != d.target_id),
+        "not followed"
+    );
+    assert_ne!(d.target_id, page);
+    // Calls into the frozen renderer fail at once, naming the alert.
+    assert_eq!(probe(&fx.sup, Route::Target(&page)), Some(d.id.clone()));
+    assert_eq!(
+        probe(&fx.sup, Route::Target(&d.target_id)),
+        Some(d.id.clone())
+    );
+    let t = std::time::Instant::now();
+    let click = fx.sup.call(
+        "Input.dispatchMouseEvent",
+        json!({"type": "mousePressed", "x": 5, "y": 5, "button": "left", "clickCount": 1}),
+        Route::Target(&page),
+        Duration::from_secs(20),
+    );
+    assert!(
+        matches!(&click, Err(cdp_supervisor::Error::BlockedByDialog { dialog, .. }) if dialog.id == d.id),
+        "{click:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    // Answerable; the popup's script goes on, and the page works again.
+    fx.sup
+        .respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+        .expect("answer the 21st popup's alert");
+    assert_eq!(
+        fx.srv.wait_report_json(T),
+        json!({"at": "/alert", "r": "undefined"})
+    );
+    assert_eq!(wait_closed(&fx.sup, T, &d.id).closed_by, ClosedBy::Agent);
+    assert_eq!(probe(&fx.sup, Route::Target(&page)), None);
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common;
 use crate::common::fakes::{WAIT, barrier, page_session, wait_pending, wait_snapshot};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned;
@@ -515,4 +516,142 @@ fn browser_cdp_without_timeout_s_uses_the_configured_call_timeout() {
             .contains("timeout_s"),
         "{out}"
     );
+}
+
+/// SPEC §8: a dialog blocks every session of its renderer. Here the fake says the page and its
+/// OOPIF run in one renderer (one `Runtime.getIsolateId`, as an A frame inside a B iframe
+/// inside an A page does on Chromium): a dialog in the main frame fails the evaluate in flight
+/// in the OOPIF within 5 ms of the publish, and a later call there is refused without being
+/// sent. (The fake's default, a renderer per target, is `dialog_in_an_oopif_blocks_its_session_..`
+/// above: no false blocking.)
+#[test]
+fn a_dialog_fails_calls_on_every_session_of_its_renderer_in_flight_and_made_later() {
+    let (fake, _reg, sup) = setup(DialogPolicy::MustRespond);
+    fake.set_rule(
+        "Runtime.getIsolateId",
+        Rule::Reply(json!({"id": "one-renderer"})),
+    );
+    let page = page_session(&sup);
+    // The page's own probe was answered before the rule: a new document asks again.
+    common::fakes::frame_navigated(&fake, &page, PAGE, None, "http://fake.test/again");
+    attach_oopif(&fake, &page, "OOPIF-S", "FRAME-AD");
+    wait_snapshot(&sup, "the OOPIF", |s| {
+        s.frames.get("FRAME-AD").is_some_and(|f| f.is_oopif)
+    });
+    barrier(&sup);
+    let in_oopif = evaluate_in_flight(&fake, &sup, Route::Frame("FRAME-AD"), "same renderer");
+    let publish = {
+        let sup = Arc::clone(&sup);
+        thread::spawn(move || {
+            sup.wait_for(WAIT, |s| !s.pending_dialogs.is_empty())
+                .expect("the dialog is published");
+            Instant::now()
+        })
+    };
+    fake.open_dialog("alert", "in the main frame", "");
+    let published = publish.join().expect("publish watcher");
+    let (r, returned) = in_oopif.join().expect("oopif caller");
+    assert_blocked(&r, "in the main frame");
+    let after = returned.saturating_duration_since(published);
+    assert!(
+        after < Duration::from_millis(5),
+        "returned {after:?} after the publish"
+    );
+    let t = Instant::now();
+    let r = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "'not sent'"}),
+        Route::Frame("FRAME-AD"),
+        LONG,
+    );
+    assert_blocked(&r, "in the main frame");
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    barrier(&sup);
+    assert!(
+        !fake
+            .received()
+            .iter()
+            .any(|c| c["params"]["expression"] == "'not sent'"),
+        "refused up front, never sent"
+    );
+    // Browser-level calls carry on.
+    sup.call("Browser.getVersion", json!({}), Route::Browser, WAIT)
+        .expect("browser-level");
+}
+
+/// Issue 20 item 13: a dialog CDP can no longer answer still blocks its renderer. Before, only
+/// the session that owns the frame `blocked` names was refused up front: a call on another
+/// session of that renderer waited for its deadline, and a call into the frame of a second
+/// unanswerable dialog was told to answer it. Now every call into the renderer that would hang
+/// is refused at once with the reload hint; `Page.reload` goes through.
+#[test]
+fn calls_into_the_renderer_of_an_unanswerable_dialog_are_refused_up_front() {
+    let (fake, _reg, sup) = setup(DialogPolicy::MustRespond);
+    fake.set_rule(
+        "Runtime.getIsolateId",
+        Rule::Reply(json!({"id": "one-renderer"})),
+    );
+    let page = page_session(&sup);
+    common::fakes::frame_navigated(&fake, &page, PAGE, None, "http://fake.test/again");
+    attach_oopif(&fake, &page, "OOPIF-S", "FRAME-AD");
+    wait_snapshot(&sup, "the OOPIF", |s| {
+        s.frames.get("FRAME-AD").is_some_and(|f| f.is_oopif)
+    });
+    barrier(&sup);
+    fake.open_dialog("confirm", "stuck", "");
+    wait_pending(&sup, 1);
+    fake.set_rule(
+        "Page.handleJavaScriptDialog",
+        Rule::Error {
+            code: -32602,
+            message: "No dialog is showing".into(),
+        },
+    );
+    let e = sup
+        .respond_to_dialog(DialogAction::Accept, None, None)
+        .expect_err("unanswerable");
+    assert!(matches!(e, Error::DialogUnanswerable { .. }), "{e}");
+    for (route, name) in [
+        (Route::Page, "the page"),
+        (Route::Frame("FRAME-AD"), "another session of its renderer"),
+    ] {
+        let t = Instant::now();
+        let r = sup.call("Runtime.evaluate", json!({"expression": "1"}), route, LONG);
+        match &r {
+            Err(Error::DialogUnanswerable { id, frame_id }) => {
+                assert_eq!(id, "d-1", "{name}");
+                assert_eq!(frame_id.as_deref(), Some(PAGE), "{name}");
+            }
+            other => panic!("{name}: expected DialogUnanswerable, got {other:?}"),
+        }
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{name}: {:?}",
+            t.elapsed()
+        );
+        let text = r.unwrap_err().to_string();
+        assert!(text.contains("reload"), "{text}");
+    }
+    // A method not measured would wait out its grace and then the deadline: refused too.
+    fake.set_rule("Animation.getPlaybackRate", Rule::Ignore);
+    let t = Instant::now();
+    let r = sup.call(
+        "Animation.getPlaybackRate",
+        json!({}),
+        Route::Frame("FRAME-AD"),
+        LONG,
+    );
+    assert!(matches!(&r, Err(Error::DialogUnanswerable { .. })), "{r:?}");
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    // The reload that clears it goes through.
+    sup.call("Page.reload", json!({}), Route::Page, WAIT)
+        .expect("Page.reload goes through");
 }

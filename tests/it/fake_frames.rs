@@ -192,6 +192,7 @@ fn child_iframe_target_is_enabled_pipelined_then_resumed() {
             "Runtime.enable",
             "Target.setAutoAttach",
             "Page.getFrameTree",
+            "Runtime.getIsolateId",
             "Runtime.runIfWaitingForDebugger",
         ],
         "commands on the child session, in order"

@@ -100,6 +100,7 @@ fn a_popup_of_the_page_is_set_up_like_the_page_then_resumed() {
             "Runtime.enable",
             "Page.getFrameTree",
             "Target.setAutoAttach",
+            "Runtime.getIsolateId",
             "Runtime.runIfWaitingForDebugger"
         ]
     );
@@ -252,10 +253,14 @@ fn calls_route_into_a_followed_page_by_target_id_and_fail_at_once_when_it_closes
     assert!(sup.snapshot().active, "the task goes on");
 }
 
+/// Past `limits.pages_max` popups are watched for dialogs only, up to
+/// `limits.watched_pages_max`; past that they are resumed and let go (SPEC §8 "No silent
+/// wedge").
 #[test]
-fn a_thousand_popups_past_pages_max_are_resumed_and_let_go_and_the_snapshot_says_so() {
+fn a_thousand_popups_past_pages_max_are_watched_up_to_the_second_cap_then_let_go() {
     let mut config = Config::default();
     config.limits.pages_max = 3;
+    config.limits.watched_pages_max = 200;
     let (fake, _reg, sup) = setup_with(config);
     for i in 0..1000 {
         page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
@@ -265,12 +270,31 @@ fn a_thousand_popups_past_pages_max_are_resumed_and_let_go_and_the_snapshot_says
     assert_eq!(snap.pages.len(), 4, "the page and 3 popups");
     assert!(snap.pages_truncated);
     assert_eq!(snap.to_json()["pages_truncated"], true);
-    for i in 3..1000 {
+    let detached = |sid: &str| {
+        browser_level(&fake)
+            .iter()
+            .any(|c| c["method"] == "Target.detachFromTarget" && c["params"]["sessionId"] == sid)
+    };
+    for i in 3..203 {
+        let sid = format!("SID-{i}");
+        assert_eq!(
+            methods(&sent_on(&fake, &sid)),
+            [
+                "Page.enable",
+                "Runtime.getIsolateId",
+                "Runtime.runIfWaitingForDebugger"
+            ],
+            "{sid}: a dialog-only watch"
+        );
+        assert!(!detached(&sid), "{sid}");
+    }
+    for i in 203..1000 {
         let sid = format!("SID-{i}");
         assert_eq!(
             methods(&sent_on(&fake, &sid)),
             ["Runtime.runIfWaitingForDebugger"]
         );
+        assert!(detached(&sid), "{sid}");
     }
     // A closed popup makes room again.
     fake.emit(
@@ -348,4 +372,85 @@ fn with_the_bridge_on_a_popup_gets_it_before_it_resumes() {
         pos("Fetch.enable") < pos("Runtime.runIfWaitingForDebugger"),
         "{sent:?}"
     );
+}
+
+/// Issue 20 item 7: the 21st popup raises an alert on load. Before, it was let go: nothing
+/// pending, nothing blocked, and a click on the task's page (same renderer) "succeeded" on a
+/// frozen page. Now it is watched: its dialog is pending with its target id and answerable, and
+/// calls into the renderer it shares with the task's page (here the fake says so: one isolate
+/// id) fail at once naming it; afterwards the page works again.
+#[test]
+fn the_dialog_of_a_popup_past_pages_max_is_pending_answerable_and_fails_calls_into_its_renderer() {
+    let (fake, _reg, sup) = setup();
+    fake.set_rule(
+        "Runtime.getIsolateId",
+        Rule::Reply(json!({"id": "one-renderer"})),
+    );
+    let page = common::fakes::page_session(&sup);
+    common::fakes::frame_navigated(&fake, &page, PAGE, None, "http://fake.test/again");
+    for i in 0..21 {
+        page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
+    }
+    barrier(&sup);
+    let snap = sup.snapshot();
+    assert_eq!(snap.pages.len(), 21, "the page and 20 popups");
+    assert!(snap.pages_truncated);
+    dialog_on(&fake, "SID-20", "POP-20", "alert", "on load");
+    let d = wait_pending(&sup, 1).pending_dialogs[0].clone();
+    assert_eq!(d.target_id, "POP-20");
+    assert_eq!(d.message, "on load");
+    fake.set_rule("Runtime.evaluate", Rule::Ignore);
+    fake.set_rule("Input.dispatchMouseEvent", Rule::Reply(json!({})));
+    for (method, route) in [
+        ("Runtime.evaluate", Route::Page),
+        ("Input.dispatchMouseEvent", Route::Page),
+        ("Runtime.evaluate", Route::Target("POP-20")),
+    ] {
+        let t = std::time::Instant::now();
+        let r = sup.call(
+            method,
+            json!({"type": "mousePressed", "x": 1, "y": 1, "expression": "1"}),
+            route,
+            std::time::Duration::from_secs(20),
+        );
+        match &r {
+            Err(Error::BlockedByDialog { dialog, .. }) => assert_eq!(dialog.id, d.id),
+            other => panic!("{method} {route:?}: expected BlockedByDialog, got {other:?}"),
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    // Answerable on the watch session.
+    fake.set_rule("Page.handleJavaScriptDialog", Rule::Reply(json!({})));
+    sup.respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, Some(&d.id))
+        .expect("the watched popup's dialog is answered");
+    assert!(
+        fake.received()
+            .iter()
+            .any(|c| c["method"] == "Page.handleJavaScriptDialog" && c["sessionId"] == "SID-20"),
+        "answered where it was raised"
+    );
+    let closed = wait_snapshot(&sup, "the alert recorded", |s| {
+        s.closed_dialog(&d.id).is_some()
+    });
+    assert_eq!(
+        closed.closed_dialog(&d.id).unwrap().closed_by,
+        ClosedBy::Agent
+    );
+    fake.set_rule(
+        "Runtime.evaluate",
+        Rule::Reply(json!({"result": {"value": 2}})),
+    );
+    let r = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "1+1"}),
+            Route::Page,
+            WAIT,
+        )
+        .expect("the page works again");
+    assert_eq!(r["result"]["value"], 2);
 }

@@ -15,7 +15,8 @@
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits` and `security_policy` drive
 //! the scripted fake browser; `discovery` and `wss` put scripted HTTP and TLS peers in front of
 //! it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_python_sdk` and `tmpdir_cleanup`
-//! run the binary; `measure_popups` and `measure_browserless` hold ignored measurements.
+//! run the binary; `measure_popups`, `measure_renderers` and `measure_browserless` hold ignored
+//! measurements.
 
 mod common;
 
@@ -48,6 +49,7 @@ mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
 mod measure_popups;
+mod measure_renderers;
 mod prop_hostile;
 mod read_cache;
 mod scale_limits;

@@ -1,10 +1,15 @@
 //! Helpers for the real-Chromium tests that drive a supervisor on a page a raw client opened
-//! (`tests/it/e2e_bridge.rs`, `tests/it/e2e_dialogs.rs`, `tests/it/e2e_frames.rs`).
+//! (`tests/it/e2e_bridge.rs`, `tests/it/e2e_dialogs.rs`, `tests/it/e2e_frames.rs`), and probe
+//! which calls a dialog blocks (`tests/it/e2e_popups.rs`, `tests/it/e2e_blocked_calls.rs`).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cdp_supervisor::{ClosedDialog, Snapshot, StartOptions, Supervisor, SupervisorRegistry};
+use cdp_supervisor::{
+    ClosedDialog, DialogAction, Error, PendingDialog, Route, Snapshot, StartOptions, Supervisor,
+    SupervisorRegistry,
+};
+use serde_json::json;
 
 /// Starts `task`'s supervisor on `page` (with `options` otherwise) and checks it attached there.
 pub fn attach_to_page(
@@ -59,4 +64,86 @@ pub fn wait_closed(sup: &Supervisor, timeout: Duration, id: &str) -> ClosedDialo
             s.closed_dialog(id).filter(|_| !still_pending).cloned()
         },
     )
+}
+
+/// A call into `route` that answers unless a dialog blocks it: `None` when it answered,
+/// `Some(dialog id)` when it was refused as blocked by that dialog, which must happen well
+/// before its 20 s deadline (under 1 s). Any other outcome panics.
+pub fn probe(sup: &Supervisor, route: Route<'_>) -> Option<String> {
+    let t = Instant::now();
+    let r = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "1", "returnByValue": true}),
+        route,
+        Duration::from_secs(20),
+    );
+    match r {
+        Ok(v) => {
+            assert_eq!(v["result"]["value"], 1, "{route:?}: {v}");
+            None
+        }
+        Err(Error::BlockedByDialog { dialog, .. }) => {
+            assert!(
+                t.elapsed() < Duration::from_secs(1),
+                "{route:?}: blocked only after {:?}",
+                t.elapsed()
+            );
+            Some(dialog.id)
+        }
+        Err(e) => panic!("{route:?}: {e}"),
+    }
+}
+
+/// Raises `alert(message)` in `route` (from a timer, so the raising call answers) and waits
+/// until it is pending.
+pub fn raise_alert(sup: &Supervisor, route: Route<'_>, message: &str) -> PendingDialog {
+    sup.call(
+        "Runtime.evaluate",
+        json!({"expression": format!("setTimeout(() => alert({}), 0); 1", crate::common::js(message))}),
+        route,
+        Duration::from_secs(10),
+    )
+    .unwrap_or_else(|e| panic!("raising an alert in {route:?}: {e}"));
+    wait_pick(sup, Duration::from_secs(10), "the alert pending", |s| {
+        s.pending_dialogs
+            .iter()
+            .find(|d| d.message == message)
+            .cloned()
+    })
+}
+
+/// For every named session in turn: raises an alert there and probes every session (SPEC §8).
+/// A session of the same group in `shared` (the renderers measured on Chromium,
+/// `tests/it/measure_renderers.rs`) must be refused at once naming that alert; every other
+/// one must answer. Prints the matrix; panics listing every mismatch.
+pub fn assert_renderers(sup: &Supervisor, sessions: &[(&str, Route<'_>)], shared: &[&[&str]]) {
+    let group = |n: &str| shared.iter().position(|g| g.contains(&n));
+    let mut mismatches = Vec::new();
+    let mut table = String::new();
+    for (x, from) in sessions {
+        let d = raise_alert(sup, *from, &format!("alert in {x}"));
+        table.push_str(&format!("\n  {x:<16}"));
+        for (y, to) in sessions {
+            let got = probe(sup, *to);
+            let expect_blocked = x == y || (group(x).is_some() && group(x) == group(y));
+            table.push_str(if got.is_some() { " B" } else { " ." });
+            match (&got, expect_blocked) {
+                (Some(id), true) if *id == d.id => {}
+                (None, false) => {}
+                _ => mismatches.push(format!(
+                    "alert in {x}, call into {y}: {got:?} (expected {})",
+                    if expect_blocked {
+                        "blocked"
+                    } else {
+                        "an answer"
+                    }
+                )),
+            }
+        }
+        sup.respond_to_dialog(DialogAction::Dismiss, None, Some(&d.id))
+            .expect("dismiss the alert");
+        wait_closed(sup, Duration::from_secs(10), &d.id);
+    }
+    eprintln!("alert in ↓ blocks → (B blocked, . answered):{table}");
+    assert!(mismatches.is_empty(), "{mismatches:#?}{table}");
 }
