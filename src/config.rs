@@ -186,7 +186,8 @@ pub struct Security {
     /// interception path, …) are refused unless true.
     pub allow_file_access: bool,
     /// `security.allow_page_protocol`: handing the DevTools protocol to a page
-    /// (`Target.exposeDevToolsProtocol`, the DevTools frontend, the browser's own pages) is
+    /// (`Target.exposeDevToolsProtocol`, the DevTools frontend, the browser's own pages) and
+    /// commands for targets the supervisor does not route (`Target.sendMessageToTarget`) are
     /// refused unless true.
     pub allow_page_protocol: bool,
     /// `security.cdp_deny`: method patterns (`Browser.close`, `Browser.*`, `*`) always refused.

@@ -7,14 +7,17 @@
 //! |---|---|
 //! | `allow_file_urls` | a URL that may read a local file ([`crate::url_policy`]) in `Page.navigate`, `Target.createTarget`, `Network.loadNetworkResource`, `Fetch.continueRequest`, `PWA.install`, `PWA.launch`; any `downloadPath` of `Page`/`Browser.setDownloadBehavior` |
 //! | `allow_file_access` | `DOM.setFileInputFiles`, `Input.dispatchDragEvent` with `data.files`, `Page.setInterceptFileChooserDialog` enabling it, `Page.handleFileChooser` and `PWA.launchFilesInApp` with files, `Extensions.loadUnpacked` |
-//! | `allow_page_protocol` | `Target.exposeDevToolsProtocol`, `Target.openDevTools`, and the URLs above when they name a page with browser privileges (`devtools:`, `chrome:` …) |
+//! | `allow_page_protocol` | `Target.exposeDevToolsProtocol`, `Target.openDevTools`, `Target.sendMessageToTarget` (see below), and the URLs above when they name a page with browser privileges (`devtools:`, `chrome:` …) |
 //! | `cdp_deny` / `cdp_allow` | methods by pattern |
 //!
 //! `Target.sendMessageToTarget` carries a whole CDP command as a string, which Chromium runs on
-//! the target: the command is parsed and checked by the same rules (recursively). A message
-//! that cannot be read exactly as Chromium reads it (not JSON, a duplicate key, no method,
-//! nested too deeply) is refused while any rule is in force: Chromium drops most of those
-//! anyway, and the rest (a duplicate key: the last one wins) could hide a URL.
+//! the target of a session attached without `flatten`: the command is parsed and checked by the
+//! same rules (recursively), and refused with the reason of the rule it breaks. A message that
+//! cannot be read exactly as Chromium reads it (not JSON, a duplicate key, no method, nested too
+//! deeply) is refused while any rule is in force: Chromium drops most of those anyway, and the
+//! rest (a duplicate key: the last one wins) could hide a URL. A command that passes is still
+//! refused unless `allow_page_protocol`: the session may be on any target of the browser, and a
+//! harmless `Runtime.evaluate` run in a DevTools window or a `file:` tab reads local files.
 //!
 //! Method names are matched exactly: Chromium 156 answers `'page.navigate' wasn't found` to any
 //! other case or to surrounding whitespace (measured), so no spelling of a name reaches a method.
@@ -92,10 +95,19 @@ fn check_at(sec: &Security, method: &str, params: &Value, depth: usize) -> Resul
                 .to_string(),
         ));
     }
-    if method == "Target.sendMessageToTarget"
-        && let Some(message) = params.get("message").and_then(Value::as_str)
-    {
-        nested(sec, message, depth)?;
+    if method == "Target.sendMessageToTarget" {
+        if let Some(message) = params.get("message").and_then(Value::as_str) {
+            nested(sec, message, depth)?;
+        }
+        if !sec.allow_page_protocol {
+            return Err(refuse(
+                PAGE_PROTOCOL,
+                "it runs a CDP command on a session the supervisor does not route, on any \
+                 target of the browser (a DevTools window, a browser page, a file: tab), where \
+                 the policy cannot see what the command reaches"
+                    .to_string(),
+            ));
+        }
     }
     Ok(())
 }
@@ -486,10 +498,28 @@ mod tests {
             refused_by(&deny, "Target.sendMessageToTarget", inner),
             Some("security.cdp_deny")
         );
-        // An ordinary nested command passes.
+        // An ordinary nested command may still run on any target: only allow_page_protocol
+        // lets it through, and the nested command is still checked then.
         let eval = msg(json!({"id": 6, "method": "Runtime.evaluate",
                               "params": {"expression": "1"}}));
-        assert_eq!(refused_by(&sec, "Target.sendMessageToTarget", eval), None);
+        assert_eq!(
+            refused_by(&sec, "Target.sendMessageToTarget", eval.clone()),
+            Some(PAGE_PROTOCOL)
+        );
+        let protocol = Security {
+            allow_page_protocol: true,
+            ..Security::default()
+        };
+        assert_eq!(
+            refused_by(&protocol, "Target.sendMessageToTarget", eval),
+            None
+        );
+        let navigate = msg(json!({"id": 7, "method": "Page.navigate",
+                                  "params": {"url": "file:///etc/passwd"}}));
+        assert_eq!(
+            refused_by(&protocol, "Target.sendMessageToTarget", navigate),
+            Some(FILE_URLS)
+        );
     }
 
     #[test]
@@ -523,8 +553,16 @@ mod tests {
             }
             m["params"].clone()
         };
+        let protocol = Security {
+            allow_page_protocol: true,
+            ..Security::default()
+        };
         assert_eq!(
-            refused_by(&sec, "Target.sendMessageToTarget", wrapped(MAX_NESTING)),
+            refused_by(
+                &protocol,
+                "Target.sendMessageToTarget",
+                wrapped(MAX_NESTING)
+            ),
             None
         );
         let (_, why) = check(

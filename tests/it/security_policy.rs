@@ -393,7 +393,27 @@ fn a_command_nested_in_send_message_to_target_is_checked_like_any_other() {
         "{out}"
     );
     assert!(!reached(&fake, &sup, "Target.sendMessageToTarget"));
-    // An ordinary nested command goes through.
-    send(json!({"id": 8, "method": "Runtime.evaluate", "params": {"expression": "1"}}));
+    // An ordinary nested command could still run on any target of the browser (a DevTools
+    // window, a file: tab): refused unless allow_page_protocol.
+    let eval = json!({"id": 8, "method": "Runtime.evaluate", "params": {"expression": "1"}});
+    let out = send(eval.clone());
+    assert_eq!(out["refused_by"], "security.allow_page_protocol", "{out}");
+    assert!(!reached(&fake, &sup, "Target.sendMessageToTarget"));
+
+    // With allow_page_protocol it goes through, and what it carries is still checked.
+    let (fake, reg, sup) = setup("[security]\nallow_page_protocol = true\n");
+    let send = |inner: Value| {
+        cdp(
+            &reg,
+            json!({"method": "Target.sendMessageToTarget",
+                   "params": {"sessionId": "S", "message": inner.to_string()}}),
+        )
+    };
+    let out = send(json!({"id": 9, "method": "Page.navigate",
+                          "params": {"url": "view-source:file:///etc/passwd"}}));
+    assert_eq!(out["refused_by"], "security.allow_file_urls", "{out}");
+    assert!(!reached(&fake, &sup, "Target.sendMessageToTarget"));
+    let out = send(eval);
+    assert!(out.get("refused_by").is_none(), "{out}");
     assert!(reached(&fake, &sup, "Target.sendMessageToTarget"));
 }
