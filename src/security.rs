@@ -76,7 +76,11 @@ fn check_at(sec: &Security, method: &str, params: &Value, depth: usize) -> Resul
         )
         && let Some(path) = params.get("downloadPath").filter(|p| !p.is_null())
     {
-        let path = path.as_str().map_or_else(|| path.to_string(), shown);
+        let path = shown(
+            &path
+                .as_str()
+                .map_or_else(|| path.to_string(), str::to_string),
+        );
         return Err(refuse(
             FILE_URLS,
             format!("downloadPath {path} reaches the local file system"),
