@@ -175,12 +175,25 @@ pub struct Config {
 }
 
 /// What raw CDP calls through `browser_cdp` may do (SPEC §14). A page that prompt-injects an
-/// agent could ask it for anything; these narrow it.
+/// agent could ask it for anything; these narrow it. The rules themselves are in
+/// `src/security.rs`. Build one from `Security::default()` (every field is a setting of the
+/// `[security]` section; more may come).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct Security {
-    /// `security.allow_file_urls`: navigations, new targets and download paths to `file:` URLs
-    /// (or local paths) are refused unless true.
+    /// `security.allow_file_urls`: URLs that may read a local file (`file:`, `filesystem:`, a
+    /// path, in any spelling Chromium normalises) in navigations, new targets and the other
+    /// methods that load a URL, and download paths, are refused unless true.
     pub allow_file_urls: bool,
+    /// `security.allow_file_access`: methods that hand local files to the page
+    /// (`DOM.setFileInputFiles`, `Input.dispatchDragEvent` with files, the file-chooser
+    /// interception path, …) are refused unless true.
+    pub allow_file_access: bool,
+    /// `security.allow_page_protocol`: handing the DevTools protocol to a page
+    /// (`Target.exposeDevToolsProtocol`, the DevTools frontend, the browser's own pages) and
+    /// commands for targets the supervisor does not route (`Target.sendMessageToTarget`) are
+    /// refused unless true.
+    pub allow_page_protocol: bool,
     /// `security.cdp_deny`: method patterns (`Browser.close`, `Browser.*`, `*`) always refused.
     pub cdp_deny: Vec<String>,
     /// `security.cdp_allow`: when not empty, only methods matching one of these patterns pass.
@@ -297,51 +310,18 @@ impl Security {
         method: &str,
         params: &serde_json::Value,
     ) -> Result<(), (&'static str, String)> {
-        if let Some(p) = self
-            .cdp_deny
-            .iter()
-            .find(|p| Self::pattern_matches(p, method))
-        {
-            return Err((
-                "security.cdp_deny",
-                format!("it matches the denied pattern {p:?}"),
-            ));
-        }
-        if !self.cdp_allow.is_empty()
-            && !self
-                .cdp_allow
-                .iter()
-                .any(|p| Self::pattern_matches(p, method))
-        {
-            return Err((
-                "security.cdp_allow",
-                format!(
-                    "only methods matching {} are allowed",
-                    self.cdp_allow.join(", ")
-                ),
-            ));
-        }
-        if !self.allow_file_urls {
-            let local = |key: &str| params.get(key).and_then(serde_json::Value::as_str);
-            let file_url = |u: &str| {
-                let u = u.trim_start().to_ascii_lowercase();
-                u.starts_with("file:") || u.starts_with("view-source:file:")
-            };
-            let refused = match method {
-                "Page.navigate" | "Target.createTarget" => local("url").filter(|u| file_url(u)),
-                "Page.setDownloadBehavior" | "Browser.setDownloadBehavior" => local("downloadPath"),
-                _ => None,
-            };
-            if let Some(what) = refused {
-                return Err((
-                    "security.allow_file_urls",
-                    format!(
-                        "{what:?} reaches the local file system; set security.allow_file_urls = true to allow it"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        crate::security::check(self, method, params)
+    }
+}
+
+fn get_bool(c: &config::Config, key: &str) -> Result<Option<bool>, Error> {
+    let Some(s) = get_str(c, key)? else {
+        return Ok(None);
+    };
+    match s.trim() {
+        "true" => Ok(Some(true)),
+        "false" => Ok(Some(false)),
+        _ => Err(invalid(key, &s, "true or false")),
     }
 }
 
@@ -516,12 +496,15 @@ impl Config {
         if let Some(n) = get_uint(c, "limits.watched_pages_max", 0, 10_000)? {
             l.watched_pages_max = n as usize;
         }
-        if let Some(s) = get_str(c, "security.allow_file_urls")? {
-            cfg.security.allow_file_urls = match s.trim() {
-                "true" => true,
-                "false" => false,
-                other => return Err(invalid("security.allow_file_urls", other, "true or false")),
-            };
+        let sec = &mut cfg.security;
+        for (key, value) in [
+            ("security.allow_file_urls", &mut sec.allow_file_urls),
+            ("security.allow_file_access", &mut sec.allow_file_access),
+            ("security.allow_page_protocol", &mut sec.allow_page_protocol),
+        ] {
+            if let Some(b) = get_bool(c, key)? {
+                *value = b;
+            }
         }
         cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
         cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
@@ -583,6 +566,31 @@ mod tests {
             },
             base
         );
+    }
+
+    #[test]
+    fn security_switches_are_booleans_off_by_default() {
+        let d = Config::default().security;
+        assert!(!d.allow_file_urls && !d.allow_file_access && !d.allow_page_protocol);
+        let c =
+            Config::from_toml("[security]\nallow_file_access = true\nallow_page_protocol = true\n")
+                .unwrap();
+        assert!(c.security.allow_file_access && c.security.allow_page_protocol);
+        assert!(!c.security.allow_file_urls);
+        for key in [
+            "allow_file_urls",
+            "allow_file_access",
+            "allow_page_protocol",
+        ] {
+            let e = Config::from_toml(&format!("[security]\n{key} = \"yes\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("security.{key}")) && e.contains("yes"),
+                "{e}"
+            );
+            assert!(e.contains("true or false"), "{e}");
+        }
     }
 
     #[test]

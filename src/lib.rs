@@ -71,6 +71,9 @@
 //!   under one lock, and a lock-free read path with a per-thread cache
 //!   (`registry/read_cache.rs`).
 //! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
+//! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
+//!   parameter, nested `Target.sendMessageToTarget` commands included); `url_policy`: how
+//!   Chromium will read a URL (a local file? a privileged page?).
 //! * `clock`: `Now`, the time the reader reads once per batch and passes into
 //!   the core.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
@@ -111,6 +114,7 @@ mod protocol;
 mod reader;
 mod redact;
 mod registry;
+mod security;
 mod shared;
 mod snapshot;
 mod supervisor;
@@ -119,6 +123,7 @@ pub mod tools;
 // block has a SAFETY comment and checks its return value.
 #[allow(unsafe_code)]
 mod transport;
+mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;

@@ -33,6 +33,7 @@ mod e2e_hardening_dialogs;
 mod e2e_hardening_frames;
 mod e2e_orphan;
 mod e2e_popups;
+mod e2e_security;
 mod fake_blocked_calls;
 mod fake_bridge;
 mod fake_dialogs;

@@ -210,6 +210,18 @@ pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
     assert_eq!(c.dialog_bridge, BridgeMode::Auto);
     assert_eq!(c.reconnect_attempts, 5);
 
+    // The security switches through the environment.
+    env.set("CDP_SUPERVISOR__SECURITY__ALLOW_FILE_ACCESS", "true");
+    env.set("CDP_SUPERVISOR__SECURITY__ALLOW_PAGE_PROTOCOL", "true");
+    let c = load(Some(&path));
+    assert!(c.security.allow_file_access && c.security.allow_page_protocol);
+    assert!(
+        !c.security.allow_file_urls,
+        "a switch the environment does not set stays off"
+    );
+    env.remove("CDP_SUPERVISOR__SECURITY__ALLOW_FILE_ACCESS");
+    env.remove("CDP_SUPERVISOR__SECURITY__ALLOW_PAGE_PROTOCOL");
+
     // Fractional seconds and URLs through the environment.
     env.set("CDP_SUPERVISOR__BROWSER__DIALOG_TIMEOUT_S", "0.25");
     env.set("CDP_SUPERVISOR__BROWSER__CDP_URL", "http://127.0.0.1:9222");
@@ -320,6 +332,18 @@ fn bad_values() -> Vec<Bad> {
             allowed: &["ws://"],
         },
     ];
+    for key in [
+        "security.allow_file_urls",
+        "security.allow_file_access",
+        "security.allow_page_protocol",
+    ] {
+        v.push(Bad {
+            key,
+            toml: "\"maybe\"",
+            shown: "maybe",
+            allowed: &["true or false"],
+        });
+    }
     for key in [
         "browser.dialog_timeout_s",
         "supervisor.start_timeout_s",

@@ -22,11 +22,14 @@
 //! * [`procs`]: `/proc` helpers for tests that run the binary and check the
 //!   processes and profile directories it leaves behind.
 //! * [`tls`]: a private CA and a TLS-terminating proxy for `wss://` tests.
+//! * [`url_spellings`]: generated spellings of local, privileged and web URLs, by class, for
+//!   the security policy's tests.
 
 pub mod fakes;
 pub mod pages;
 pub mod procs;
 pub mod tls;
+pub mod url_spellings;
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read, Write};

@@ -1,0 +1,600 @@
+//! The `[security]` rules of raw CDP calls (SPEC §14): which methods, and which of their
+//! parameters, each option refuses. [`check`] is the one place that decides; the
+//! configuration's `Security::check` hands every call to it, so `Supervisor::call` and the
+//! `browser_cdp` tool refuse the same calls, before anything is sent. No I/O.
+//!
+//! | option (when `false`) | refuses |
+//! |---|---|
+//! | `allow_file_urls` | a URL that may read a local file ([`crate::url_policy`]) in `Page.navigate`, `Target.createTarget`, `Network.loadNetworkResource`, `Fetch.continueRequest`, `PWA.install`, `PWA.launch`; any `downloadPath` of `Page`/`Browser.setDownloadBehavior` |
+//! | `allow_file_access` | `DOM.setFileInputFiles`, `Input.dispatchDragEvent` with `data.files`, `Page.setInterceptFileChooserDialog` enabling it, `Page.handleFileChooser` and `PWA.launchFilesInApp` with files, `Extensions.loadUnpacked` |
+//! | `allow_page_protocol` | `Target.exposeDevToolsProtocol`, `Target.openDevTools`, `Target.sendMessageToTarget` (see below), and the URLs above when they name a page with browser privileges (`devtools:`, `chrome:` …) |
+//! | `cdp_deny` / `cdp_allow` | methods by pattern |
+//!
+//! `Target.sendMessageToTarget` carries a whole CDP command as a string, which Chromium runs on
+//! the target of a session attached without `flatten`: the command is parsed and checked by the
+//! same rules (recursively), and refused with the reason of the rule it breaks. A message that
+//! cannot be read exactly as Chromium reads it (not JSON, a duplicate key, no method, nested too
+//! deeply) is refused while any rule is in force: Chromium drops most of those anyway, and the
+//! rest (a duplicate key: the last one wins) could hide a URL. A command that passes is still
+//! refused unless `allow_page_protocol`: the session may be on any target of the browser, and a
+//! harmless `Runtime.evaluate` run in a DevTools window or a `file:` tab reads local files.
+//!
+//! Method names are matched exactly: Chromium 156 answers `'page.navigate' wasn't found` to any
+//! other case or to surrounding whitespace (measured), so no spelling of a name reaches a method.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::config::Security;
+use crate::url_policy::{self, Verdict};
+
+/// A refused call: the option that refuses it, and why.
+pub(crate) type Refusal = (&'static str, String);
+
+const FILE_URLS: &str = "security.allow_file_urls";
+const FILE_ACCESS: &str = "security.allow_file_access";
+const PAGE_PROTOCOL: &str = "security.allow_page_protocol";
+
+/// The parameters that name a URL Chromium loads (navigates to, fetches or installs from).
+const URL_PARAMS: &[(&str, &[&str])] = &[
+    ("Page.navigate", &["url"]),
+    ("Target.createTarget", &["url"]),
+    ("Network.loadNetworkResource", &["url"]),
+    ("Fetch.continueRequest", &["url"]),
+    ("PWA.install", &["manifestId", "installUrlOrBundleUrl"]),
+    ("PWA.launch", &["url"]),
+];
+
+/// Methods that hand the DevTools protocol to a page: `exposeDevToolsProtocol` gives the page a
+/// binding that runs CDP; `openDevTools` opens the DevTools frontend, a page with the protocol
+/// and local file access (measured on Chromium 156).
+const PAGE_PROTOCOL_METHODS: &[&str] = &["Target.exposeDevToolsProtocol", "Target.openDevTools"];
+
+/// `Target.sendMessageToTarget` calls nested in one another deeper than this are refused.
+const MAX_NESTING: usize = 4;
+
+/// Checks a raw CDP call against `sec`: `Err((option, why))` when it is refused.
+pub(crate) fn check(sec: &Security, method: &str, params: &Value) -> Result<(), Refusal> {
+    check_at(sec, method, params, 0)
+}
+
+fn check_at(sec: &Security, method: &str, params: &Value, depth: usize) -> Result<(), Refusal> {
+    patterns(sec, method)?;
+    if let Some((_, keys)) = URL_PARAMS.iter().find(|(m, _)| *m == method) {
+        for key in *keys {
+            if let Some(url) = params.get(key).and_then(Value::as_str) {
+                url_allowed(sec, key, url)?;
+            }
+        }
+    }
+    if !sec.allow_file_urls
+        && matches!(
+            method,
+            "Page.setDownloadBehavior" | "Browser.setDownloadBehavior"
+        )
+        && let Some(path) = params.get("downloadPath").filter(|p| !p.is_null())
+    {
+        let path = shown(
+            &path
+                .as_str()
+                .map_or_else(|| path.to_string(), str::to_string),
+        );
+        return Err(refuse(
+            FILE_URLS,
+            format!("downloadPath {path} reaches the local file system"),
+        ));
+    }
+    if !sec.allow_file_access
+        && let Some(why) = hands_local_files(method, params)
+    {
+        return Err(refuse(FILE_ACCESS, why.to_string()));
+    }
+    if !sec.allow_page_protocol && PAGE_PROTOCOL_METHODS.contains(&method) {
+        return Err(refuse(
+            PAGE_PROTOCOL,
+            "it hands the DevTools protocol to a page, which can then do anything, past every \
+             other rule (read local files too)"
+                .to_string(),
+        ));
+    }
+    if method == "Target.sendMessageToTarget" {
+        if let Some(message) = params.get("message").and_then(Value::as_str) {
+            nested(sec, message, depth)?;
+        }
+        if !sec.allow_page_protocol {
+            return Err(refuse(
+                PAGE_PROTOCOL,
+                "it runs a CDP command on a session the supervisor does not route, on any \
+                 target of the browser (a DevTools window, a browser page, a file: tab), where \
+                 the policy cannot see what the command reaches"
+                    .to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn patterns(sec: &Security, method: &str) -> Result<(), Refusal> {
+    if let Some(p) = sec
+        .cdp_deny
+        .iter()
+        .find(|p| Security::pattern_matches(p, method))
+    {
+        return Err((
+            "security.cdp_deny",
+            format!("it matches the denied pattern {p:?}"),
+        ));
+    }
+    if !sec.cdp_allow.is_empty()
+        && !sec
+            .cdp_allow
+            .iter()
+            .any(|p| Security::pattern_matches(p, method))
+    {
+        return Err((
+            "security.cdp_allow",
+            format!(
+                "only methods matching {} are allowed",
+                sec.cdp_allow.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn url_allowed(sec: &Security, key: &str, url: &str) -> Result<(), Refusal> {
+    match url_policy::judge(url) {
+        Verdict::Local(why) if !sec.allow_file_urls => Err(refuse(
+            FILE_URLS,
+            format!("{key} {} {why} (read as Chromium reads it)", shown(url)),
+        )),
+        Verdict::Privileged(scheme) if !sec.allow_page_protocol => Err(refuse(
+            PAGE_PROTOCOL,
+            format!(
+                "{key} {} opens a {scheme}: page, which has browser privileges (the DevTools \
+                 protocol, local files)",
+                shown(url)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Why a call hands local files to the page (or the browser), if it does.
+fn hands_local_files(method: &str, params: &Value) -> Option<&'static str> {
+    // A list that is present and not empty (an empty one hands nothing; a malformed one is
+    // refused: it is not ours to guess what Chromium makes of it).
+    let files = |v: Option<&Value>| v.is_some_and(|v| !v.is_null() && v != &Value::Array(vec![]));
+    match method {
+        "DOM.setFileInputFiles" if files(params.get("files")) => {
+            Some("it gives local files to a file input of the page, which can then read them")
+        }
+        "Input.dispatchDragEvent" if files(params.pointer("/data/files")) => {
+            Some("it drops local files (data.files) on the page, which can then read them")
+        }
+        "Page.handleFileChooser" if files(params.get("files")) => {
+            Some("it answers the page's file chooser with local files")
+        }
+        "PWA.launchFilesInApp" if files(params.get("files")) => {
+            Some("it opens local files in a web app, which can then read them")
+        }
+        "Page.setInterceptFileChooserDialog"
+            if params.get("enabled") != Some(&Value::Bool(false)) =>
+        {
+            Some(
+                "it intercepts the page's file chooser, the path by which local files are \
+                 handed to the page",
+            )
+        }
+        "Extensions.loadUnpacked" => {
+            Some("it loads a local directory as an extension, whose files pages can then load")
+        }
+        _ => None,
+    }
+}
+
+/// Checks the command that `Target.sendMessageToTarget` carries.
+fn nested(sec: &Security, message: &str, depth: usize) -> Result<(), Refusal> {
+    let Some(option) = strictest(sec) else {
+        return Ok(()); // No rule in force: nothing to check.
+    };
+    let unreadable = |why: &str| {
+        (
+            option,
+            format!(
+                "its message cannot be checked ({why}), and {option} refuses what it cannot check"
+            ),
+        )
+    };
+    if depth >= MAX_NESTING {
+        return Err(unreadable("Target.sendMessageToTarget nested too deeply"));
+    }
+    let Strict(command) = serde_json::from_str(message)
+        .map_err(|e| unreadable(&format!("not one JSON object without duplicate keys: {e}")))?;
+    let Some(method) = command.get("method").and_then(Value::as_str) else {
+        return Err(unreadable("no method"));
+    };
+    let empty = Value::Object(Map::new());
+    let params = match command.get("params") {
+        None | Some(Value::Null) => &empty,
+        Some(p @ Value::Object(_)) => p,
+        Some(_) => return Err(unreadable("params is not an object")),
+    };
+    check_at(sec, method, params, depth + 1)
+        .map_err(|(option, why)| (option, format!("its nested {method}: {why}")))
+}
+
+/// The first option that refuses anything (the one a message that cannot be checked is refused
+/// by); `None` when the policy allows everything.
+fn strictest(sec: &Security) -> Option<&'static str> {
+    if !sec.allow_file_urls {
+        Some(FILE_URLS)
+    } else if !sec.allow_file_access {
+        Some(FILE_ACCESS)
+    } else if !sec.allow_page_protocol {
+        Some(PAGE_PROTOCOL)
+    } else if !sec.cdp_allow.is_empty() {
+        Some("security.cdp_allow")
+    } else if !sec.cdp_deny.is_empty() {
+        Some("security.cdp_deny")
+    } else {
+        None
+    }
+}
+
+fn refuse(option: &'static str, why: String) -> Refusal {
+    (option, format!("{why}; set {option} = true to allow it"))
+}
+
+/// A value quoted for an error message, cut after 120 characters.
+fn shown(s: &str) -> String {
+    match s.char_indices().nth(120) {
+        Some((cut, _)) => format!("{:?}…", &s[..cut]),
+        None => format!("{s:?}"),
+    }
+}
+
+/// A JSON value parsed like `serde_json::Value`, except that a duplicate key anywhere is an
+/// error (serde_json keeps the last one, as Chromium does for parameters; refusing is simpler
+/// than proving the two agree everywhere).
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            let Strict(v) = map.next_value()?;
+            object.insert(key, v);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refused_by(sec: &Security, method: &str, params: Value) -> Option<&'static str> {
+        check(sec, method, &params).err().map(|(option, _)| option)
+    }
+
+    fn open() -> Security {
+        Security {
+            allow_file_urls: true,
+            allow_file_access: true,
+            allow_page_protocol: true,
+            ..Security::default()
+        }
+    }
+
+    #[test]
+    fn every_url_parameter_is_judged() {
+        let sec = Security::default();
+        for (method, keys) in URL_PARAMS {
+            for key in *keys {
+                let bad = json!({ *key: "\u{1}FI\tLE:///etc/passwd" });
+                assert_eq!(
+                    refused_by(&sec, method, bad),
+                    Some(FILE_URLS),
+                    "{method} {key}"
+                );
+                let devtools = json!({ *key: "devtools://devtools/bundled/devtools_app.html" });
+                assert_eq!(
+                    refused_by(&sec, method, devtools),
+                    Some(PAGE_PROTOCOL),
+                    "{method}"
+                );
+                let web = json!({ *key: "https://example.com/" });
+                assert_eq!(refused_by(&sec, method, web), None, "{method} {key}");
+                assert_eq!(
+                    refused_by(&open(), method, json!({ *key: "file:///etc/passwd" })),
+                    None
+                );
+            }
+        }
+        // A URL in a method that loads nothing is not judged.
+        assert_eq!(
+            refused_by(&sec, "Network.setCookie", json!({"url": "file:///x"})),
+            None
+        );
+        let (_, why) = check(
+            &sec,
+            "Page.navigate",
+            &json!({"url": " file:///etc/passwd"}),
+        )
+        .expect_err("refused");
+        assert_eq!(
+            why,
+            "url \" file:///etc/passwd\" is a file: URL (read as Chromium reads it); set \
+             security.allow_file_urls = true to allow it"
+        );
+    }
+
+    #[test]
+    fn download_paths_are_refused_unless_file_urls_are_allowed() {
+        for method in ["Page.setDownloadBehavior", "Browser.setDownloadBehavior"] {
+            let p = json!({"behavior": "allow", "downloadPath": "/root/.ssh"});
+            assert_eq!(
+                refused_by(&Security::default(), method, p.clone()),
+                Some(FILE_URLS)
+            );
+            assert_eq!(refused_by(&open(), method, p), None);
+            let no_path = json!({"behavior": "deny"});
+            assert_eq!(refused_by(&Security::default(), method, no_path), None);
+        }
+    }
+
+    #[test]
+    fn methods_that_hand_local_files_to_the_page_need_allow_file_access() {
+        let sec = Security::default();
+        let refused = [
+            (
+                "DOM.setFileInputFiles",
+                json!({"files": ["/etc/passwd"], "nodeId": 1}),
+            ),
+            (
+                "DOM.setFileInputFiles",
+                json!({"files": "/etc/passwd", "nodeId": 1}),
+            ),
+            (
+                "Input.dispatchDragEvent",
+                json!({"type": "drop", "x": 1, "y": 1,
+                       "data": {"items": [], "files": ["/etc/passwd"], "dragOperationsMask": 1}}),
+            ),
+            (
+                "Page.setInterceptFileChooserDialog",
+                json!({"enabled": true}),
+            ),
+            (
+                "Page.setInterceptFileChooserDialog",
+                json!({"enabled": true, "cancel": true}),
+            ),
+            (
+                "Page.handleFileChooser",
+                json!({"action": "accept", "files": ["/etc/passwd"]}),
+            ),
+            (
+                "PWA.launchFilesInApp",
+                json!({"manifestId": "https://a.test/", "files": ["/x"]}),
+            ),
+            (
+                "Extensions.loadUnpacked",
+                json!({"path": "/home/me/project"}),
+            ),
+        ];
+        for (method, params) in refused {
+            assert_eq!(
+                refused_by(&sec, method, params.clone()),
+                Some(FILE_ACCESS),
+                "{method}"
+            );
+            assert_eq!(refused_by(&open(), method, params), None, "{method}");
+        }
+        let harmless = [
+            ("DOM.setFileInputFiles", json!({"files": [], "nodeId": 1})),
+            (
+                "Input.dispatchDragEvent",
+                json!({"type": "drop", "x": 1, "y": 1,
+                       "data": {"items": [{"mimeType": "text/plain", "data": "x"}],
+                                "dragOperationsMask": 1}}),
+            ),
+            (
+                "Page.setInterceptFileChooserDialog",
+                json!({"enabled": false}),
+            ),
+            ("Page.handleFileChooser", json!({"action": "cancel"})),
+        ];
+        for (method, params) in harmless {
+            assert_eq!(refused_by(&sec, method, params), None, "{method}");
+        }
+    }
+
+    #[test]
+    fn handing_the_protocol_to_a_page_needs_allow_page_protocol() {
+        let sec = Security::default();
+        for method in PAGE_PROTOCOL_METHODS {
+            let p = json!({"targetId": "T", "bindingName": "cdp"});
+            assert_eq!(
+                refused_by(&sec, method, p.clone()),
+                Some(PAGE_PROTOCOL),
+                "{method}"
+            );
+            assert_eq!(refused_by(&open(), method, p), None, "{method}");
+        }
+    }
+
+    #[test]
+    fn a_command_inside_send_message_to_target_is_checked_like_any_other() {
+        let sec = Security::default();
+        let msg = |v: Value| json!({"sessionId": "S", "message": v.to_string()});
+        let navigate = json!({"id": 1, "method": "Page.navigate",
+                              "params": {"url": "view-source: file:///etc/passwd"}});
+        let (option, why) = check(&sec, "Target.sendMessageToTarget", &msg(navigate.clone()))
+            .expect_err("a nested file: navigation is refused");
+        assert_eq!(option, FILE_URLS);
+        assert!(why.starts_with("its nested Page.navigate: url "), "{why}");
+        // Nested twice.
+        let twice = msg(json!({"id": 2, "method": "Target.sendMessageToTarget",
+                               "params": msg(navigate)}));
+        assert_eq!(
+            refused_by(&sec, "Target.sendMessageToTarget", twice),
+            Some(FILE_URLS)
+        );
+        for inner in [
+            json!({"id": 3, "method": "Target.exposeDevToolsProtocol", "params": {"targetId": "T"}}),
+            json!({"id": 4, "method": "DOM.setFileInputFiles",
+                   "params": {"files": ["/etc/passwd"], "nodeId": 1}}),
+        ] {
+            assert!(refused_by(&sec, "Target.sendMessageToTarget", msg(inner)).is_some());
+        }
+        // The patterns apply inside too.
+        let mut deny = open();
+        deny.cdp_deny = vec!["Page.*".into()];
+        let inner = msg(json!({"id": 5, "method": "Page.reload"}));
+        assert_eq!(
+            refused_by(&deny, "Target.sendMessageToTarget", inner),
+            Some("security.cdp_deny")
+        );
+        // An ordinary nested command may still run on any target: only allow_page_protocol
+        // lets it through, and the nested command is still checked then.
+        let eval = msg(json!({"id": 6, "method": "Runtime.evaluate",
+                              "params": {"expression": "1"}}));
+        assert_eq!(
+            refused_by(&sec, "Target.sendMessageToTarget", eval.clone()),
+            Some(PAGE_PROTOCOL)
+        );
+        let protocol = Security {
+            allow_page_protocol: true,
+            ..Security::default()
+        };
+        assert_eq!(
+            refused_by(&protocol, "Target.sendMessageToTarget", eval),
+            None
+        );
+        let navigate = msg(json!({"id": 7, "method": "Page.navigate",
+                                  "params": {"url": "file:///etc/passwd"}}));
+        assert_eq!(
+            refused_by(&protocol, "Target.sendMessageToTarget", navigate),
+            Some(FILE_URLS)
+        );
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_read_as_chromium_reads_it_is_refused() {
+        let sec = Security::default();
+        let send = |m: &str| json!({"sessionId": "S", "message": m});
+        for message in [
+            // Chromium keeps the last `url`: this one navigates to the file.
+            r#"{"id":1,"method":"Page.navigate","params":{"url":"http://a.test/","url":"file:///etc/passwd"}}"#,
+            r#"{"id":1,"method":"Runtime.evaluate","method":"Page.navigate","params":{}}"#,
+            r#"{'id':1,'method':'Page.navigate'}"#,
+            r#"{"id":1,"method":"Page.navigate","params":{"url":"file:///x"}}garbage"#,
+            "\u{feff}{\"id\":1,\"method\":\"Page.navigate\"}",
+            r#"{"id":1,"params":{}}"#,
+            r#"{"id":1,"method":"Page.navigate","params":"file:///x"}"#,
+            r#"[{"id":1,"method":"Page.navigate","params":{"url":"file:///x"}}]"#,
+            r#"{"id":1,"method":"Runtime.evaluate","params":{"expression":"\ud800"}}"#,
+            "",
+        ] {
+            let (option, why) =
+                check(&sec, "Target.sendMessageToTarget", &send(message)).expect_err(message);
+            assert_eq!(option, FILE_URLS, "{message}");
+            assert!(why.contains("cannot be checked"), "{why}");
+        }
+        // Nested calls, up to MAX_NESTING deep.
+        let wrapped = |depth: usize| {
+            let mut m = json!({"method": "Runtime.evaluate", "params": {"expression": "1"}});
+            for _ in 0..depth {
+                m = json!({"id": 1, "method": "Target.sendMessageToTarget",
+                           "params": {"sessionId": "S", "message": m.to_string()}});
+            }
+            m["params"].clone()
+        };
+        let protocol = Security {
+            allow_page_protocol: true,
+            ..Security::default()
+        };
+        assert_eq!(
+            refused_by(
+                &protocol,
+                "Target.sendMessageToTarget",
+                wrapped(MAX_NESTING)
+            ),
+            None
+        );
+        let (_, why) = check(
+            &sec,
+            "Target.sendMessageToTarget",
+            &wrapped(MAX_NESTING + 1),
+        )
+        .expect_err("too deep");
+        assert!(why.contains("nested too deeply"), "{why}");
+        // With every rule off there is nothing to check.
+        let dup = r#"{"id":1,"method":"Page.navigate","params":{"url":"a","url":"file:///x"}}"#;
+        assert_eq!(
+            refused_by(&open(), "Target.sendMessageToTarget", send(dup)),
+            None
+        );
+        let mut allow = open();
+        allow.cdp_allow = vec!["Target.*".into()];
+        assert_eq!(
+            refused_by(&allow, "Target.sendMessageToTarget", send(dup)),
+            Some("security.cdp_allow")
+        );
+    }
+
+    #[test]
+    fn long_values_are_cut_in_the_message() {
+        let url = format!("file:///{}", "a".repeat(100_000));
+        let (_, why) = check(&Security::default(), "Page.navigate", &json!({"url": url}))
+            .expect_err("refused");
+        assert!(why.len() < 400, "{why}");
+    }
+}
