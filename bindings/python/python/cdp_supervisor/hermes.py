@@ -297,6 +297,8 @@ class CDPSupervisor:
         self.dialog_timeout_s = float(dialog_timeout_s)
         self.target_id: Optional[str] = None
         self._new_page = False
+        # The page to attach to when the caller named none (the registry's choice).
+        self._attach_to: Optional[str] = None
         self._registry: Optional[_native.SupervisorRegistry] = None
         self._native: Optional[_native.Supervisor] = None
         # (native snapshot, its Hermes form): the same Hermes object while nothing changed.
@@ -315,7 +317,7 @@ class CDPSupervisor:
             self._native = self._registry.get_or_start(
                 self.task_id,
                 self.cdp_url,
-                target_id=self.target_id,
+                target_id=self.target_id or self._attach_to,
                 dialog_policy=self.dialog_policy,
                 dialog_timeout_s=self.dialog_timeout_s,
                 start_timeout_s=timeout,
@@ -561,6 +563,9 @@ class _SupervisorRegistry:
                 if t != task_id
             )
         supervisor.target_id = target_id
+        if target_id is None and not supervisor._new_page:
+            # Hermes attaches to the browser's first page, whatever its URL.
+            supervisor._attach_to = _native._first_page_target(cdp_url, min(start_timeout, 5.0))
         supervisor._registry = self._native
         supervisor.start(timeout=start_timeout)
         with self._lock:
