@@ -83,8 +83,14 @@ impl PyFakeBrowser {
     /// The page opens a dialog (`alert`, `confirm`, `prompt`, `beforeunload`): the fake sends
     /// `Page.javascriptDialogOpening` on every attached page session.
     #[pyo3(signature = (kind, message, default_prompt=String::new()))]
-    fn open_dialog(&self, kind: String, message: String, default_prompt: String) -> PyResult<()> {
-        self.with(|f| f.open_dialog(&kind, &message, &default_prompt))
+    fn open_dialog(
+        &self,
+        py: Python<'_>,
+        kind: String,
+        message: String,
+        default_prompt: String,
+    ) -> PyResult<()> {
+        py.detach(|| self.with(|f| f.open_dialog(&kind, &message, &default_prompt)))
     }
 
     /// Whether a dialog is open in the fake page.
@@ -94,18 +100,23 @@ impl PyFakeBrowser {
 
     /// Something else closes the open dialog (`Page.javascriptDialogClosed` without an answer
     /// from the supervisor).
-    fn close_dialog_remotely(&self) -> PyResult<()> {
-        self.with(FakeBrowser::close_dialog_remotely)
+    fn close_dialog_remotely(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.with(FakeBrowser::close_dialog_remotely))
     }
 
     /// Sends an event with `params` on every attached page session.
     #[pyo3(signature = (method, params=None))]
-    fn emit_on_page(&self, method: String, params: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    fn emit_on_page(
+        &self,
+        py: Python<'_>,
+        method: String,
+        params: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
         let params = match params {
             Some(p) => from_py(p.as_any())?,
             None => serde_json::json!({}),
         };
-        self.with(|f| f.emit_on_page(&method, params))
+        py.detach(|| self.with(|f| f.emit_on_page(&method, params)))
     }
 
     /// From now on the fake never answers `method` (a browser that hangs).

@@ -3,11 +3,10 @@ exceptions, configuration."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
@@ -294,14 +293,15 @@ def test_per_task_options(fake: FakeBrowser, registry: SupervisorRegistry) -> No
 
 
 def test_config_keywords_are_validated_like_the_toml_file() -> None:
-    for kwargs, toml in [
+    cases: List[Tuple[Dict[str, Any], str]] = [
         ({"dialog_policy": "sometimes"}, '[browser]\ndialog_policy = "sometimes"'),
         ({"dialog_timeout_s": 0}, "[browser]\ndialog_timeout_s = 0"),
         ({"dialog_bridge": "maybe"}, '[browser]\ndialog_bridge = "maybe"'),
         ({"recent_dialogs_max": -3}, "[limits]\nrecent_dialogs_max = -3"),
         ({"cdp_deny": ["not a pattern"]}, '[security]\ncdp_deny = ["not a pattern"]'),
         ({"cdp_url": "ftp://x"}, '[browser]\ncdp_url = "ftp://x"'),
-    ]:
+    ]
+    for kwargs, toml in cases:
         with pytest.raises(ConfigError) as from_kwargs:
             Config(**kwargs)
         with pytest.raises(ConfigError) as from_toml:

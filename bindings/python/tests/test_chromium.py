@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Optional
 
 import pytest
 
@@ -13,8 +14,10 @@ from cdp_supervisor import BlockedByDialog, CdpError, Supervisor, SupervisorRegi
 from conftest import Chromium, Pages, navigate_and_run, need_chromium
 
 
-def evaluate(sup: Supervisor, expression: str, **route: str) -> object:
-    out = sup.call("Runtime.evaluate", {"expression": expression, "returnByValue": True}, **route)
+def evaluate(sup: Supervisor, expression: str, frame_id: Optional[str] = None) -> object:
+    out = sup.call(
+        "Runtime.evaluate", {"expression": expression, "returnByValue": True}, frame_id=frame_id
+    )
     assert isinstance(out, dict)
     return out["result"].get("value")
 
