@@ -91,7 +91,7 @@ impl PySupervisorRegistry {
         {
             return Ok(w.clone_ref(py));
         }
-        let fresh = Py::new(py, PySupervisor::new(sup))?;
+        let fresh = Py::new(py, PySupervisor::new(py, sup))?;
         let replaced = {
             let mut map = self.lock_wrappers();
             match map.get(task_id) {
@@ -266,21 +266,19 @@ fn config_seconds(key: &str, value: f64, max: f64) -> PyResult<Duration> {
     }
 }
 
-/// The Python form of the latest snapshot, with the Rust snapshot it was made from.
-type Cached = Py<PySnapshot>;
-
 /// One task's supervisor.
 #[pyclass(name = "Supervisor", module = "cdp_supervisor", frozen)]
 pub struct PySupervisor {
     pub sup: Arc<Supervisor>,
-    /// The Python form of the latest snapshot read, replaced when a newer version is read.
-    cache: ArcSwapOption<Cached>,
+    /// The Python form of the latest snapshot read (it holds the Rust snapshot it was made
+    /// from), replaced when a newer version is read; written by whichever thread reads first.
+    cache: ArcSwapOption<Py<PySnapshot>>,
     task_id: Py<PyString>,
 }
 
 impl PySupervisor {
-    pub fn new(sup: Arc<Supervisor>) -> PySupervisor {
-        let task_id = Python::attach(|py| PyString::new(py, sup.task_id()).unbind());
+    pub fn new(py: Python<'_>, sup: Arc<Supervisor>) -> PySupervisor {
+        let task_id = PyString::new(py, sup.task_id()).unbind();
         PySupervisor {
             sup,
             cache: ArcSwapOption::empty(),

@@ -73,6 +73,34 @@ def test_snapshot_is_the_same_object_until_something_is_published(
     assert second.pages is first.pages
 
 
+def test_an_unchanged_snapshot_read_allocates_nothing(
+    fake: FakeBrowser, registry: SupervisorRegistry
+) -> None:
+    import tracemalloc
+
+    sup = registry.get_or_start("t", fake.ws_url)
+    fake.open_dialog("alert", "x")
+    assert sup.wait_for_dialog(5.0) is not None
+    first = sup.snapshot()
+
+    def reads() -> None:
+        for _ in range(10_000):
+            sup.snapshot().pending_dialogs
+            registry.snapshot("t")
+
+    reads()  # warm: per-thread state of the lock-free loads
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        reads()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = [s for s in after.compare_to(before, "filename") if s.size_diff > 0]
+    assert sum(s.size_diff for s in grown) < 1024, grown[:5]
+    assert sup.snapshot() is first
+
+
 def test_snapshot_and_its_parts_are_frozen(fake: FakeBrowser, registry: SupervisorRegistry) -> None:
     sup = registry.get_or_start("t", fake.ws_url)
     fake.open_dialog("confirm", "sure?")
