@@ -29,8 +29,9 @@ def find_binary() -> Optional[str]:
     configured = os.environ.get("CDP_SUPERVISOR_BIN")
     if configured:
         return configured
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
     for profile in ("debug", "release"):
-        candidate = REPO / "target" / profile / "cdp-supervisor"
+        candidate = target / profile / "cdp-supervisor"
         if candidate.is_file():
             return str(candidate)
     return None
