@@ -170,6 +170,41 @@ impl SupervisorRegistry {
         cdp_url: &str,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
+        self.start_with(task_id, cdp_url, options, &self.config)
+    }
+
+    /// Like [`get_or_start_with`](Self::get_or_start_with), but a supervisor this call starts
+    /// gets `start_timeout` (instead of `supervisor.start_timeout_s`) as the bound on its
+    /// connect and attach. An existing live supervisor is returned as it is.
+    pub fn get_or_start_within(
+        &self,
+        task_id: &str,
+        cdp_url: &str,
+        options: StartOptions,
+        start_timeout: Duration,
+    ) -> Result<Arc<Supervisor>, Error> {
+        if start_timeout.is_zero() {
+            return Err(Error::Config {
+                key: "start_timeout_s".into(),
+                value: "0".into(),
+                allowed: "a number of seconds > 0".into(),
+            });
+        }
+        let config = Config {
+            start_timeout,
+            ..self.config.clone()
+        };
+        self.start_with(task_id, cdp_url, options, &config)
+    }
+
+    /// The one start path: `config` is the registry's, or a copy with another start timeout.
+    fn start_with(
+        &self,
+        task_id: &str,
+        cdp_url: &str,
+        options: StartOptions,
+        config: &Config,
+    ) -> Result<Arc<Supervisor>, Error> {
         if let Some(t) = options.dialog_timeout
             && t.is_zero()
         {
@@ -179,7 +214,7 @@ impl SupervisorRegistry {
                 allowed: "a number of seconds > 0".into(),
             });
         }
-        let wait_deadline = Instant::now() + self.config.start_timeout * 2 + Duration::from_secs(2);
+        let wait_deadline = Instant::now() + config.start_timeout * 2 + Duration::from_secs(2);
         let (guard, old) = loop {
             let mut slots = self.lock();
             if let Some(slot) = slots.tasks.get(task_id) {
@@ -195,7 +230,7 @@ impl SupervisorRegistry {
                     drop(slots);
                     if let Err(RecvTimeoutError::Timeout) = done.recv_deadline(wait_deadline) {
                         return Err(Error::StartTimeout(
-                            self.config.start_timeout,
+                            config.start_timeout,
                             "another caller's start of this task did not finish".into(),
                         ));
                     }
@@ -235,7 +270,7 @@ impl SupervisorRegistry {
             );
             old.stop();
         }
-        let sup = Supervisor::start(task_id, cdp_url, &self.config, options)?;
+        let sup = Supervisor::start(task_id, cdp_url, config, options)?;
         guard.publish(sup)
     }
 
@@ -383,6 +418,43 @@ mod tests {
         let refused = reg.get_or_start("t", &format!("ws://127.0.0.1:{port}/devtools/browser/x"));
         assert!(matches!(refused, Err(Error::Connect { .. })), "{refused:?}");
         assert!(reg.tasks().is_empty() && reg.get("t").is_none());
+    }
+
+    #[test]
+    fn a_start_within_a_shorter_timeout_fails_at_that_timeout() {
+        let fake = FakeBrowser::start().unwrap();
+        fake.set_rule("Target.getTargets", Rule::Ignore);
+        let reg = SupervisorRegistry::new(Config::default());
+        let started = Instant::now();
+        let r = reg.get_or_start_within(
+            "t",
+            &fake.ws_url(),
+            StartOptions::default(),
+            Duration::from_millis(300),
+        );
+        assert!(
+            matches!(r, Err(Error::StartTimeout(d, _)) if d == Duration::from_millis(300)),
+            "{r:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(reg.tasks().is_empty());
+        let zero =
+            reg.get_or_start_within("t", &fake.ws_url(), StartOptions::default(), Duration::ZERO);
+        assert!(matches!(zero, Err(Error::Config { .. })), "{zero:?}");
+        fake.clear_rule("Target.getTargets");
+        let sup = reg
+            .get_or_start_within("t", &fake.ws_url(), StartOptions::default(), WAIT)
+            .unwrap();
+        assert_eq!(sup.config().start_timeout, WAIT);
+        let again = reg.get_or_start("t", &fake.ws_url()).unwrap();
+        assert!(
+            Arc::ptr_eq(&sup, &again),
+            "the live supervisor is returned as it is"
+        );
     }
 
     #[test]

@@ -1,0 +1,410 @@
+"""Type stubs of the extension module ``cdp_supervisor._native`` (the Rust binding).
+
+Everything here is re-exported by :mod:`cdp_supervisor` (``FakeBrowser`` by
+:mod:`cdp_supervisor.testing`); import it from there.
+"""
+
+from os import PathLike
+from types import TracebackType
+from typing import Any, Dict, List, Optional, Tuple, Type, Union, final
+
+__version__: str
+DIALOG_BRIDGE_HOST: str
+CONFIG_KEYWORDS: List[str]
+
+_ConfigValue = Union[str, int, float, bool, List[str], Tuple[str, ...], "PathLike[str]", None]
+
+@final
+class Config:
+    """Settings of a registry: ``config/default.toml`` with the keywords given over it.
+
+    Every keyword is a setting of that file (its section left out); values are validated by
+    the same code as a TOML file, and an invalid one raises :class:`~cdp_supervisor.ConfigError`
+    naming the key, the value and what is allowed.
+    """
+
+    def __init__(
+        self,
+        *,
+        dialog_policy: Optional[str] = ...,
+        dialog_timeout_s: Optional[float] = ...,
+        dialog_bridge: Optional[str] = ...,
+        cdp_url: Optional[str] = ...,
+        chrome_path: Optional[Union[str, "PathLike[str]"]] = ...,
+        follow_popups: Optional[bool] = ...,
+        ca_file: Optional[Union[str, "PathLike[str]"]] = ...,
+        start_timeout_s: Optional[float] = ...,
+        call_timeout_s: Optional[float] = ...,
+        reconnect_attempts: Optional[int] = ...,
+        frame_tree_max_entries: Optional[int] = ...,
+        frame_tree_max_oopif_depth: Optional[int] = ...,
+        recent_dialogs_max: Optional[int] = ...,
+        console_errors_max: Optional[int] = ...,
+        max_message_bytes: Optional[int] = ...,
+        pending_dialogs_max: Optional[int] = ...,
+        pages_max: Optional[int] = ...,
+        allow_file_urls: Optional[bool] = ...,
+        cdp_deny: Optional[Union[List[str], Tuple[str, ...]]] = ...,
+        cdp_allow: Optional[Union[List[str], Tuple[str, ...]]] = ...,
+    ) -> None: ...
+    @staticmethod
+    def load(path: Optional[Union[str, "PathLike[str]"]] = None) -> Config:
+        """The defaults, then ``path`` (or ``$CDP_SUPERVISOR_CONFIG``), then the
+        ``CDP_SUPERVISOR__SECTION__KEY`` environment."""
+    @staticmethod
+    def from_toml(toml: str) -> Config:
+        """The defaults with a TOML document over them."""
+    @property
+    def dialog_policy(self) -> str: ...
+    @property
+    def dialog_timeout_s(self) -> float: ...
+    @property
+    def dialog_bridge(self) -> str: ...
+    @property
+    def cdp_url(self) -> Optional[str]:
+        """The configured endpoint, credentials redacted."""
+    @property
+    def follow_popups(self) -> bool: ...
+    @property
+    def start_timeout_s(self) -> float: ...
+    @property
+    def call_timeout_s(self) -> float: ...
+    @property
+    def reconnect_attempts(self) -> int: ...
+    @property
+    def allow_file_urls(self) -> bool: ...
+    @property
+    def cdp_deny(self) -> List[str]: ...
+    @property
+    def cdp_allow(self) -> List[str]: ...
+    def __eq__(self, other: object) -> bool: ...
+
+@final
+class PendingDialog:
+    """A dialog waiting for an answer. Frozen."""
+
+    @property
+    def id(self) -> str:
+        """``d-1``, ``d-2``, ... per supervisor."""
+    @property
+    def type(self) -> str:
+        """``alert``, ``confirm``, ``prompt`` or ``beforeunload``."""
+    @property
+    def message(self) -> str: ...
+    @property
+    def default_prompt(self) -> str: ...
+    @property
+    def opened_at(self) -> float:
+        """Unix epoch seconds."""
+    @property
+    def frame_id(self) -> Optional[str]: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def origin(self) -> str:
+        """The opening frame's origin (tell the page's own prompt from an ad's)."""
+    @property
+    def target_id(self) -> str:
+        """The page (the task's, or a popup it follows) that raised it."""
+    @property
+    def session_id(self) -> str:
+        """The CDP session it arrived on."""
+    @property
+    def bridge_request_id(self) -> Optional[str]:
+        """Set when the dialog bridge caught it: the paused request it waits on."""
+    def to_dict(self) -> Dict[str, Any]:
+        """As ``browser_snapshot`` shows it."""
+
+@final
+class ClosedDialog:
+    """A closed dialog in ``recent_dialogs``. Frozen."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def default_prompt(self) -> str: ...
+    @property
+    def opened_at(self) -> float: ...
+    @property
+    def closed_at(self) -> float: ...
+    @property
+    def closed_by(self) -> str:
+        """``agent``, ``auto_policy``, ``watchdog``, ``remote`` or ``connection_lost``."""
+    @property
+    def frame_id(self) -> Optional[str]: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def target_id(self) -> str: ...
+    @property
+    def accepted(self) -> Optional[bool]: ...
+    @property
+    def user_input(self) -> Optional[str]: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class FrameEntry:
+    """A frame. Frozen."""
+
+    @property
+    def frame_id(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def is_oopif(self) -> bool:
+        """An out-of-process iframe (it has a CDP session of its own)."""
+    @property
+    def session_id(self) -> Optional[str]: ...
+    @property
+    def parent_frame_id(self) -> Optional[str]: ...
+    @property
+    def name(self) -> Optional[str]: ...
+    @property
+    def crashed(self) -> bool: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class FrameTree:
+    """The page's main frame and the other frames breadth-first, capped. Frozen."""
+
+    @property
+    def top(self) -> Optional[FrameEntry]: ...
+    @property
+    def children(self) -> Tuple[FrameEntry, ...]: ...
+    @property
+    def truncated(self) -> bool: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class ConsoleEntry:
+    """A console error/warning or uncaught exception. Frozen."""
+
+    @property
+    def ts(self) -> float: ...
+    @property
+    def level(self) -> str:
+        """``error``, ``assert``, ``warning`` or ``exception``."""
+    @property
+    def text(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def frame_id(self) -> Optional[str]: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class Blocked:
+    """Why the page (or a frame) cannot be used. Frozen."""
+
+    @property
+    def reason(self) -> str:
+        """``orphaned_dialog``, ``unresponsive`` or ``unanswerable_dialog``."""
+    @property
+    def hint(self) -> str: ...
+    @property
+    def frame_id(self) -> Optional[str]: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class PageInfo:
+    """A page the task follows (its own first, then popups). Frozen."""
+
+    @property
+    def target_id(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def opener_target_id(self) -> Optional[str]: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class Snapshot:
+    """One published state of a supervisor. Frozen; ``Supervisor.snapshot()`` returns the same
+    object until the supervisor publishes a new state."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def cdp_url(self) -> str:
+        """Credentials redacted."""
+    @property
+    def active(self) -> bool: ...
+    @property
+    def state(self) -> str:
+        """``active``, ``reconnecting``, ``stopped`` or ``dead``."""
+    @property
+    def attempt(self) -> Optional[int]:
+        """While reconnecting: the attempt under way (1-based)."""
+    @property
+    def of(self) -> Optional[int]:
+        """While reconnecting: how many attempts there may be."""
+    @property
+    def reason(self) -> Optional[str]:
+        """Why the connection is down, or why the supervisor ended."""
+    @property
+    def page_target_id(self) -> Optional[str]: ...
+    @property
+    def page_session_id(self) -> Optional[str]: ...
+    @property
+    def pending_dialogs(self) -> Tuple[PendingDialog, ...]: ...
+    @property
+    def recent_dialogs(self) -> Tuple[ClosedDialog, ...]: ...
+    @property
+    def frame_tree(self) -> FrameTree: ...
+    @property
+    def pages(self) -> Tuple[PageInfo, ...]: ...
+    @property
+    def pages_truncated(self) -> bool: ...
+    @property
+    def console_errors(self) -> Tuple[ConsoleEntry, ...]: ...
+    @property
+    def blocked(self) -> Optional[Blocked]: ...
+    @property
+    def crashed(self) -> bool: ...
+    @property
+    def version(self) -> int:
+        """Increases with every publish."""
+    def to_dict(self) -> Dict[str, Any]:
+        """As ``browser_snapshot`` shows it."""
+    def to_json(self) -> str: ...
+    def find_frame(self, frame_id: str) -> Optional[FrameEntry]:
+        """Any frame the supervisor knows (not only the capped ``frame_tree``)."""
+
+@final
+class Supervisor:
+    """One task's persistent CDP connection (from ``SupervisorRegistry.get_or_start``)."""
+
+    def snapshot(self) -> Snapshot:
+        """The latest state: wait-free, and the same object while nothing changed."""
+    def respond_to_dialog(
+        self,
+        action: str,
+        prompt_text: Optional[str] = None,
+        dialog_id: Optional[str] = None,
+    ) -> PendingDialog:
+        """Answers a pending dialog (``action``: ``"accept"`` or ``"dismiss"``) and waits for
+        the browser's acknowledgement. ``dialog_id`` may be left out when one dialog is pending;
+        accepting a prompt without ``prompt_text`` returns its default text. Returns the dialog
+        answered."""
+    def call(
+        self,
+        method: str,
+        params: Optional[Dict[str, Any]] = None,
+        *,
+        target_id: Optional[str] = None,
+        frame_id: Optional[str] = None,
+        timeout_s: Optional[float] = None,
+    ) -> Any:
+        """A CDP call and its result: into ``frame_id`` (any frame, cross-origin iframes
+        included), ``target_id`` (the page, a popup, an iframe target), or by the method's
+        domain. Raises :class:`~cdp_supervisor.BlockedByDialog` at once when a dialog blocks
+        it, :class:`~cdp_supervisor.CdpError` for the browser's error, :class:`~cdp_supervisor.Timeout`
+        after ``timeout_s`` (default ``call_timeout_s``)."""
+    def wait_for_dialog(self, timeout_s: float) -> Optional[PendingDialog]:
+        """The first pending dialog as soon as there is one; ``None`` after ``timeout_s`` or
+        when the supervisor has ended."""
+    def stop(self) -> None:
+        """Dismisses pending dialogs, closes the connection, joins the threads (< 1 s)."""
+    @property
+    def state(self) -> str:
+        """``active``, ``reconnecting``, ``stopped`` or ``dead``."""
+    @property
+    def is_alive(self) -> bool: ...
+    @property
+    def is_active(self) -> bool: ...
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def cdp_url(self) -> str:
+        """Credentials redacted."""
+    @property
+    def page_target_id(self) -> Optional[str]: ...
+
+@final
+class SupervisorRegistry:
+    """One supervisor per task. ``with SupervisorRegistry() as reg:`` stops them all (and
+    closes a browser it launched) at the end."""
+
+    def __init__(self, config: Optional[Config] = None) -> None: ...
+    @property
+    def config(self) -> Config: ...
+    def get_or_start(
+        self,
+        task_id: str,
+        cdp_url: Optional[str] = None,
+        *,
+        target_id: Optional[str] = None,
+        dialog_policy: Optional[str] = None,
+        dialog_timeout_s: Optional[float] = None,
+        dialog_bridge: Optional[str] = None,
+        start_timeout_s: Optional[float] = None,
+        new_page: bool = False,
+    ) -> Supervisor:
+        """The task's live supervisor for ``cdp_url`` (``ws://``, ``wss://`` or ``http://``),
+        starting one when there is none, when it died, or when the URL or options changed.
+        The same object for the same task and URL. Without ``cdp_url`` (nor ``cdp_url`` in the
+        config) it launches a local headless Chromium and gives the task a page of its own."""
+    def get(self, task_id: str) -> Optional[Supervisor]: ...
+    def snapshot(self, task_id: str) -> Optional[Snapshot]: ...
+    def stop(self, task_id: str) -> bool: ...
+    def stop_all(self) -> None: ...
+    def close(self) -> None:
+        """``stop_all`` and close the browser this registry launched."""
+    def tasks(self) -> List[str]: ...
+    def __enter__(self) -> SupervisorRegistry: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+@final
+class FakeBrowser:
+    """A scripted fake CDP browser on loopback (the Rust crate's ``fake::FakeBrowser``): one
+    page target, enough CDP to attach, and dialogs on demand."""
+
+    def __init__(self) -> None: ...
+    @property
+    def ws_url(self) -> str: ...
+    @property
+    def http_url(self) -> str: ...
+    @property
+    def page_target_id(self) -> str: ...
+    def open_dialog(self, kind: str, message: str, default_prompt: str = "") -> None:
+        """The page opens a dialog (``alert``, ``confirm``, ``prompt``, ``beforeunload``)."""
+    def dialog_open(self) -> bool: ...
+    def close_dialog_remotely(self) -> None:
+        """Something else closes the open dialog."""
+    def emit_on_page(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+        """Sends a CDP event on every attached page session."""
+    def ignore(self, method: str) -> None:
+        """From now on ``method`` gets no answer (a browser that hangs)."""
+    def set_reply(self, method: str, result: Dict[str, Any]) -> None:
+        """From now on ``method`` is answered with ``result``."""
+    def set_error(self, method: str, code: int, message: str) -> None:
+        """From now on ``method`` is answered with a CDP error."""
+    def clear_rule(self, method: str) -> None:
+        """``method`` gets the built-in answer again."""
+    def received(self) -> List[Dict[str, Any]]:
+        """Every command received, oldest first."""
+    def close(self) -> None: ...
+    def __enter__(self) -> FakeBrowser: ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+def _call_tool(registry: SupervisorRegistry, name: str, arguments: Dict[str, Any]) -> str: ...
+def _bench_detect_rust(fake: FakeBrowser, sup: Supervisor, samples: int) -> List[int]: ...
+def _first_page_target(cdp_url: str, timeout_s: float) -> Optional[str]: ...

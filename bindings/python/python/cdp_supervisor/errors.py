@@ -1,0 +1,220 @@
+"""Exceptions of cdp_supervisor: one class per kind of failure, with the failure's fields as
+attributes, so callers catch a class and never parse a message.
+
+Raised by the native module (its Rust errors become these); every class derives from
+:class:`CdpSupervisorError`. Some also derive from the builtin they resemble
+(:class:`Timeout` is a :class:`TimeoutError`, :class:`InvalidArgument` a :class:`ValueError`,
+:class:`ConnectError` a :class:`ConnectionError`), so generic handlers catch them too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from ._native import PendingDialog
+
+__all__ = [
+    "CdpSupervisorError",
+    "InvalidArgument",
+    "ConfigError",
+    "InvalidUrl",
+    "UnknownFrame",
+    "UnknownTarget",
+    "ConnectError",
+    "ConnectionLost",
+    "NotActive",
+    "NoPage",
+    "Timeout",
+    "StartTimeout",
+    "CdpError",
+    "BlockedByDialog",
+    "DialogError",
+    "NoDialog",
+    "UnknownDialog",
+    "AmbiguousDialog",
+    "DialogAlreadyClosed",
+    "AnswerAppliedToOtherDialog",
+    "DialogUnanswerable",
+    "PageBlocked",
+    "OrphanedDialog",
+    "PageUnresponsive",
+    "SecurityPolicy",
+    "TargetCrashed",
+    "UndecodableReply",
+    "Cancelled",
+    "IoError",
+]
+
+
+class CdpSupervisorError(Exception):
+    """Base class of every error this package raises."""
+
+
+class InvalidArgument(CdpSupervisorError, ValueError):
+    """Something about the caller's input is wrong (the message says what)."""
+
+
+class ConfigError(InvalidArgument):
+    """A configuration value is invalid."""
+
+    key: str
+    """The setting, e.g. ``browser.dialog_policy``."""
+    value: str
+    """The value given."""
+    allowed: str
+    """What is allowed."""
+
+
+class InvalidUrl(InvalidArgument):
+    """The CDP URL cannot be parsed or has a scheme this package does not speak."""
+
+    url: str
+    """The URL, credentials redacted."""
+
+
+class UnknownFrame(InvalidArgument):
+    """A frame id the supervisor does not know (read ``frame_tree`` for the current ones)."""
+
+    frame_id: str
+
+
+class UnknownTarget(InvalidArgument):
+    """A target id the supervisor does not track."""
+
+    target_id: str
+
+
+class ConnectError(CdpSupervisorError, ConnectionError):
+    """TCP connect, TLS or the WebSocket handshake failed."""
+
+    url: str
+    """The URL, credentials redacted."""
+
+
+class ConnectionLost(CdpSupervisorError, ConnectionError):
+    """The connection dropped (the supervisor reconnects; calls fail meanwhile)."""
+
+
+class NotActive(CdpSupervisorError):
+    """The supervisor has stopped or given up; start it again with ``get_or_start``."""
+
+    task_id: str
+
+
+class NoPage(CdpSupervisorError):
+    """No page target to attach to (or the one named does not exist), or no browser to launch."""
+
+
+class Timeout(CdpSupervisorError, TimeoutError):
+    """A CDP call got no reply before its deadline."""
+
+    method: str
+    after_s: float
+    """The deadline that passed, in seconds."""
+
+
+class StartTimeout(Timeout):
+    """Attaching to the page did not finish within ``start_timeout_s``."""
+
+
+class CdpError(CdpSupervisorError):
+    """The browser answered a call with a CDP error."""
+
+    method: str
+    code: int
+    """The CDP error code, e.g. -32601."""
+    cdp_message: str
+    """The browser's message."""
+
+
+class BlockedByDialog(CdpSupervisorError):
+    """A JavaScript dialog blocks the page this call needs: answer it, then retry."""
+
+    dialog: PendingDialog
+    """The dialog that blocks the call (as in ``pending_dialogs``)."""
+    method: str
+
+
+class DialogError(CdpSupervisorError):
+    """``respond_to_dialog`` could not answer."""
+
+
+class NoDialog(DialogError):
+    """No dialog is pending."""
+
+
+class UnknownDialog(DialogError):
+    """``dialog_id`` names no pending dialog."""
+
+    dialog_id: str
+
+
+class AmbiguousDialog(DialogError):
+    """Several dialogs are pending: pass ``dialog_id``."""
+
+    count: int
+
+
+class DialogAlreadyClosed(DialogError):
+    """The dialog had already closed (see ``recent_dialogs``)."""
+
+    dialog_id: str
+    closed_by: str
+
+
+class AnswerAppliedToOtherDialog(DialogError):
+    """The browser applied the answer to another dialog than the one named."""
+
+    named: str
+    received: PendingDialog
+
+
+class DialogUnanswerable(DialogError):
+    """The dialog can no longer be answered over CDP but still blocks its frame: reload."""
+
+    dialog_id: str
+    frame_id: Optional[str]
+
+
+class PageBlocked(CdpSupervisorError):
+    """The page does not answer CDP (see ``Snapshot.blocked``)."""
+
+
+class OrphanedDialog(PageBlocked):
+    """A dialog left by a client that went away wedges the page: reload it."""
+
+
+class PageUnresponsive(PageBlocked):
+    """The page does not answer: a busy script, or a dialog nobody owns. Wait, then reload."""
+
+
+class SecurityPolicy(CdpSupervisorError):
+    """The ``[security]`` configuration refuses this call."""
+
+    method: str
+    option: str
+    """The option that refused it, e.g. ``security.cdp_deny``."""
+    detail: str
+
+
+class TargetCrashed(CdpSupervisorError):
+    """The renderer of the page or frame crashed; reload (``Page.reload``) to recover."""
+
+    method: str
+
+
+class UndecodableReply(CdpSupervisorError):
+    """The reply could not be decoded (nested deeper than 128 levels); the call did run."""
+
+    method: str
+
+
+class Cancelled(CdpSupervisorError):
+    """The call was cancelled; its late reply is dropped."""
+
+    method: str
+
+
+class IoError(CdpSupervisorError, OSError):
+    """An I/O error outside the CDP connection (launching a browser, reading a file)."""

@@ -1,0 +1,173 @@
+//! Blocking calls from Python. Every wait releases the GIL, so other Python threads run on.
+//!
+//! Ctrl-C: Python runs signal handlers on the main thread only, and only when that thread is
+//! back in the interpreter. So on the main thread a wait is cut into slices of [`SLICE`], and
+//! between two slices the binding calls `check_signals` (which raises `KeyboardInterrupt`, or
+//! whatever the handler raises). Waits that Rust cannot cut into slices (a CDP call, a start)
+//! run on a helper thread while the main thread waits for their result in slices; when the
+//! wait is interrupted, the call is cancelled ([`CancelToken`]: its late reply is dropped) or,
+//! for a start, left to finish on its own. On any other thread (no signal ever reaches it) a
+//! call runs where it is, in one wait, with no helper and no slices.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use cdp_supervisor::CancelToken;
+
+/// How long the main thread waits before it looks for a signal again (Ctrl-C is handled within
+/// this plus the handler's own time: the contract is 100 ms).
+pub const SLICE: Duration = Duration::from_millis(20);
+
+/// The longest wait a caller can ask for (longer ones are cut to it).
+pub const MAX_WAIT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// `threading.main_thread().ident`, read when the module is imported.
+static MAIN_THREAD: AtomicU64 = AtomicU64::new(0);
+
+/// Records which thread is Python's main thread (called once, at import).
+pub fn init(py: Python<'_>) -> PyResult<()> {
+    let ident: u64 = py
+        .import("threading")?
+        .call_method0("main_thread")?
+        .getattr("ident")?
+        .extract()?;
+    MAIN_THREAD.store(ident, Ordering::Relaxed);
+    Ok(())
+}
+
+/// True on the thread Python delivers signals to.
+pub fn on_main_thread() -> bool {
+    // SAFETY: a plain query of the calling thread's id; the caller is attached to Python.
+    #[allow(unsafe_code)]
+    let me = unsafe { pyo3::ffi::PyThread_get_thread_ident() } as u64;
+    me == MAIN_THREAD.load(Ordering::Relaxed)
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The helper thread of the main thread's calls (the main thread makes one call at a time),
+/// started on first use.
+struct Helper {
+    jobs: Sender<Job>,
+    busy: AtomicBool,
+}
+
+fn helper() -> &'static Helper {
+    static HELPER: OnceLock<Helper> = OnceLock::new();
+    HELPER.get_or_init(|| {
+        let (tx, rx): (Sender<Job>, Receiver<Job>) = unbounded();
+        let spawned = std::thread::Builder::new()
+            .name("cdp-py-main-calls".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                    helper().busy.store(false, Ordering::Release);
+                }
+            });
+        if let Err(e) = spawned {
+            log_spawn_failure(&e);
+        }
+        Helper {
+            jobs: tx,
+            busy: AtomicBool::new(false),
+        }
+    })
+}
+
+fn log_spawn_failure(e: &std::io::Error) {
+    eprintln!("cdp_supervisor: cannot start the helper thread for main-thread calls: {e}");
+}
+
+/// Runs `job` on the helper, or on a thread of its own when the helper is still busy with an
+/// abandoned call (or a signal handler made a call while one was in flight).
+fn dispatch(job: Job) -> PyResult<()> {
+    let h = helper();
+    if h.busy
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        if let Err(e) = h.jobs.send(job) {
+            h.busy.store(false, Ordering::Release);
+            return spawn(e.into_inner());
+        }
+        return Ok(());
+    }
+    spawn(job)
+}
+
+fn spawn(job: Job) -> PyResult<()> {
+    std::thread::Builder::new()
+        .name("cdp-py-call".into())
+        .spawn(job)
+        .map(|_| ())
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a thread: {e}")))
+}
+
+/// Runs a blocking call without the GIL. `job` gets a cancel token on the main thread (where
+/// Ctrl-C cancels it), `None` elsewhere.
+pub fn call<T: Send + 'static>(
+    py: Python<'_>,
+    job: impl FnOnce(Option<&CancelToken>) -> T + Send + 'static,
+) -> PyResult<T> {
+    if !on_main_thread() {
+        return Ok(py.detach(move || job(None)));
+    }
+    let cancel = CancelToken::new();
+    let (tx, rx) = bounded::<T>(1);
+    let token = cancel.clone();
+    dispatch(Box::new(move || {
+        let _ = tx.send(job(Some(&token)));
+    }))?;
+    loop {
+        match py.detach(|| rx.recv_timeout(SLICE)) {
+            Ok(v) => return Ok(v),
+            Err(RecvTimeoutError::Timeout) => {
+                if let Err(e) = py.check_signals() {
+                    cancel.cancel();
+                    return Err(e);
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(
+                    "the call's thread ended without an answer",
+                ));
+            }
+        }
+    }
+}
+
+/// What one slice of a sliced wait found.
+pub enum Step<T> {
+    /// The wait is over, with this result.
+    Done(T),
+    /// Nothing yet; wait again.
+    Again,
+}
+
+/// A wait that Rust can cut into slices (`Supervisor::wait_for`): `step(slice)` waits at most
+/// `slice`. On the main thread slices are at most [`SLICE`] with a signal check between them;
+/// elsewhere one slice covers the whole wait. `None` when `timeout` passes.
+pub fn sliced<T: Send>(
+    py: Python<'_>,
+    timeout: Duration,
+    step: impl Fn(Duration) -> Step<T> + Sync,
+) -> PyResult<Option<T>> {
+    let deadline = Instant::now() + timeout.min(MAX_WAIT);
+    let main = on_main_thread();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let slice = if main { left.min(SLICE) } else { left };
+        if let Step::Done(v) = py.detach(|| step(slice)) {
+            return Ok(Some(v));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        py.check_signals()?;
+    }
+}

@@ -1,0 +1,64 @@
+//! What the Hermes drop-in (`cdp_supervisor/hermes.py`) needs beyond the public API: the page
+//! Hermes would attach to. Hermes takes the first `type == "page"` target of
+//! `Target.getTargets`, whatever its URL (a fresh headless Chromium's only page is its new-tab
+//! page, which the Rust supervisor's own choice passes over); Hermes's tests then act on that
+//! same page, so the drop-in must attach to it too.
+
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use serde_json::Value;
+use tungstenite::Message;
+
+/// The first page target of the browser at `cdp_url`, asked on a short-lived connection of its
+/// own within `timeout_s`; `None` when there is none, for `wss://` endpoints, or on any
+/// failure (the caller then lets the supervisor choose). Never says why: the URL may carry
+/// credentials.
+#[pyfunction]
+#[pyo3(name = "_first_page_target")]
+pub fn first_page_target(py: Python<'_>, cdp_url: String, timeout_s: f64) -> Option<String> {
+    let bound = Duration::try_from_secs_f64(timeout_s.clamp(0.0, 30.0)).ok()?;
+    py.detach(|| ask(&cdp_url, Instant::now() + bound).ok().flatten())
+}
+
+fn ask(cdp_url: &str, deadline: Instant) -> Result<Option<String>, Box<dyn std::error::Error>> {
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or("deadline")
+    };
+    let ws_url = cdp_supervisor::unversioned::resolve(cdp_url)?;
+    let parsed = url::Url::parse(&ws_url)?;
+    if parsed.scheme() != "ws" {
+        return Ok(None);
+    }
+    let host = parsed.host_str().ok_or("no host")?;
+    let port = parsed.port_or_known_default().ok_or("no port")?;
+    let addr = (host, port).to_socket_addrs()?.next().ok_or("no address")?;
+    let stream = TcpStream::connect_timeout(&addr, left()?)?;
+    stream.set_read_timeout(Some(left()?))?;
+    stream.set_write_timeout(Some(left()?))?;
+    let (mut ws, _) = tungstenite::client(ws_url.as_str(), stream)?;
+    ws.send(Message::text(r#"{"id":1,"method":"Target.getTargets"}"#))?;
+    loop {
+        ws.get_ref().set_read_timeout(Some(left()?))?;
+        let Message::Text(text) = ws.read()? else {
+            continue;
+        };
+        let reply: Value = serde_json::from_str(text.as_str())?;
+        if reply["id"] != 1 {
+            continue;
+        }
+        let _ = ws.close(None);
+        let first = reply["result"]["targetInfos"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["type"] == "page")
+            .and_then(|t| t["targetId"].as_str())
+            .map(str::to_string);
+        return Ok(first);
+    }
+}

@@ -1,0 +1,448 @@
+//! `SupervisorRegistry` and `Supervisor` for Python: thin wrappers of the Rust types. The one
+//! thing they add is identity: the same Rust supervisor is always the same Python object, and
+//! that object keeps the Python form of its latest snapshot, converted once per published
+//! version ([`PySupervisor::snapshot`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use serde_json::Value;
+
+use cdp_supervisor::unversioned::{LaunchedBrowser, find_browser};
+use cdp_supervisor::{
+    BridgeMode, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
+    SupervisorRegistry, SupervisorState,
+};
+
+use crate::blocking::{self, Step};
+use crate::config::PyConfig;
+use crate::convert::{from_py, to_py};
+use crate::errors::{invalid_argument, to_py_err};
+use crate::seconds;
+use crate::snapshot::{PyPendingDialog, PySnapshot};
+
+/// What a Python registry owns, shared with the calls it runs on other threads.
+pub struct Inner {
+    /// Dropped first: every supervisor stops before the launched browser closes.
+    pub registry: SupervisorRegistry,
+    /// The browser launched for tasks started without a CDP URL (none configured either).
+    browser: Mutex<Option<LaunchedBrowser>>,
+}
+
+impl Inner {
+    fn lock_browser(&self) -> MutexGuard<'_, Option<LaunchedBrowser>> {
+        self.browser.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The launched browser's URL, launching it (again, when it has exited) as needed. Only one
+    /// launch at a time: the slot's lock is held across it (callers that need the browser
+    /// wait for it anyway).
+    fn launched_url(&self) -> Result<String, Error> {
+        let mut slot = self.lock_browser();
+        if let Some(b) = slot.as_ref().filter(|b| b.is_running()) {
+            return Ok(b.ws_url().to_string());
+        }
+        if let Some(dead) = slot.take() {
+            dead.close(Duration::ZERO);
+        }
+        let exe =
+            find_browser(self.registry.config().chrome_path.as_deref())?.ok_or_else(|| {
+                Error::NoPage(
+                    "no cdp_url given (nor browser.cdp_url configured) and no Chromium-family \
+                 browser found to launch (install chromium, set CHROME, or configure \
+                 browser.chrome_path)"
+                        .into(),
+                )
+            })?;
+        let b = LaunchedBrowser::launch(&exe)?;
+        let url = b.ws_url().to_string();
+        *slot = Some(b);
+        Ok(url)
+    }
+}
+
+/// Owns one supervisor per task (SPEC §3); see the Python docstrings in `_native.pyi`.
+#[pyclass(name = "SupervisorRegistry", module = "cdp_supervisor", frozen)]
+pub struct PySupervisorRegistry {
+    pub inner: Arc<Inner>,
+    /// The Python object of each task's supervisor, so that the same supervisor is always the
+    /// same object. Never held while Python code runs or a supervisor stops.
+    wrappers: Mutex<HashMap<String, Py<PySupervisor>>>,
+}
+
+impl PySupervisorRegistry {
+    fn lock_wrappers(&self) -> MutexGuard<'_, HashMap<String, Py<PySupervisor>>> {
+        self.wrappers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The Python object of `sup` (task `task_id`): the one made before, or a new one.
+    fn wrap(
+        &self,
+        py: Python<'_>,
+        task_id: &str,
+        sup: Arc<Supervisor>,
+    ) -> PyResult<Py<PySupervisor>> {
+        if let Some(w) = self.lock_wrappers().get(task_id)
+            && Arc::ptr_eq(&w.get().sup, &sup)
+        {
+            return Ok(w.clone_ref(py));
+        }
+        let fresh = Py::new(py, PySupervisor::new(py, sup))?;
+        let replaced = {
+            let mut map = self.lock_wrappers();
+            match map.get(task_id) {
+                Some(w) if Arc::ptr_eq(&w.get().sup, &fresh.get().sup) => {
+                    return Ok(w.clone_ref(py));
+                }
+                _ => map.insert(task_id.to_string(), fresh.clone_ref(py)),
+            }
+        };
+        drop(replaced);
+        Ok(fresh)
+    }
+
+    fn forget(&self, task_id: &str) {
+        let old = self.lock_wrappers().remove(task_id);
+        drop(old);
+    }
+}
+
+#[pymethods]
+impl PySupervisorRegistry {
+    #[new]
+    #[pyo3(signature = (config=None))]
+    fn new(config: Option<&Bound<'_, PyConfig>>) -> Self {
+        let config = config.map(|c| c.get().inner.clone()).unwrap_or_default();
+        PySupervisorRegistry {
+            inner: Arc::new(Inner {
+                registry: SupervisorRegistry::new(config),
+                browser: Mutex::new(None),
+            }),
+            wrappers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The configuration every supervisor of this registry starts with.
+    #[getter]
+    fn config(&self) -> PyConfig {
+        PyConfig {
+            inner: self.inner.registry.config().clone(),
+        }
+    }
+
+    #[pyo3(signature = (task_id, cdp_url=None, *, target_id=None, dialog_policy=None,
+                        dialog_timeout_s=None, dialog_bridge=None, start_timeout_s=None,
+                        new_page=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn get_or_start(
+        &self,
+        py: Python<'_>,
+        task_id: String,
+        cdp_url: Option<String>,
+        target_id: Option<String>,
+        dialog_policy: Option<String>,
+        dialog_timeout_s: Option<f64>,
+        dialog_bridge: Option<String>,
+        start_timeout_s: Option<f64>,
+        new_page: bool,
+    ) -> PyResult<Py<PySupervisor>> {
+        let mut options = StartOptions {
+            target_id,
+            new_page,
+            ..StartOptions::default()
+        };
+        if let Some(p) = dialog_policy {
+            options.dialog_policy = Some(DialogPolicy::parse(&p).map_err(to_py_err)?);
+        }
+        if let Some(b) = dialog_bridge {
+            options.dialog_bridge = Some(BridgeMode::parse(&b).map_err(to_py_err)?);
+        }
+        if let Some(t) = dialog_timeout_s {
+            options.dialog_timeout = Some(config_seconds("dialog_timeout_s", t, 86_400.0)?);
+        }
+        let start_timeout = start_timeout_s
+            .map(|t| config_seconds("start_timeout_s", t, 600.0))
+            .transpose()?;
+        let url = cdp_url
+            .filter(|u| !u.trim().is_empty())
+            .or_else(|| self.inner.registry.config().cdp_url.clone());
+        let inner = Arc::clone(&self.inner);
+        let task = task_id.clone();
+        let started = blocking::call(py, move |_| {
+            let url = match url {
+                Some(u) => u,
+                None => {
+                    // A launched browser: each task gets a page of its own, like the MCP
+                    // server's tasks, unless it names one.
+                    options.new_page |= options.target_id.is_none();
+                    inner.launched_url()?
+                }
+            };
+            match start_timeout {
+                Some(t) => inner.registry.get_or_start_within(&task, &url, options, t),
+                None => inner.registry.get_or_start_with(&task, &url, options),
+            }
+        })?;
+        let sup = started.map_err(to_py_err)?;
+        self.wrap(py, &task_id, sup)
+    }
+
+    /// The task's supervisor, if one was started and not stopped (it may have died: see
+    /// `is_alive`).
+    fn get(&self, py: Python<'_>, task_id: String) -> PyResult<Option<Py<PySupervisor>>> {
+        match self.inner.registry.get(&task_id) {
+            Some(sup) => self.wrap(py, &task_id, sup).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The task's latest snapshot (`None` without a supervisor).
+    fn snapshot(&self, py: Python<'_>, task_id: String) -> PyResult<Option<Py<PySnapshot>>> {
+        match self.get(py, task_id)? {
+            Some(w) => w.get().snapshot(py).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Stops the task's supervisor (pending dialogs dismissed first); whether there was one.
+    fn stop(&self, py: Python<'_>, task_id: String) -> bool {
+        let stopped = py.detach(|| self.inner.registry.stop(&task_id));
+        self.forget(&task_id);
+        stopped
+    }
+
+    /// Stops every supervisor.
+    fn stop_all(&self, py: Python<'_>) {
+        py.detach(|| self.inner.registry.stop_all());
+        let old = std::mem::take(&mut *self.lock_wrappers());
+        drop(old);
+    }
+
+    /// Stops every supervisor and closes the browser this registry launched, if any.
+    fn close(&self, py: Python<'_>) {
+        self.stop_all(py);
+        let browser = self.inner.lock_browser().take();
+        py.detach(|| drop(browser));
+    }
+
+    /// Task ids with a supervisor (live or starting).
+    fn tasks(&self) -> Vec<String> {
+        self.inner.registry.tasks()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SupervisorRegistry(tasks={:?})",
+            self.inner.registry.tasks()
+        )
+    }
+}
+
+/// A number of seconds for a setting: finite, > 0, at most `max`; otherwise the same kind of
+/// error a bad configuration value gets.
+fn config_seconds(key: &str, value: f64, max: f64) -> PyResult<Duration> {
+    if value.is_finite() && value > 0.0 && value <= max {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(to_py_err(Error::Config {
+            key: key.into(),
+            value: value.to_string(),
+            allowed: format!("a number of seconds > 0 and <= {max}"),
+        }))
+    }
+}
+
+/// One task's supervisor.
+#[pyclass(name = "Supervisor", module = "cdp_supervisor", frozen)]
+pub struct PySupervisor {
+    pub sup: Arc<Supervisor>,
+    /// The Python form of the latest snapshot read (it holds the Rust snapshot it was made
+    /// from), replaced when a newer version is read; written by whichever thread reads first.
+    cache: ArcSwapOption<Py<PySnapshot>>,
+    task_id: Py<PyString>,
+}
+
+impl PySupervisor {
+    pub fn new(py: Python<'_>, sup: Arc<Supervisor>) -> PySupervisor {
+        let task_id = PyString::new(py, sup.task_id()).unbind();
+        PySupervisor {
+            sup,
+            cache: ArcSwapOption::empty(),
+            task_id,
+        }
+    }
+
+    /// The latest snapshot as a Python object: the cached one while the published version is
+    /// unchanged (two wait-free loads and a reference count: no allocation, no lock), else a
+    /// new conversion that shares what did not change.
+    pub fn snapshot(&self, py: Python<'_>) -> PyResult<Py<PySnapshot>> {
+        let version = self.sup.with_snapshot(|s| s.version);
+        if let Some(cached) = &*self.cache.load()
+            && cached.get().version == version
+        {
+            return Ok(cached.clone_ref(py));
+        }
+        let snap = self.sup.snapshot();
+        let prev = self.cache.load_full();
+        let fresh = Py::new(
+            py,
+            PySnapshot::build(py, &snap, prev.as_deref().map(|p| p.get()))?,
+        )?;
+        self.cache.store(Some(Arc::new(fresh.clone_ref(py))));
+        Ok(fresh)
+    }
+}
+
+#[pymethods]
+impl PySupervisor {
+    #[pyo3(name = "snapshot")]
+    fn py_snapshot(&self, py: Python<'_>) -> PyResult<Py<PySnapshot>> {
+        self.snapshot(py)
+    }
+
+    #[pyo3(signature = (action, prompt_text=None, dialog_id=None))]
+    fn respond_to_dialog(
+        &self,
+        py: Python<'_>,
+        action: String,
+        prompt_text: Option<String>,
+        dialog_id: Option<String>,
+    ) -> PyResult<PyPendingDialog> {
+        let action = match action.as_str() {
+            "accept" => DialogAction::Accept,
+            "dismiss" => DialogAction::Dismiss,
+            other => {
+                return Err(invalid_argument(format!(
+                    "invalid action {other:?}: use \"accept\" or \"dismiss\""
+                )));
+            }
+        };
+        let sup = Arc::clone(&self.sup);
+        let answered = blocking::call(py, move |_| {
+            sup.respond_to_dialog(action, prompt_text.as_deref(), dialog_id.as_deref())
+        })?;
+        PyPendingDialog::new(py, &answered.map_err(to_py_err)?)
+    }
+
+    #[pyo3(signature = (method, params=None, *, target_id=None, frame_id=None, timeout_s=None))]
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        method: String,
+        params: Option<&Bound<'py, PyAny>>,
+        target_id: Option<String>,
+        frame_id: Option<String>,
+        timeout_s: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let params = match params {
+            Some(p) => from_py(p)?,
+            None => Value::Null,
+        };
+        if !(params.is_null() || params.is_object()) {
+            return Err(invalid_argument("params must be a dict (or None)"));
+        }
+        if target_id.is_some() && frame_id.is_some() {
+            return Err(invalid_argument("give frame_id or target_id, not both"));
+        }
+        let timeout = match timeout_s {
+            Some(t) => seconds("timeout_s", t)?,
+            None => self.sup.config().call_timeout,
+        };
+        let sup = Arc::clone(&self.sup);
+        let result = blocking::call(py, move |cancel| {
+            let route = match (&frame_id, &target_id) {
+                (Some(f), _) => Route::Frame(f),
+                (None, Some(t)) => Route::Target(t),
+                (None, None) => Route::by_domain(&method),
+            };
+            match cancel {
+                Some(c) => sup
+                    .call_cancellable(&method, params, route, timeout, c)
+                    .map(|(v, _)| v),
+                None => sup.call(&method, params, route, timeout),
+            }
+        })?;
+        to_py(py, &result.map_err(to_py_err)?)
+    }
+
+    /// The first pending dialog once there is one, or `None` after `timeout_s` (or when the
+    /// supervisor has ended).
+    #[pyo3(signature = (timeout_s))]
+    fn wait_for_dialog(&self, py: Python<'_>, timeout_s: f64) -> PyResult<Option<PyPendingDialog>> {
+        let timeout = seconds("timeout_s", timeout_s)?;
+        let sup = &self.sup;
+        let found = blocking::sliced(py, timeout, |slice| match sup.wait_for_dialog(slice) {
+            Some(d) => Step::Done(Some(d)),
+            None if !sup.is_alive() => Step::Done(None),
+            None => Step::Again,
+        })?;
+        found
+            .flatten()
+            .map(|d| PyPendingDialog::new(py, &d))
+            .transpose()
+    }
+
+    /// Stops the supervisor (pending dialogs dismissed first); returns within about 1 s.
+    fn stop(&self, py: Python<'_>) {
+        py.detach(|| self.sup.stop());
+    }
+
+    /// `active`, `reconnecting`, `stopped` or `dead`.
+    #[getter]
+    fn state<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        let state: SupervisorState = self.sup.state();
+        PyString::intern(py, state.as_str())
+    }
+
+    /// Not stopped and not given up (it may be reconnecting).
+    #[getter]
+    fn is_alive(&self) -> bool {
+        self.sup.is_alive()
+    }
+
+    /// Connected and attached to its page.
+    #[getter]
+    fn is_active(&self) -> bool {
+        self.sup.is_active()
+    }
+
+    #[getter]
+    fn task_id(&self, py: Python<'_>) -> Py<PyString> {
+        self.task_id.clone_ref(py)
+    }
+
+    /// The CDP URL, credentials redacted.
+    #[getter]
+    fn cdp_url(&self) -> String {
+        self.sup.cdp_url_redacted().to_string()
+    }
+
+    /// The page target it attached to.
+    #[getter]
+    fn page_target_id(&self) -> Option<String> {
+        self.sup.with_snapshot(|s| s.page_target_id.clone())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Supervisor(task_id={:?}, cdp_url={:?}, state={:?})",
+            self.sup.task_id(),
+            self.sup.cdp_url_redacted(),
+            self.sup.state().as_str()
+        )
+    }
+}

@@ -1,0 +1,168 @@
+//! `cdp_supervisor.testing.FakeBrowser`: the crate's scripted fake CDP browser, so Python users
+//! test their agents without Chromium. Same names as the Rust `cdp_supervisor::fake`.
+
+use std::sync::{RwLock, RwLockReadGuard};
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use cdp_supervisor::fake::{FakeBrowser, Rule};
+
+use crate::convert::{from_py, to_py};
+use crate::errors::to_py_err;
+
+/// A fake CDP browser on loopback (see `_native.pyi`).
+#[pyclass(name = "FakeBrowser", module = "cdp_supervisor.testing", frozen)]
+pub struct PyFakeBrowser {
+    /// `None` once closed.
+    inner: RwLock<Option<FakeBrowser>>,
+    ws_url: String,
+    http_url: String,
+    page_target_id: String,
+}
+
+impl PyFakeBrowser {
+    fn fake(&self) -> PyResult<RwLockReadGuard<'_, Option<FakeBrowser>>> {
+        let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            return Err(to_py_err(cdp_supervisor::Error::InvalidArgument(
+                "this FakeBrowser is closed".into(),
+            )));
+        }
+        Ok(guard)
+    }
+
+    /// Runs `f` with the (open) fake.
+    fn with<R>(&self, f: impl FnOnce(&FakeBrowser) -> R) -> PyResult<R> {
+        let guard = self.fake()?;
+        Ok(guard.as_ref().map(f).expect("checked by fake()"))
+    }
+
+    /// The fake itself, for the bench harness.
+    pub fn with_fake<R>(&self, f: impl FnOnce(&FakeBrowser) -> R) -> PyResult<R> {
+        self.with(f)
+    }
+}
+
+#[pymethods]
+impl PyFakeBrowser {
+    /// Starts the fake on `127.0.0.1` with an ephemeral port.
+    #[new]
+    fn new(py: Python<'_>) -> PyResult<Self> {
+        let fake = py.detach(FakeBrowser::start).map_err(|e| {
+            to_py_err(cdp_supervisor::Error::Io(format!(
+                "cannot start the fake browser: {e}"
+            )))
+        })?;
+        Ok(PyFakeBrowser {
+            ws_url: fake.ws_url(),
+            http_url: fake.http_url(),
+            page_target_id: fake.page_target_id(),
+            inner: RwLock::new(Some(fake)),
+        })
+    }
+
+    /// Its browser WebSocket URL (`ws://127.0.0.1:PORT/devtools/browser/...`).
+    #[getter]
+    fn ws_url(&self) -> &str {
+        &self.ws_url
+    }
+
+    /// Its `http://127.0.0.1:PORT` (answers `GET /json/version`).
+    #[getter]
+    fn http_url(&self) -> &str {
+        &self.http_url
+    }
+
+    /// The id of its default page target.
+    #[getter]
+    fn page_target_id(&self) -> &str {
+        &self.page_target_id
+    }
+
+    /// The page opens a dialog (`alert`, `confirm`, `prompt`, `beforeunload`): the fake sends
+    /// `Page.javascriptDialogOpening` on every attached page session.
+    #[pyo3(signature = (kind, message, default_prompt=String::new()))]
+    fn open_dialog(
+        &self,
+        py: Python<'_>,
+        kind: String,
+        message: String,
+        default_prompt: String,
+    ) -> PyResult<()> {
+        py.detach(|| self.with(|f| f.open_dialog(&kind, &message, &default_prompt)))
+    }
+
+    /// Whether a dialog is open in the fake page.
+    fn dialog_open(&self) -> PyResult<bool> {
+        self.with(FakeBrowser::dialog_open)
+    }
+
+    /// Something else closes the open dialog (`Page.javascriptDialogClosed` without an answer
+    /// from the supervisor).
+    fn close_dialog_remotely(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.with(FakeBrowser::close_dialog_remotely))
+    }
+
+    /// Sends an event with `params` on every attached page session.
+    #[pyo3(signature = (method, params=None))]
+    fn emit_on_page(
+        &self,
+        py: Python<'_>,
+        method: String,
+        params: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        let params = match params {
+            Some(p) => from_py(p.as_any())?,
+            None => serde_json::json!({}),
+        };
+        py.detach(|| self.with(|f| f.emit_on_page(&method, params)))
+    }
+
+    /// From now on the fake never answers `method` (a browser that hangs).
+    fn ignore(&self, method: String) -> PyResult<()> {
+        self.with(|f| f.set_rule(&method, Rule::Ignore))
+    }
+
+    /// From now on the fake answers `method` with `result`.
+    fn set_reply(&self, method: String, result: &Bound<'_, PyDict>) -> PyResult<()> {
+        let result = from_py(result.as_any())?;
+        self.with(|f| f.set_rule(&method, Rule::Reply(result)))
+    }
+
+    /// From now on the fake answers `method` with a CDP error.
+    fn set_error(&self, method: String, code: i64, message: String) -> PyResult<()> {
+        self.with(|f| f.set_rule(&method, Rule::Error { code, message }))
+    }
+
+    /// `method` gets the fake's built-in answer again.
+    fn clear_rule(&self, method: String) -> PyResult<()> {
+        self.with(|f| f.clear_rule(&method))
+    }
+
+    /// Every command the fake received, oldest first, as dicts.
+    fn received<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let all = self.with(FakeBrowser::received)?;
+        all.iter().map(|v| to_py(py, v)).collect()
+    }
+
+    /// Stops the fake: every connection closes. Idempotent.
+    fn close(&self, py: Python<'_>) {
+        let fake = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+        py.detach(|| drop(fake));
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!("FakeBrowser(ws_url={:?})", self.ws_url)
+    }
+}
