@@ -71,6 +71,8 @@
 //! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
 //! * `clock`: `Now`, the time the reader reads once per batch and passes into
 //!   the core.
+//! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
+//!   reaches a thread name.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only; `launch_unsupported.rs` stands in
 //!   elsewhere).
@@ -111,6 +113,7 @@ mod registry;
 mod shared;
 mod snapshot;
 mod supervisor;
+mod task_id;
 pub mod tools;
 // Syscalls (recv/send without blocking, poll with the time left to a deadline): each `unsafe`
 // block has a SAFETY comment and checks its return value.
