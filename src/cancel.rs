@@ -1,5 +1,6 @@
-//! [`CancelToken`]: lets another thread abandon a call that is waiting for its reply (an MCP
-//! client's `notifications/cancelled`, a host's own time-out).
+//! [`CancelToken`]: lets another thread abandon a call that is waiting for its reply, or call off
+//! a start ([`crate::SupervisorRegistry::get_or_start_cancellable`]): an MCP client's
+//! `notifications/cancelled`, a host's own time-out, a shutdown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -8,7 +9,8 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 
 /// A one-shot cancellation signal shared by clones. Cancelling wakes every call waiting with
 /// this token at once; the call then returns [`crate::Error::Cancelled`] and its late reply is
-/// dropped (never delivered to another caller).
+/// dropped (never delivered to another caller). A start returns
+/// [`crate::Error::StartCancelled`].
 #[derive(Debug, Clone)]
 pub struct CancelToken {
     inner: Arc<Inner>,
@@ -58,7 +60,7 @@ impl CancelToken {
     }
 
     /// Cancels: every call waiting with this token (now or later) returns at once, and so do
-    /// those waiting with its [children](CancelToken::child). Idempotent.
+    /// those waiting with the tokens linked to it inside this crate. Idempotent.
     pub fn cancel(&self) {
         let (sender, children) = {
             let mut links = self.links();

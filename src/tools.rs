@@ -213,8 +213,10 @@ fn dialog_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result
         Some(Value::String(s)) if s == "accept" => DialogAction::Accept,
         Some(Value::String(s)) if s == "dismiss" => DialogAction::Dismiss,
         Some(other) => {
+            // At most 60 characters of it: the argument may be huge.
+            let shown: String = other.to_string().chars().take(60).collect();
             return Err(failure(format!(
-                "invalid action {other}: use \"accept\" or \"dismiss\""
+                "invalid action {shown}: use \"accept\" or \"dismiss\""
             )));
         }
         None => return Err(failure("missing action: use \"accept\" or \"dismiss\"")),

@@ -66,6 +66,9 @@ impl BrowserSlot {
         cancel: &CancelToken,
     ) -> Result<Launched, String> {
         loop {
+            if cancel.is_cancelled() {
+                return Err(CANCELLED.into());
+            }
             let mut st = self.lock();
             if st.closed {
                 return Err("the server is shutting down".into());

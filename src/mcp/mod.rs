@@ -9,12 +9,25 @@
 //!   through one `rpc::Writer` as one whole line. So a `browser_cdp` blocked on the page never
 //!   delays a `ping` or the `browser_dialog` that would unblock it.
 //! * **Cancellation.** `notifications/cancelled {requestId}` cancels that call's
-//!   [`CancelToken`]: its CDP call is abandoned and the request gets no response at all. An unknown
-//!   or finished id is ignored.
+//!   [`CancelToken`]: a `browser_cdp` abandons its CDP call; a `browser_connect` stops its start
+//!   at once wherever it is (launching the browser, connecting, attaching) and leaves nothing
+//!   behind (no supervisor, no tab it created: see
+//!   [`SupervisorRegistry::get_or_start_cancellable`]). The request gets no response at all. An
+//!   unknown or finished id is ignored. `requestId` names a request the way JSON-RPC compares
+//!   ids (`rpc`: `7`, `7.0` and `0.7e1` are one id, `"7"` is another).
 //! * **Strict JSON-RPC 2.0** (see `rpc::classify`): `"jsonrpc": "2.0"` is required, responses
 //!   from the client are not answered, a line longer than [`MAX_LINE`] is skipped in bounded
 //!   memory, batches are refused: none of the [`PROTOCOL_VERSIONS`] has them (2025-03-26, the
 //!   only MCP version with batches, is not offered; a client asking for it is offered 2024-11-05).
+//!   Ids are echoed byte for byte as sent (`18446744073709551616`, `-0`, `"\ud800"`); an id that
+//!   is not a string or a number gets `-32600` with id `null`. A second request with the id of
+//!   one still running on a worker gets `-32600` (with its id).
+//! * **Hostile arguments** cannot disable the server (SPEC §14): every argument error is a tool
+//!   error, a `task_id` is checked before anything uses it
+//!   ([`SupervisorRegistry::check_task_id`]), and each worker call holds its place in the pool
+//!   through a guard (`pool`): a handler that panics is caught, logged and answered with an
+//!   internal tool error (`isError: true`, `"internal_error": true`), and its place and its
+//!   worker thread are kept usable.
 //! * **Logging.** `logging` is declared; `notifications/message` reports dialogs opening and
 //!   closing without the agent, lost and regained connections, ended supervisors (`notify`).
 //! * **Shutdown** ([`McpServer::shutdown`]: end of input, or the binary's signal handler):

@@ -12,9 +12,10 @@
 //! The few tests that need the whole process to themselves are in `tests/solo` (its docs say
 //! why each is there).
 //!
-//! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits` and `security_policy` drive
-//! the scripted fake browser; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio` and
-//! `mcp_python_sdk` run the binary; `measure_popups` holds ignored measurements.
+//! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
+//! `start_cancel` drive the scripted fake browser; `e2e_*` drive a real Chromium; `cli`,
+//! `mcp_stdio`, `mcp_hardening` and `mcp_python_sdk` run the binary; `measure_popups` holds
+//! ignored measurements.
 
 mod common;
 
@@ -42,6 +43,7 @@ mod hardening_reconnect;
 mod hardening_transport;
 mod harness_selftest;
 mod idle;
+mod mcp_hardening;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_popups;
@@ -49,4 +51,5 @@ mod prop_hostile;
 mod read_cache;
 mod scale_limits;
 mod security_policy;
+mod start_cancel;
 mod wss;

@@ -8,8 +8,8 @@
 //!   only while no other thread reads the environment, and in `tests/it` the tests that spawn the
 //!   binary or Chromium read it at any moment (a variable set there would also reach those
 //!   children). These tests run first, while the process has no other thread.
-//! * [`cycles`] and [`registry_race`] check that no thread and no file descriptor of the whole
-//!   process is left behind. Only threads named after a task could be told apart in a shared
+//! * [`cycles`], [`registry_race`] and [`start_cancel`] check that no thread and no file
+//!   descriptor of the whole process is left behind. Only threads named after a task could be told apart in a shared
 //!   process; the `cdp-stop`/`cdp-reconnect` threads, the fake's connection threads and every
 //!   descriptor could not.
 //! * [`reconnect_stop_race`] counts the process's threads too, and aims 1,000 `stop` calls within
@@ -28,6 +28,7 @@ mod cycles;
 mod reconnect_stop_race;
 mod redaction;
 mod registry_race;
+mod start_cancel;
 
 use std::io::Write;
 use std::panic::catch_unwind;
@@ -52,6 +53,8 @@ const TESTS: &[(&str, fn())] = tests![
     config_layers::missing_ca_file_names_the_path,
     cycles::a_thousand_start_stop_cycles_leak_no_threads_sockets_or_slots,
     registry_race::racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_threads,
+    start_cancel::cancelled_starts_leave_no_threads_sockets_or_slots,
+    start_cancel::starts_cancelled_while_connecting_leave_nothing_once_their_deadline_passes,
     reconnect_stop_race::stop_during_a_reconnect_returns_within_a_second_in_a_thousand_races,
     // Last: the logger it installs stays.
     redaction::the_scenario_really_ran,
