@@ -168,6 +168,9 @@ impl McpServer {
                     Some(Incoming::Invalid(answer)) => {
                         writer.send_line(answer);
                     }
+                    Some(Incoming::Unreadable { id, method, why }) => {
+                        writer.send_line(unreadable(&id, &method, &why));
+                    }
                     Some(Incoming::Notification {
                         method, request_id, ..
                     }) => self.inner.notification(&method, request_id.as_ref()),
@@ -200,6 +203,7 @@ impl McpServer {
         match rpc::classify(line.as_bytes())? {
             Incoming::Response => None,
             Incoming::Invalid(answer) => Some(answer),
+            Incoming::Unreadable { id, method, why } => Some(unreadable(&id, &method, &why)),
             Incoming::Notification {
                 method, request_id, ..
             } => {
@@ -447,6 +451,26 @@ impl Inner {
                 Some(tool_result(&id, internal_error(&why)))
             }
         }
+    }
+}
+
+/// The answer to a request whose params the JSON decoder cannot read: for `tools/call` a tool
+/// error (SPEC §10: argument errors are tool errors), for anything else `-32602`.
+fn unreadable(id: &Id, method: &str, why: &str) -> String {
+    if method == "tools/call" {
+        tool_result(
+            id,
+            json!({"success": false, "error": format!(
+                "the arguments cannot be read ({why}): values nested deeper than 128 levels and \
+                 numbers beyond the range of a 64-bit float are not accepted"
+            )}),
+        )
+    } else {
+        rpc::error(
+            Some(id),
+            code::INVALID_PARAMS,
+            format!("invalid params: params cannot be read: {why}"),
+        )
     }
 }
 

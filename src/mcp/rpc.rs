@@ -293,6 +293,16 @@ pub(crate) enum Incoming {
         /// `notifications/cancelled`), read from its raw text: a big number keeps its value.
         request_id: Option<IdKey>,
     },
+    /// A request whose params are an object the JSON decoder cannot read (nested deeper than
+    /// 128 levels, a number beyond `f64`): answered with its id, as the method's error.
+    Unreadable {
+        /// A string or a number, as sent.
+        id: Id,
+        /// The method name.
+        method: String,
+        /// What the decoder said.
+        why: String,
+    },
     /// A response from the client (we send no requests): not answered.
     Response,
     /// Not a usable message: send this error response (one line of JSON text).
@@ -425,7 +435,20 @@ pub(crate) fn classify(line: &[u8]) -> Option<Incoming> {
         Some(raw) if raw.starts_with('{') => match serde_json::from_str(raw) {
             Ok(p) => p,
             // Nested deeper than 128 levels, or a number out of range.
-            Err(e) => return bad_params(id, format!("params cannot be read: {e}")),
+            Err(e) => {
+                return Some(match id {
+                    Some(id) => Incoming::Unreadable {
+                        id,
+                        method,
+                        why: e.to_string(),
+                    },
+                    None => Incoming::Invalid(error(
+                        None,
+                        code::INVALID_REQUEST,
+                        format!("invalid request: params cannot be read: {e}"),
+                    )),
+                });
+            }
         },
         Some(_) => return bad_params(id, "params must be an object".into()),
     };
@@ -754,14 +777,25 @@ mod tests {
     }
 
     #[test]
-    fn params_that_cannot_be_read_are_answered_with_the_request_id() {
+    fn params_that_cannot_be_read_keep_the_request_id() {
+        let unreadable = |line: &str| match classify(line.as_bytes()) {
+            Some(Incoming::Unreadable { id, method, why }) => (id.raw().to_string(), method, why),
+            other => panic!("{other:?}"),
+        };
         let deep = format!(
             r#"{{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{{"a":{}1{}}}}}"#,
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        assert_eq!(error_of(classify(deep.as_bytes())), (-32602, json!("deep")));
-        let huge = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"a":1e400}}"#;
-        assert_eq!(error_of(classify(huge.as_bytes())), (-32602, json!(9)));
+        let (id, method, why) = unreadable(&deep);
+        assert_eq!((id.as_str(), method.as_str()), ("\"deep\"", "tools/call"));
+        assert!(why.contains("recursion limit"), "{why}");
+        let huge = r#"{"jsonrpc":"2.0","id":9,"method":"ping","params":{"a":1e400}}"#;
+        let (id, _, why) = unreadable(huge);
+        assert_eq!(id, "9");
+        assert!(why.contains("out of range"), "{why}");
+        // A notification cannot be answered with its id: the usual -32600, id null.
+        let note = r#"{"jsonrpc":"2.0","method":"n","params":{"a":1e400}}"#;
+        assert_eq!(error_of(classify(note.as_bytes())), (-32600, Value::Null));
     }
 }
