@@ -209,6 +209,13 @@ impl SupervisorRegistry {
         cancel: Option<&CancelToken>,
     ) -> Result<Arc<Supervisor>, Error> {
         crate::task_id::check(task_id)?;
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            // Called off before it began: a supervisor the start would replace is kept.
+            return Err(Error::StartCancelled {
+                task_id: task_id.to_string(),
+                during: "waiting to start".into(),
+            });
+        }
         if let Some(t) = options.dialog_timeout
             && t.is_zero()
         {

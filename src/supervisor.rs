@@ -135,10 +135,11 @@ impl Supervisor {
     /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
     /// (discovery, TCP, TLS, the WebSocket upgrade) or attaching. It then returns
     /// [`Error::StartCancelled`] and leaves nothing behind: its threads are joined, its
-    /// connection closed, a page it created closed. One exception to "at once": a connect
-    /// blocked in a system call (a DNS lookup, a TCP connect) cannot be interrupted; it is left
-    /// to end on its own helper thread, within the connect's deadline, and closes what it
-    /// opened.
+    /// connection closed, a page it created closed. Two waits are not cut short: a
+    /// `Target.createTarget` in flight is waited for (at most 1 s) so that the new page can be
+    /// closed, and a connect blocked in system calls (DNS, TCP, TLS, the WebSocket upgrade,
+    /// `http://` discovery) cannot be interrupted: the start returns at once, and the connect
+    /// ends on its helper thread by its own deadline, closing what it opened.
     pub fn start_cancellable(
         task_id: &str,
         cdp_url: &str,

@@ -405,7 +405,7 @@ impl Inner {
         if inline {
             return Some(me.answer(&id, method, params, &CancelToken::new()));
         }
-        let slot = match me.pool.admit(id.key().clone()) {
+        let slot = match me.pool.admit(id.key()) {
             Ok(slot) => slot,
             Err(Refused::Duplicate) => {
                 return Some(rpc::error(

@@ -44,12 +44,11 @@ pub(crate) mod code {
     pub const INVALID_PARAMS: i64 = -32602;
 }
 
-/// A request's id: its JSON text exactly as the client sent it, and the key it compares by.
+/// A request's id: its JSON text exactly as the client sent it (a string or a number).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Id {
-    /// The id's JSON text from the client's line (a string or a number), echoed as is.
+    /// The id's JSON text from the client's line, echoed as is.
     raw: Box<str>,
-    key: IdKey,
 }
 
 /// What an id is equal to (module doc): a string by its value, a number by its exact value.
@@ -68,9 +67,10 @@ impl Id {
         &self.raw
     }
 
-    /// What it compares by.
-    pub(crate) fn key(&self) -> &IdKey {
-        &self.key
+    /// What it compares by (computed when asked: only calls that run on a worker need it).
+    pub(crate) fn key(&self) -> IdKey {
+        // `classify` checked that the id is a string or a number.
+        IdKey::of(&lone_surrogates_replaced(&self.raw)).unwrap_or(IdKey::Str(String::new()))
     }
 }
 
@@ -98,6 +98,25 @@ enum NotAnId {
     Null,
     /// An object, an array or a boolean.
     WrongType,
+}
+
+/// Whether the JSON value `raw` may be a request id (a string or a number).
+fn id_kind(raw: &str) -> Result<(), NotAnId> {
+    match raw.as_bytes().first() {
+        Some(b'"' | b'-' | b'0'..=b'9') => Ok(()),
+        Some(b'n') => Err(NotAnId::Null),
+        _ => Err(NotAnId::WrongType),
+    }
+}
+
+/// The text of the JSON string `raw` (lone surrogates already replaced); `None` for anything
+/// else. A string without escapes is taken as it is, without running the decoder.
+fn string(raw: &RawValue) -> Option<String> {
+    let raw = raw.get();
+    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(plain) if !plain.contains('\\') => Some(plain.to_string()),
+        _ => serde_json::from_str(raw).ok(),
+    }
 }
 
 impl IdKey {
@@ -147,6 +166,9 @@ fn canonical_number(text: &str) -> String {
 /// high-low pair) is replaced by `\uFFFD`: the same length and the same bytes elsewhere, so a
 /// slice of the copy maps back to the same range of `text`. Borrowed when there is none.
 fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
+    if !text.contains("\\u") {
+        return Cow::Borrowed(text);
+    }
     let bytes = text.as_bytes();
     let escape_at = |at: usize| -> Option<u16> {
         if bytes.get(at..at + 2)? != b"\\u" {
@@ -309,21 +331,52 @@ pub(crate) enum Incoming {
     Invalid(String),
 }
 
-/// The members of a JSON-RPC message, each as its raw text (present even when `null`).
+/// The members of a JSON-RPC message, each as its raw text (present even when `null`), except
+/// `params` (`None` when absent or `null`): decoded at once (`P = Value`, one pass over the
+/// line), or raw (`P = &RawValue`) when that failed, so that the id can still be read.
 #[derive(Deserialize)]
-struct Envelope<'a> {
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct Envelope<'a, P> {
     #[serde(borrow, default, deserialize_with = "present")]
     jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     method: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
+    params: Option<P>,
     #[serde(borrow, default, deserialize_with = "present")]
     result: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     error: Option<&'a RawValue>,
+}
+
+/// `params` of an [`Envelope`], decoded or raw.
+enum Params<'a> {
+    Decoded(Option<Value>),
+    Raw(Option<&'a RawValue>),
+}
+
+impl<'a, P> Envelope<'a, P> {
+    /// The envelope without its params, and the params.
+    fn split(self, params: impl FnOnce(Option<P>) -> Params<'a>) -> (Envelope<'a, ()>, Params<'a>) {
+        let Envelope {
+            jsonrpc,
+            id,
+            method,
+            params: p,
+            result,
+            error,
+        } = self;
+        let head = Envelope {
+            jsonrpc,
+            id,
+            method,
+            params: None,
+            result,
+            error,
+        };
+        (head, params(p))
+    }
 }
 
 /// A member that is there, `null` included (`Option`'s own impl would make `null` absent).
@@ -381,23 +434,27 @@ pub(crate) fn classify(line: &[u8]) -> Option<Incoming> {
             },
         );
     }
-    let msg: Envelope<'_> = match serde_json::from_str(readable) {
-        Ok(m) => m,
-        // A duplicate member: well-formed JSON, but no message we can trust.
-        Err(e) if e.classify() == serde_json::error::Category::Data => {
-            return invalid(None, &e.to_string());
-        }
-        Err(e) => return parse_error(e),
+    // Requests whose params decode: one pass. Everything else (notifications, whose
+    // `requestId` is read raw, and params the decoder refuses) is read raw first.
+    let (msg, params) = match serde_json::from_str::<Envelope<'_, Value>>(readable) {
+        Ok(m) if m.id.is_some() => m.split(Params::Decoded),
+        _ => match serde_json::from_str::<Envelope<'_, &RawValue>>(readable) {
+            Ok(m) => m.split(Params::Raw),
+            // A duplicate member: well-formed JSON, but no message we can trust.
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                return invalid(None, &e.to_string());
+            }
+            Err(e) => return parse_error(e),
+        },
     };
     if msg.method.is_none() && (msg.result.is_some() || msg.error.is_some()) {
         return Some(Incoming::Response);
     }
     let id = match msg.id {
         None => None,
-        Some(raw) => match IdKey::of(raw.get()) {
-            Ok(key) => Some(Id {
+        Some(raw) => match id_kind(raw.get()) {
+            Ok(()) => Some(Id {
                 raw: as_sent(text, readable, raw.get()).into(),
-                key,
             }),
             Err(NotAnId::Null) => {
                 return invalid(
@@ -408,12 +465,10 @@ pub(crate) fn classify(line: &[u8]) -> Option<Incoming> {
             Err(NotAnId::WrongType) => return invalid(None, "id must be a string or a number"),
         },
     };
-    let string =
-        |raw: Option<&RawValue>| raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok());
-    if string(msg.jsonrpc).as_deref() != Some("2.0") {
+    if msg.jsonrpc.and_then(string).as_deref() != Some("2.0") {
         return invalid(id.as_ref(), "\"jsonrpc\": \"2.0\" is required");
     }
-    let Some(method) = string(msg.method) else {
+    let Some(method) = msg.method.and_then(string) else {
         return invalid(id.as_ref(), "method must be a string");
     };
     let bad_params = |id: Option<Id>, why: String| {
@@ -430,42 +485,46 @@ pub(crate) fn classify(line: &[u8]) -> Option<Incoming> {
             ),
         }))
     };
-    let params = match msg.params.map(RawValue::get) {
-        None | Some("null") => Value::Null,
-        Some(raw) if raw.starts_with('{') => match serde_json::from_str(raw) {
-            Ok(p) => p,
-            // Nested deeper than 128 levels, or a number out of range.
-            Err(e) => {
-                return Some(match id {
-                    Some(id) => Incoming::Unreadable {
-                        id,
-                        method,
-                        why: e.to_string(),
-                    },
-                    None => Incoming::Invalid(error(
-                        None,
-                        code::INVALID_REQUEST,
-                        format!("invalid request: params cannot be read: {e}"),
-                    )),
-                });
+    let request_id = match (&id, &params) {
+        (None, Params::Raw(Some(p))) => serde_json::from_str::<NamesRequest<'_>>(p.get())
+            .ok()
+            .and_then(|n| n.request_id)
+            .and_then(|r| IdKey::of(r.get()).ok()),
+        _ => None,
+    };
+    let params = match params {
+        Params::Decoded(None) | Params::Raw(None) => Value::Null,
+        Params::Decoded(Some(p @ Value::Object(_))) => p,
+        Params::Decoded(Some(_)) => return bad_params(id, "params must be an object".into()),
+        Params::Raw(Some(raw)) if raw.get().starts_with('{') => {
+            match serde_json::from_str(raw.get()) {
+                Ok(p) => p,
+                // Nested deeper than 128 levels, or a number out of range.
+                Err(e) => {
+                    return Some(match id {
+                        Some(id) => Incoming::Unreadable {
+                            id,
+                            method,
+                            why: e.to_string(),
+                        },
+                        None => Incoming::Invalid(error(
+                            None,
+                            code::INVALID_REQUEST,
+                            format!("invalid request: params cannot be read: {e}"),
+                        )),
+                    });
+                }
             }
-        },
-        Some(_) => return bad_params(id, "params must be an object".into()),
+        }
+        Params::Raw(Some(_)) => return bad_params(id, "params must be an object".into()),
     };
     Some(match id {
         Some(id) => Incoming::Request { id, method, params },
-        None => {
-            let request_id = msg
-                .params
-                .and_then(|p| serde_json::from_str::<NamesRequest<'_>>(p.get()).ok())
-                .and_then(|n| n.request_id)
-                .and_then(|r| IdKey::of(r.get()).ok());
-            Incoming::Notification {
-                method,
-                params,
-                request_id,
-            }
-        }
+        None => Incoming::Notification {
+            method,
+            params,
+            request_id,
+        },
     })
 }
 
@@ -687,7 +746,6 @@ mod tests {
                 r#"{{"jsonrpc":"2.0","id":{raw},"method":"ping"}}"#
             ))
             .key()
-            .clone()
         };
         // Numbers by exact value.
         for same in [
@@ -740,11 +798,11 @@ mod tests {
         let big = request_id(r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"ping"}"#);
         assert_eq!(
             note(r#"{"requestId":18446744073709551617}"#).as_ref(),
-            Some(big.key())
+            Some(&big.key())
         );
         assert_ne!(
             note(r#"{"requestId":18446744073709551616}"#).as_ref(),
-            Some(big.key())
+            Some(&big.key())
         );
         assert_eq!(note(r#"{"requestId":null}"#), None);
         assert_eq!(note(r#"{"requestId":{}}"#), None);
