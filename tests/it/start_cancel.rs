@@ -31,6 +31,22 @@ fn threads_named(prefix: &str) -> usize {
         .unwrap_or(0)
 }
 
+/// The scheduler state (`R`, `S`, ...) of this process's thread named `name` (as Linux keeps
+/// it: 15 bytes).
+fn thread_state(name: &str) -> Option<char> {
+    std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .find_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            if comm.trim() != name {
+                return None;
+            }
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+        })
+}
+
 /// A registry whose starts would wait 15 s for an attach that never comes.
 fn registry() -> SupervisorRegistry {
     SupervisorRegistry::new(Config {
@@ -185,17 +201,24 @@ fn a_cancel_while_waiting_for_another_callers_start_returns_at_once() {
         let first = s.spawn(|| reg.get_or_start("cancel-wait", &fake.ws_url()));
         fake.wait_for_command(|c| c["method"] == "Target.attachToTarget", WAIT)
             .expect("the first start is attaching");
-        let second = s.spawn(|| -> Started {
-            let r = reg.get_or_start_cancellable(
-                "cancel-wait",
-                &fake.ws_url(),
-                StartOptions::default(),
-                &cancel,
-            );
-            (r, Instant::now())
+        let second = std::thread::Builder::new()
+            .name("qa-start-waiter".into())
+            .spawn_scoped(s, || -> Started {
+                let r = reg.get_or_start_cancellable(
+                    "cancel-wait",
+                    &fake.ws_url(),
+                    StartOptions::default(),
+                    &cancel,
+                );
+                (r, Instant::now())
+            })
+            .unwrap();
+        // The second caller's first wait is for the first start: once its thread sleeps, it
+        // is there (nothing before that wait blocks: the registry's lock is free).
+        let waiting = crate::common::wait_until(WAIT, || {
+            (thread_state("qa-start-waiter") == Some('S')).then_some(())
         });
-        // Whether the second caller is already waiting or only about to: it finds the first
-        // start in progress, waits on it with the token, and makes no connection of its own.
+        assert!(waiting.is_some(), "the second caller never waited");
         let t = Instant::now();
         cancel.cancel();
         let (result, returned) = second.join().unwrap();
