@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::cancel::CancelToken;
 use crate::core::{CallKind, Command, SessionKind, session_setup};
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -67,12 +68,24 @@ fn is_usable_page(t: &protocol::TargetInfo) -> bool {
 /// Chooses the page, attaches, enables the domains pipelined and seeds the frame tree, all by
 /// `deadline`. Returns the page target id. A page wedged by an orphaned dialog returns `Ok` with
 /// `blocked` published (the reader finishes attaching when the page answers again).
+///
+/// `cancel` (a start's [`CancelToken`]) ends every wait at once with [`Error::Cancelled`]. A
+/// page this attach created (`Target.createTarget`) is closed again whenever it fails or is
+/// cancelled, so a failed start never leaves a tab behind; a cancel that comes while
+/// `Target.createTarget` is in flight waits for its answer (at most [`CLEANUP_WAIT`]) to close
+/// the new tab.
 pub(crate) fn attach_page(
     sh: &Shared,
     choice: Choice<'_>,
     deadline: Deadline,
+    cancel: Option<&CancelToken>,
 ) -> Result<String, Error> {
-    let targets = sh.call(Command::new("Target.getTargets", json!({})), deadline)?;
+    let targets = call(
+        sh,
+        Command::new("Target.getTargets", json!({})),
+        deadline,
+        cancel,
+    )?;
     let targets: protocol::GetTargets = serde_json::from_value(targets).unwrap_or_default();
     let find = |id: &str| targets.target_infos.iter().find(|t| t.target_id == id);
     let first_page = targets.target_infos.iter().find(|t| is_usable_page(t));
@@ -92,31 +105,93 @@ pub(crate) fn attach_page(
         Choice::FirstPage => first_page.map(|t| t.target_id.clone()),
         Choice::NewPage => None,
     };
-    let target_id = match chosen {
-        Some(t) => t,
-        None => {
-            let created = sh.call(
-                Command::new(
-                    "Target.createTarget",
-                    json!({"url": "about:blank", "background": true}),
-                ),
-                deadline,
-            )?;
-            created["targetId"]
-                .as_str()
-                .ok_or_else(|| Error::NoPage("Target.createTarget returned no targetId".into()))?
-                .to_string()
-        }
+    let Some(target_id) = chosen else {
+        let created = create_page(sh, deadline, cancel)?;
+        return match attach_to(sh, &created, deadline, cancel) {
+            Ok(()) => Ok(created),
+            Err(e) => {
+                close_target(sh, &created);
+                Err(e)
+            }
+        };
     };
-    let attached = sh.call(
+    attach_to(sh, &target_id, deadline, cancel).map(|()| target_id)
+}
+
+/// How long cleaning up after a failed or cancelled attach may wait for the browser: the
+/// answer to an in-flight `Target.createTarget`, then `Target.closeTarget`'s.
+pub(crate) const CLEANUP_WAIT: Duration = Duration::from_secs(1);
+
+/// `Target.createTarget {url: "about:blank", background: true}`: the new page's target id.
+fn create_page(
+    sh: &Shared,
+    deadline: Deadline,
+    cancel: Option<&CancelToken>,
+) -> Result<String, Error> {
+    let reply = sh.start_call(
+        Command::new(
+            "Target.createTarget",
+            json!({"url": "about:blank", "background": true}),
+        ),
+        deadline,
+    )?;
+    let created = match reply.wait_or_cancel(deadline, cancel) {
+        Err(Error::Cancelled(method)) => {
+            // The tab may be created all the same: wait for the answer to close it.
+            if let Ok(v) = reply.wait_until(deadline.within(CLEANUP_WAIT))
+                && let Some(t) = v["targetId"].as_str()
+            {
+                close_target(sh, t);
+            }
+            return Err(Error::Cancelled(method));
+        }
+        other => other?,
+    };
+    Ok(created["targetId"]
+        .as_str()
+        .ok_or_else(|| Error::NoPage("Target.createTarget returned no targetId".into()))?
+        .to_string())
+}
+
+/// Closes a page this attach created, best effort, within [`CLEANUP_WAIT`] (not cancellable:
+/// it is the clean-up of a cancel).
+fn close_target(sh: &Shared, target_id: &str) {
+    let c = Command::new("Target.closeTarget", json!({ "targetId": target_id }))
+        .kind(CallKind::Automatic);
+    if let Err(e) = sh.call(c, Deadline::after(CLEANUP_WAIT)) {
+        log::debug!("closing the page {target_id} this start created failed: {e}");
+    }
+}
+
+/// A call of the attach sequence: [`Shared::call`], ended at once by `cancel`.
+fn call(
+    sh: &Shared,
+    cmd: Command,
+    deadline: Deadline,
+    cancel: Option<&CancelToken>,
+) -> Result<serde_json::Value, Error> {
+    sh.start_call(cmd, deadline)?
+        .wait_or_cancel(deadline, cancel)
+}
+
+/// Attaches to `target_id` and sets its session up (SPEC §4 steps 2, 3 and 5).
+fn attach_to(
+    sh: &Shared,
+    target_id: &str,
+    deadline: Deadline,
+    cancel: Option<&CancelToken>,
+) -> Result<(), Error> {
+    let attached = call(
+        sh,
         Command::new(
             "Target.attachToTarget",
             json!({"targetId": target_id, "flatten": true}),
         )
         .kind(CallKind::AttachPage {
-            target_id: target_id.clone(),
+            target_id: target_id.to_string(),
         }),
         deadline,
+        cancel,
     )?;
     let session = attached["sessionId"]
         .as_str()
@@ -145,27 +220,29 @@ pub(crate) fn attach_page(
             "the page's set-up lacks a command the attach waits for".into(),
         ));
     };
-    match page_enable.reply_by(deadline.within(PAGE_ENABLE_PROBE_AFTER)) {
+    match page_enable.reply_by_or_cancel(deadline.within(PAGE_ENABLE_PROBE_AFTER), cancel) {
         Some(r) => {
             r?;
-            tree.wait()?;
-            if let Some(Ok(_)) = auto_attach.reply_by(deadline.within(AUTO_ATTACH_WAIT)) {
-                probe_frames(sh, deadline)?;
+            tree.wait_or_cancel(deadline, cancel)?;
+            match auto_attach.reply_by_or_cancel(deadline.within(AUTO_ATTACH_WAIT), cancel) {
+                Some(Ok(_)) => probe_frames(sh, deadline, cancel),
+                Some(Err(e @ Error::Cancelled(_))) => Err(e),
+                _ => Ok(()),
             }
-            Ok(target_id)
         }
         None => {
             // The page does not answer. If the browser does, the reader publishes `blocked`
             // and we return instead of hanging (SPEC §4.5).
-            match probe_blocked(sh, &session, None, deadline) {
-                Ok(true) => Ok(target_id),
-                Ok(false) => match page_enable.reply_by(deadline) {
-                    Some(r) => r.map(|_| target_id),
+            match probe_blocked(sh, &session, None, deadline, cancel) {
+                Ok(true) => Ok(()),
+                Ok(false) => match page_enable.reply_by_or_cancel(deadline, cancel) {
+                    Some(r) => r.map(|_| ()),
                     None => Err(Error::StartTimeout(
                         deadline.budget(),
                         "Page.enable did not answer".into(),
                     )),
                 },
+                Err(e @ Error::Cancelled(_)) => Err(e),
                 Err(e) => Err(Error::StartTimeout(
                     deadline.budget(),
                     format!("neither the page nor the browser answers: {e}"),
@@ -179,7 +256,11 @@ pub(crate) fn attach_page(
 /// a cross-origin iframe by a client that went away blocks only that iframe's process. Returns
 /// once each has answered, or once one was found blocked (published as `blocked` naming the
 /// frame), or at the probe bound.
-fn probe_frames(sh: &Shared, deadline: Deadline) -> Result<(), Error> {
+fn probe_frames(
+    sh: &Shared,
+    deadline: Deadline,
+    cancel: Option<&CancelToken>,
+) -> Result<(), Error> {
     let snap = sh.snapshot.load();
     let mut oopifs: Vec<(String, String)> = snap
         .frames
@@ -203,10 +284,14 @@ fn probe_frames(sh: &Shared, deadline: Deadline) -> Result<(), Error> {
     }
     let probe_at = deadline.within(PAGE_ENABLE_PROBE_AFTER);
     for (frame_id, session_id, reply) in enables {
-        if reply.reply_by(probe_at).is_none()
-            && probe_blocked(sh, &session_id, Some(&frame_id), deadline)?
-        {
-            break; // `blocked` holds one document; the page itself answers.
+        match reply.reply_by_or_cancel(probe_at, cancel) {
+            Some(Err(e @ Error::Cancelled(_))) => return Err(e),
+            Some(_) => {}
+            None => {
+                if probe_blocked(sh, &session_id, Some(&frame_id), deadline, cancel)? {
+                    break; // `blocked` holds one document; the page itself answers.
+                }
+            }
         }
     }
     Ok(())
@@ -220,6 +305,7 @@ fn probe_blocked(
     session_id: &str,
     frame_id: Option<&str>,
     deadline: Deadline,
+    cancel: Option<&CancelToken>,
 ) -> Result<bool, Error> {
     let input = sh.start_call(
         Command::new(
@@ -229,8 +315,16 @@ fn probe_blocked(
         .on(session_id),
         deadline,
     )?;
-    sh.call(Command::new("Browser.getVersion", json!({})), deadline)?;
-    let answered = input.reply_by(deadline.within(INPUT_PROBE_WAIT));
+    call(
+        sh,
+        Command::new("Browser.getVersion", json!({})),
+        deadline,
+        cancel,
+    )?;
+    let answered = input.reply_by_or_cancel(deadline.within(INPUT_PROBE_WAIT), cancel);
+    if let Some(Err(e @ Error::Cancelled(_))) = answered {
+        return Err(e);
+    }
     let dialog = matches!(answered, Some(Ok(_)));
     let (reason, hint) = match (dialog, frame_id) {
         (true, None) => (BlockedReason::OrphanedDialog, crate::core::ORPHAN_HINT),
@@ -249,9 +343,11 @@ fn probe_blocked(
         session_id: session_id.to_string(),
         blocked,
     };
-    sh.call(
+    call(
+        sh,
         Command::new("Browser.getVersion", json!({})).kind(kind),
         deadline,
+        cancel,
     )?;
     Ok(sh.snapshot.load().blocked.is_some())
 }

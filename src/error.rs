@@ -216,4 +216,16 @@ pub enum Error {
     /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
     #[error("CDP call {0} was cancelled")]
     Cancelled(String),
+    /// The caller cancelled a start ([`crate::SupervisorRegistry::get_or_start_cancellable`]):
+    /// it stopped where it was and left nothing behind (no supervisor, no threads, no page it
+    /// had created).
+    #[error(
+        "the start of task {task_id:?} was cancelled while {during}; nothing of it was kept          (no supervisor, no page it created)"
+    )]
+    StartCancelled {
+        /// The task.
+        task_id: String,
+        /// What the start was doing: `connecting`, `attaching`, ...
+        during: String,
+    },
 }

@@ -76,6 +76,8 @@
 //!   Chromium will read a URL (a local file? a privileged page?).
 //! * `clock`: `Now`, the time the reader reads once per batch and passes into
 //!   the core.
+//! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
+//!   reaches a thread name.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only; `launch_unsupported.rs` stands in
 //!   elsewhere).
@@ -118,6 +120,7 @@ mod security;
 mod shared;
 mod snapshot;
 mod supervisor;
+mod task_id;
 pub mod tools;
 // Syscalls (recv/send without blocking, poll with the time left to a deadline): each `unsafe`
 // block has a SAFETY comment and checks its return value.

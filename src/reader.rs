@@ -367,7 +367,7 @@ impl Reader {
                     Some(t) => Choice::Same(t),
                     None => Choice::FirstPage,
                 };
-                match attach_page(&shared, choice, Deadline::after(timeout)) {
+                match attach_page(&shared, choice, Deadline::after(timeout), None) {
                     Ok(t) => {
                         info!("re-attached to page {t}");
                         let _ = outcome.set(Reattached::Attached);

@@ -17,8 +17,9 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 
+use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, Config, DialogPolicy};
 use crate::error::Error;
 use crate::redact::redact_url;
@@ -156,6 +157,15 @@ impl SupervisorRegistry {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Checks a task id the way every start does: 1 to 128 bytes of printable text, without
+    /// control characters (C0, DEL, C1), formatting characters (bidi overrides, zero-width
+    /// characters, ...) or spaces other than inner U+0020. Hosts that take task ids from
+    /// elsewhere can check them up front; a start with an invalid id fails with this
+    /// [`Error::InvalidArgument`] (naming `task_id`), and lookups with one find nothing.
+    pub fn check_task_id(task_id: &str) -> Result<(), Error> {
+        crate::task_id::check(task_id)
+    }
+
     /// The live supervisor for `task_id`, starting (or replacing) one as needed.
     pub fn get_or_start(&self, task_id: &str, cdp_url: &str) -> Result<Arc<Supervisor>, Error> {
         self.get_or_start_with(task_id, cdp_url, StartOptions::default())
@@ -164,13 +174,15 @@ impl SupervisorRegistry {
     /// Like [`get_or_start`](Self::get_or_start) with per-task options. Idempotent for the same
     /// URL and options; a different URL or different options rebinds (stops the old supervisor,
     /// starts a fresh one: state is never carried across). A dead supervisor is replaced.
+    /// An invalid `task_id` ([`check_task_id`](Self::check_task_id)) is an
+    /// [`Error::InvalidArgument`].
     pub fn get_or_start_with(
         &self,
         task_id: &str,
         cdp_url: &str,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
-        self.start_with(task_id, cdp_url, options, &self.config)
+        self.start_inner(task_id, cdp_url, options, &self.config, None)
     }
 
     /// Like [`get_or_start_with`](Self::get_or_start_with), but a supervisor this call starts
@@ -194,17 +206,42 @@ impl SupervisorRegistry {
             start_timeout,
             ..self.config.clone()
         };
-        self.start_with(task_id, cdp_url, options, &config)
+        self.start_inner(task_id, cdp_url, options, &config, None)
+    }
+
+    /// [`get_or_start_with`](Self::get_or_start_with) that `cancel` calls off at once, wherever
+    /// the start is: waiting for another caller's start of the task, connecting, attaching
+    /// (see [`Supervisor::start_cancellable`]). A cancelled start returns
+    /// [`Error::StartCancelled`] and leaves nothing behind: no supervisor in the registry, no
+    /// thread of its own, no page it created. A supervisor that was already live is returned
+    /// as usual, cancelled or not.
+    pub fn get_or_start_cancellable(
+        &self,
+        task_id: &str,
+        cdp_url: &str,
+        options: StartOptions,
+        cancel: &CancelToken,
+    ) -> Result<Arc<Supervisor>, Error> {
+        self.start_inner(task_id, cdp_url, options, &self.config, Some(cancel))
     }
 
     /// The one start path: `config` is the registry's, or a copy with another start timeout.
-    fn start_with(
+    fn start_inner(
         &self,
         task_id: &str,
         cdp_url: &str,
         options: StartOptions,
         config: &Config,
+        cancel: Option<&CancelToken>,
     ) -> Result<Arc<Supervisor>, Error> {
+        crate::task_id::check(task_id)?;
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            // Called off before it began: a supervisor the start would replace is kept.
+            return Err(Error::StartCancelled {
+                task_id: task_id.to_string(),
+                during: "waiting to start".into(),
+            });
+        }
         if let Some(t) = options.dialog_timeout
             && t.is_zero()
         {
@@ -228,11 +265,18 @@ impl SupervisorRegistry {
                 if let Some(starting) = &slot.starting {
                     let done = starting.done.clone();
                     drop(slots);
-                    if let Err(RecvTimeoutError::Timeout) = done.recv_deadline(wait_deadline) {
-                        return Err(Error::StartTimeout(
+                    let never = crossbeam_channel::never();
+                    let cancelled = cancel.map_or(&never, CancelToken::receiver);
+                    crossbeam_channel::select! {
+                        recv(done) -> _ => {}
+                        recv(cancelled) -> _ => return Err(Error::StartCancelled {
+                            task_id: task_id.to_string(),
+                            during: "waiting for another caller's start of the task".into(),
+                        }),
+                        recv(crossbeam_channel::at(wait_deadline)) -> _ => return Err(Error::StartTimeout(
                             config.start_timeout,
                             "another caller's start of this task did not finish".into(),
-                        ));
+                        )),
                     }
                     continue;
                 }
@@ -270,7 +314,10 @@ impl SupervisorRegistry {
             );
             old.stop();
         }
-        let sup = Supervisor::start(task_id, cdp_url, config, options)?;
+        let sup = match cancel {
+            Some(c) => Supervisor::start_cancellable(task_id, cdp_url, config, options, c)?,
+            None => Supervisor::start(task_id, cdp_url, config, options)?,
+        };
         guard.publish(sup)
     }
 

@@ -424,6 +424,22 @@ impl Reply {
             Err(RecvTimeoutError::Disconnected) => Some(Err(closed_before_reply())),
         }
     }
+
+    /// [`Reply::reply_by`], and `Some(Err(Error::Cancelled))` at once when `cancel` fires.
+    pub fn reply_by_or_cancel(
+        &self,
+        until: Deadline,
+        cancel: Option<&CancelToken>,
+    ) -> Option<CallResult> {
+        let Some(cancel) = cancel else {
+            return self.reply_by(until);
+        };
+        crossbeam_channel::select! {
+            recv(self.rx) -> r => Some(r.unwrap_or_else(|_| Err(closed_before_reply()))),
+            recv(cancel.receiver()) -> _ => Some(Err(Error::Cancelled(self.method.to_string()))),
+            recv(until.alarm()) -> _ => None,
+        }
+    }
 }
 
 fn closed_before_reply() -> Error {

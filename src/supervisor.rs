@@ -25,6 +25,7 @@ use log::{debug, info, warn};
 use serde_json::json;
 
 use crate::attach::{Choice, attach_page};
+use crate::cancel::CancelToken;
 use crate::config::{Config, DialogAction};
 use crate::core::{CallKind, Command, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
@@ -34,6 +35,8 @@ use crate::reader::{Reader, ReconnectPlan};
 use crate::registry::StartOptions;
 use crate::shared::{Shared, SnapshotCell};
 use crate::snapshot::{BlockedReason, ClosedBy, PendingDialog, Snapshot, SupervisorState};
+use crate::task_id::thread_label;
+use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
@@ -117,18 +120,62 @@ impl Supervisor {
     /// Connects, starts the reader and watchdog threads and attaches to the page (SPEC §4), all
     /// within `config.start_timeout`. The task's settings are
     /// [`config.with_overrides(&options)`](Config::with_overrides). On any failure every thread
-    /// is stopped again.
+    /// is stopped again. An invalid `task_id` (see
+    /// [`SupervisorRegistry::check_task_id`](crate::SupervisorRegistry::check_task_id)) is an
+    /// [`Error::InvalidArgument`].
     pub fn start(
         task_id: &str,
         cdp_url: &str,
         config: &Config,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
+        Supervisor::start_with(task_id, cdp_url, config, options, None)
+    }
+
+    /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
+    /// (discovery, TCP, TLS, the WebSocket upgrade) or attaching. It then returns
+    /// [`Error::StartCancelled`] and leaves nothing behind: its threads are joined, its
+    /// connection closed, a page it created closed. Two waits are not cut short: a
+    /// `Target.createTarget` in flight is waited for (at most 1 s) so that the new page can be
+    /// closed, and a connect blocked in system calls (DNS, TCP, TLS, the WebSocket upgrade,
+    /// `http://` discovery) cannot be interrupted: the start returns at once, and the connect
+    /// ends on its helper thread by its own deadline, closing what it opened.
+    pub fn start_cancellable(
+        task_id: &str,
+        cdp_url: &str,
+        config: &Config,
+        options: StartOptions,
+        cancel: &CancelToken,
+    ) -> Result<Arc<Supervisor>, Error> {
+        Supervisor::start_with(task_id, cdp_url, config, options, Some(cancel))
+    }
+
+    fn start_with(
+        task_id: &str,
+        cdp_url: &str,
+        config: &Config,
+        options: StartOptions,
+        cancel: Option<&CancelToken>,
+    ) -> Result<Arc<Supervisor>, Error> {
+        crate::task_id::check(task_id)?;
+        let cancelled = |during: &str| Error::StartCancelled {
+            task_id: task_id.to_string(),
+            during: during.to_string(),
+        };
+        if cancel.is_some_and(CancelToken::is_cancelled) {
+            return Err(cancelled("waiting to start"));
+        }
         let config = config.with_overrides(&options);
         let started = Instant::now();
         let deadline = Deadline::after(config.start_timeout);
         let opts = crate::endpoint::connect_options(&config);
-        let transport = crate::endpoint::connect(cdp_url, &opts, deadline)?;
+        let transport = match cancel {
+            None => crate::endpoint::connect(cdp_url, &opts, deadline)?,
+            Some(c) => match connect_cancellable(cdp_url, &opts, deadline, c) {
+                Err(Error::Cancelled(_)) => return Err(cancelled("connecting")),
+                other => other?,
+            },
+        };
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let (wake_tx, wake_rx) = bounded::<()>(0);
@@ -174,10 +221,11 @@ impl Supervisor {
             None if sup.options.new_page => Choice::NewPage,
             None => Choice::FirstPage,
         };
-        let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline));
+        let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
         if let Err(e) = attached {
             sup.stop();
             return Err(match e {
+                Error::Cancelled(_) => cancelled("attaching to the page"),
                 Error::Timeout { method, .. } => Error::StartTimeout(
                     sup.config.start_timeout,
                     format!("{method} got no answer (is the endpoint a live, responsive browser?)"),
@@ -198,7 +246,7 @@ impl Supervisor {
     fn spawn_threads(&self, reader: Reader, wd_rx: Receiver<WatchdogMsg>) -> Result<(), Error> {
         let spawn_err = |e: std::io::Error| Error::Io(format!("cannot spawn a thread: {e}"));
         let handle = std::thread::Builder::new()
-            .name(format!("cdp-reader-{}", short(&self.task_id)))
+            .name(format!("cdp-reader-{}", thread_label(&self.task_id)))
             .stack_size(READER_STACK)
             .spawn(move || reader.run())
             .map_err(spawn_err)?;
@@ -206,7 +254,7 @@ impl Supervisor {
         let shared = Arc::clone(&self.shared);
         let task = self.task_id.clone();
         let dog = std::thread::Builder::new()
-            .name(format!("cdp-watchdog-{}", short(&self.task_id)))
+            .name(format!("cdp-watchdog-{}", thread_label(&self.task_id)))
             .stack_size(WATCHDOG_STACK)
             .spawn(move || {
                 watchdog::run(wd_rx, |dialog_id| fire_watchdog(&shared, &task, dialog_id))
@@ -457,8 +505,31 @@ impl Drop for Supervisor {
     }
 }
 
-fn short(task_id: &str) -> String {
-    task_id.chars().take(12).collect()
+/// [`crate::endpoint::connect`] on a helper thread, so that `cancel` ends the wait at once
+/// (the connect's system calls cannot be interrupted). A connection that completes after the
+/// cancel is shut down by the helper; the helper ends by the connect's own deadline.
+fn connect_cancellable(
+    cdp_url: &str,
+    opts: &ConnectOptions,
+    deadline: Deadline,
+    cancel: &CancelToken,
+) -> Result<crate::transport::Transport, Error> {
+    let (tx, rx) = bounded(1);
+    let (url, opts) = (cdp_url.to_string(), opts.clone());
+    std::thread::Builder::new()
+        .name("cdp-connect".into())
+        .stack_size(READER_STACK)
+        .spawn(move || {
+            let result = crate::endpoint::connect(&url, &opts, deadline);
+            if let Err(crossbeam_channel::SendError(Ok(transport))) = tx.send(result) {
+                transport.shutdown();
+            }
+        })
+        .map_err(|e| Error::Io(format!("cannot spawn a thread: {e}")))?;
+    crossbeam_channel::select! {
+        recv(rx) -> r => r.unwrap_or_else(|_| Err(Error::Io("the connect thread ended without an answer".into()))),
+        recv(cancel.receiver()) -> _ => Err(Error::Cancelled("connect".into())),
+    }
 }
 
 fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Deadline) {

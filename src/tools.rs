@@ -1,7 +1,8 @@
 //! JSON tool handlers (SPEC §10): what a synchronous agent tool host calls.
 //!
 //! Each takes the registry, a task id and the tool's JSON arguments and returns JSON; none of them
-//! panics on any input, and failures are `{"success": false, "error": "..."}`.
+//! panics on any input, and failures are `{"success": false, "error": "..."}`. An invalid task
+//! id ([`SupervisorRegistry::check_task_id`]) is such a failure, naming `task_id`.
 
 use std::time::Duration;
 
@@ -15,6 +16,12 @@ use crate::supervisor::{Route, Supervisor};
 
 fn failure(error: impl std::fmt::Display) -> Value {
     json!({"success": false, "error": error.to_string()})
+}
+
+/// Fails (as a tool result naming `task_id`) for an invalid task id
+/// ([`SupervisorRegistry::check_task_id`]).
+fn check_task(task_id: &str) -> Result<(), Value> {
+    SupervisorRegistry::check_task_id(task_id).map_err(failure)
 }
 
 /// The one wording for a task that has no supervisor.
@@ -132,7 +139,7 @@ pub const CDP_ARGS: &[&str] = &[
 /// `reconnecting` while the supervisor reconnects); `{}` when the task has no live supervisor,
 /// and a failure for arguments it does not take.
 pub fn browser_snapshot(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
-    if let Err(e) = check_args(args, SNAPSHOT_ARGS) {
+    if let Err(e) = check_args(args, SNAPSHOT_ARGS).and_then(|()| check_task(task_id)) {
         return e;
     }
     let target_id = match opt_str(args, "target_id") {
@@ -201,12 +208,15 @@ pub fn browser_dialog(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> 
 
 fn dialog_inner(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Value, Value> {
     check_args(args, DIALOG_ARGS)?;
+    check_task(task_id)?;
     let action = match args.get("action") {
         Some(Value::String(s)) if s == "accept" => DialogAction::Accept,
         Some(Value::String(s)) if s == "dismiss" => DialogAction::Dismiss,
         Some(other) => {
+            // At most 60 characters of it: the argument may be huge.
+            let shown: String = other.to_string().chars().take(60).collect();
             return Err(failure(format!(
-                "invalid action {other}: use \"accept\" or \"dismiss\""
+                "invalid action {shown}: use \"accept\" or \"dismiss\""
             )));
         }
         None => return Err(failure("missing action: use \"accept\" or \"dismiss\"")),
@@ -259,6 +269,7 @@ fn cdp_inner(
     cancel: Option<&CancelToken>,
 ) -> Result<Value, Value> {
     check_args(args, CDP_ARGS)?;
+    check_task(task_id)?;
     let method = match opt_str(args, "method")? {
         Some(m) if !m.trim().is_empty() => m,
         _ => {

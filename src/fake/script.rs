@@ -144,6 +144,7 @@ fn default_answer(shared: &Shared, conn: &Conn, cmd: &Value) -> Result<Value, Cd
             Ok(json!({"targetInfos": infos}))
         }
         "Target.createTarget" => Ok(create_target(shared, &params)),
+        "Target.closeTarget" => close_target(shared, &params),
         "Target.attachToTarget" => attach_to_target(shared, conn, &params),
         "Browser.getVersion" => Ok(json!({
             "protocolVersion": "1.3",
@@ -224,6 +225,25 @@ fn create_target(shared: &Shared, params: &Value) -> Value {
         id
     });
     json!({"targetId": id})
+}
+
+/// `Target.closeTarget {targetId}`: removes the target (no events: nothing the fake's clients
+/// wait for).
+fn close_target(shared: &Shared, params: &Value) -> Result<Value, CdpError> {
+    let target_id = params
+        .get("targetId")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let removed = shared.update(|st| {
+        let before = st.targets.len();
+        st.targets.retain(|t| t.id != target_id);
+        st.targets.len() < before
+    });
+    if removed {
+        Ok(json!({"success": true}))
+    } else {
+        Err(CdpError::new(-32602, "No target with given id found"))
+    }
 }
 
 /// `Target.attachToTarget`: emits `Target.attachedToTarget`, then answers

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, bounded};
 
+use crate::cancel::CancelToken;
 use crate::config::Config;
 use crate::launch::{CLOSE_GRACE, LaunchedBrowser, find_browser};
 
@@ -19,11 +20,15 @@ struct State {
     browser: Option<LaunchedBrowser>,
     /// Disconnects when the launch in progress ends (it is held by the launching thread).
     launching: Option<Receiver<()>>,
-    /// Dropped by `close` to cancel the launch in progress (it then closes what it started).
-    cancel_launch: Option<crossbeam_channel::Sender<()>>,
+    /// Cancelled by `close` to call off the launch in progress (it then closes what it
+    /// started); a child of the launching caller's token, which calls it off too.
+    cancel_launch: Option<CancelToken>,
     /// Set by `close`: no more launches.
     closed: bool,
 }
+
+/// What a cancelled launch (or wait for one) says.
+const CANCELLED: &str = "the launch was cancelled";
 
 /// The server's launched browser (see the module doc).
 #[derive(Debug, Default)]
@@ -53,8 +58,17 @@ impl BrowserSlot {
     }
 
     /// The running launched browser, launching one (again) when there is none or it has exited.
-    pub(crate) fn get_or_launch(&self, config: &Config) -> Result<Launched, String> {
+    /// `cancel` gives up at once: waiting for another caller's launch, or its own launch, which
+    /// then closes what it started (the next caller launches again).
+    pub(crate) fn get_or_launch(
+        &self,
+        config: &Config,
+        cancel: &CancelToken,
+    ) -> Result<Launched, String> {
         loop {
+            if cancel.is_cancelled() {
+                return Err(CANCELLED.into());
+            }
             let mut st = self.lock();
             if st.closed {
                 return Err("the server is shutting down".into());
@@ -78,13 +92,15 @@ impl BrowserSlot {
             if let Some(wait) = st.launching.clone() {
                 drop(st);
                 drop(dead);
-                let _ = wait.recv();
-                continue;
+                crossbeam_channel::select! {
+                    recv(wait) -> _ => continue,
+                    recv(cancel.receiver()) -> _ => return Err(CANCELLED.into()),
+                }
             }
             let (done_tx, done_rx) = bounded::<()>(0);
-            let (cancel_tx, cancel_rx) = bounded::<()>(0);
+            let launch_cancel = cancel.child();
             st.launching = Some(done_rx);
-            st.cancel_launch = Some(cancel_tx);
+            st.cancel_launch = Some(launch_cancel.clone());
             drop(st);
             // Reaps the dead one and removes its profile (it has exited: no grace needed).
             if let Some(d) = dead {
@@ -98,7 +114,8 @@ impl BrowserSlot {
                     })
                 })
                 .and_then(|exe| {
-                    LaunchedBrowser::launch_cancellable(&exe, &cancel_rx).map_err(|e| e.to_string())
+                    LaunchedBrowser::launch_cancellable(&exe, launch_cancel.receiver())
+                        .map_err(|e| e.to_string())
                 });
             let mut st = self.lock();
             st.launching = None;
@@ -131,7 +148,9 @@ impl BrowserSlot {
             let mut st = self.lock();
             st.closed = true;
             // A launch in progress gives up and closes what it started.
-            drop(st.cancel_launch.take());
+            if let Some(c) = st.cancel_launch.take() {
+                c.cancel();
+            }
             (st.browser.take(), st.launching.clone())
         };
         if let Some(b) = browser {

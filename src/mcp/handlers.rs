@@ -5,15 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::RecvTimeoutError;
 use serde_json::{Value, json};
 
 use super::Inner;
+use super::browser::Launched;
 use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, DialogPolicy};
 use crate::error::Error;
 use crate::redact::redact_url;
-use crate::registry::StartOptions;
+use crate::registry::{StartOptions, SupervisorRegistry};
 use crate::supervisor::Supervisor;
 use crate::tools;
 
@@ -32,24 +32,35 @@ pub(crate) const DISCONNECT_ARGS: &[&str] = &["task_id"];
 /// How long `Browser.close` on the launched browser waits for its exit.
 const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
 
-/// Longest task id accepted.
-const TASK_ID_MAX: usize = 256;
-
 fn failure(error: impl Into<String>) -> Value {
     json!({"success": false, "error": error.into()})
 }
 
-/// The task id of a call: `default` when absent or null.
+/// The task id of a call: `default` when absent or null; a tool error naming `task_id` when it
+/// is no valid task id ([`SupervisorRegistry::check_task_id`]).
 fn task_id(args: &Value) -> Result<String, Value> {
     match args.get("task_id") {
         None | Some(Value::Null) => Ok("default".into()),
-        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= TASK_ID_MAX => Ok(s.clone()),
-        Some(Value::String(_)) => Err(failure(format!(
-            "task_id must be a non-empty string of at most {TASK_ID_MAX} bytes"
-        ))),
+        Some(Value::String(s)) => match SupervisorRegistry::check_task_id(s) {
+            Ok(()) => Ok(s.clone()),
+            Err(e) => Err(failure(e.to_string())),
+        },
         Some(other) => Err(failure(format!(
-            "task_id must be a string, got {other}; omit it for the task \"default\""
+            "task_id must be a string, got {}; omit it for the task \"default\"",
+            kind_of(other)
         ))),
+    }
+}
+
+/// What kind of JSON value `v` is, for messages (never the value: it may be huge).
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -65,11 +76,13 @@ pub(crate) fn is_tool(name: &str) -> bool {
     )
 }
 
-/// Runs tool `name` (one of [`is_tool`]) with `args`; `cancel` abandons a `browser_cdp` call.
+/// Runs tool `name` (one of [`is_tool`]) with `args`; `cancel` abandons a `browser_cdp` call
+/// and calls off a `browser_connect`'s start (nothing of it is kept).
 pub(crate) fn call(inner: &Arc<Inner>, name: &str, args: &Value, cancel: &CancelToken) -> Value {
     if !args.is_object() {
         return failure(format!(
-            "arguments must be a JSON object, got {args}; see the tool's inputSchema"
+            "arguments must be a JSON object, got {}; see the tool's inputSchema",
+            kind_of(args)
         ));
     }
     let task = match task_id(args) {
@@ -78,7 +91,7 @@ pub(crate) fn call(inner: &Arc<Inner>, name: &str, args: &Value, cancel: &Cancel
     };
     let reg = &inner.registry;
     let mut out = match name {
-        "browser_connect" => connect(inner, &task, args),
+        "browser_connect" => connect(inner, &task, args, cancel),
         "browser_snapshot" => {
             let mut s = tools::browser_snapshot(reg, &task, args);
             match s.as_object_mut() {
@@ -142,7 +155,7 @@ fn str_arg(args: &Value, key: &str) -> Result<Option<String>, String> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("{key} must be a string, got {other}")),
+        Some(other) => Err(format!("{key} must be a string, got {}", kind_of(other))),
     }
 }
 
@@ -164,8 +177,9 @@ fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), String>
                 opts.dialog_timeout = Some(Duration::from_secs_f64(t))
             }
             _ => {
+                let got: String = v.to_string().chars().take(40).collect();
                 return Err(format!(
-                    "dialog_timeout_s must be a number of seconds > 0 and <= 86400, got {v}"
+                    "dialog_timeout_s must be a number of seconds > 0 and <= 86400, got {got}"
                 ));
             }
         },
@@ -177,8 +191,9 @@ fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), String>
 /// `browser_connect`. With a URL (argument or configuration): that endpoint. Without: the
 /// server's launched browser, a new tab per task (unless `target_id` names one). When the
 /// launched browser turns out to have died (the start fails, or finds the old supervisor
-/// reconnecting), it is relaunched and the start retried once.
-fn connect(inner: &Arc<Inner>, task: &str, args: &Value) -> Value {
+/// reconnecting), it is relaunched and the start retried once. `cancel` calls the whole of it
+/// off at once (a launch, a start), leaving nothing behind: the response is not sent then.
+fn connect(inner: &Arc<Inner>, task: &str, args: &Value, cancel: &CancelToken) -> Value {
     if let Err(e) = tools::check_args(args, CONNECT_ARGS) {
         return e;
     }
@@ -193,27 +208,30 @@ fn connect(inner: &Arc<Inner>, task: &str, args: &Value) -> Value {
         .clone()
         .filter(|u| !u.trim().is_empty());
     if let Some(url) = url.or(configured) {
-        return start(inner, task, &url, opts, false);
+        let result = inner
+            .registry
+            .get_or_start_cancellable(task, &url, opts, cancel);
+        return started(inner, task, &url, result, false);
     }
     opts.new_page = opts.target_id.is_none();
     let mut retried = false;
     loop {
-        let launched = match inner.browser.get_or_launch(inner.registry.config()) {
+        let launched = match inner.browser.get_or_launch(inner.registry.config(), cancel) {
             Ok(l) => l,
             Err(e) => return failure(e),
         };
-        let result = inner
-            .registry
-            .get_or_start_with(task, &launched.ws_url, opts.clone());
+        let result =
+            inner
+                .registry
+                .get_or_start_cancellable(task, &launched.ws_url, opts.clone(), cancel);
         // A browser that is going away (e.g. right after Browser.close) refuses connections or
         // leaves the old supervisor reconnecting: wait for its exit, then relaunch once.
         let usable = matches!(&result, Ok(sup) if sup.is_active());
+        let cancelled = matches!(&result, Err(Error::StartCancelled { .. }));
         if !usable
+            && !cancelled
             && !retried
-            && matches!(
-                launched.exited.recv_timeout(Duration::from_secs(2)),
-                Err(RecvTimeoutError::Disconnected)
-            )
+            && exits_within(&launched, Duration::from_secs(2), cancel)
         {
             retried = true;
             continue;
@@ -222,9 +240,13 @@ fn connect(inner: &Arc<Inner>, task: &str, args: &Value) -> Value {
     }
 }
 
-fn start(inner: &Arc<Inner>, task: &str, url: &str, opts: StartOptions, launched: bool) -> Value {
-    let result = inner.registry.get_or_start_with(task, url, opts);
-    started(inner, task, url, result, launched)
+/// True when the launched browser exits within `wait` (false at once when `cancel` fires).
+fn exits_within(launched: &Launched, wait: Duration, cancel: &CancelToken) -> bool {
+    crossbeam_channel::select! {
+        recv(launched.exited) -> r => r.is_err(),
+        recv(cancel.receiver()) -> _ => false,
+        default(wait) => false,
+    }
 }
 
 fn started(

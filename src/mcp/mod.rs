@@ -9,12 +9,25 @@
 //!   through one `rpc::Writer` as one whole line. So a `browser_cdp` blocked on the page never
 //!   delays a `ping` or the `browser_dialog` that would unblock it.
 //! * **Cancellation.** `notifications/cancelled {requestId}` cancels that call's
-//!   [`CancelToken`]: its CDP call is abandoned and the request gets no response at all. An unknown
-//!   or finished id is ignored.
+//!   [`CancelToken`]: a `browser_cdp` abandons its CDP call; a `browser_connect` stops its start
+//!   at once wherever it is (launching the browser, connecting, attaching) and leaves nothing
+//!   behind (no supervisor, no tab it created: see
+//!   [`SupervisorRegistry::get_or_start_cancellable`]). The request gets no response at all. An
+//!   unknown or finished id is ignored. `requestId` names a request the way JSON-RPC compares
+//!   ids (`rpc`: `7`, `7.0` and `0.7e1` are one id, `"7"` is another).
 //! * **Strict JSON-RPC 2.0** (see `rpc::classify`): `"jsonrpc": "2.0"` is required, responses
 //!   from the client are not answered, a line longer than [`MAX_LINE`] is skipped in bounded
 //!   memory, batches are refused: none of the [`PROTOCOL_VERSIONS`] has them (2025-03-26, the
 //!   only MCP version with batches, is not offered; a client asking for it is offered 2024-11-05).
+//!   Ids are echoed byte for byte as sent (`18446744073709551616`, `-0`, `"\ud800"`); an id that
+//!   is not a string or a number gets `-32600` with id `null`. A second request with the id of
+//!   one still running on a worker gets `-32600` (with its id).
+//! * **Hostile arguments** cannot disable the server (SPEC §14): every argument error is a tool
+//!   error, a `task_id` is checked before anything uses it
+//!   ([`SupervisorRegistry::check_task_id`]), and each worker call holds its place in the pool
+//!   through a guard (`pool`): a handler that panics is caught, logged and answered with an
+//!   internal tool error (`isError: true`, `"internal_error": true`), and its place and its
+//!   worker thread are kept usable.
 //! * **Logging.** `logging` is declared; `notifications/message` reports dialogs opening and
 //!   closing without the agent, lost and regained connections, ended supervisors (`notify`).
 //! * **Shutdown** ([`McpServer::shutdown`]: end of input, or the binary's signal handler):
@@ -25,16 +38,15 @@
 mod browser;
 mod handlers;
 mod notify;
+mod pool;
 mod rpc;
 mod schema;
 
-use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::{Value, json};
 
 pub use schema::tool_list;
@@ -44,7 +56,8 @@ use crate::config::Config;
 use crate::registry::SupervisorRegistry;
 use browser::BrowserSlot;
 use notify::{Level, Notifier};
-use rpc::{Incoming, Line, LineReader, Writer, code};
+use pool::{Pool, Refused};
+use rpc::{Id, IdKey, Incoming, Line, LineReader, Writer, code};
 
 /// MCP protocol versions we speak, newest first. None of them has JSON-RPC batches.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2024-11-05"];
@@ -57,8 +70,6 @@ pub const MAX_IN_FLIGHT: usize = 16;
 
 /// Stack size of worker threads (tool handlers parse and build JSON, nothing deep).
 const WORKER_STACK: usize = 512 * 1024;
-
-type Job = Box<dyn FnOnce() + Send>;
 
 /// One MCP server: a registry, the browser it launched, its workers and its client's output.
 #[derive(Debug)]
@@ -73,14 +84,10 @@ pub(crate) struct Inner {
     notifier: Arc<Notifier>,
     /// The output while `run` serves; `None` in the line-by-line API. Set by `run`.
     writer: arc_swap::ArcSwapOption<Writer>,
-    /// Requests running on workers, by the JSON text of their id, with their cancel tokens.
-    /// Inserted by the reading thread, removed by the worker that answers.
-    in_flight: Mutex<HashMap<String, CancelToken>>,
-    /// Jobs for the workers; at most `MAX_IN_FLIGHT` are ever queued or running.
-    jobs: Sender<Job>,
-    jobs_rx: Receiver<Job>,
-    /// Worker threads started so far (at most `MAX_IN_FLIGHT`); written by the reading thread.
-    workers: AtomicUsize,
+    /// The tool calls running on workers, by the key of their request id, with their cancel
+    /// tokens (see `pool`): admitted by the reading thread, freed by the worker that answers
+    /// (or, whatever happens, by the request's slot guard).
+    pool: Pool,
     /// Set when shutdown starts: nothing new is started.
     closing: AtomicBool,
     /// Held for the whole shutdown; true once it is done (a second caller waits, then returns).
@@ -104,7 +111,7 @@ impl std::fmt::Debug for Inner {
         f.debug_struct("McpServer")
             .field("registry", &self.registry)
             .field("browser", &self.browser)
-            .field("workers", &self.workers)
+            .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
 }
@@ -112,17 +119,13 @@ impl std::fmt::Debug for Inner {
 impl McpServer {
     /// A server with its own registry.
     pub fn new(config: Config) -> McpServer {
-        let (jobs, jobs_rx) = bounded(MAX_IN_FLIGHT);
         McpServer {
             inner: Arc::new(Inner {
                 registry: Arc::new(SupervisorRegistry::new(config)),
                 browser: BrowserSlot::default(),
                 notifier: Arc::new(Notifier::new()),
                 writer: arc_swap::ArcSwapOption::empty(),
-                in_flight: Mutex::new(HashMap::new()),
-                jobs,
-                jobs_rx,
-                workers: AtomicUsize::new(0),
+                pool: Pool::new(MAX_IN_FLIGHT, WORKER_STACK),
                 closing: AtomicBool::new(false),
                 shut_down: Mutex::new(false),
                 snapshot_cache: Mutex::new(None),
@@ -154,8 +157,8 @@ impl McpServer {
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(e),
                 Ok(Some(Line::TooLong)) => {
-                    writer.send(&rpc::error(
-                        Value::Null,
+                    writer.send_line(rpc::error(
+                        None,
                         code::PARSE_ERROR,
                         format!("message too large: lines are limited to {MAX_LINE} bytes"),
                     ));
@@ -163,17 +166,20 @@ impl McpServer {
                 Ok(Some(Line::Text(line))) => match rpc::classify(&line) {
                     None | Some(Incoming::Response) => {}
                     Some(Incoming::Invalid(answer)) => {
-                        writer.send(&answer);
+                        writer.send_line(answer);
                     }
-                    Some(Incoming::Notification { method, params }) => {
-                        self.inner.notification(&method, &params)
+                    Some(Incoming::Unreadable { id, method, why }) => {
+                        writer.send_line(unreadable(&id, &method, &why));
                     }
+                    Some(Incoming::Notification {
+                        method, request_id, ..
+                    }) => self.inner.notification(&method, request_id.as_ref()),
                     Some(Incoming::Request { id, method, params }) => {
                         if let Some(line) = self.inner.snapshot_line(&id, &method, &params) {
                             writer.send_line(line);
                         } else if let Some(answer) = Inner::serve(&self.inner, id, &method, &params)
                         {
-                            writer.send(&answer);
+                            writer.send_line(answer);
                         }
                     }
                 },
@@ -184,17 +190,31 @@ impl McpServer {
     }
 
     /// Answers one line synchronously (`None` for notifications, client responses and blank
-    /// lines); tool calls run on the calling thread. For embedding and in-process tests.
+    /// lines); tool calls run on the calling thread. For embedding and in-process tests. The
+    /// answer is parsed into a [`Value`], so a numeric id beyond `f64` precision is rounded
+    /// there: [`McpServer::handle_line_text`] gives the exact text.
     pub fn handle_line(&self, line: &str) -> Option<Value> {
+        serde_json::from_str(&self.handle_line_text(line)?).ok()
+    }
+
+    /// [`McpServer::handle_line`], answering with the exact JSON text the server would write
+    /// (one line, without its newline): the request's id byte for byte as sent.
+    pub fn handle_line_text(&self, line: &str) -> Option<String> {
         match rpc::classify(line.as_bytes())? {
             Incoming::Response => None,
             Incoming::Invalid(answer) => Some(answer),
-            Incoming::Notification { method, params } => {
-                self.inner.notification(&method, &params);
+            Incoming::Unreadable { id, method, why } => Some(unreadable(&id, &method, &why)),
+            Incoming::Notification {
+                method, request_id, ..
+            } => {
+                self.inner.notification(&method, request_id.as_ref());
                 None
             }
             Incoming::Request { id, method, params } => {
-                Some(self.inner.answer(id, &method, &params, &CancelToken::new()))
+                Some(
+                    self.inner
+                        .answer(&id, &method, &params, &CancelToken::new()),
+                )
             }
         }
     }
@@ -211,14 +231,7 @@ impl McpServer {
         }
         inner.closing.store(true, Ordering::Release);
         inner.notifier.close();
-        for token in inner
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-        {
-            token.cancel();
-        }
+        inner.pool.cancel_all();
         if let Some(w) = inner.writer.swap(None) {
             w.close();
         }
@@ -276,7 +289,7 @@ impl Inner {
     /// the snapshot's JSON text, which is serialised once per published snapshot. `None`
     /// for anything else (other requests, unusual arguments, no live supervisor): the general
     /// path answers those, with the same result.
-    fn snapshot_line(&self, id: &Value, method: &str, params: &Value) -> Option<String> {
+    fn snapshot_line(&self, id: &Id, method: &str, params: &Value) -> Option<String> {
         if method != "tools/call" || params.get("name")?.as_str()? != "browser_snapshot" {
             return None;
         }
@@ -284,7 +297,9 @@ impl Inner {
             None | Some(Value::Null) => "default",
             Some(Value::Object(a)) => match (a.len(), a.get("task_id")) {
                 (0, _) => "default",
-                (1, Some(Value::String(t))) if !t.trim().is_empty() => t.as_str(),
+                (1, Some(Value::String(t))) if SupervisorRegistry::check_task_id(t).is_ok() => {
+                    t.as_str()
+                }
                 _ => return None,
             },
             Some(_) => return None,
@@ -314,50 +329,45 @@ impl Inner {
         }
         let c = cache.as_ref()?;
         Some(format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false}}}}"#,
-            c.escaped, c.body
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false}}}}"#,
+            id.raw(),
+            c.escaped,
+            c.body
         ))
     }
 
-    /// Handles a notification from the client.
-    fn notification(&self, method: &str, params: &Value) {
-        if method == "notifications/cancelled" {
-            let Some(id) = params.get("requestId") else {
-                return;
-            };
-            let key = id.to_string();
-            if let Some(token) = self
-                .in_flight
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-            {
-                log::debug!("request {key} cancelled by the client");
-                token.cancel();
-            }
+    /// Handles a notification from the client: `notifications/cancelled` cancels the request
+    /// it names (compared as JSON-RPC compares ids: see `rpc`); an unknown or finished id is
+    /// ignored.
+    fn notification(&self, method: &str, request_id: Option<&IdKey>) {
+        if method == "notifications/cancelled"
+            && let Some(key) = request_id
+            && self.pool.cancel(key)
+        {
+            log::debug!("request {key:?} cancelled by the client");
         }
     }
 
-    /// The synchronous answer to a request.
+    /// The synchronous answer to a request, as one line of JSON text.
     fn answer(
         self: &Arc<Self>,
-        id: Value,
+        id: &Id,
         method: &str,
         params: &Value,
         cancel: &CancelToken,
-    ) -> Value {
+    ) -> String {
         match method {
-            "initialize" => rpc::result(id, initialize_result(params)),
-            "ping" => rpc::result(id, json!({})),
-            "tools/list" => rpc::result(id, json!({"tools": tool_list()})),
+            "initialize" => rpc::result(id, &initialize_result(params)),
+            "ping" => rpc::result(id, &json!({})),
+            "tools/list" => rpc::result(id, &json!({"tools": tool_list()})),
             "logging/setLevel" => match params.get("level").and_then(Value::as_str) {
                 Some(l) => match Level::parse(l) {
                     Some(level) => {
                         self.notifier.set_level(level);
-                        rpc::result(id, json!({}))
+                        rpc::result(id, &json!({}))
                     }
                     None => rpc::error(
-                        id,
+                        Some(id),
                         code::INVALID_PARAMS,
                         format!(
                             "invalid params: unknown level {l:?}; use one of {}",
@@ -366,17 +376,17 @@ impl Inner {
                     ),
                 },
                 None => rpc::error(
-                    id,
+                    Some(id),
                     code::INVALID_PARAMS,
                     "invalid params: logging/setLevel needs a string \"level\"",
                 ),
             },
             "tools/call" => match tool_call_params(params) {
                 Ok((name, args)) => tool_result(id, handlers::call(self, name, &args, cancel)),
-                Err(e) => rpc::error(id, code::INVALID_PARAMS, e),
+                Err(e) => rpc::error(Some(id), code::INVALID_PARAMS, e),
             },
             other => rpc::error(
-                id,
+                Some(id),
                 code::METHOD_NOT_FOUND,
                 format!("method not found: {other}"),
             ),
@@ -384,93 +394,94 @@ impl Inner {
     }
 
     /// Answers a request from the reading thread: at once (returned), or later from a worker
-    /// (`None`).
-    fn serve(me: &Arc<Self>, id: Value, method: &str, params: &Value) -> Option<Value> {
+    /// (`None`). A worker's handler that panics is answered with an internal tool error, and
+    /// its place in the pool is freed either way (see `pool`).
+    fn serve(me: &Arc<Self>, id: Id, method: &str, params: &Value) -> Option<String> {
         let inline = method != "tools/call"
             || match tool_call_params(params) {
                 Ok((name, _)) => name == "browser_snapshot" || !handlers::is_tool(name),
                 Err(_) => true,
             };
         if inline {
-            return Some(me.answer(id, method, params, &CancelToken::new()));
+            return Some(me.answer(&id, method, params, &CancelToken::new()));
         }
-        let key = id.to_string();
-        let token = CancelToken::new();
-        let running = {
-            let mut in_flight = me.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-            if in_flight.contains_key(&key) {
+        let slot = match me.pool.admit(id.key()) {
+            Ok(slot) => slot,
+            Err(Refused::Duplicate) => {
                 return Some(rpc::error(
-                    id,
+                    Some(&id),
                     code::INVALID_REQUEST,
                     "invalid request: a request with this id is still in flight",
                 ));
             }
-            if in_flight.len() >= MAX_IN_FLIGHT {
+            Err(Refused::Full) => {
                 return Some(tool_result(
-                    id,
+                    &id,
                     json!({"success": false, "error": format!(
                         "too many tool calls in flight ({MAX_IN_FLIGHT}): wait for one to finish or cancel one, then retry"
                     )}),
                 ));
             }
-            in_flight.insert(key.clone(), token.clone());
-            in_flight.len()
         };
-        if me.workers.load(Ordering::Acquire) < running {
-            me.spawn_worker();
-        }
-        let job_inner = Arc::clone(me);
-        let (method, params, job_key) = (method.to_string(), params.clone(), key.clone());
-        let job: Job = Box::new(move || {
-            let answer = job_inner.answer(id, &method, &params, &token);
-            job_inner.finish(&job_key, &token, &answer);
-        });
-        if let Err(e) = me.jobs.try_send(job) {
-            log::error!("the MCP worker queue refused a job: {e}");
-            me.in_flight
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
-        }
-        None
-    }
-
-    /// A worker's answer: written unless the request was cancelled (then it gets none).
-    fn finish(&self, key: &str, token: &CancelToken, answer: &Value) {
-        let cancelled = {
-            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-            in_flight.remove(key);
-            token.is_cancelled()
-        };
-        if cancelled {
-            log::debug!("request {key} was cancelled: no response");
-            return;
-        }
-        if let Some(w) = self.writer.load_full() {
-            w.send(answer);
-        }
-    }
-
-    fn spawn_worker(&self) {
-        let n = self.workers.fetch_add(1, Ordering::AcqRel);
-        if n >= MAX_IN_FLIGHT {
-            self.workers.fetch_sub(1, Ordering::AcqRel);
-            return;
-        }
-        let jobs = self.jobs_rx.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("mcp-worker-{n}"))
-            .stack_size(WORKER_STACK)
-            .spawn(move || {
-                for job in jobs.iter() {
-                    job();
+        let (worker, done) = (Arc::clone(me), Arc::clone(me));
+        let (method, params) = (method.to_string(), params.clone());
+        let (job_id, reply_id) = (id.clone(), id.clone());
+        let ran = me.pool.run(
+            slot,
+            move |cancel| worker.answer(&job_id, &method, &params, cancel),
+            move |outcome, slot| {
+                let line = outcome.unwrap_or_else(|panic| {
+                    log::error!(
+                        "the handler of request {reply_id} panicked: {panic:?}; it is answered \
+                         with an internal error and the server carries on"
+                    );
+                    tool_result(&reply_id, internal_error(&panic))
+                });
+                if slot.release() {
+                    log::debug!("request {reply_id} was cancelled: no response");
+                } else if let Some(w) = done.writer.load_full() {
+                    w.send_line(line);
                 }
-            });
-        if let Err(e) = spawned {
-            self.workers.fetch_sub(1, Ordering::AcqRel);
-            log::error!("cannot start an MCP worker thread: {e}");
+            },
+        );
+        match ran {
+            Ok(()) => None,
+            Err(why) => {
+                log::error!("{why}");
+                Some(tool_result(&id, internal_error(&why)))
+            }
         }
     }
+}
+
+/// The answer to a request whose params the JSON decoder cannot read: for `tools/call` a tool
+/// error (SPEC §10: argument errors are tool errors), for anything else `-32602`.
+fn unreadable(id: &Id, method: &str, why: &str) -> String {
+    if method == "tools/call" {
+        tool_result(
+            id,
+            json!({"success": false, "error": format!(
+                "the arguments cannot be read ({why}): values nested deeper than 128 levels and \
+                 numbers beyond the range of a 64-bit float are not accepted"
+            )}),
+        )
+    } else {
+        rpc::error(
+            Some(id),
+            code::INVALID_PARAMS,
+            format!("invalid params: params cannot be read: {why}"),
+        )
+    }
+}
+
+/// The tool result of a call that failed inside the server (a handler that panicked, no worker
+/// to run it): a tool error, since the request itself was fine.
+fn internal_error(why: &str) -> Value {
+    json!({
+        "success": false,
+        "error": format!("internal error in the MCP server ({why}); the call did not complete, the server carries on"),
+        "internal_error": true,
+    })
 }
 
 /// `tools/call` params: the tool name and its arguments (`{}` when absent). A missing name or an
@@ -491,12 +502,13 @@ fn tool_call_params(params: &Value) -> Result<(&str, Value), String> {
     Ok((name, args))
 }
 
-/// A tool's JSON as an MCP tool result: text content, `structuredContent`, `isError`.
-fn tool_result(id: Value, out: Value) -> Value {
+/// A tool's JSON as an MCP tool result (text content, `structuredContent`, `isError`), as one
+/// line of JSON text.
+fn tool_result(id: &Id, out: Value) -> String {
     let is_error = out.get("success") == Some(&Value::Bool(false));
     rpc::result(
         id,
-        json!({
+        &json!({
             "content": [{"type": "text", "text": out.to_string()}],
             "structuredContent": out,
             "isError": is_error,
@@ -517,17 +529,16 @@ mod tests {
             .registry
             .get_or_start("t", &fake.ws_url())
             .expect("attach");
-        let id = json!(7);
+        let id = Id::parse("7");
         let params = json!({"name": "browser_snapshot", "arguments": {"task_id": "t"}});
         let check = || {
             let fast = inner
                 .snapshot_line(&id, "tools/call", &params)
                 .expect("the fast path serves a live task");
             let fast: Value = serde_json::from_str(&fast).expect("one JSON message");
-            let general = inner.answer(id.clone(), "tools/call", &params, &CancelToken::new());
+            let general = inner.answer(&id, "tools/call", &params, &CancelToken::new());
             // Both as the client reads them: from their JSON text.
-            let general: Value =
-                serde_json::from_str(&general.to_string()).expect("one JSON message");
+            let general: Value = serde_json::from_str(&general).expect("one JSON message");
             assert_eq!(fast, general);
         };
         check();

@@ -1,11 +1,35 @@
 //! JSON-RPC 2.0 framing for the MCP server: bounded line reading, strict classification of each
-//! incoming message, and the one writer that puts whole lines on the output.
+//! incoming message, request ids kept exactly as sent, and the one writer that puts whole lines on
+//! the output.
 //!
 //! Nothing here knows MCP methods; `mod.rs` decides what each request means.
+//!
+//! # Request ids
+//!
+//! An id is echoed **byte for byte** as the client wrote it: the envelope is decoded with every
+//! member as a [`RawValue`], and an answer is written around the id's raw text, never through a
+//! `Value` (which would turn `18446744073709551616` into `1.8446744073709552e19` and `-0` into
+//! `-0.0`). An id must be a string or a number (JSON-RPC 2.0); MCP also forbids `null`. Anything
+//! else is answered with `-32600` and id `null`.
+//!
+//! Two ids are the same request (duplicate detection, `notifications/cancelled`) when JSON-RPC
+//! 2.0 would call them equal, as [`IdKey`] decides: a string only equals the same string (after
+//! unescaping: `"a"` and `"\u0061"` are one id), a number only the same number by value, exactly
+//! (arbitrary precision, no float rounding): `1`, `1.0`, `1e0` and `10e-1` are one id, `-0`
+//! equals `0`, and `"1"` is never `1`.
+//!
+//! # Lone surrogates
+//!
+//! JSON's grammar allows `"\ud800"`, which is no Unicode text. Such an escape (a high surrogate
+//! without its low one, or a low one alone) is read as U+FFFD, so the request is answered with
+//! its own id instead of a parse error; the id itself is still echoed exactly as sent.
 
+use std::borrow::Cow;
 use std::io::{BufRead, Write};
 use std::sync::Mutex;
 
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// JSON-RPC error codes we answer with.
@@ -20,14 +44,184 @@ pub(crate) mod code {
     pub const INVALID_PARAMS: i64 = -32602;
 }
 
-/// A JSON-RPC error response.
-pub(crate) fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+/// A request's id: its JSON text exactly as the client sent it (a string or a number).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Id {
+    /// The id's JSON text from the client's line, echoed as is.
+    raw: Box<str>,
 }
 
-/// A JSON-RPC success response.
-pub(crate) fn result(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+/// What an id is equal to (module doc): a string by its value, a number by its exact value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum IdKey {
+    /// A string id, unescaped.
+    Str(String),
+    /// A number id in canonical form (`-?<digits without leading or trailing zeros>e<exp>`,
+    /// `0` for zero); `literal:<text>` when the exponent does not fit in an `i64`.
+    Num(String),
+}
+
+impl Id {
+    /// The id's JSON text as the client sent it.
+    pub(crate) fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// What it compares by (computed when asked: only calls that run on a worker need it).
+    pub(crate) fn key(&self) -> IdKey {
+        // `classify` checked that the id is a string or a number.
+        IdKey::of(&lone_surrogates_replaced(&self.raw)).unwrap_or(IdKey::Str(String::new()))
+    }
+}
+
+#[cfg(test)]
+impl Id {
+    /// The id of a request whose id is the JSON text `raw`.
+    pub(crate) fn parse(raw: &str) -> Id {
+        match classify(format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"ping"}}"#).as_bytes()) {
+            Some(Incoming::Request { id, .. }) => id,
+            other => panic!("{raw} is no request id: {other:?}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Id {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.raw)
+    }
+}
+
+/// Why a JSON value is no request id.
+#[derive(Debug, PartialEq)]
+enum NotAnId {
+    /// `null`: allowed by JSON-RPC 2.0, forbidden by MCP.
+    Null,
+    /// An object, an array or a boolean.
+    WrongType,
+}
+
+/// Whether the JSON value `raw` may be a request id (a string or a number).
+fn id_kind(raw: &str) -> Result<(), NotAnId> {
+    match raw.as_bytes().first() {
+        Some(b'"' | b'-' | b'0'..=b'9') => Ok(()),
+        Some(b'n') => Err(NotAnId::Null),
+        _ => Err(NotAnId::WrongType),
+    }
+}
+
+/// The text of the JSON string `raw` (lone surrogates already replaced); `None` for anything
+/// else. A string without escapes is taken as it is, without running the decoder.
+fn string(raw: &RawValue) -> Option<String> {
+    let raw = raw.get();
+    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(plain) if !plain.contains('\\') => Some(plain.to_string()),
+        _ => serde_json::from_str(raw).ok(),
+    }
+}
+
+impl IdKey {
+    /// The key of the JSON value `raw` (valid JSON text, lone surrogates already replaced).
+    fn of(raw: &str) -> Result<IdKey, NotAnId> {
+        match raw.as_bytes().first() {
+            Some(b'"') => serde_json::from_str::<String>(raw)
+                .map(IdKey::Str)
+                .map_err(|_| NotAnId::WrongType),
+            Some(b'-' | b'0'..=b'9') => Ok(IdKey::Num(canonical_number(raw))),
+            Some(b'n') => Err(NotAnId::Null),
+            _ => Err(NotAnId::WrongType),
+        }
+    }
+}
+
+/// The exact value of a JSON number in one spelling: sign, significant digits, exponent
+/// (`1.50e1` -> `15e0`, `-0.0` -> `0`). Falls back to the literal text when the exponent does
+/// not fit in an `i64` (such ids then match only the same text).
+fn canonical_number(text: &str) -> String {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, "0"),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = [int, frac].concat();
+    let significant = digits.trim_start_matches('0');
+    if significant.is_empty() {
+        return "0".into();
+    }
+    let trimmed = significant.trim_end_matches('0');
+    let exp = exponent.parse::<i64>().ok().and_then(|e| {
+        e.checked_sub(i64::try_from(frac.len()).ok()?)?
+            .checked_add(i64::try_from(significant.len() - trimmed.len()).ok()?)
+    });
+    match exp {
+        Some(e) => format!("{}{trimmed}e{e}", if negative { "-" } else { "" }),
+        None => format!("literal:{text}"),
+    }
+}
+
+/// A copy of `text` in which every lone surrogate escape (`\uD800`-`\uDFFF` not part of a
+/// high-low pair) is replaced by `\uFFFD`: the same length and the same bytes elsewhere, so a
+/// slice of the copy maps back to the same range of `text`. Borrowed when there is none.
+fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
+    if !text.contains("\\u") {
+        return Cow::Borrowed(text);
+    }
+    let bytes = text.as_bytes();
+    let escape_at = |at: usize| -> Option<u16> {
+        if bytes.get(at..at + 2)? != b"\\u" {
+            return None;
+        }
+        let hex = std::str::from_utf8(bytes.get(at + 2..at + 6)?).ok()?;
+        u16::from_str_radix(hex, 16).ok()
+    };
+    let mut out: Option<Vec<u8>> = None;
+    let (mut i, mut in_string) = (0, false);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                in_string = !in_string;
+                i += 1;
+            }
+            b'\\' if in_string => match escape_at(i) {
+                Some(0xD800..=0xDBFF)
+                    if escape_at(i + 6).is_some_and(|lo| (0xDC00..=0xDFFF).contains(&lo)) =>
+                {
+                    i += 12;
+                }
+                Some(0xD800..=0xDFFF) => {
+                    let buf = out.get_or_insert_with(|| bytes.to_vec());
+                    buf[i..i + 6].copy_from_slice(b"\\uFFFD");
+                    i += 6;
+                }
+                // Any other escape: skip the backslash and the character it escapes.
+                _ => i += 2,
+            },
+            _ => i += 1,
+        }
+    }
+    match out {
+        // Only ASCII bytes inside an escape were replaced: still UTF-8.
+        Some(buf) => Cow::Owned(String::from_utf8(buf).unwrap_or_else(|_| text.to_string())),
+        None => Cow::Borrowed(text),
+    }
+}
+
+/// A JSON-RPC error response, as one line of JSON text. `id` is `None` when the request's id
+/// could not be read (then `null`).
+pub(crate) fn error(id: Option<&Id>, code: i64, message: impl Into<String>) -> String {
+    let error = json!({"code": code, "message": message.into()});
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#,
+        id.map_or("null", Id::raw)
+    )
+}
+
+/// A JSON-RPC success response, as one line of JSON text.
+pub(crate) fn result(id: &Id, result: &Value) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.raw())
 }
 
 /// A JSON-RPC notification (server to client).
@@ -104,8 +298,8 @@ impl<R: BufRead> LineReader<R> {
 pub(crate) enum Incoming {
     /// A request: must be answered (unless cancelled).
     Request {
-        /// A string or a number.
-        id: Value,
+        /// A string or a number, as sent.
+        id: Id,
         /// The method name.
         method: String,
         /// An object, or `Null` when absent.
@@ -117,87 +311,230 @@ pub(crate) enum Incoming {
         method: String,
         /// An object, or `Null` when absent.
         params: Value,
+        /// The request that `params.requestId` names, if it is an id (MCP's
+        /// `notifications/cancelled`), read from its raw text: a big number keeps its value.
+        request_id: Option<IdKey>,
+    },
+    /// A request whose params are an object the JSON decoder cannot read (nested deeper than
+    /// 128 levels, a number beyond `f64`): answered with its id, as the method's error.
+    Unreadable {
+        /// A string or a number, as sent.
+        id: Id,
+        /// The method name.
+        method: String,
+        /// What the decoder said.
+        why: String,
     },
     /// A response from the client (we send no requests): not answered.
     Response,
-    /// Not a usable message: send this error response.
-    Invalid(Value),
+    /// Not a usable message: send this error response (one line of JSON text).
+    Invalid(String),
+}
+
+/// The members of a JSON-RPC message, each as its raw text (present even when `null`), except
+/// `params` (`None` when absent or `null`): decoded at once (`P = Value`, one pass over the
+/// line), or raw (`P = &RawValue`) when that failed, so that the id can still be read.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "P: Deserialize<'de>"))]
+struct Envelope<'a, P> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    params: Option<P>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+/// `params` of an [`Envelope`], decoded or raw.
+enum Params<'a> {
+    Decoded(Option<Value>),
+    Raw(Option<&'a RawValue>),
+}
+
+impl<'a, P> Envelope<'a, P> {
+    /// The envelope without its params, and the params.
+    fn split(self, params: impl FnOnce(Option<P>) -> Params<'a>) -> (Envelope<'a, ()>, Params<'a>) {
+        let Envelope {
+            jsonrpc,
+            id,
+            method,
+            params: p,
+            result,
+            error,
+        } = self;
+        let head = Envelope {
+            jsonrpc,
+            id,
+            method,
+            params: None,
+            result,
+            error,
+        };
+        (head, params(p))
+    }
+}
+
+/// A member that is there, `null` included (`Option`'s own impl would make `null` absent).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// `params.requestId` of a notification.
+#[derive(Deserialize)]
+struct NamesRequest<'a> {
+    #[serde(borrow, rename = "requestId", default, deserialize_with = "present")]
+    request_id: Option<&'a RawValue>,
 }
 
 /// Classifies one line strictly (JSON-RPC 2.0, MCP flavour). `None` for a blank line.
 pub(crate) fn classify(line: &[u8]) -> Option<Incoming> {
     let Ok(text) = std::str::from_utf8(line) else {
         return Some(Incoming::Invalid(error(
-            Value::Null,
+            None,
             code::PARSE_ERROR,
             "parse error: the line is not valid UTF-8",
         )));
     };
-    let text = text.trim();
+    let text = text.trim_matches([' ', '\t', '\r', '\n']);
     if text.is_empty() {
         return None;
     }
-    let msg: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            return Some(Incoming::Invalid(error(
-                Value::Null,
-                code::PARSE_ERROR,
-                format!("parse error: {e}"),
-            )));
-        }
+    let readable = lone_surrogates_replaced(text);
+    let readable: &str = &readable;
+    let parse_error = |e: serde_json::Error| {
+        Some(Incoming::Invalid(error(
+            None,
+            code::PARSE_ERROR,
+            format!("parse error: {e}"),
+        )))
     };
-    let invalid = |id: Value, why: &str| {
+    let invalid = |id: Option<&Id>, why: &str| {
         Some(Incoming::Invalid(error(
             id,
             code::INVALID_REQUEST,
             format!("invalid request: {why}"),
         )))
     };
-    let obj = match msg {
-        Value::Object(o) => o,
-        Value::Array(_) => {
-            return invalid(
-                Value::Null,
-                "JSON-RPC batches are not supported (no protocol version this server speaks has them); send one message per line",
-            );
+    if !readable.starts_with('{') {
+        // Not an object: tell a syntax error from a well-formed non-object.
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(readable) {
+            return parse_error(e);
         }
-        _ => return invalid(Value::Null, "expected a JSON object"),
+        return invalid(
+            None,
+            if readable.starts_with('[') {
+                "JSON-RPC batches are not supported (no protocol version this server speaks has them); send one message per line"
+            } else {
+                "expected a JSON object"
+            },
+        );
+    }
+    // Requests whose params decode: one pass. Everything else (notifications, whose
+    // `requestId` is read raw, and params the decoder refuses) is read raw first.
+    let (msg, params) = match serde_json::from_str::<Envelope<'_, Value>>(readable) {
+        Ok(m) if m.id.is_some() => m.split(Params::Decoded),
+        _ => match serde_json::from_str::<Envelope<'_, &RawValue>>(readable) {
+            Ok(m) => m.split(Params::Raw),
+            // A duplicate member: well-formed JSON, but no message we can trust.
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                return invalid(None, &e.to_string());
+            }
+            Err(e) => return parse_error(e),
+        },
     };
-    if !obj.contains_key("method") && (obj.contains_key("result") || obj.contains_key("error")) {
+    if msg.method.is_none() && (msg.result.is_some() || msg.error.is_some()) {
         return Some(Incoming::Response);
     }
-    let id = match obj.get("id") {
+    let id = match msg.id {
         None => None,
-        Some(id @ (Value::String(_) | Value::Number(_))) => Some(id.clone()),
-        Some(_) => return invalid(Value::Null, "id must be a string or a number"),
+        Some(raw) => match id_kind(raw.get()) {
+            Ok(()) => Some(Id {
+                raw: as_sent(text, readable, raw.get()).into(),
+            }),
+            Err(NotAnId::Null) => {
+                return invalid(
+                    None,
+                    "id must be a string or a number (MCP does not allow null)",
+                );
+            }
+            Err(NotAnId::WrongType) => return invalid(None, "id must be a string or a number"),
+        },
     };
-    let reply_id = id.clone().unwrap_or(Value::Null);
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return invalid(reply_id, "\"jsonrpc\": \"2.0\" is required");
+    if msg.jsonrpc.and_then(string).as_deref() != Some("2.0") {
+        return invalid(id.as_ref(), "\"jsonrpc\": \"2.0\" is required");
     }
-    let Some(method) = obj.get("method").and_then(Value::as_str) else {
-        return invalid(reply_id, "method must be a string");
+    let Some(method) = msg.method.and_then(string) else {
+        return invalid(id.as_ref(), "method must be a string");
     };
-    let params = match obj.get("params") {
-        None | Some(Value::Null) => Value::Null,
-        Some(p @ Value::Object(_)) => p.clone(),
-        Some(_) => {
-            return match id {
-                Some(id) => Some(Incoming::Invalid(error(
-                    id,
-                    code::INVALID_PARAMS,
-                    "invalid params: params must be an object",
-                ))),
-                None => invalid(Value::Null, "params must be an object"),
-            };
+    let bad_params = |id: Option<Id>, why: String| {
+        Some(Incoming::Invalid(match id {
+            Some(id) => error(
+                Some(&id),
+                code::INVALID_PARAMS,
+                format!("invalid params: {why}"),
+            ),
+            None => error(
+                None,
+                code::INVALID_REQUEST,
+                format!("invalid request: {why}"),
+            ),
+        }))
+    };
+    let request_id = match (&id, &params) {
+        (None, Params::Raw(Some(p))) => serde_json::from_str::<NamesRequest<'_>>(p.get())
+            .ok()
+            .and_then(|n| n.request_id)
+            .and_then(|r| IdKey::of(r.get()).ok()),
+        _ => None,
+    };
+    let params = match params {
+        Params::Decoded(None) | Params::Raw(None) => Value::Null,
+        Params::Decoded(Some(p @ Value::Object(_))) => p,
+        Params::Decoded(Some(_)) => return bad_params(id, "params must be an object".into()),
+        Params::Raw(Some(raw)) if raw.get().starts_with('{') => {
+            match serde_json::from_str(raw.get()) {
+                Ok(p) => p,
+                // Nested deeper than 128 levels, or a number out of range.
+                Err(e) => {
+                    return Some(match id {
+                        Some(id) => Incoming::Unreadable {
+                            id,
+                            method,
+                            why: e.to_string(),
+                        },
+                        None => Incoming::Invalid(error(
+                            None,
+                            code::INVALID_REQUEST,
+                            format!("invalid request: params cannot be read: {e}"),
+                        )),
+                    });
+                }
+            }
         }
+        Params::Raw(Some(_)) => return bad_params(id, "params must be an object".into()),
     };
-    let method = method.to_string();
     Some(match id {
         Some(id) => Incoming::Request { id, method, params },
-        None => Incoming::Notification { method, params },
+        None => Incoming::Notification {
+            method,
+            params,
+            request_id,
+        },
     })
+}
+
+/// The text of `part` (a slice of `readable`) as `original` has it: [`lone_surrogates_replaced`]
+/// keeps every byte's position, so the same range of the original is what the client sent.
+fn as_sent<'a>(original: &'a str, readable: &str, part: &'a str) -> &'a str {
+    let start = (part.as_ptr() as usize).wrapping_sub(readable.as_ptr() as usize);
+    original
+        .get(start..start.saturating_add(part.len()))
+        .unwrap_or(part)
 }
 
 /// The single writer of the output: each message is serialised first, then written as one
@@ -290,24 +627,39 @@ mod tests {
         assert_eq!(lines(b"0123456789a\n", 10, 4), vec![Line::TooLong]);
     }
 
+    fn error_of(i: Option<Incoming>) -> (i64, Value) {
+        match i {
+            Some(Incoming::Invalid(line)) => {
+                let v: Value = serde_json::from_str(&line).expect("one JSON message");
+                (v["error"]["code"].as_i64().unwrap_or(0), v["id"].clone())
+            }
+            other => panic!("not invalid: {other:?}"),
+        }
+    }
+
+    fn request_id(line: &str) -> Id {
+        match classify(line.as_bytes()) {
+            Some(Incoming::Request { id, .. }) => id,
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
     #[test]
     fn strict_classification() {
         let c = |s: &str| classify(s.as_bytes());
-        let err_code = |i: Option<Incoming>| match i {
-            Some(Incoming::Invalid(v)) => (v["error"]["code"].as_i64(), v["id"].clone()),
-            other => panic!("not invalid: {other:?}"),
-        };
         assert_eq!(c("  "), None);
         assert_eq!(
-            err_code(c(r#"{"id":1,"method":"ping"}"#)),
-            (Some(-32600), json!(1))
+            error_of(c(r#"{"id":1,"method":"ping"}"#)),
+            (-32600, json!(1))
         );
         assert_eq!(
-            err_code(c(r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#)),
-            (Some(-32600), json!("a"))
+            error_of(c(r#"{"jsonrpc":"1.0","id":"a","method":"ping"}"#)),
+            (-32600, json!("a"))
         );
-        assert_eq!(err_code(c("[]")), (Some(-32600), Value::Null));
-        assert_eq!(err_code(c("{")), (Some(-32700), Value::Null));
+        assert_eq!(error_of(c("[]")), (-32600, Value::Null));
+        assert_eq!(error_of(c("[")), (-32700, Value::Null));
+        assert_eq!(error_of(c("42")), (-32600, Value::Null));
+        assert_eq!(error_of(c("{")), (-32700, Value::Null));
         assert_eq!(
             c(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
             Some(Incoming::Response)
@@ -320,22 +672,188 @@ mod tests {
             c(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Some(Incoming::Notification {
                 method: "notifications/initialized".into(),
-                params: Value::Null
+                params: Value::Null,
+                request_id: None,
             })
         );
+        match c(r#"{"jsonrpc":"2.0","id":"x","method":"ping","params":{}}"#) {
+            Some(Incoming::Request { id, method, params }) => {
+                assert_eq!(
+                    (id.raw(), method.as_str(), params),
+                    ("\"x\"", "ping", json!({}))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
         assert_eq!(
-            c(r#"{"jsonrpc":"2.0","id":"x","method":"ping","params":{}}"#),
-            Some(Incoming::Request {
-                id: json!("x"),
-                method: "ping".into(),
-                params: json!({})
-            })
-        );
-        assert_eq!(
-            err_code(c(
+            error_of(c(
                 r#"{"jsonrpc":"2.0","id":4,"method":"ping","params":[1]}"#
             )),
-            (Some(-32602), json!(4))
+            (-32602, json!(4))
         );
+        // Ids that are neither strings nor numbers: -32600, id null.
+        for id in ["null", "{}", "[1]", "true", "false"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            assert_eq!(error_of(c(&line)), (-32600, Value::Null), "{line}");
+        }
+        // A duplicate member is refused rather than guessed at.
+        assert_eq!(
+            error_of(c(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#)),
+            (-32600, Value::Null)
+        );
+    }
+
+    #[test]
+    fn ids_are_echoed_byte_for_byte() {
+        for raw in [
+            "18446744073709551616",
+            "-0",
+            "1.0",
+            "1e0",
+            "1E+2",
+            "-12.500e-3",
+            "123456789012345678901234567890.000000000000000000001",
+            "1e400",
+            "0.0000000000000000000000000000000000000000001",
+            r#""a\u0062c""#,
+            r#""\ud800""#,
+            r#""x\udc00y""#,
+            r#""\ud83d\ude00""#,
+            r#""é \"quoted\" \\ \/""#,
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{raw},"method":"ping"}}"#);
+            let id = request_id(&line);
+            assert_eq!(id.raw(), raw);
+            let answer = result(&id, &json!({}));
+            assert_eq!(
+                answer,
+                format!(r#"{{"jsonrpc":"2.0","id":{raw},"result":{{}}}}"#)
+            );
+            let answer = error(Some(&id), code::METHOD_NOT_FOUND, "no");
+            assert!(answer.contains(&format!(r#""id":{raw},"#)), "{answer}");
+        }
+        // Whitespace around the id is not part of it.
+        assert_eq!(
+            request_id(r#"{"jsonrpc":"2.0","id":   7  ,"method":"ping"}"#).raw(),
+            "7"
+        );
+    }
+
+    #[test]
+    fn ids_compare_as_json_rpc_says() {
+        let key = |raw: &str| {
+            request_id(&format!(
+                r#"{{"jsonrpc":"2.0","id":{raw},"method":"ping"}}"#
+            ))
+            .key()
+        };
+        // Numbers by exact value.
+        for same in [
+            ["1", "1.0", "1e0"],
+            ["1", "10e-1", "0.1E1"],
+            ["0", "-0", "0.000e9"],
+            ["-0.0", "0e-7", "0"],
+            ["1500", "1.5e3", "15E+2"],
+            [
+                "18446744073709551616",
+                "1.8446744073709551616e19",
+                "18446744073709551616.0",
+            ],
+        ] {
+            assert_eq!(key(same[0]), key(same[1]), "{same:?}");
+            assert_eq!(key(same[0]), key(same[2]), "{same:?}");
+        }
+        for (a, b) in [
+            ("1", "2"),
+            ("18446744073709551616", "18446744073709551617"),
+            ("18446744073709551616", "18446744073709551615"),
+            ("1", "-1"),
+            ("1e1", "1e-1"),
+            ("9007199254740993", "9007199254740992"),
+        ] {
+            assert_ne!(key(a), key(b), "{a} vs {b}");
+        }
+        // Strings by value, and never equal to a number.
+        assert_eq!(key(r#""ab""#), key(r#""a\u0062""#));
+        assert_ne!(key(r#""1""#), key("1"));
+        assert_ne!(key(r#""a""#), key(r#""A""#));
+        assert_eq!(key(r#""\ud800""#), IdKey::Str("\u{fffd}".into()));
+        // An exponent beyond i64 falls back to the literal.
+        assert_eq!(key("1e99999999999999999999"), key("1e99999999999999999999"));
+        assert_ne!(
+            key("1e99999999999999999999"),
+            key("10e99999999999999999998")
+        );
+    }
+
+    #[test]
+    fn cancellation_names_its_request_by_raw_value() {
+        let note = |params: &str| match classify(
+            format!(r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{params}}}"#)
+                .as_bytes(),
+        ) {
+            Some(Incoming::Notification { request_id, .. }) => request_id,
+            other => panic!("{other:?}"),
+        };
+        let big = request_id(r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"ping"}"#);
+        assert_eq!(
+            note(r#"{"requestId":18446744073709551617}"#).as_ref(),
+            Some(&big.key())
+        );
+        assert_ne!(
+            note(r#"{"requestId":18446744073709551616}"#).as_ref(),
+            Some(&big.key())
+        );
+        assert_eq!(note(r#"{"requestId":null}"#), None);
+        assert_eq!(note(r#"{"requestId":{}}"#), None);
+        assert_eq!(note(r#"{}"#), None);
+    }
+
+    #[test]
+    fn lone_surrogates_read_as_replacement_characters() {
+        let c = |s: &str| classify(s.as_bytes());
+        match c(
+            r#"{"jsonrpc":"2.0","id":"\udc00","method":"m\ud800","params":{"k":"a\ud800\ud800b\udbff"}}"#,
+        ) {
+            Some(Incoming::Request { id, method, params }) => {
+                assert_eq!(id.raw(), r#""\udc00""#);
+                assert_eq!(method, "m\u{fffd}");
+                assert_eq!(params, json!({"k": "a\u{fffd}\u{fffd}b\u{fffd}"}));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A pair stays a pair; an escaped backslash is no escape.
+        assert_eq!(
+            lone_surrogates_replaced(r#""\ud83d\ude00""#),
+            r#""\ud83d\ude00""#
+        );
+        assert_eq!(lone_surrogates_replaced(r#""\\ud800""#), r#""\\ud800""#);
+        assert_eq!(
+            lone_surrogates_replaced(r#"{"a":"\\","b":"\ud800"}"#),
+            r#"{"a":"\\","b":"\uFFFD"}"#
+        );
+    }
+
+    #[test]
+    fn params_that_cannot_be_read_keep_the_request_id() {
+        let unreadable = |line: &str| match classify(line.as_bytes()) {
+            Some(Incoming::Unreadable { id, method, why }) => (id.raw().to_string(), method, why),
+            other => panic!("{other:?}"),
+        };
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{{"a":{}1{}}}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let (id, method, why) = unreadable(&deep);
+        assert_eq!((id.as_str(), method.as_str()), ("\"deep\"", "tools/call"));
+        assert!(why.contains("recursion limit"), "{why}");
+        let huge = r#"{"jsonrpc":"2.0","id":9,"method":"ping","params":{"a":1e400}}"#;
+        let (id, _, why) = unreadable(huge);
+        assert_eq!(id, "9");
+        assert!(why.contains("out of range"), "{why}");
+        // A notification cannot be answered with its id: the usual -32600, id null.
+        let note = r#"{"jsonrpc":"2.0","method":"n","params":{"a":1e400}}"#;
+        assert_eq!(error_of(classify(note.as_bytes())), (-32600, Value::Null));
     }
 }

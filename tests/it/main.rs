@@ -12,11 +12,11 @@
 //! The few tests that need the whole process to themselves are in `tests/solo` (its docs say
 //! why each is there).
 //!
-//! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits` and `security_policy` drive
-//! the scripted fake browser; `discovery` and `wss` put scripted HTTP and TLS peers in front of
-//! it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_python_sdk` and `tmpdir_cleanup`
-//! run the binary; `measure_popups`, `measure_renderers` and `measure_browserless` hold ignored
-//! measurements.
+//! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
+//! `start_cancel` drive the scripted fake browser; `discovery` and `wss` put scripted HTTP and
+//! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_hardening`,
+//! `mcp_python_sdk` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`
+//! and `measure_browserless` hold ignored measurements.
 
 mod common;
 
@@ -46,6 +46,7 @@ mod hardening_reconnect;
 mod hardening_transport;
 mod harness_selftest;
 mod idle;
+mod mcp_hardening;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
@@ -55,5 +56,6 @@ mod prop_hostile;
 mod read_cache;
 mod scale_limits;
 mod security_policy;
+mod start_cancel;
 mod tmpdir_cleanup;
 mod wss;

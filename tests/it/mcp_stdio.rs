@@ -28,11 +28,11 @@ use serde_json::{Value, json};
 const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
 
 /// Deadline of one request/answer round trip (browser_connect launches Chromium: longer).
-const T: Duration = Duration::from_secs(10);
+pub(crate) const T: Duration = Duration::from_secs(10);
 /// Deadline for the server (and its browser) to go away after stdin closes.
-const STOP: Duration = Duration::from_secs(5);
+pub(crate) const STOP: Duration = Duration::from_secs(5);
 
-const PROTOCOL: &str = "2025-06-18";
+pub(crate) const PROTOCOL: &str = "2025-06-18";
 
 const TOOLS: [&str; 5] = [
     "browser_connect",
@@ -47,21 +47,21 @@ const TOOLS: [&str; 5] = [
 // ---------------------------------------------------------------------------
 
 /// `cdp-supervisor mcp`, SIGKILLed and reaped on drop together with any Chromium it launched.
-struct Mcp {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: Lines,
-    err: Lines,
-    next_id: i64,
-    status: Option<ExitStatus>,
+pub(crate) struct Mcp {
+    pub(crate) child: Child,
+    pub(crate) stdin: Option<ChildStdin>,
+    pub(crate) out: Lines,
+    pub(crate) err: Lines,
+    pub(crate) next_id: i64,
+    pub(crate) status: Option<ExitStatus>,
     /// Responses read while waiting for another one, by the JSON text of their id.
-    responses: HashMap<String, Value>,
+    pub(crate) responses: HashMap<String, Value>,
     /// Notifications from the server, in order.
-    notes: Vec<Value>,
+    pub(crate) notes: Vec<Value>,
 }
 
 impl Mcp {
-    fn start(envs: &[(&str, &std::ffi::OsStr)]) -> Mcp {
+    pub(crate) fn start(envs: &[(&str, &std::ffi::OsStr)]) -> Mcp {
         let mut cmd = Command::new(BIN);
         cmd.arg("mcp");
         clean_config_env(&mut cmd);
@@ -88,24 +88,24 @@ impl Mcp {
         }
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Writes raw bytes followed by a newline.
-    fn send_raw(&mut self, bytes: &[u8]) {
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin is open");
         stdin.write_all(bytes).expect("write to the server");
         stdin.write_all(b"\n").expect("write to the server");
         stdin.flush().expect("flush to the server");
     }
 
-    fn send(&mut self, msg: &Value) {
+    pub(crate) fn send(&mut self, msg: &Value) {
         self.send_raw(msg.to_string().as_bytes());
     }
 
     /// The next stdout line, parsed (panics on non-JSON, or at the deadline).
-    fn next(&self, timeout: Duration, waiting_for: &str) -> Value {
+    pub(crate) fn next(&self, timeout: Duration, waiting_for: &str) -> Value {
         match self.out.rx.recv_timeout(timeout) {
             Ok(line) => serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}")),
@@ -118,7 +118,7 @@ impl Mcp {
 
     /// Reads one stdout line (until `deadline`): a notification goes to `notes`, a response to
     /// `responses`. False at the deadline.
-    fn pump(&mut self, deadline: Instant) -> bool {
+    pub(crate) fn pump(&mut self, deadline: Instant) -> bool {
         let left = deadline.saturating_duration_since(Instant::now());
         let Ok(line) = self.out.rx.recv_timeout(left) else {
             return false;
@@ -136,7 +136,7 @@ impl Mcp {
     }
 
     /// Sends a request; returns its id (answer with [`Mcp::response`]).
-    fn send_request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn send_request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
         let id = json!(self.next_id);
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -144,7 +144,7 @@ impl Mcp {
     }
 
     /// The response to request `id`, waiting at most `timeout`.
-    fn response(&mut self, id: &Value, timeout: Duration, waiting_for: &str) -> Value {
+    pub(crate) fn response(&mut self, id: &Value, timeout: Duration, waiting_for: &str) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(v) = self.responses.remove(&id.to_string()) {
@@ -160,7 +160,7 @@ impl Mcp {
     }
 
     /// Asserts that no response to `id` arrives within `within`.
-    fn assert_no_response(&mut self, id: &Value, within: Duration) {
+    pub(crate) fn assert_no_response(&mut self, id: &Value, within: Duration) {
         let deadline = Instant::now() + within;
         while self.pump(deadline) {}
         assert!(
@@ -171,7 +171,11 @@ impl Mcp {
     }
 
     /// The first notification (seen so far, or within `timeout`) that `pred` accepts.
-    fn note(&mut self, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+    pub(crate) fn note(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
         let deadline = Instant::now() + timeout;
         let mut seen = 0;
         loop {
@@ -186,7 +190,7 @@ impl Mcp {
     }
 
     /// Sends a request and returns its answer.
-    fn request(&mut self, method: &str, params: Value, timeout: Duration) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value, timeout: Duration) -> Value {
         let id = self.send_request(method, params);
         let answer = self.response(&id, timeout, method);
         assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
@@ -194,24 +198,34 @@ impl Mcp {
     }
 
     /// Sends `tools/call name args` without waiting; returns the request id.
-    fn start_tool(&mut self, name: &str, args: Value) -> Value {
+    pub(crate) fn start_tool(&mut self, name: &str, args: Value) -> Value {
         self.send_request("tools/call", json!({"name": name, "arguments": args}))
     }
 
     /// The (isError, tool JSON) of a tools/call answer.
-    fn tool_answer(&mut self, id: &Value, timeout: Duration, what: &str) -> (bool, Value) {
+    pub(crate) fn tool_answer(
+        &mut self,
+        id: &Value,
+        timeout: Duration,
+        what: &str,
+    ) -> (bool, Value) {
         let a = self.response(id, timeout, what);
         tool_json(&a, what)
     }
 
     /// `tools/call name args`: returns (isError, the tool's JSON from the text content).
-    fn call_tool(&mut self, name: &str, args: Value, timeout: Duration) -> (bool, Value) {
+    pub(crate) fn call_tool(
+        &mut self,
+        name: &str,
+        args: Value,
+        timeout: Duration,
+    ) -> (bool, Value) {
         let id = self.start_tool(name, args);
         self.tool_answer(&id, timeout, name)
     }
 
     /// A tool call that must succeed; returns its JSON.
-    fn ok_tool(&mut self, name: &str, args: Value, timeout: Duration) -> Value {
+    pub(crate) fn ok_tool(&mut self, name: &str, args: Value, timeout: Duration) -> Value {
         let (is_error, v) = self.call_tool(name, args.clone(), timeout);
         assert!(
             !is_error && v["success"] != false,
@@ -221,7 +235,7 @@ impl Mcp {
     }
 
     /// Closes stdin (end of input) and waits for the exit.
-    fn close_and_wait(&mut self, timeout: Duration) -> ExitStatus {
+    pub(crate) fn close_and_wait(&mut self, timeout: Duration) -> ExitStatus {
         drop(self.stdin.take());
         let t = Instant::now();
         self.status = wait_until(timeout, || self.child.try_wait().ok().flatten());
@@ -253,7 +267,7 @@ impl Drop for Mcp {
 
 /// (isError, the tool's JSON) of a tools/call answer; checks that the text content and
 /// `structuredContent` agree.
-fn tool_json(a: &Value, name: &str) -> (bool, Value) {
+pub(crate) fn tool_json(a: &Value, name: &str) -> (bool, Value) {
     let r = a
         .get("result")
         .unwrap_or_else(|| panic!("tools/call {name} gave no result: {a}"));
@@ -274,7 +288,7 @@ fn tool_json(a: &Value, name: &str) -> (bool, Value) {
 }
 
 /// Every stdout line is one JSON-RPC 2.0 message: a response, or a notification.
-fn assert_stdout_is_json_rpc(lines: &[String]) {
+pub(crate) fn assert_stdout_is_json_rpc(lines: &[String]) {
     for l in lines {
         let v: Value = serde_json::from_str(l)
             .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l:?}"));
@@ -293,7 +307,7 @@ fn assert_stdout_is_json_rpc(lines: &[String]) {
     }
 }
 
-fn initialize(mcp: &mut Mcp) -> Value {
+pub(crate) fn initialize(mcp: &mut Mcp) -> Value {
     let a = mcp.request(
         "initialize",
         json!({

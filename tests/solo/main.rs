@@ -10,8 +10,8 @@
 //!   children). These tests run first, while the process has no other thread.
 //! * [`available_env`] sets `CDP_SUPERVISOR__BROWSER__CA_FILE` for `cdp_available`, which reads
 //!   the configuration (and so the environment); it runs right after them, for the same reason.
-//! * [`cycles`] and [`registry_race`] check that no thread and no file descriptor of the whole
-//!   process is left behind. Only threads named after a task could be told apart in a shared
+//! * [`cycles`], [`registry_race`] and [`start_cancel`] check that no thread and no file
+//!   descriptor of the whole process is left behind. Only threads named after a task could be told apart in a shared
 //!   process; the `cdp-stop`/`cdp-reconnect` threads, the fake's connection threads and every
 //!   descriptor could not.
 //! * [`reconnect_stop_race`] counts the process's threads too, and aims 1,000 `stop` calls within
@@ -31,6 +31,7 @@ mod cycles;
 mod reconnect_stop_race;
 mod redaction;
 mod registry_race;
+mod start_cancel;
 
 use std::io::Write;
 use std::panic::catch_unwind;
@@ -57,6 +58,8 @@ const TESTS: &[(&str, fn())] = tests![
     available_env::cdp_available_trusts_the_ca_file_named_in_the_environment,
     cycles::a_thousand_start_stop_cycles_leak_no_threads_sockets_or_slots,
     registry_race::racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_threads,
+    start_cancel::cancelled_starts_leave_no_threads_sockets_or_slots,
+    start_cancel::starts_cancelled_while_connecting_leave_nothing_once_their_deadline_passes,
     reconnect_stop_race::stop_during_a_reconnect_returns_within_a_second_in_a_thousand_races,
     // Last: the logger it installs stays.
     redaction::the_scenario_really_ran,

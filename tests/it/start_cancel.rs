@@ -1,0 +1,386 @@
+//! Starting a supervisor with a cancel token (`SupervisorRegistry::get_or_start_cancellable`,
+//! issue 20 item 12) and the task-id checks every start makes (item 4), on the fake browser.
+//!
+//! A cancelled start returns `Error::StartCancelled` at once wherever it is (attaching, waiting
+//! for its own `Target.createTarget`, waiting for another caller's start, connecting) and
+//! leaves nothing: no slot in the registry, no connection, no thread named after its task, no
+//! page it created. The thread counts of the whole process are checked in
+//! `tests/solo/start_cancel.rs`.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::{
+    CancelToken, Config, Error, StartOptions, Supervisor, SupervisorRegistry, tools,
+};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(5);
+
+/// Threads of this process whose name starts with `prefix` (Linux cuts names to 15 bytes).
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .filter(|n| n.trim().starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The scheduler state (`R`, `S`, ...) of this process's thread named `name` (as Linux keeps
+/// it: 15 bytes).
+fn thread_state(name: &str) -> Option<char> {
+    std::fs::read_dir("/proc/self/task")
+        .ok()?
+        .flatten()
+        .find_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            if comm.trim() != name {
+                return None;
+            }
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+        })
+}
+
+/// A registry whose starts would wait 15 s for an attach that never comes.
+fn registry() -> SupervisorRegistry {
+    SupervisorRegistry::new(Config {
+        start_timeout: Duration::from_secs(15),
+        ..Config::default()
+    })
+}
+
+/// Starts `task` on `fake` with `options` and `cancel` on a thread of the scope; returns when
+/// the start's result is in, with the instant it came back.
+type Started = (Result<Arc<Supervisor>, Error>, Instant);
+
+fn assert_cancelled(result: &Result<Arc<Supervisor>, Error>, during: &str) {
+    match result {
+        Err(e @ Error::StartCancelled { .. }) => {
+            let m = e.to_string();
+            assert!(m.contains("was cancelled") && m.contains(during), "{m}");
+        }
+        other => panic!("not a cancelled start: {other:?}"),
+    }
+}
+
+#[test]
+fn a_cancel_while_attaching_returns_at_once_and_closes_the_page_it_created() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Target.attachToTarget", Rule::Ignore);
+    let reg = registry();
+    let cancel = CancelToken::new();
+    let options = StartOptions {
+        new_page: true,
+        ..StartOptions::default()
+    };
+    let (result, took) = std::thread::scope(|s| {
+        let start = s.spawn(|| -> Started {
+            let r = reg.get_or_start_cancellable("qa1-attach", &fake.ws_url(), options, &cancel);
+            (r, Instant::now())
+        });
+        fake.wait_for_command(|c| c["method"] == "Target.attachToTarget", WAIT)
+            .expect("the start is attaching");
+        assert_eq!(reg.tasks(), ["qa1-attach"]);
+        assert_eq!(
+            fake.page_target_ids().len(),
+            2,
+            "the start created its page"
+        );
+        assert_eq!(threads_named("cdp-reader-qa1-"), 1);
+        let t = Instant::now();
+        cancel.cancel();
+        let (result, returned) = start.join().unwrap();
+        (result, returned - t)
+    });
+    eprintln!("cancel while attaching -> returned after {took:?} (start_timeout 15 s)");
+    assert_cancelled(&result, "attaching");
+    assert!(took < Duration::from_millis(500), "took {took:?}");
+    assert!(reg.tasks().is_empty() && reg.get("qa1-attach").is_none());
+    assert_eq!(
+        fake.page_target_ids(),
+        ["PAGE-1"],
+        "the page the start created is closed"
+    );
+    assert!(
+        fake.wait_for_connections(0, WAIT),
+        "its connection is closed"
+    );
+    assert_eq!(
+        threads_named("cdp-reader-qa1-"),
+        0,
+        "its threads are joined"
+    );
+    assert_eq!(threads_named("cdp-watchdog-qa"), 0);
+    // The task starts normally afterwards.
+    fake.clear_rule("Target.attachToTarget");
+    let sup = reg
+        .get_or_start_cancellable(
+            "qa1-attach",
+            &fake.ws_url(),
+            StartOptions::default(),
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert!(sup.is_active());
+}
+
+#[test]
+fn a_cancel_while_the_new_page_is_being_created_still_closes_that_page() {
+    let fake = FakeBrowser::start().unwrap();
+    // The page is created 300 ms after it is asked for; the cancel comes before.
+    fake.set_rule(
+        "Target.createTarget",
+        Rule::Delay(Duration::from_millis(300), Box::new(Rule::Default)),
+    );
+    let reg = registry();
+    let cancel = CancelToken::new();
+    let options = StartOptions {
+        new_page: true,
+        ..StartOptions::default()
+    };
+    let (result, took) = std::thread::scope(|s| {
+        let start = s.spawn(|| -> Started {
+            let r = reg.get_or_start_cancellable("cancel-create", &fake.ws_url(), options, &cancel);
+            (r, Instant::now())
+        });
+        fake.wait_for_command(|c| c["method"] == "Target.createTarget", WAIT)
+            .expect("the start is creating its page");
+        let t = Instant::now();
+        cancel.cancel();
+        let (result, returned) = start.join().unwrap();
+        (result, returned - t)
+    });
+    eprintln!("cancel while Target.createTarget is in flight -> returned after {took:?}");
+    assert_cancelled(&result, "attaching");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    let closed = fake
+        .received()
+        .iter()
+        .any(|c| c["method"] == "Target.closeTarget" && c["params"]["targetId"] == "PAGE-2");
+    assert!(closed, "the late page was closed");
+    assert_eq!(fake.page_target_ids(), ["PAGE-1"]);
+    assert!(reg.tasks().is_empty());
+    assert!(fake.wait_for_connections(0, WAIT));
+}
+
+#[test]
+fn a_start_that_times_out_closes_the_page_it_created() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Target.attachToTarget", Rule::Ignore);
+    let reg = SupervisorRegistry::new(Config {
+        start_timeout: Duration::from_millis(500),
+        ..Config::default()
+    });
+    let options = StartOptions {
+        new_page: true,
+        ..StartOptions::default()
+    };
+    let r = reg.get_or_start_with("timeout-page", &fake.ws_url(), options);
+    assert!(matches!(r, Err(Error::StartTimeout(..))), "{r:?}");
+    assert_eq!(fake.page_target_ids(), ["PAGE-1"], "no tab left behind");
+    assert!(reg.tasks().is_empty());
+}
+
+#[test]
+fn a_cancel_while_waiting_for_another_callers_start_returns_at_once() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Target.attachToTarget", Rule::Ignore);
+    // The first start times out after 1 s (a stop does not cut an attach short).
+    let reg = SupervisorRegistry::new(Config {
+        start_timeout: Duration::from_secs(1),
+        ..Config::default()
+    });
+    let cancel = CancelToken::new();
+    std::thread::scope(|s| {
+        let first = s.spawn(|| reg.get_or_start("cancel-wait", &fake.ws_url()));
+        fake.wait_for_command(|c| c["method"] == "Target.attachToTarget", WAIT)
+            .expect("the first start is attaching");
+        let second = std::thread::Builder::new()
+            .name("qa-start-waiter".into())
+            .spawn_scoped(s, || -> Started {
+                let r = reg.get_or_start_cancellable(
+                    "cancel-wait",
+                    &fake.ws_url(),
+                    StartOptions::default(),
+                    &cancel,
+                );
+                (r, Instant::now())
+            })
+            .unwrap();
+        // The second caller's first wait is for the first start: once its thread sleeps, it
+        // is there (nothing before that wait blocks: the registry's lock is free).
+        let waiting = crate::common::wait_until(WAIT, || {
+            (thread_state("qa-start-waiter") == Some('S')).then_some(())
+        });
+        assert!(waiting.is_some(), "the second caller never waited");
+        let t = Instant::now();
+        cancel.cancel();
+        let (result, returned) = second.join().unwrap();
+        let took = returned - t;
+        eprintln!("cancel while waiting for another start -> returned after {took:?}");
+        assert_cancelled(&result, "waiting for another caller's start");
+        assert!(took < Duration::from_millis(500), "took {took:?}");
+        assert_eq!(
+            fake.accepted_count(),
+            1,
+            "the second caller made no connection"
+        );
+        // The first start is unaffected by the second caller's cancel; stop it.
+        assert_eq!(reg.tasks(), ["cancel-wait"]);
+        assert!(reg.stop("cancel-wait"));
+        assert!(first.join().unwrap().is_err());
+    });
+    assert!(reg.tasks().is_empty());
+}
+
+#[test]
+fn a_cancel_while_connecting_returns_at_once_and_the_connection_is_closed() {
+    // A peer that accepts TCP and never answers the WebSocket upgrade.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "ws://127.0.0.1:{}/devtools/browser/x",
+        listener.local_addr().unwrap().port()
+    );
+    let reg = SupervisorRegistry::new(Config {
+        start_timeout: Duration::from_secs(2),
+        ..Config::default()
+    });
+    let cancel = CancelToken::new();
+    std::thread::scope(|s| {
+        let start = s.spawn(|| -> Started {
+            let r = reg.get_or_start_cancellable(
+                "cancel-connect",
+                &url,
+                StartOptions::default(),
+                &cancel,
+            );
+            (r, Instant::now())
+        });
+        let (mut peer, _) = listener.accept().unwrap();
+        let t = Instant::now();
+        cancel.cancel();
+        let (result, returned) = start.join().unwrap();
+        let took = returned - t;
+        eprintln!("cancel while connecting -> returned after {took:?} (start_timeout 2 s)");
+        assert_cancelled(&result, "connecting");
+        assert!(took < Duration::from_millis(500), "took {took:?}");
+        assert!(reg.tasks().is_empty());
+        // The abandoned connect ends by its own deadline and closes its socket.
+        peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let t = Instant::now();
+        let mut buf = [0u8; 4096];
+        loop {
+            match std::io::Read::read(&mut peer, &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {} // the upgrade request
+                Err(e) => panic!("the abandoned connection was not closed: {e}"),
+            }
+        }
+        eprintln!(
+            "the abandoned connect closed its socket {:?} after the cancel",
+            t.elapsed() + took
+        );
+    });
+}
+
+#[test]
+fn a_token_cancelled_before_the_start_makes_no_connection() {
+    let fake = FakeBrowser::start().unwrap();
+    let reg = registry();
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let r = reg.get_or_start_cancellable("early", &fake.ws_url(), StartOptions::default(), &cancel);
+    assert_cancelled(&r, "waiting to start");
+    assert_eq!(fake.accepted_count(), 0);
+    assert!(reg.tasks().is_empty());
+}
+
+#[test]
+fn invalid_task_ids_are_refused_everywhere_and_never_panic() {
+    let fake = FakeBrowser::start().unwrap();
+    let reg = registry();
+    let long = "x".repeat(129);
+    let bad = [
+        "",
+        "t\u{0}",
+        "\u{0}",
+        "a\nb",
+        "\u{1b}[31m",
+        "a\u{7f}",
+        "a\u{9b}",
+        "a\u{202E}b",
+        "a\u{2066}b",
+        "a\u{200B}b",
+        "\u{FEFF}",
+        "a\u{E0041}",
+        "a\u{2028}",
+        " a",
+        "a ",
+        long.as_str(),
+    ];
+    for id in bad {
+        let invalid = |r: Result<Arc<Supervisor>, Error>| match r {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("task_id"), "{id:?}: {m}"),
+            other => panic!("{id:?}: {other:?}"),
+        };
+        invalid(reg.get_or_start(id, &fake.ws_url()));
+        invalid(reg.get_or_start_with(id, &fake.ws_url(), StartOptions::default()));
+        invalid(reg.get_or_start_cancellable(
+            id,
+            &fake.ws_url(),
+            StartOptions::default(),
+            &CancelToken::new(),
+        ));
+        invalid(Supervisor::start(
+            id,
+            &fake.ws_url(),
+            &Config::default(),
+            StartOptions::default(),
+        ));
+        assert!(SupervisorRegistry::check_task_id(id).is_err());
+        assert!(reg.get(id).is_none() && reg.snapshot(id).is_none() && !reg.stop(id));
+        for out in [
+            tools::browser_snapshot(&reg, id, &json!({})),
+            tools::browser_dialog(&reg, id, &json!({"action": "accept"})),
+            tools::browser_cdp(&reg, id, &json!({"method": "Runtime.evaluate"})),
+            tools::browser_cdp_cancellable(
+                &reg,
+                id,
+                &json!({"method": "Runtime.evaluate"}),
+                &CancelToken::new(),
+            ),
+        ] {
+            assert_eq!(out["success"], false, "{id:?}: {out}");
+            assert!(
+                out["error"].as_str().is_some_and(|e| e.contains("task_id")),
+                "{id:?}: {out}"
+            );
+        }
+    }
+    assert_eq!(
+        fake.accepted_count(),
+        0,
+        "no start got as far as connecting"
+    );
+    assert!(reg.tasks().is_empty());
+}
+
+#[test]
+fn thread_names_carry_only_safe_ascii_of_the_task_id() {
+    let fake = FakeBrowser::start().unwrap();
+    let reg = registry();
+    // Valid, but mostly not thread-name material.
+    let sup = reg.get_or_start("nm/é 任 x.y-z", &fake.ws_url()).unwrap();
+    assert_eq!(sup.task_id(), "nm/é 任 x.y-z");
+    assert_eq!(threads_named("cdp-reader-nmx."), 1, "cdp-reader-nmx.y-z");
+    let v: Value = tools::browser_snapshot(&reg, "nm/é 任 x.y-z", &json!({}));
+    assert!(v["frame_tree"].is_object(), "{v}");
+    reg.stop("nm/é 任 x.y-z");
+    assert_eq!(threads_named("cdp-reader-nmx."), 0);
+}

@@ -1,0 +1,205 @@
+//! Cancelled starts leave no thread, socket or registry slot of the whole process behind
+//! (issue 20 item 12). Runs alone, in `tests/solo`, so the counts are ours.
+//!
+//! * 200 starts cancelled while attaching (the fake never answers `Target.attachToTarget`, so
+//!   each would wait for its 15 s `start_timeout`): each returns at once, and the process is
+//!   back at its baseline right after.
+//! * 20 starts cancelled while connecting (a peer that accepts TCP and never answers the
+//!   WebSocket upgrade): each returns at once; the abandoned connects end on their helper
+//!   threads by the connect's own deadline (1 s here), and then the process is back at its
+//!   baseline.
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::{CancelToken, Config, Error, StartOptions, SupervisorRegistry};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn threads() -> usize {
+    crate::self_status("Threads").expect("/proc/self/status has Threads") as usize
+}
+
+fn fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+fn thread_names() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|n| n.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Re-reads the counts (exiting threads give no signal to wait on) until they are back at the
+/// baseline or `within` has passed; returns them and how long it took.
+fn settle(base: (usize, usize), within: Duration) -> ((usize, usize), Duration) {
+    let started = Instant::now();
+    loop {
+        let now = (threads(), fds());
+        if (now.0 <= base.0 && now.1 <= base.1) || started.elapsed() >= within {
+            return (now, started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// Runs `start` on a scoped thread, calls `ready` until it says the start is where it should
+/// be cancelled, cancels, and returns the result and the time from cancel to return.
+fn cancel_during(
+    start: impl FnOnce(&CancelToken) -> Result<(), Error> + Send,
+    ready: impl FnOnce(),
+) -> (Result<(), Error>, Duration) {
+    let cancel = CancelToken::new();
+    std::thread::scope(|s| {
+        let running = s.spawn(|| {
+            let r = start(&cancel);
+            (r, Instant::now())
+        });
+        ready();
+        let t = Instant::now();
+        cancel.cancel();
+        let (r, returned) = running.join().expect("the start does not panic");
+        (r, returned - t)
+    })
+}
+
+pub(crate) fn cancelled_starts_leave_no_threads_sockets_or_slots() {
+    const CYCLES: usize = 200;
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Target.attachToTarget", Rule::Ignore);
+    let reg = SupervisorRegistry::new(Config {
+        start_timeout: Duration::from_secs(15),
+        reconnect_attempts: 0,
+        ..Config::default()
+    });
+    let base = (threads(), fds());
+    let names_before = thread_names();
+    let mut took = Vec::with_capacity(CYCLES);
+    let mut peak = 0;
+    for i in 0..CYCLES {
+        let options = StartOptions {
+            new_page: i % 2 == 0,
+            ..StartOptions::default()
+        };
+        let attaches = i + 1;
+        let (r, t) = cancel_during(
+            |cancel| {
+                reg.get_or_start_cancellable("solo-cancel", &fake.ws_url(), options, cancel)
+                    .map(drop)
+            },
+            || {
+                let seen = std::cell::Cell::new(0);
+                fake.wait_for_command(
+                    |c| {
+                        if c["method"] == "Target.attachToTarget" {
+                            seen.set(seen.get() + 1);
+                        }
+                        seen.get() >= attaches
+                    },
+                    WAIT,
+                )
+                .expect("the start is attaching");
+                peak = peak.max(threads());
+            },
+        );
+        assert!(
+            matches!(r, Err(Error::StartCancelled { .. })),
+            "cycle {i}: {r:?}"
+        );
+        took.push(t);
+    }
+    assert!(reg.tasks().is_empty(), "slots left: {:?}", reg.tasks());
+    assert!(fake.wait_for_connections(0, WAIT), "connections left");
+    assert_eq!(fake.page_target_ids(), ["PAGE-1"], "pages left");
+    let (after, settled) = settle(base, WAIT);
+    took.sort();
+    eprintln!(
+        "{CYCLES} starts cancelled while attaching: cancel -> return p50 {:?} p99 {:?} max {:?}; \
+         threads {} -> {} (peak {peak}), fds {} -> {}, back at baseline {settled:?} after the last",
+        percentile(&took, 0.5),
+        percentile(&took, 0.99),
+        took[CYCLES - 1],
+        base.0,
+        after.0,
+        base.1,
+        after.1,
+    );
+    assert_eq!(
+        after.0,
+        base.0,
+        "threads leaked; before {names_before:?}, after {:?}",
+        thread_names()
+    );
+    assert_eq!(after.1, base.1, "file descriptors leaked");
+    assert!(
+        took[CYCLES - 1] < Duration::from_secs(1),
+        "a cancelled start took {:?}",
+        took[CYCLES - 1]
+    );
+}
+
+pub(crate) fn starts_cancelled_while_connecting_leave_nothing_once_their_deadline_passes() {
+    const CYCLES: usize = 20;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "ws://127.0.0.1:{}/devtools/browser/x",
+        listener.local_addr().unwrap().port()
+    );
+    let reg = SupervisorRegistry::new(Config {
+        start_timeout: Duration::from_secs(1),
+        ..Config::default()
+    });
+    let base = (threads(), fds());
+    let mut peers = Vec::new();
+    let mut took = Vec::with_capacity(CYCLES);
+    for i in 0..CYCLES {
+        let (r, t) = cancel_during(
+            |cancel| {
+                reg.get_or_start_cancellable("solo-connect", &url, StartOptions::default(), cancel)
+                    .map(drop)
+            },
+            || peers.push(listener.accept().expect("the start connects").0),
+        );
+        assert!(
+            matches!(r, Err(Error::StartCancelled { .. })),
+            "cycle {i}: {r:?}"
+        );
+        took.push(t);
+    }
+    assert!(reg.tasks().is_empty());
+    // Our ends of the connections stay open: the helpers end by their own deadline.
+    let ended_at = Instant::now();
+    let (after, settled) = settle((base.0, base.1 + CYCLES), WAIT);
+    drop(peers);
+    let after = (after.0, fds());
+    took.sort();
+    eprintln!(
+        "{CYCLES} starts cancelled while connecting: cancel -> return p50 {:?} max {:?}; the \
+         abandoned connects (1 s deadline) were gone {settled:?} after the last cancel \
+         ({:?} after it returned); threads {} -> {}, fds {} -> {}",
+        percentile(&took, 0.5),
+        took[CYCLES - 1],
+        ended_at.elapsed(),
+        base.0,
+        after.0,
+        base.1,
+        after.1,
+    );
+    assert_eq!(after.0, base.0, "threads: {:?}", thread_names());
+    assert_eq!(after.1, base.1, "file descriptors");
+    assert!(took[CYCLES - 1] < Duration::from_secs(1), "{took:?}");
+}
