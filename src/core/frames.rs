@@ -436,10 +436,12 @@ impl Frames {
 
     /// When anything changed: the full map and the capped tree, for publishing.
     pub fn take_published(&mut self) -> Option<(FrameMap, Arc<FrameTree>)> {
-        if !std::mem::take(&mut self.changed) {
-            return None;
-        }
-        Some((Arc::new(self.map.clone()), Arc::new(self.tree())))
+        std::mem::take(&mut self.changed).then(|| self.published())
+    }
+
+    /// The full map and the capped tree.
+    pub fn published(&self) -> (FrameMap, Arc<FrameTree>) {
+        (Arc::new(self.map.clone()), Arc::new(self.tree()))
     }
 
     /// The capped breadth-first tree (SPEC §7).
