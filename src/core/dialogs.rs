@@ -1,5 +1,7 @@
-//! Native dialogs in the state machine (SPEC §5): open, close, answers in flight, and the one
-//! place where `closed_by` is decided.
+//! Native dialogs in the state machine (SPEC §5): what the dialog events and the answers'
+//! acknowledgements do, and the one place where `closed_by` is decided ([`Core::finalize`]).
+//! The dialogs themselves (open, recent, the id counter, the cap) are owned by [`Dialogs`]
+//! (`dialogs/state.rs`), which publishes them.
 //!
 //! Which dialog an answer reached. Chromium applies `Page.handleJavaScriptDialog` to whichever
 //! dialog the session shows when the command arrives, not to the one the caller meant. On one
