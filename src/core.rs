@@ -94,7 +94,7 @@ pub struct Core {
     page_target_id: Option<String>,
     /// The task's page session on the current connection.
     page_session_id: Option<String>,
-    /// The tracked sessions, their crashes and renderers.
+    /// The tracked sessions, their crashes and renderers, and the pages' browsing-context groups.
     sessions: Sessions,
     /// Calls registered and not yet answered (`core/calls.rs`).
     calls: HashMap<u64, PendingCall>,
@@ -104,7 +104,7 @@ pub struct Core {
     console: Console,
     /// The frame map.
     frames: Frames,
-    /// Followed and watched popups, and every page's browsing-context group.
+    /// Followed and watched popups.
     pages: Pages,
     /// What makes the page (or one of its iframes) unusable, when something does (SPEC §4.5).
     blocked: Option<Blocked>,
@@ -243,16 +243,16 @@ impl Core {
         let pages = self
             .pages
             .take_published(main, &self.frames, frames_changed || page_changed);
-        let pages_changed = pages.is_some();
         if let Some(pages) = pages {
             p.pages = pages.pages;
             p.pages_truncated = pages.truncated;
             p.watched_pages = pages.watched;
             changed = true;
         }
-        // A renderer depends on the sessions, the page groups and the sessions' own documents
-        // (their sites): rebuilt when any of them may have moved, kept when it is the same.
-        if self.sessions.take_changed() | frames_changed | pages_changed {
+        // A renderer depends on the sessions (their isolates, the pages' groups, a watched
+        // page's new document: `Sessions`) and on the sites of their own documents (the frames'
+        // origins): rebuilt when either may have moved, kept when it is the same.
+        if self.sessions.take_changed() | self.frames.take_origins_changed() {
             let renderers = self.renderers();
             if renderers != *self.published.renderers {
                 self.published.renderers = Arc::new(renderers);
@@ -439,7 +439,7 @@ impl Core {
                     parent: None,
                 },
             );
-            self.pages.task_page(target_id);
+            self.sessions.set_group(target_id, target_id.to_string());
         }
     }
 

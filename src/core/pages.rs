@@ -36,11 +36,10 @@
 //! fail fast naming the dialog; a call routed to the page (`target_id`) goes to the watch
 //! session. Past that second cap popups are resumed and let go as before (logged once).
 //!
-//! Each page belongs to a browsing-context group ([`Pages::group_of`]): its opener's when it
+//! Each page belongs to a browsing-context group (`Sessions::group_of`): its opener's when it
 //! can script it (`canAccessOpener`; a `noopener` popup cannot, although `openerId` names its
 //! opener), else its own. Same-site documents of one group share a renderer (measured).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use log::{debug, info, warn};
@@ -59,8 +58,7 @@ use crate::snapshot::{ClosedBy, PageInfo};
 /// Bound of the walk from a session up to its page (sessions nest: page, OOPIF, OOPIF, ...).
 const MAX_SESSION_DEPTH: usize = 64;
 
-/// The pages the task follows and watches besides its own, and the browsing-context group of
-/// every page. Owned by the reader thread; [`Pages::take_published`] hands the core `pages`,
+/// The pages the task follows and watches besides its own. Owned by the reader thread; [`Pages::take_published`] hands the core `pages`,
 /// `pages_truncated` and `watched_pages` when they changed.
 #[derive(Debug)]
 pub(crate) struct Pages {
@@ -80,10 +78,6 @@ pub(crate) struct Pages {
     watched: Vec<PageInfo>,
     /// A popup was let go because of `limits.watched_pages_max` (logged once).
     watch_truncated: bool,
-    /// The browsing-context group of each page (the task's, followed, watched): the target id
-    /// of the first page of its chain of openers that can script each other. Bounded by the
-    /// pages.
-    groups: HashMap<String, String>,
     /// The published `pages`, `pages_truncated` or `watched_pages` are out of date.
     changed: bool,
 }
@@ -110,7 +104,6 @@ impl Pages {
             truncated: false,
             watched: Vec::new(),
             watch_truncated: false,
-            groups: HashMap::new(),
             changed: true,
         }
     }
@@ -145,16 +138,14 @@ impl Pages {
         self.watched.len() < self.watched_max
     }
 
-    /// Follows `page`, in browsing-context group `group`.
-    pub fn follow(&mut self, page: PageInfo, group: String) {
-        self.groups.insert(page.target_id.clone(), group);
+    /// Follows `page`.
+    pub fn follow(&mut self, page: PageInfo) {
         self.followed.push(page);
         self.changed = true;
     }
 
-    /// Watches `page` for its dialogs, in browsing-context group `group`.
-    pub fn watch(&mut self, page: PageInfo, group: String) {
-        self.groups.insert(page.target_id.clone(), group);
+    /// Watches `page` for its dialogs.
+    pub fn watch(&mut self, page: PageInfo) {
         self.watched.push(page);
         self.changed = true;
     }
@@ -170,7 +161,8 @@ impl Pages {
         !std::mem::replace(&mut self.watch_truncated, true)
     }
 
-    /// The watched page on session `sid` has a new document at `url`.
+    /// The watched page on session `sid` has a new document at `url` (which may run in another
+    /// renderer: the caller tells `Sessions` too, `Core::renderer_moved`).
     pub fn watched_navigated(&mut self, sid: &str, url: String) {
         if let Some(p) = self.watched.iter_mut().find(|p| p.session_id == sid) {
             p.url = url;
@@ -185,7 +177,6 @@ impl Pages {
         if self.followed.len() == before {
             return false;
         }
-        self.groups.remove(target_id);
         self.changed = true;
         true
     }
@@ -193,19 +184,7 @@ impl Pages {
     /// Watched page `target_id` went away.
     pub fn remove_watched(&mut self, target_id: &str) {
         self.watched.retain(|p| p.target_id != target_id);
-        self.groups.remove(target_id);
         self.changed = true;
-    }
-
-    /// The task's page `target_id` starts a group of its own.
-    pub fn task_page(&mut self, target_id: &str) {
-        self.groups
-            .insert(target_id.to_string(), target_id.to_string());
-    }
-
-    /// The browsing-context group of page `target_id`, when known.
-    pub fn group_of(&self, target_id: &str) -> Option<&str> {
-        self.groups.get(target_id).map(String::as_str)
     }
 
     /// Forgets every page (a new connection: popups are not carried across a reconnect).
@@ -214,7 +193,6 @@ impl Pages {
         self.truncated = false;
         self.watched.clear();
         self.watch_truncated = false;
-        self.groups.clear();
         self.changed = true;
     }
 
@@ -340,7 +318,7 @@ impl Core {
     /// The browsing-context group of a new page opened by `opener` (module doc).
     fn group_of_new_page(&self, info: &protocol::TargetInfo, opener: &str) -> String {
         if info.can_access_opener {
-            self.pages.group_of(opener).unwrap_or(opener).to_string()
+            self.sessions.group_of(opener).unwrap_or(opener).to_string()
         } else {
             info.target_id.clone()
         }
@@ -432,7 +410,8 @@ impl Core {
             opener_target_id: Some(opener),
             session_id: sid.to_string(),
         };
-        self.pages.watch(page, group);
+        self.sessions.set_group(&page.target_id, group);
+        self.pages.watch(page);
         self.set_up_session(sid, SessionKind::Watched);
         self.out.push(Outgoing::Command(session::resume(sid)));
     }
@@ -440,6 +419,7 @@ impl Core {
     /// A watched page went away: its dialogs still open are recorded `remote`.
     pub(super) fn watched_page_gone(&mut self, target_id: &str, gone: &[String], now: Now) {
         self.pages.remove_watched(target_id);
+        self.sessions.remove_group(target_id);
         self.finalize_dialogs_of(gone, now);
     }
 
@@ -486,7 +466,8 @@ impl Core {
             opener_target_id: Some(opener),
             session_id: sid.to_string(),
         };
-        self.pages.follow(page, group);
+        self.sessions.set_group(&page.target_id, group);
+        self.pages.follow(page);
         self.set_up_session(sid, SessionKind::Popup);
         self.out.push(Outgoing::Command(session::resume(sid)));
     }
@@ -498,6 +479,7 @@ impl Core {
         if !self.pages.remove_followed(target_id) {
             return;
         }
+        self.sessions.remove_group(target_id);
         info!("task {}: followed page {target_id} went away", self.task_id);
         self.frames.remove_page(target_id);
         self.finalize_dialogs_of(gone, now);

@@ -1,8 +1,9 @@
 //! The CDP sessions a supervisor tracks (the task's page, followed and watched popups, OOPIFs,
-//! workers), which of them crashed, and which renderer each document session runs in as far as
-//! `Runtime.getIsolateId` said: the input of the dialog rule (`crate::core::policy`). Owned by
-//! the reader thread; [`Sessions::take_changed`] tells the core when the published `renderers`
-//! map may be out of date.
+//! workers), which of them crashed, which renderer each document session runs in as far as
+//! `Runtime.getIsolateId` said, and the browsing-context group of each page: what the dialog
+//! rule (`crate::core::policy`) knows of the sessions, besides their documents' sites (the
+//! frames' origins). Owned by the reader thread; [`Sessions::take_changed`] tells the core when
+//! the published `renderers` map may be out of date.
 
 use std::collections::{HashMap, HashSet};
 
@@ -36,6 +37,10 @@ pub(crate) struct Sessions {
     /// keys are tracked sessions, or sessions whose new document was seen before they went away
     /// (removed with them).
     isolates: HashMap<String, (u64, Option<String>)>,
+    /// The browsing-context group of each page (the task's, followed, watched): the target id
+    /// of the first page of its chain of openers that can script each other
+    /// (`crate::core::pages`). Bounded by the pages.
+    groups: HashMap<String, String>,
     /// The published `renderers` map may be out of date.
     changed: bool,
 }
@@ -47,6 +52,7 @@ impl Sessions {
             map: HashMap::new(),
             crashed: HashSet::new(),
             isolates: HashMap::new(),
+            groups: HashMap::new(),
             changed: true,
         }
     }
@@ -91,6 +97,7 @@ impl Sessions {
         self.map.clear();
         self.crashed.clear();
         self.isolates.clear();
+        self.groups.clear();
         self.changed = true;
     }
 
@@ -157,6 +164,23 @@ impl Sessions {
         self.isolates.get(sid).and_then(|(_, i)| i.as_deref())
     }
 
+    /// Page `target_id` is in the browsing-context group `group` (a page's group is its own
+    /// target id, or its opener's).
+    pub fn set_group(&mut self, target_id: &str, group: String) {
+        self.groups.insert(target_id.to_string(), group);
+        self.changed = true;
+    }
+
+    /// Page `target_id` went away.
+    pub fn remove_group(&mut self, target_id: &str) {
+        self.changed |= self.groups.remove(target_id).is_some();
+    }
+
+    /// The browsing-context group of page `target_id`, when known.
+    pub fn group_of(&self, target_id: &str) -> Option<&str> {
+        self.groups.get(target_id).map(String::as_str)
+    }
+
     /// True (once) when a change since the last call may have moved a session to another
     /// renderer.
     pub fn take_changed(&mut self) -> bool {
@@ -173,7 +197,7 @@ impl Core {
             return None;
         }
         let page = self.page_of_session(sid)?;
-        let group = self.pages.group_of(page).unwrap_or(page).to_string();
+        let group = self.sessions.group_of(page).unwrap_or(page).to_string();
         let isolate = self.sessions.isolate(sid).map(str::to_string);
         let site = match s.kind {
             // Its frames are not tracked: the URL of its document, from its own events.

@@ -2120,3 +2120,37 @@ fn blocked_refuses_what_it_proves_and_names_its_cause() {
         Error::DialogUnanswerable { ref id, frame_id: Some(ref f) } if id.is_empty() && f == "F"
     ));
 }
+
+/// A session's renderer is judged by the site of its own document until its isolate id is
+/// known: the page session's site appears with the first frame tree (the attach's
+/// `Page.getFrameTree`), and an iframe session's goes when its frame does.
+#[test]
+fn a_sessions_site_follows_its_own_documents_origin() {
+    let mut sim = Sim::new(settings(DialogPolicy::MustRespond, BridgeMode::Off));
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": S1}));
+    assert_eq!(sim.snap().renderers[S1].site, None, "no document yet");
+    let seed = sim.register(
+        "Page.getFrameTree",
+        Some(S1),
+        CallKind::SeedFrameTree {
+            session_id: S1.into(),
+        },
+    );
+    sim.reply(
+        seed,
+        json!({"frameTree": {"frame": {"id": PAGE, "url": "http://www.a.test/"}}}),
+    );
+    assert_eq!(sim.snap().renderers[S1].site.as_deref(), Some("a.test"));
+    sim.oopif(S1, "C1", "FB", PAGE);
+    assert_eq!(sim.snap().renderers["C1"].site.as_deref(), Some("fb.test"));
+    // Its parent removes the frame before the browser detaches its session.
+    sim.event(Some(S1), "Page.frameDetached", json!({"frameId": "FB"}));
+    assert_eq!(sim.snap().renderers["C1"].site, None);
+}
