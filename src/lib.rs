@@ -47,7 +47,10 @@
 //!
 //! # Layout
 //!
-//! * `transport`: the socket (plain or TLS), the WebSocket framing, writes with deadlines.
+//! * `transport`: the CDP WebSocket the reader and the writers share (`transport/mod.rs`, the
+//!   lock-and-peek design), connecting (`handshake.rs`: TLS, the upgrade), plain or TLS
+//!   (`stream.rs`), and the socket whose every read and write has a deadline (`socket.rs`, over
+//!   `sys_unix.rs`, or `sys_portable.rs` elsewhere).
 //! * `endpoint`: `http://` discovery and connecting (one deadline for all of it).
 //! * `net`: what both share: TCP connect to every address within a deadline, the request, the
 //!   answer's head.
@@ -122,9 +125,8 @@ mod snapshot;
 mod supervisor;
 mod task_id;
 pub mod tools;
-// Syscalls (recv/send without blocking, poll with the time left to a deadline): each `unsafe`
-// block has a SAFETY comment and checks its return value.
-#[allow(unsafe_code)]
+// Its syscalls (recv/send without blocking, poll with the time left to a deadline) are in
+// `transport/sys_unix.rs`, the one file of it that may use `unsafe`.
 mod transport;
 mod url_policy;
 mod watchdog;
