@@ -64,6 +64,8 @@
 //! * `snapshot`: the published [`Snapshot`] and its JSON.
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
+//! * `outbound`: the one outbound path (a command registered with the reader, then written with
+//!   a deadline) and the `Reply` a caller waits on.
 //! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
 //! * `attach`: attaching to the task's page (start and after a reconnect).
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
@@ -115,6 +117,7 @@ mod launch;
 pub mod mcp;
 mod measured;
 mod net;
+mod outbound;
 mod protocol;
 mod reader;
 mod redact;
