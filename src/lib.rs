@@ -51,7 +51,8 @@
 //!   lock-and-peek design), connecting (`handshake.rs`: TLS, the upgrade), plain or TLS
 //!   (`stream.rs`), and the socket whose every read and write has a deadline (`socket.rs`, over
 //!   `sys_unix.rs`, or `sys_portable.rs` elsewhere).
-//! * `endpoint`: `http://` discovery and connecting (one deadline for all of it).
+//! * `endpoint`: `http://` discovery and connecting (one deadline for all of it); `http_get`: the
+//!   discovery's `GET` and its redirect policy, with `http_get/answer.rs` reading one answer.
 //! * `net`: what both share: TCP connect to every address within a deadline, the request, the
 //!   answer's head.
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
@@ -84,8 +85,8 @@
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
 //!   reaches a thread name.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
-//!   Chromium), `launch` (starting a local Chromium, Unix only; `launch_unsupported.rs` stands in
-//!   elsewhere).
+//!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
+//!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
 //! * [`tools`], [`mcp`], [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
