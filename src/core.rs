@@ -550,7 +550,7 @@ impl Core {
     /// a dialog raised after it, so the reply cannot be on its way. A bridge dialog's request
     /// takes another path through the browser, and can overtake the reply of the call that
     /// scheduled it: the caller keeps its channel and takes a reply that comes within
-    /// [`crate::supervisor::BRIDGE_REPLY_GRACE`] instead.
+    /// `BRIDGE_REPLY_GRACE` (`supervisor/calls.rs`) instead.
     /// A dialog CDP can no longer answer (`unanswerable`) gives [`Error::DialogUnanswerable`]
     /// instead: the caller must reload, not answer.
     fn deliver_blocked(
@@ -976,7 +976,8 @@ pub enum WithDialog {
     Send,
     /// Chromium does not answer it (or drops it) while the dialog is open: fail at once, unsent.
     Refuse,
-    /// Not measured: send it, and fail after [`crate::supervisor::DIALOG_GRACE`] without a reply.
+    /// Not measured: send it, and fail after `DIALOG_GRACE` (`supervisor/calls.rs`) without a
+    /// reply.
     Grace,
 }
 

@@ -47,8 +47,12 @@
 //!
 //! # Layout
 //!
-//! * `transport`: the socket (plain or TLS), the WebSocket framing, writes with deadlines.
-//! * `endpoint`: `http://` discovery and connecting (one deadline for all of it).
+//! * `transport`: the CDP WebSocket the reader and the writers share (`transport/mod.rs`, the
+//!   lock-and-peek design), connecting (`handshake.rs`: TLS, the upgrade), plain or TLS
+//!   (`stream.rs`), and the socket whose every read and write has a deadline (`socket.rs`, over
+//!   `sys_unix.rs`, or `sys_portable.rs` elsewhere).
+//! * `endpoint`: `http://` discovery and connecting (one deadline for all of it); `http_get`: the
+//!   discovery's `GET` and its redirect policy, with `http_get/answer.rs` reading one answer.
 //! * `net`: what both share: TCP connect to every address within a deadline, the request, the
 //!   answer's head.
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
@@ -61,6 +65,8 @@
 //! * `snapshot`: the published [`Snapshot`] and its JSON.
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
+//! * `outbound`: the one outbound path (a command registered with the reader, then written with
+//!   a deadline) and the `Reply` a caller waits on.
 //! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
 //! * `attach`: attaching to the task's page (start and after a reconnect).
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
@@ -79,8 +85,8 @@
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
 //!   reaches a thread name.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
-//!   Chromium), `launch` (starting a local Chromium, Unix only; `launch_unsupported.rs` stands in
-//!   elsewhere).
+//!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
+//!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
 //! * [`tools`], [`mcp`], [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
@@ -112,6 +118,7 @@ mod launch;
 pub mod mcp;
 mod measured;
 mod net;
+mod outbound;
 mod protocol;
 mod reader;
 mod redact;
@@ -122,9 +129,8 @@ mod snapshot;
 mod supervisor;
 mod task_id;
 pub mod tools;
-// Syscalls (recv/send without blocking, poll with the time left to a deadline): each `unsafe`
-// block has a SAFETY comment and checks its return value.
-#[allow(unsafe_code)]
+// Its syscalls (recv/send without blocking, poll with the time left to a deadline) are in
+// `transport/sys_unix.rs`, the one file of it that may use `unsafe`.
 mod transport;
 mod url_policy;
 mod watchdog;

@@ -16,7 +16,7 @@ use crate::core::{
 };
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::shared::Reply;
+use crate::outbound::Reply;
 use crate::snapshot::{Blocked, BlockedReason, PendingDialog, Snapshot};
 
 impl Supervisor {
