@@ -1,4 +1,5 @@
-//! `browser_dialog`: answers a pending dialog through [`Supervisor::respond_to_dialog`](crate::Supervisor::respond_to_dialog).
+//! `browser_dialog`: answers a pending dialog through
+//! [`Supervisor::respond_to_dialog`](crate::Supervisor::respond_to_dialog).
 
 use serde_json::{Value, json};
 
