@@ -106,9 +106,9 @@ pub fn browser_dialog(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> 
 }
 
 /// `browser_cdp {method, params?, frame_id?, target_id?, timeout_s?}` (SPEC §8). Without
-/// `frame_id`/`target_id` the call is routed by domain ([`Route::by_domain`](crate::Route::by_domain)); the result says
-/// where it went (`routed_to`). A call that a dialog blocks fails at once with
-/// `blocked_by_dialog`.
+/// `frame_id`/`target_id` the call is routed by domain
+/// ([`Route::by_domain`](crate::Route::by_domain)); the result says where it went
+/// (`routed_to`). A call that a dialog blocks fails at once with `blocked_by_dialog`.
 pub fn browser_cdp(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
     let mut out = cdp::run(reg, task_id, args, None);
     add_dialog_status(reg, task_id, &mut out);
