@@ -303,15 +303,6 @@ impl Security {
             None => pattern == method,
         }
     }
-
-    /// Checks a raw CDP call against this policy: `Err((option, why))` when it is refused.
-    pub fn check(
-        &self,
-        method: &str,
-        params: &serde_json::Value,
-    ) -> Result<(), (&'static str, String)> {
-        crate::security::check(self, method, params)
-    }
 }
 
 fn get_bool(c: &config::Config, key: &str) -> Result<Option<bool>, Error> {

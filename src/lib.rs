@@ -87,7 +87,15 @@
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
 //!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
-//! * [`tools`], [`mcp`], [`fake`]: public, see above.
+//! * [`tools`]: the JSON tool handlers, and the one tool table (`tools/table.rs`: each tool's
+//!   name, title, annotations, arguments, schemas (`tools/schema.rs`) and handler) that the MCP
+//!   server and the Python binding run every call through; `tools/args.rs` reads arguments,
+//!   with one wording for their errors.
+//! * [`mcp`]: the server and its reading loop (`mcp/mod.rs`), what each request means
+//!   (`mcp/dispatch.rs`), the worker pool (`mcp/pool.rs`), the snapshot fast path
+//!   (`mcp/fast_path.rs`), the server's own tools (`mcp/handlers.rs`: `browser_connect`,
+//!   `browser_disconnect`), JSON-RPC framing (`mcp/rpc.rs`), logging (`mcp/notify.rs`).
+//! * [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
 // The README's Rust examples are compiled as doctests.
@@ -154,6 +162,10 @@ pub mod unversioned {
     /// The dialog bridge's script and host.
     pub mod bridge {
         pub use crate::bridge::{BRIDGE_HOST, SCRIPT};
+    }
+    /// The tool table, as the Python binding dispatches through it.
+    pub mod tools {
+        pub use crate::tools::table::call;
     }
     pub use crate::clock::Now;
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};

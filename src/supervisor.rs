@@ -116,6 +116,28 @@ impl std::fmt::Debug for Supervisor {
     }
 }
 
+impl DialogAction {
+    /// Reads the action a caller names (`browser_dialog`'s `action`): `accept` or `dismiss`,
+    /// exactly, for [`Supervisor::respond_to_dialog`]. Anything else is
+    /// [`Error::InvalidArgument`], naming both.
+    pub fn parse(action: &str) -> Result<DialogAction, Error> {
+        match action {
+            "accept" => Ok(DialogAction::Accept),
+            "dismiss" => Ok(DialogAction::Dismiss),
+            _ => Err(invalid_action(&serde_json::Value::from(action))),
+        }
+    }
+}
+
+/// The error for an action that is neither, `given` as a JSON value of any kind: at most 60
+/// characters of its JSON text (it may be huge).
+pub(crate) fn invalid_action(given: &serde_json::Value) -> Error {
+    let shown: String = given.to_string().chars().take(60).collect();
+    Error::InvalidArgument(format!(
+        "invalid action {shown}: use \"accept\" or \"dismiss\""
+    ))
+}
+
 impl Supervisor {
     /// Connects, starts the reader and watchdog threads and attaches to the page (SPEC §4), all
     /// within `config.start_timeout`. The task's settings are
