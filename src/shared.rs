@@ -19,7 +19,7 @@
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
@@ -27,7 +27,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounde
 use crate::cancel::CancelToken;
 use crate::clock::Now;
 use crate::core::{CallResult, Command, Core, PendingCall};
-use crate::deadline::Deadline;
+use crate::deadline::{Deadline, Left};
 use crate::error::Error;
 use crate::protocol;
 use crate::snapshot::{Snapshot, SupervisorState};
@@ -224,7 +224,7 @@ impl Shared {
     /// does not satisfy it.
     pub fn wait_for(
         &self,
-        deadline: Instant,
+        deadline: Deadline,
         pred: impl Fn(&Snapshot) -> bool,
     ) -> Option<Arc<Snapshot>> {
         loop {
@@ -235,22 +235,28 @@ impl Shared {
             if snap.state.is_final() {
                 return None;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let left = deadline.left();
+            if left == Left::Passed {
                 return None;
             }
             let guard = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
             self.waiters.fetch_add(1, Ordering::SeqCst);
             // Re-check after announcing ourselves: a publish in between is not missed.
             if self.snapshot.load().version == snap.version {
-                let _unused = self.changed.wait_timeout(guard, left);
+                match left {
+                    Left::In(d) => drop(self.changed.wait_timeout(guard, d)),
+                    _ => drop(self.changed.wait(guard)),
+                }
             }
             self.waiters.fetch_sub(1, Ordering::SeqCst);
         }
     }
 
-    /// Sends `cmd` and waits for its reply until `deadline`.
-    pub fn call(&self, cmd: Command, deadline: Deadline) -> CallResult {
+    /// Sends `cmd` and waits for its reply until `deadline`: one raw round trip, for the
+    /// supervisor's own commands (attaching, answering a dialog). Not
+    /// [`Supervisor::call`](crate::Supervisor::call), which routes a caller's call and applies
+    /// the dialog-aware rules (SPEC §8).
+    pub fn round_trip(&self, cmd: Command, deadline: Deadline) -> CallResult {
         self.start_call(cmd, deadline)?.wait()
     }
 

@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::browser::Launched;
 use crate::cancel::CancelToken;
-use crate::config::{BridgeMode, DialogPolicy};
+use crate::config::{BridgeMode, DialogPolicy, StartOptions};
 use crate::error::Error;
 use crate::redact::redact_url;
-use crate::registry::{StartOptions, SupervisorRegistry};
+use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
 use crate::tools;
 

@@ -269,10 +269,7 @@ fn same_document_navigations_update_urls_in_the_state_machine() {
 fn setup() -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     let fake = FakeBrowser::start().expect("fake browser");
     let reg = SupervisorRegistry::new(Config::default());
-    let options = StartOptions {
-        dialog_bridge: Some(BridgeMode::Off),
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach to the fake browser");

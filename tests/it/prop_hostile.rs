@@ -128,13 +128,11 @@ fn settings(policy: DialogPolicy) -> CoreSettings {
         dialog_timeout: Duration::from_secs(300),
         bridge: BridgeMode::Auto,
         follow_popups: true,
-        limits: Limits {
-            frame_tree_max_entries: 5,
-            recent_dialogs_max: 3,
-            console_errors_max: 4,
-            frames_max: 50,
-            ..Limits::default()
-        },
+        limits: Limits::default()
+            .with_frame_tree_max_entries(5)
+            .with_recent_dialogs_max(3)
+            .with_console_errors_max(4)
+            .with_frames_max(50),
     }
 }
 
