@@ -155,6 +155,7 @@ pub mod unversioned {
     pub use crate::clock::Now;
     pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
+    pub use crate::deadline::Deadline;
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
     pub use crate::transport::{ConnectOptions, Transport};

@@ -330,7 +330,7 @@ impl Shared {
             session_id,
             kind,
             reply,
-            expires: deadline.instant(),
+            expires: deadline,
         };
         register(id, call).map_err(NotSent::Failed)?;
         match self.transport.load().send_text_until(text, deadline) {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::common::fakes::{WAIT, barrier, frame_navigated, page_session, wait_snapshot};
 use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
-use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Now, PendingCall};
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Deadline, Now, PendingCall};
 use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{
     Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
@@ -50,7 +50,7 @@ fn core() -> Core {
                 target_id: "MAIN".into(),
             },
             reply: None,
-            expires: None,
+            expires: Deadline::NEVER,
         },
         now,
     );

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Now, PendingCall};
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Deadline, Now, PendingCall};
 use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{ClosedBy, Config, SupervisorRegistry, tools};
 use proptest::prelude::*;
@@ -155,7 +155,7 @@ proptest! {
                 session_id: Some("S1".into()),
                 kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
                 reply: None,
-                expires: None,
+                expires: Deadline::NEVER,
             }, now);
         }
         for m in &msgs {
@@ -197,7 +197,7 @@ fn attached_core(policy: DialogPolicy) -> Core {
                 target_id: "MAIN".into(),
             },
             reply: None,
-            expires: None,
+            expires: Deadline::NEVER,
         },
         now,
     );
@@ -396,7 +396,7 @@ proptest! {
                     session_id: Some("S1".into()),
                     kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
                     reply: None,
-                    expires: None,
+                    expires: Deadline::NEVER,
                 }, now);
             }
             if core.take_dirty() {
