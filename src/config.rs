@@ -9,7 +9,8 @@
 //! from `Default` and the `with_*` setters (every struct here is `#[non_exhaustive]`, so new
 //! settings can come without breaking anyone; its fields stay readable).
 //!
-//! This module depends on nothing of the crate but [`crate::error`] and [`crate::redact`].
+//! This module depends on nothing of the crate but [`crate::error`] and [`crate::redact`], and
+//! on `crate::security` for [`Security::check`] until that moves to the call path.
 
 use std::path::PathBuf;
 use std::time::Duration;
