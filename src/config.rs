@@ -31,8 +31,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest `browser.dialog_timeout_s`, and a task's dialog timeout (one day).
 pub const MAX_DIALOG_TIMEOUT: Duration = Duration::from_secs(86_400);
-/// The longest `supervisor.start_timeout_s` in the configuration file. A start given its own
-/// bound in code ([`crate::SupervisorRegistry::get_or_start_within`]) has none but `> 0`.
+/// The longest `supervisor.start_timeout_s` in the configuration file (and the Python binding's
+/// `start_timeout_s`). A start given its own bound in code
+/// ([`crate::SupervisorRegistry::get_or_start_within`]) has no cap: only zero is refused.
 pub const MAX_START_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What happens when a native dialog opens (SPEC §5).
