@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
 use crate::core::frames::Frames;
+use crate::deadline::{Deadline, Left};
 use crate::error::Error;
 
 mod console;
@@ -120,8 +121,9 @@ pub struct PendingCall {
     pub kind: CallKind,
     /// Where the reply goes; `None` for fire-and-forget.
     pub reply: Option<Sender<CallResult>>,
-    /// After this, nobody waits for the reply any more and the entry may be purged.
-    pub expires: Option<Instant>,
+    /// Once this has passed, nobody waits for the reply any more and the entry may be purged
+    /// ([`Deadline::NEVER`]: kept until its reply comes or the connection ends).
+    pub expires: Deadline,
 }
 
 /// A command to send (registered under a fresh id first): what the state machine queues, and
@@ -372,7 +374,7 @@ impl Core {
         }
         if self.calls.len() >= PURGE_EVERY && self.calls.len().is_power_of_two() {
             self.calls.retain(|_, c| {
-                c.expires.is_none_or(|t| t > now.instant)
+                c.expires.left_at(now.instant) != Left::Passed
                     || !matches!(c.kind, CallKind::Plain | CallKind::Agent { .. })
             });
         }

@@ -76,7 +76,10 @@
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, and a lock-free read path with a per-thread cache
 //!   (`registry/read_cache.rs`).
-//! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
+//! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
+//!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
+//!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on
+//!   `error` and `redact` (and `security`, for `Security::check`).
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
 //!   parameter, nested `Target.sendMessageToTarget` commands included); `url_policy`: how
 //!   Chromium will read a URL (a local file? a privileged page?).
@@ -144,11 +147,11 @@ mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;
-pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security};
+pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security, StartOptions};
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
 pub use redact::redact_url;
-pub use registry::{StartOptions, SupervisorRegistry};
+pub use registry::SupervisorRegistry;
 pub use snapshot::{
     Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, FrameEntry,
     FrameRecord, FrameTree, PageInfo, PendingDialog, Snapshot, SupervisorState,
@@ -168,7 +171,9 @@ pub mod unversioned {
         pub use crate::tools::table::call;
     }
     pub use crate::clock::Now;
+    pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
+    pub use crate::deadline::Deadline;
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
     pub use crate::transport::{ConnectOptions, Transport};

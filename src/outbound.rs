@@ -3,7 +3,7 @@
 //! with a deadline; a caller then waits on its [`Reply`].
 //!
 //! Callers, the watchdog and the attach sequence go through [`Shared::start_call`],
-//! [`Shared::call`] or [`Shared::send_command`]; the reader, which must never wait for a reply
+//! [`Shared::round_trip`] or [`Shared::send_command`]; the reader, which must never wait for a reply
 //! nor for its own registration channel, through [`Shared::send_from_reader`].
 
 use std::borrow::Cow;
@@ -21,8 +21,11 @@ use crate::shared::Shared;
 use crate::transport::SendError;
 
 impl Shared {
-    /// Sends `cmd` and waits for its reply until `deadline`.
-    pub fn call(&self, cmd: Command, deadline: Deadline) -> CallResult {
+    /// Sends `cmd` and waits for its reply until `deadline`: one raw round trip, for the
+    /// supervisor's own commands (attaching, answering a dialog). Not
+    /// [`Supervisor::call`](crate::Supervisor::call), which routes a caller's call and applies
+    /// the dialog-aware rules (SPEC §8).
+    pub fn round_trip(&self, cmd: Command, deadline: Deadline) -> CallResult {
         self.start_call(cmd, deadline)?.wait()
     }
 
@@ -96,7 +99,7 @@ impl Shared {
             session_id,
             kind,
             reply,
-            expires: deadline.instant(),
+            expires: deadline,
         };
         register(id, call).map_err(NotSent::Failed)?;
         match self.transport.load().send_text_until(text, deadline) {

@@ -18,12 +18,12 @@
 
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use crossbeam_channel::Sender;
 
 use crate::core::PendingCall;
+use crate::deadline::{Deadline, Left};
 use crate::snapshot::{Snapshot, SupervisorState};
 use crate::transport::Transport;
 
@@ -218,7 +218,7 @@ impl Shared {
     /// does not satisfy it.
     pub fn wait_for(
         &self,
-        deadline: Instant,
+        deadline: Deadline,
         pred: impl Fn(&Snapshot) -> bool,
     ) -> Option<Arc<Snapshot>> {
         loop {
@@ -229,15 +229,18 @@ impl Shared {
             if snap.state.is_final() {
                 return None;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let left = deadline.left();
+            if left == Left::Passed {
                 return None;
             }
             let guard = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
             self.waiters.fetch_add(1, Ordering::SeqCst);
             // Re-check after announcing ourselves: a publish in between is not missed.
             if self.snapshot.load().version == snap.version {
-                let _unused = self.changed.wait_timeout(guard, left);
+                match left {
+                    Left::In(d) => drop(self.changed.wait_timeout(guard, d)),
+                    _ => drop(self.changed.wait(guard)),
+                }
             }
             self.waiters.fetch_sub(1, Ordering::SeqCst);
         }

@@ -7,9 +7,9 @@ use std::time::Duration;
 use log::debug;
 use serde_json::{Value, json};
 
-use super::{MAX_CALL_TIMEOUT, Route, Supervisor};
+use super::{Route, Supervisor};
 use crate::cancel::CancelToken;
-use crate::config::DialogPolicy;
+use crate::config::{DialogPolicy, MAX_CALL_TIMEOUT};
 use crate::core::policy::dialog_blocks;
 use crate::core::{
     CallKind, CallResult, Command, WithDialog, blocks_in_flight, with_dialog_pending,
