@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::browser::Launched;
 use crate::cancel::CancelToken;
-use crate::config::{BridgeMode, DialogPolicy, StartOptions};
+use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
 use crate::redact::redact_url;
 use crate::registry::SupervisorRegistry;
@@ -103,12 +103,13 @@ fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), Value> 
     match args.get("dialog_timeout_s") {
         None | Some(Value::Null) => {}
         Some(v) => match v.as_f64() {
-            Some(t) if t > 0.0 && t <= 86_400.0 => {
+            Some(t) if t > 0.0 && t <= MAX_DIALOG_TIMEOUT.as_secs_f64() => {
                 opts.dialog_timeout = Some(Duration::from_secs_f64(t))
             }
             _ => {
                 return Err(failure(format!(
-                    "dialog_timeout_s must be a number of seconds > 0 and <= 86400, got {}",
+                    "dialog_timeout_s must be a number of seconds > 0 and <= {}, got {}",
+                    MAX_DIALOG_TIMEOUT.as_secs(),
                     shown(v, 40)
                 )));
             }

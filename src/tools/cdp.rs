@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::args::{check_args, check_task, failure, kind_of, opt_str};
 use super::{CDP_ARGS, live};
 use crate::cancel::CancelToken;
+use crate::config::MAX_CALL_TIMEOUT;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::Route;
@@ -53,11 +54,11 @@ fn call(
     // Absent: the task's `supervisor.call_timeout_s`.
     let timeout_s = match args.get("timeout_s") {
         None | Some(Value::Null) => None,
-        // Clamped to 1..300 s (SPEC §8), so 0 still gets a reply that takes a moment.
+        // Clamped to 1 s..MAX_CALL_TIMEOUT (SPEC §8), so 0 still gets a reply that takes a moment.
         Some(Value::Number(n)) => n
             .as_f64()
             .filter(|t| t.is_finite())
-            .map(|t| t.clamp(1.0, 300.0)),
+            .map(|t| t.clamp(1.0, MAX_CALL_TIMEOUT.as_secs_f64())),
         Some(other) => {
             return Err(failure(format!(
                 "timeout_s must be a number of seconds, got {}",
