@@ -382,10 +382,7 @@ fn start_on(registry: &SupervisorRegistry, task: &str, url: &str, page: &str) ->
         .get_or_start_with(
             task,
             url,
-            StartOptions {
-                target_id: Some(page.to_string()),
-                ..StartOptions::default()
-            },
+            StartOptions::default().with_target_id(page.to_string()),
         )
         .expect("start the supervisor");
     assert_eq!(

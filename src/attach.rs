@@ -158,12 +158,12 @@ fn create_page(
 fn close_target(sh: &Shared, target_id: &str) {
     let c = Command::new("Target.closeTarget", json!({ "targetId": target_id }))
         .kind(CallKind::Automatic);
-    if let Err(e) = sh.call(c, Deadline::after(CLEANUP_WAIT)) {
+    if let Err(e) = sh.round_trip(c, Deadline::after(CLEANUP_WAIT)) {
         log::debug!("closing the page {target_id} this start created failed: {e}");
     }
 }
 
-/// A call of the attach sequence: [`Shared::call`], ended at once by `cancel`.
+/// A call of the attach sequence: [`Shared::round_trip`], ended at once by `cancel`.
 fn call(
     sh: &Shared,
     cmd: Command,

@@ -1,17 +1,40 @@
-//! Configuration (SPEC §12): `config/default.toml` (compiled in), then an optional user file, then
-//! `CDP_SUPERVISOR__SECTION__KEY` environment overrides, through the `config` crate.
+//! Configuration (SPEC §12): [`Config`], what a registry applies to every supervisor, and the
+//! per-task overrides next to it, [`StartOptions`] (as ureq keeps its `RequestLevelConfig` in its
+//! `config.rs`), with the bounds their settings share.
 //!
-//! Every value is validated; an invalid one is an [`Error::Config`] naming the key, the value and
-//! what is allowed. There is no silent fallback.
+//! A `Config` is read by `config/load.rs` ([`Config::load`], [`Config::from_toml`]): the shipped
+//! `config/default.toml`, then an optional user file, then `CDP_SUPERVISOR__SECTION__KEY`
+//! environment overrides. Every value is validated; an invalid one is an [`Error::Config`]
+//! naming the key, the value and what is allowed. There is no silent fallback. In code, start
+//! from `Default` and the `with_*` setters (every struct here is `#[non_exhaustive]`, so new
+//! settings can come without breaking anyone; its fields stay readable).
+//!
+//! This module depends on nothing of the crate but [`crate::error`] and [`crate::redact`]; the
+//! `[security]` rules themselves ([`Security::check`]) live on the call path, in `security.rs`.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::registry::StartOptions;
 
-/// The shipped defaults, documented line by line in the file itself.
-pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+mod load;
+#[cfg(test)]
+mod tests;
+
+/// The first reconnect back-off (SPEC §3); doubles per attempt up to [`BACKOFF_MAX`].
+pub const BACKOFF_START: Duration = Duration::from_millis(250);
+/// The longest reconnect back-off.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The longest deadline a single CDP call may have (SPEC §8): `supervisor.call_timeout_s` is at
+/// most this, and a call's own timeout is clamped to it.
+pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// The longest `browser.dialog_timeout_s`, and a task's dialog timeout (one day).
+pub const MAX_DIALOG_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest `supervisor.start_timeout_s` in the configuration file (and the Python binding's
+/// `start_timeout_s`). A start given its own bound in code
+/// ([`crate::SupervisorRegistry::get_or_start_within`]) has no cap: only zero is refused.
+pub const MAX_START_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What happens when a native dialog opens (SPEC §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -100,8 +123,10 @@ impl DialogAction {
     }
 }
 
-/// Caps on everything that grows with what the page does (SPEC §12, §14).
+/// Caps on everything that grows with what the page does (SPEC §12, §14). Build one from
+/// `Limits::default()` and the `with_*` setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Entries in `frame_tree.children`.
     pub frame_tree_max_entries: usize,
@@ -141,9 +166,11 @@ impl Default for Limits {
     }
 }
 
-/// Everything a registry needs to know. `Default` equals the shipped `config/default.toml`.
-/// `Debug` redacts credentials in `cdp_url`.
+/// Everything a registry needs to know. `Default` equals the shipped `config/default.toml`;
+/// build one from it and the `with_*` setters, or read one ([`Config::load`],
+/// [`Config::from_toml`]). `Debug` redacts credentials in `cdp_url`.
 #[derive(Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Config {
     /// `browser.dialog_policy`.
     pub dialog_policy: DialogPolicy,
@@ -158,7 +185,7 @@ pub struct Config {
     /// `browser.follow_popups`: follow the pages the task's page opens (popups, new tabs).
     pub follow_popups: bool,
     /// `browser.ca_file`: extra CA certificates (PEM) trusted for `wss://`.
-    pub ca_file: Option<std::path::PathBuf>,
+    pub ca_file: Option<PathBuf>,
     /// `supervisor.start_timeout_s`.
     pub start_timeout: Duration,
     /// `supervisor.call_timeout_s`: default for calls that do not give one.
@@ -176,8 +203,8 @@ pub struct Config {
 
 /// What raw CDP calls through `browser_cdp` may do (SPEC §14). A page that prompt-injects an
 /// agent could ask it for anything; these narrow it. The rules themselves are in
-/// `src/security.rs`. Build one from `Security::default()` (every field is a setting of the
-/// `[security]` section; more may come).
+/// `src/security.rs`. Build one from `Security::default()` and the `with_*` setters (every
+/// field is a setting of the `[security]` section; more may come).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct Security {
@@ -236,132 +263,67 @@ impl Default for Config {
             start_timeout: Duration::from_secs(15),
             call_timeout: Duration::from_secs(30),
             reconnect_attempts: 5,
-            reconnect_backoff: crate::reader::BACKOFF_START,
+            reconnect_backoff: BACKOFF_START,
             limits: Limits::default(),
             security: Security::default(),
         }
     }
 }
 
-fn invalid(key: &str, value: &str, allowed: &str) -> Error {
-    Error::Config {
-        key: key.to_string(),
-        value: value.to_string(),
-        allowed: allowed.to_string(),
-    }
-}
-
-/// Reads one key as a string, whatever type the source gave it.
-fn get_str(c: &config::Config, key: &str) -> Result<Option<String>, Error> {
-    match c.get::<config::Value>(key) {
-        Ok(v) => match v.kind {
-            config::ValueKind::Nil => Ok(None),
-            config::ValueKind::Table(_) | config::ValueKind::Array(_) => Err(invalid(
-                key,
-                &v.to_string(),
-                "a single value, not a table or list",
-            )),
-            _ => Ok(Some(v.to_string())),
-        },
-        Err(config::ConfigError::NotFound(_)) => Ok(None),
-        Err(e) => Err(invalid(key, "?", &e.to_string())),
-    }
-}
-
-fn get_secs(c: &config::Config, key: &str, min: f64, max: f64) -> Result<Option<Duration>, Error> {
-    let Some(s) = get_str(c, key)? else {
-        return Ok(None);
-    };
-    let allowed = format!("a number of seconds > {min} and <= {max}");
-    let v: f64 = s.trim().parse().map_err(|_| invalid(key, &s, &allowed))?;
-    if !(v > min && v <= max && v.is_finite()) {
-        return Err(invalid(key, &s, &allowed));
-    }
-    Ok(Some(Duration::from_secs_f64(v)))
-}
-
-fn get_uint(c: &config::Config, key: &str, min: u64, max: u64) -> Result<Option<u64>, Error> {
-    let Some(s) = get_str(c, key)? else {
-        return Ok(None);
-    };
-    let allowed = format!("a whole number from {min} to {max}");
-    let v: u64 = s.trim().parse().map_err(|_| invalid(key, &s, &allowed))?;
-    if v < min || v > max {
-        return Err(invalid(key, &s, &allowed));
-    }
-    Ok(Some(v))
-}
-
-impl Security {
-    /// Whether `pattern` (`*`, `Domain.*` or `Domain.method`) matches `method`.
-    pub fn pattern_matches(pattern: &str, method: &str) -> bool {
-        match pattern.strip_suffix(".*") {
-            _ if pattern == "*" => true,
-            Some(domain) => method
-                .strip_prefix(domain)
-                .is_some_and(|rest| rest.starts_with('.')),
-            None => pattern == method,
-        }
+impl Limits {
+    /// Sets [`frame_tree_max_entries`](Limits::frame_tree_max_entries).
+    pub fn with_frame_tree_max_entries(mut self, n: usize) -> Limits {
+        self.frame_tree_max_entries = n;
+        self
     }
 
-    /// Checks a raw CDP call against this policy: `Err((option, why))` when it is refused.
-    pub fn check(
-        &self,
-        method: &str,
-        params: &serde_json::Value,
-    ) -> Result<(), (&'static str, String)> {
-        crate::security::check(self, method, params)
+    /// Sets [`frame_tree_max_oopif_depth`](Limits::frame_tree_max_oopif_depth).
+    pub fn with_frame_tree_max_oopif_depth(mut self, n: usize) -> Limits {
+        self.frame_tree_max_oopif_depth = n;
+        self
     }
-}
 
-fn get_bool(c: &config::Config, key: &str) -> Result<Option<bool>, Error> {
-    let Some(s) = get_str(c, key)? else {
-        return Ok(None);
-    };
-    match s.trim() {
-        "true" => Ok(Some(true)),
-        "false" => Ok(Some(false)),
-        _ => Err(invalid(key, &s, "true or false")),
+    /// Sets [`recent_dialogs_max`](Limits::recent_dialogs_max).
+    pub fn with_recent_dialogs_max(mut self, n: usize) -> Limits {
+        self.recent_dialogs_max = n;
+        self
     }
-}
 
-/// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).
-fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
-    let allowed = "a list of CDP method patterns such as [\"Browser.close\", \"Storage.*\", \"*\"]";
-    let list = match c.get::<config::Value>(key) {
-        Ok(v) => match v.kind {
-            config::ValueKind::Nil => return Ok(Vec::new()),
-            config::ValueKind::Array(items) => items,
-            // From the environment: a comma-separated string.
-            config::ValueKind::String(s) => s
-                .split(',')
-                .filter(|p| !p.trim().is_empty())
-                .map(|p| config::Value::new(None, p.trim()))
-                .collect(),
-            _ => return Err(invalid(key, &v.to_string(), allowed)),
-        },
-        Err(config::ConfigError::NotFound(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(invalid(key, "?", &e.to_string())),
-    };
-    let mut out = Vec::new();
-    for item in list {
-        let s = item.to_string();
-        let ok = s == "*"
-            || s.split_once('.').is_some_and(|(d, m)| {
-                !d.is_empty()
-                    && d.chars().all(|c| c.is_ascii_alphanumeric())
-                    && (m == "*" || (!m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric())))
-            });
-        if !ok {
-            return Err(invalid(key, &s, allowed));
-        }
-        out.push(s);
+    /// Sets [`console_errors_max`](Limits::console_errors_max).
+    pub fn with_console_errors_max(mut self, n: usize) -> Limits {
+        self.console_errors_max = n;
+        self
     }
-    Ok(out)
-}
 
-fn non_empty(s: Option<String>) -> Option<String> {
-    s.filter(|s| !s.trim().is_empty())
+    /// Sets [`max_message_bytes`](Limits::max_message_bytes).
+    pub fn with_max_message_bytes(mut self, n: usize) -> Limits {
+        self.max_message_bytes = n;
+        self
+    }
+
+    /// Sets [`frames_max`](Limits::frames_max).
+    pub fn with_frames_max(mut self, n: usize) -> Limits {
+        self.frames_max = n;
+        self
+    }
+
+    /// Sets [`pending_dialogs_max`](Limits::pending_dialogs_max).
+    pub fn with_pending_dialogs_max(mut self, n: usize) -> Limits {
+        self.pending_dialogs_max = n;
+        self
+    }
+
+    /// Sets [`pages_max`](Limits::pages_max).
+    pub fn with_pages_max(mut self, n: usize) -> Limits {
+        self.pages_max = n;
+        self
+    }
+
+    /// Sets [`watched_pages_max`](Limits::watched_pages_max).
+    pub fn with_watched_pages_max(mut self, n: usize) -> Limits {
+        self.watched_pages_max = n;
+        self
+    }
 }
 
 impl Config {
@@ -377,229 +339,243 @@ impl Config {
         }
     }
 
-    /// Loads `config/default.toml`, then `path` (or `$CDP_SUPERVISOR_CONFIG`) if given, then the
-    /// `CDP_SUPERVISOR__*` environment, and validates every value.
-    pub fn load(path: Option<&Path>) -> Result<Config, Error> {
-        let env_path = std::env::var_os("CDP_SUPERVISOR_CONFIG").map(std::path::PathBuf::from);
-        let user = path.map(Path::to_path_buf).or(env_path);
-        let mut builder = config::Config::builder().add_source(config::File::from_str(
-            DEFAULT_TOML,
-            config::FileFormat::Toml,
-        ));
-        if let Some(p) = &user {
-            if !p.is_file() {
-                return Err(Error::Io(format!(
-                    "configuration file {} does not exist",
-                    p.display()
-                )));
-            }
-            builder = builder
-                .add_source(config::File::from(p.as_path()).format(config::FileFormat::Toml));
-        }
-        builder = builder.add_source(
-            config::Environment::with_prefix("CDP_SUPERVISOR")
-                .prefix_separator("__")
-                .separator("__"),
-        );
-        let c = builder
-            .build()
-            .map_err(|e| Error::Io(format!("cannot read configuration: {e}")))?;
-        Self::from_source(&c)
+    /// Sets [`dialog_policy`](Config::dialog_policy).
+    pub fn with_dialog_policy(mut self, policy: DialogPolicy) -> Config {
+        self.dialog_policy = policy;
+        self
     }
 
-    /// Loads from a TOML string layered over the defaults (no file, no environment).
-    pub fn from_toml(toml: &str) -> Result<Config, Error> {
-        let c = config::Config::builder()
-            .add_source(config::File::from_str(
-                DEFAULT_TOML,
-                config::FileFormat::Toml,
-            ))
-            .add_source(config::File::from_str(toml, config::FileFormat::Toml))
-            .build()
-            .map_err(|e| Error::Io(format!("cannot read configuration: {e}")))?;
-        Self::from_source(&c)
+    /// Sets [`dialog_timeout`](Config::dialog_timeout).
+    pub fn with_dialog_timeout(mut self, timeout: Duration) -> Config {
+        self.dialog_timeout = timeout;
+        self
     }
 
-    fn from_source(c: &config::Config) -> Result<Config, Error> {
-        let mut cfg = Config::default();
-        if let Some(s) = get_str(c, "browser.dialog_policy")? {
-            cfg.dialog_policy = DialogPolicy::parse(s.trim())?;
-        }
-        if let Some(d) = get_secs(c, "browser.dialog_timeout_s", 0.0, 86_400.0)? {
-            cfg.dialog_timeout = d;
-        }
-        if let Some(s) = get_str(c, "browser.dialog_bridge")? {
-            cfg.dialog_bridge = BridgeMode::parse(s.trim())?;
-        }
-        cfg.cdp_url = non_empty(get_str(c, "browser.cdp_url")?);
-        if let Some(u) = &cfg.cdp_url {
-            let ok = ["ws://", "wss://", "http://", "https://"]
-                .iter()
-                .any(|p| u.starts_with(p));
-            if !ok {
-                return Err(invalid(
-                    "browser.cdp_url",
-                    &crate::redact::redact_url(u),
-                    "empty (launch a local browser) or a ws://, wss:// or http:// URL",
-                ));
-            }
-        }
-        cfg.chrome_path = non_empty(get_str(c, "browser.chrome_path")?);
-        if let Some(s) = get_str(c, "browser.follow_popups")? {
-            cfg.follow_popups = match s.trim() {
-                "true" => true,
-                "false" => false,
-                other => return Err(invalid("browser.follow_popups", other, "true or false")),
-            };
-        }
-        cfg.ca_file = non_empty(get_str(c, "browser.ca_file")?).map(std::path::PathBuf::from);
-        if let Some(p) = &cfg.ca_file
-            && !p.is_file()
-        {
-            return Err(invalid(
-                "browser.ca_file",
-                &p.display().to_string(),
-                "empty, or the path of an existing PEM file of CA certificates",
-            ));
-        }
-        if let Some(d) = get_secs(c, "supervisor.start_timeout_s", 0.0, 600.0)? {
-            cfg.start_timeout = d;
-        }
-        if let Some(d) = get_secs(c, "supervisor.call_timeout_s", 0.0, 300.0)? {
-            cfg.call_timeout = d;
-        }
-        if let Some(n) = get_uint(c, "supervisor.reconnect_attempts", 0, 100)? {
-            cfg.reconnect_attempts = n as u32;
-        }
-        let l = &mut cfg.limits;
-        if let Some(n) = get_uint(c, "limits.frame_tree_max_entries", 1, 10_000)? {
-            l.frame_tree_max_entries = n as usize;
-        }
-        if let Some(n) = get_uint(c, "limits.frame_tree_max_oopif_depth", 0, 64)? {
-            l.frame_tree_max_oopif_depth = n as usize;
-        }
-        if let Some(n) = get_uint(c, "limits.recent_dialogs_max", 1, 10_000)? {
-            l.recent_dialogs_max = n as usize;
-        }
-        if let Some(n) = get_uint(c, "limits.console_errors_max", 1, 100_000)? {
-            l.console_errors_max = n as usize;
-        }
-        if let Some(n) = get_uint(c, "limits.max_message_bytes", 1024, 1 << 30)? {
-            l.max_message_bytes = n as usize;
-        }
-        if let Some(n) = get_uint(c, "limits.pending_dialogs_max", 1, 1_000)? {
-            l.pending_dialogs_max = n as usize;
-        }
-        if let Some(n) = get_uint(c, "limits.pages_max", 0, 1_000)? {
-            l.pages_max = n as usize;
-        }
-        if let Some(n) = get_uint(c, "limits.watched_pages_max", 0, 10_000)? {
-            l.watched_pages_max = n as usize;
-        }
-        let sec = &mut cfg.security;
-        for (key, value) in [
-            ("security.allow_file_urls", &mut sec.allow_file_urls),
-            ("security.allow_file_access", &mut sec.allow_file_access),
-            ("security.allow_page_protocol", &mut sec.allow_page_protocol),
-        ] {
-            if let Some(b) = get_bool(c, key)? {
-                *value = b;
-            }
-        }
-        cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
-        cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
-        Ok(cfg)
+    /// Sets [`dialog_bridge`](Config::dialog_bridge).
+    pub fn with_dialog_bridge(mut self, bridge: BridgeMode) -> Config {
+        self.dialog_bridge = bridge;
+        self
+    }
+
+    /// Sets [`cdp_url`](Config::cdp_url).
+    pub fn with_cdp_url(mut self, url: impl Into<String>) -> Config {
+        self.cdp_url = Some(url.into());
+        self
+    }
+
+    /// Sets [`chrome_path`](Config::chrome_path).
+    pub fn with_chrome_path(mut self, path: impl Into<String>) -> Config {
+        self.chrome_path = Some(path.into());
+        self
+    }
+
+    /// Sets [`follow_popups`](Config::follow_popups).
+    pub fn with_follow_popups(mut self, follow: bool) -> Config {
+        self.follow_popups = follow;
+        self
+    }
+
+    /// Sets [`ca_file`](Config::ca_file).
+    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Config {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// Sets [`start_timeout`](Config::start_timeout).
+    pub fn with_start_timeout(mut self, timeout: Duration) -> Config {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Sets [`call_timeout`](Config::call_timeout).
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Config {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Sets [`reconnect_attempts`](Config::reconnect_attempts).
+    pub fn with_reconnect_attempts(mut self, attempts: u32) -> Config {
+        self.reconnect_attempts = attempts;
+        self
+    }
+
+    /// Sets [`reconnect_backoff`](Config::reconnect_backoff).
+    pub fn with_reconnect_backoff(mut self, backoff: Duration) -> Config {
+        self.reconnect_backoff = backoff;
+        self
+    }
+
+    /// Sets [`limits`](Config::limits).
+    pub fn with_limits(mut self, limits: Limits) -> Config {
+        self.limits = limits;
+        self
+    }
+
+    /// Sets [`security`](Config::security).
+    pub fn with_security(mut self, security: Security) -> Config {
+        self.security = security;
+        self
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shipped_file_equals_default() {
-        assert_eq!(Config::from_toml("").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn invalid_values_name_key_value_and_allowed() {
-        let e = Config::from_toml("[browser]\ndialog_policy = \"sometimes\"").unwrap_err();
-        let t = e.to_string();
-        assert!(
-            t.contains("browser.dialog_policy") && t.contains("sometimes"),
-            "{t}"
-        );
-        assert!(t.contains("must_respond"), "{t}");
-        let e = Config::from_toml("[browser]\ndialog_timeout_s = 0").unwrap_err();
-        assert!(e.to_string().contains("browser.dialog_timeout_s"), "{e}");
-        let e = Config::from_toml("[browser]\ndialog_timeout_s = \"soon\"").unwrap_err();
-        assert!(e.to_string().contains("soon"), "{e}");
-        let e = Config::from_toml("[browser]\ndialog_bridge = \"maybe\"").unwrap_err();
-        assert!(e.to_string().contains("off, on, auto"), "{e}");
-        let e = Config::from_toml("[limits]\nrecent_dialogs_max = -3").unwrap_err();
-        assert!(e.to_string().contains("limits.recent_dialogs_max"), "{e}");
-    }
-
-    #[test]
-    fn task_overrides_replace_only_what_they_name() {
-        let base = Config {
-            call_timeout: Duration::from_secs(7),
-            ..Config::default()
-        };
-        assert_eq!(base.with_overrides(&StartOptions::default()), base);
-        let task = base.with_overrides(&StartOptions {
-            dialog_policy: Some(DialogPolicy::AutoAccept),
-            dialog_timeout: Some(Duration::from_millis(300)),
-            dialog_bridge: Some(BridgeMode::On),
-            target_id: Some("T".into()),
-            new_page: true,
-        });
-        assert_eq!(task.dialog_policy, DialogPolicy::AutoAccept);
-        assert_eq!(task.dialog_timeout, Duration::from_millis(300));
-        assert_eq!(task.dialog_bridge, BridgeMode::On);
-        assert_eq!(
-            Config {
-                dialog_policy: base.dialog_policy,
-                dialog_timeout: base.dialog_timeout,
-                dialog_bridge: base.dialog_bridge,
-                ..task
-            },
-            base
-        );
-    }
-
-    #[test]
-    fn security_switches_are_booleans_off_by_default() {
-        let d = Config::default().security;
-        assert!(!d.allow_file_urls && !d.allow_file_access && !d.allow_page_protocol);
-        let c =
-            Config::from_toml("[security]\nallow_file_access = true\nallow_page_protocol = true\n")
-                .unwrap();
-        assert!(c.security.allow_file_access && c.security.allow_page_protocol);
-        assert!(!c.security.allow_file_urls);
-        for key in [
-            "allow_file_urls",
-            "allow_file_access",
-            "allow_page_protocol",
-        ] {
-            let e = Config::from_toml(&format!("[security]\n{key} = \"yes\"\n"))
-                .unwrap_err()
-                .to_string();
-            assert!(
-                e.contains(&format!("security.{key}")) && e.contains("yes"),
-                "{e}"
-            );
-            assert!(e.contains("true or false"), "{e}");
+impl Security {
+    /// Whether `pattern` (`*`, `Domain.*` or `Domain.method`) matches `method`.
+    pub fn pattern_matches(pattern: &str, method: &str) -> bool {
+        match pattern.strip_suffix(".*") {
+            _ if pattern == "*" => true,
+            Some(domain) => method
+                .strip_prefix(domain)
+                .is_some_and(|rest| rest.starts_with('.')),
+            None => pattern == method,
         }
     }
 
-    #[test]
-    fn valid_values_apply() {
-        let c = Config::from_toml(
-            "[browser]\ndialog_policy = \"auto_accept\"\ndialog_timeout_s = 0.25\n",
-        )
-        .unwrap();
-        assert_eq!(c.dialog_policy, DialogPolicy::AutoAccept);
-        assert_eq!(c.dialog_timeout, Duration::from_millis(250));
+    /// Sets [`allow_file_urls`](Security::allow_file_urls).
+    pub fn with_allow_file_urls(mut self, allow: bool) -> Security {
+        self.allow_file_urls = allow;
+        self
+    }
+
+    /// Sets [`allow_file_access`](Security::allow_file_access).
+    pub fn with_allow_file_access(mut self, allow: bool) -> Security {
+        self.allow_file_access = allow;
+        self
+    }
+
+    /// Sets [`allow_page_protocol`](Security::allow_page_protocol).
+    pub fn with_allow_page_protocol(mut self, allow: bool) -> Security {
+        self.allow_page_protocol = allow;
+        self
+    }
+
+    /// Sets [`cdp_deny`](Security::cdp_deny).
+    pub fn with_cdp_deny(
+        mut self,
+        patterns: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Security {
+        self.cdp_deny = patterns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`cdp_allow`](Security::cdp_allow).
+    pub fn with_cdp_allow(
+        mut self,
+        patterns: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Security {
+        self.cdp_allow = patterns.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
+/// applied by [`Config::with_overrides`]. Build one from `StartOptions::default()` and the
+/// `with_*` setters.
+///
+/// [`SupervisorRegistry::get_or_start_with`]: crate::SupervisorRegistry::get_or_start_with
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct StartOptions {
+    /// Attach to this target instead of the first page.
+    pub target_id: Option<String>,
+    /// Override `browser.dialog_policy` for this task.
+    pub dialog_policy: Option<DialogPolicy>,
+    /// Override `browser.dialog_timeout_s` for this task: more than zero and at most a day, as
+    /// in the configuration file (a start with another is an [`Error::Config`]).
+    pub dialog_timeout: Option<Duration>,
+    /// Override `browser.dialog_bridge` for this task.
+    pub dialog_bridge: Option<BridgeMode>,
+    /// Give the task a page of its own: `Target.createTarget {url: "about:blank"}` at start
+    /// (ignored when `target_id` is set), and `Target.closeTarget` when the supervisor stops.
+    /// Two tasks on one browser then never share a tab (nor each other's dialogs).
+    pub new_page: bool,
+}
+
+impl StartOptions {
+    /// Sets [`target_id`](StartOptions::target_id).
+    pub fn with_target_id(mut self, target_id: impl Into<String>) -> StartOptions {
+        self.target_id = Some(target_id.into());
+        self
+    }
+
+    /// Sets [`dialog_policy`](StartOptions::dialog_policy).
+    pub fn with_dialog_policy(mut self, policy: DialogPolicy) -> StartOptions {
+        self.dialog_policy = Some(policy);
+        self
+    }
+
+    /// Sets [`dialog_timeout`](StartOptions::dialog_timeout).
+    pub fn with_dialog_timeout(mut self, timeout: Duration) -> StartOptions {
+        self.dialog_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`dialog_bridge`](StartOptions::dialog_bridge).
+    pub fn with_dialog_bridge(mut self, bridge: BridgeMode) -> StartOptions {
+        self.dialog_bridge = Some(bridge);
+        self
+    }
+
+    /// Sets [`new_page`](StartOptions::new_page).
+    pub fn with_new_page(mut self, new_page: bool) -> StartOptions {
+        self.new_page = new_page;
+        self
+    }
+
+    /// `Ok` when the overrides are within their settings' bounds (the one rule of
+    /// [`check_seconds`]); every start checks this first.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        if let Some(t) = self.dialog_timeout {
+            check_seconds("dialog_timeout_s", t, MAX_DIALOG_TIMEOUT)?;
+        }
+        Ok(())
+    }
+}
+
+/// The one rule of every setting in seconds, wherever it is given (the configuration file, a
+/// task's override, a tool's or the Python binding's argument): more than zero and at most
+/// `max`. `key` names the setting as its giver spelled it (`browser.dialog_timeout_s`,
+/// `dialog_timeout_s`); the error is an [`Error::Config`] with the value as given.
+pub fn seconds_setting(key: &str, secs: f64, max: Duration) -> Result<Duration, Error> {
+    positive_seconds(secs, max)
+        .ok_or_else(|| invalid(key, &secs.to_string(), &seconds_allowed(max)))
+}
+
+/// [`seconds_setting`] for a value given as a [`Duration`] ([`Duration::MAX`] as `max`: no upper
+/// bound).
+pub fn check_seconds(key: &str, d: Duration, max: Duration) -> Result<Duration, Error> {
+    if d.is_zero() || d > max {
+        return Err(invalid(
+            key,
+            &d.as_secs_f64().to_string(),
+            &seconds_allowed(max),
+        ));
+    }
+    Ok(d)
+}
+
+/// `secs` as a duration when it is more than zero and at most `max` (never for NaN).
+fn positive_seconds(secs: f64, max: Duration) -> Option<Duration> {
+    if secs > 0.0 && secs <= max.as_secs_f64() {
+        Duration::try_from_secs_f64(secs).ok()
+    } else {
+        None
+    }
+}
+
+/// What [`seconds_setting`] allows, for its error.
+fn seconds_allowed(max: Duration) -> String {
+    if max == Duration::MAX {
+        "a number of seconds > 0".into()
+    } else {
+        format!("a number of seconds > 0 and <= {}", max.as_secs())
+    }
+}
+
+/// The error for a setting's invalid value.
+fn invalid(key: &str, value: &str, allowed: &str) -> Error {
+    Error::Config {
+        key: key.to_string(),
+        value: value.to_string(),
+        allowed: allowed.to_string(),
     }
 }

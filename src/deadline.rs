@@ -4,7 +4,10 @@
 //!
 //! Every blocking wait takes one of these, computed once from the bound that covers the whole
 //! operation (a call, a start, a connect: TCP, TLS, the WebSocket upgrade, `http://` discovery,
-//! a frame write), and re-reads the time left before each wait.
+//! a frame write, `Supervisor::wait_for`, the fake browser's waits), and re-reads the time left
+//! before each wait. A bound too large to represent ([`Duration::MAX`]) is no bound at all.
+//! Outside tests, the crate adds a `Duration` to an `Instant` in two places only: here
+//! (checked) and in `clock::Now::after` (saturating).
 
 use std::time::{Duration, Instant};
 

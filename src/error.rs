@@ -54,7 +54,8 @@ pub enum Error {
     /// The browser has no page target we can use, or the caller named one that does not exist.
     #[error("{0}")]
     NoPage(String),
-    /// The supervisor has stopped or lost its connection.
+    /// The supervisor has stopped or lost its connection (or was stopped while it was
+    /// starting). Carries the task id.
     #[error(
         "the browser supervisor for task {0:?} has stopped (or lost its connection for good); connect again"
     )]
@@ -156,6 +157,10 @@ pub enum Error {
         /// What is allowed.
         allowed: String,
     },
+    /// The configuration cannot be read as a whole: its file does not exist, or it is not TOML.
+    /// (A readable configuration with an invalid value is an [`Error::Config`].)
+    #[error("{0}")]
+    InvalidConfig(String),
     /// Something else about the caller's input.
     #[error("{0}")]
     InvalidArgument(String),

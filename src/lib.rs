@@ -47,8 +47,12 @@
 //!
 //! # Layout
 //!
-//! * `transport`: the socket (plain or TLS), the WebSocket framing, writes with deadlines.
-//! * `endpoint`: `http://` discovery and connecting (one deadline for all of it).
+//! * `transport`: the CDP WebSocket the reader and the writers share (`transport/mod.rs`, the
+//!   lock-and-peek design), connecting (`handshake.rs`: TLS, the upgrade), plain or TLS
+//!   (`stream.rs`), and the socket whose every read and write has a deadline (`socket.rs`, over
+//!   `sys_unix.rs`, or `sys_portable.rs` elsewhere).
+//! * `endpoint`: `http://` discovery and connecting (one deadline for all of it); `http_get`: the
+//!   discovery's `GET` and its redirect policy, with `http_get/answer.rs` reading one answer.
 //! * `net`: what both share: TCP connect to every address within a deadline, the request, the
 //!   answer's head.
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
@@ -66,6 +70,8 @@
 //! * `snapshot`: the published [`Snapshot`]; its JSON in `snapshot/json.rs`.
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
+//! * `outbound`: the one outbound path (a command registered with the reader, then written with
+//!   a deadline) and the `Reply` a caller waits on.
 //! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
 //! * `attach`: attaching to the task's page (start and after a reconnect).
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
@@ -75,7 +81,10 @@
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, and a lock-free read path with a per-thread cache
 //!   (`registry/read_cache.rs`).
-//! * `config`: [`Config`] and its layers (defaults, TOML file, environment).
+//! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
+//!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
+//!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on
+//!   `error` and `redact` (and `security`, for `Security::check`).
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
 //!   parameter, nested `Target.sendMessageToTarget` commands included); `url_policy`: how
 //!   Chromium will read a URL (a local file? a privileged page?).
@@ -84,9 +93,17 @@
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
 //!   reaches a thread name.
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
-//!   Chromium), `launch` (starting a local Chromium, Unix only; `launch_unsupported.rs` stands in
-//!   elsewhere).
-//! * [`tools`], [`mcp`], [`fake`]: public, see above.
+//!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
+//!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
+//! * [`tools`]: the JSON tool handlers, and the one tool table (`tools/table.rs`: each tool's
+//!   name, title, annotations, arguments, schemas (`tools/schema.rs`) and handler) that the MCP
+//!   server and the Python binding run every call through; `tools/args.rs` reads arguments,
+//!   with one wording for their errors.
+//! * [`mcp`]: the server and its reading loop (`mcp/mod.rs`), what each request means
+//!   (`mcp/dispatch.rs`), the worker pool (`mcp/pool.rs`), the snapshot fast path
+//!   (`mcp/fast_path.rs`), the server's own tools (`mcp/handlers.rs`: `browser_connect`,
+//!   `browser_disconnect`), JSON-RPC framing (`mcp/rpc.rs`), logging (`mcp/notify.rs`).
+//! * [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
 // The README's Rust examples are compiled as doctests.
@@ -117,6 +134,7 @@ mod launch;
 pub mod mcp;
 mod measured;
 mod net;
+mod outbound;
 mod protocol;
 mod reader;
 mod redact;
@@ -127,19 +145,18 @@ mod snapshot;
 mod supervisor;
 mod task_id;
 pub mod tools;
-// Syscalls (recv/send without blocking, poll with the time left to a deadline): each `unsafe`
-// block has a SAFETY comment and checks its return value.
-#[allow(unsafe_code)]
+// Its syscalls (recv/send without blocking, poll with the time left to a deadline) are in
+// `transport/sys_unix.rs`, the one file of it that may use `unsafe`.
 mod transport;
 mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;
-pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security};
+pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security, StartOptions};
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
 pub use redact::redact_url;
-pub use registry::{StartOptions, SupervisorRegistry};
+pub use registry::SupervisorRegistry;
 pub use snapshot::{
     Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, FrameEntry,
     FrameRecord, FrameTree, PageInfo, PendingDialog, Snapshot, SupervisorState,
@@ -154,8 +171,14 @@ pub mod unversioned {
     pub mod bridge {
         pub use crate::bridge::{BRIDGE_HOST, SCRIPT};
     }
+    /// The tool table, as the Python binding dispatches through it.
+    pub mod tools {
+        pub use crate::tools::table::call;
+    }
     pub use crate::clock::Now;
+    pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
+    pub use crate::deadline::Deadline;
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
     pub use crate::transport::{ConnectOptions, Transport};

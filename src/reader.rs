@@ -25,6 +25,7 @@ use tungstenite::Message;
 
 use crate::attach::{Choice, attach_page};
 use crate::clock::Now;
+use crate::config::BACKOFF_MAX;
 use crate::core::{Core, Outgoing, PendingCall};
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -36,11 +37,6 @@ use crate::watchdog::WatchdogMsg;
 /// Messages applied per batch before publishing: bounds how stale the snapshot can get during
 /// a flood, and the memory a batch holds.
 const MAX_BATCH: usize = 4096;
-
-/// First reconnect back-off; doubles per attempt.
-pub const BACKOFF_START: Duration = Duration::from_millis(250);
-/// Longest reconnect back-off.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// What the re-attach after a reconnect found; read by the reader once that connection ends.
 /// Unset while it runs, and when it failed for a reason worth another attempt.
@@ -58,9 +54,10 @@ pub(crate) struct Reader {
     pub core: Core,
     pub registrations: Receiver<(u64, PendingCall)>,
     pub watchdog: Sender<WatchdogMsg>,
-    /// Disconnects once `stop` has shut the connection for good: wakes the reader out of a
-    /// reconnect back-off or attempt. (What the reader checks is [`Shared::closed_for_good`].)
-    pub stop: Receiver<()>,
+    /// Disconnects once `stop` has shut the connection for good (the supervisor drops its
+    /// `wake_reader` end): wakes the reader out of a reconnect back-off or attempt. (What the
+    /// reader checks is [`Shared::closed_for_good`].)
+    pub wake_reader: Receiver<()>,
     /// How to reconnect.
     pub reconnect: ReconnectPlan,
 }
@@ -72,8 +69,8 @@ pub(crate) struct ReconnectPlan {
     pub cdp_url: String,
     /// Attempts before giving up (0: never reconnect).
     pub attempts: u32,
-    /// The first back-off ([`BACKOFF_START`] unless a test shortens it); doubles per attempt up
-    /// to [`BACKOFF_MAX`].
+    /// The first back-off ([`crate::config::BACKOFF_START`] unless a test shortens it); doubles
+    /// per attempt up to [`BACKOFF_MAX`].
     pub backoff: Duration,
     /// Socket settings.
     pub connect: ConnectOptions,
@@ -291,7 +288,7 @@ impl Reader {
                 .saturating_mul(1u32 << (*failures).min(16))
                 .min(BACKOFF_MAX);
             *failures += 1;
-            match self.stop.recv_timeout(backoff) {
+            match self.wake_reader.recv_timeout(backoff) {
                 Err(RecvTimeoutError::Timeout) => {}
                 _ => return None,
             }
@@ -323,7 +320,7 @@ impl Reader {
                     Ok(Err(e)) => warn!("reconnect attempt {} failed: {e}", failures),
                     Err(_) => warn!("reconnect attempt {} failed", failures),
                 },
-                recv(self.stop) -> _ => return None,
+                recv(self.wake_reader) -> _ => return None,
             }
         }
         warn!(

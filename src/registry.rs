@@ -15,12 +15,13 @@
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
 use crate::cancel::CancelToken;
-use crate::config::{BridgeMode, Config, DialogPolicy};
+use crate::config::{Config, StartOptions, check_seconds};
+use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::redact::redact_url;
 use crate::snapshot::Snapshot;
@@ -29,24 +30,6 @@ use crate::supervisor::Supervisor;
 mod read_cache;
 
 use read_cache::ReadMap;
-
-/// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
-/// applied by [`Config::with_overrides`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StartOptions {
-    /// Attach to this target instead of the first page.
-    pub target_id: Option<String>,
-    /// Override `browser.dialog_policy` for this task.
-    pub dialog_policy: Option<DialogPolicy>,
-    /// Override `browser.dialog_timeout_s` for this task.
-    pub dialog_timeout: Option<Duration>,
-    /// Override `browser.dialog_bridge` for this task.
-    pub dialog_bridge: Option<BridgeMode>,
-    /// Give the task a page of its own: `Target.createTarget {url: "about:blank"}` at start
-    /// (ignored when `target_id` is set), and `Target.closeTarget` when the supervisor stops.
-    /// Two tasks on one browser then never share a tab (nor each other's dialogs).
-    pub new_page: bool,
-}
 
 /// One task's start/stop bookkeeping.
 #[derive(Debug, Default)]
@@ -110,11 +93,12 @@ impl StartGuard<'_> {
         let mut slots = self.registry.lock();
         let Some(slot) = slots.started_by(self.task_id, self.ticket) else {
             drop(slots);
-            sup.stop();
-            return Err(Error::NotActive(format!(
-                "{} (stopped while it was starting)",
+            log::info!(
+                "task {}: stopped while it was starting; its new supervisor stops too",
                 self.task_id
-            )));
+            );
+            sup.stop();
+            return Err(Error::NotActive(self.task_id.to_string()));
         };
         slot.starting = None;
         slot.current = Some(Arc::clone(&sup));
@@ -187,7 +171,8 @@ impl SupervisorRegistry {
 
     /// Like [`get_or_start_with`](Self::get_or_start_with), but a supervisor this call starts
     /// gets `start_timeout` (instead of `supervisor.start_timeout_s`) as the bound on its
-    /// connect and attach. An existing live supervisor is returned as it is.
+    /// connect and attach: any duration but zero ([`Error::Config`]), [`Duration::MAX`] for no
+    /// bound. An existing live supervisor is returned as it is.
     pub fn get_or_start_within(
         &self,
         task_id: &str,
@@ -195,13 +180,8 @@ impl SupervisorRegistry {
         options: StartOptions,
         start_timeout: Duration,
     ) -> Result<Arc<Supervisor>, Error> {
-        if start_timeout.is_zero() {
-            return Err(Error::Config {
-                key: "start_timeout_s".into(),
-                value: "0".into(),
-                allowed: "a number of seconds > 0".into(),
-            });
-        }
+        // Any bound but zero: `Duration::MAX` is none.
+        check_seconds("start_timeout_s", start_timeout, Duration::MAX)?;
         let config = Config {
             start_timeout,
             ..self.config.clone()
@@ -242,16 +222,15 @@ impl SupervisorRegistry {
                 during: "waiting to start".into(),
             });
         }
-        if let Some(t) = options.dialog_timeout
-            && t.is_zero()
-        {
-            return Err(Error::Config {
-                key: "dialog_timeout_s".into(),
-                value: "0".into(),
-                allowed: "a number of seconds > 0".into(),
-            });
-        }
-        let wait_deadline = Instant::now() + config.start_timeout * 2 + Duration::from_secs(2);
+        options.check()?;
+        // Another caller's start of the task ends within its own start timeout, which may
+        // differ from this one's; twice this one and a margin bounds the wait for it.
+        let wait_deadline = Deadline::after(
+            config
+                .start_timeout
+                .saturating_mul(2)
+                .saturating_add(Duration::from_secs(2)),
+        );
         let (guard, old) = loop {
             let mut slots = self.lock();
             if let Some(slot) = slots.tasks.get(task_id) {
@@ -273,7 +252,7 @@ impl SupervisorRegistry {
                             task_id: task_id.to_string(),
                             during: "waiting for another caller's start of the task".into(),
                         }),
-                        recv(crossbeam_channel::at(wait_deadline)) -> _ => return Err(Error::StartTimeout(
+                        recv(wait_deadline.alarm()) -> _ => return Err(Error::StartTimeout(
                             config.start_timeout,
                             "another caller's start of this task did not finish".into(),
                         )),
@@ -321,14 +300,14 @@ impl SupervisorRegistry {
         guard.publish(sup)
     }
 
-    /// Removes `task_id`'s slot, with `slots` locked: its supervisor is marked stopping (not
+    /// Removes `task_id`'s slot, with `slots` locked: its supervisor is asked to stop (not
     /// alive from now on: no observer ever sees two live supervisors for one task) and leaves
     /// the read map; a start in progress for it has lost. The caller stops the supervisor once
     /// the lock is released.
     fn remove_slot(&self, slots: &mut Slots, task_id: &str) -> Option<Slot> {
         let slot = slots.tasks.remove(task_id)?;
         if let Some(sup) = &slot.current {
-            sup.mark_stopping();
+            sup.request_stop();
             self.reads.set(slots, task_id, None);
         }
         Some(slot)
@@ -398,6 +377,7 @@ impl Drop for SupervisorRegistry {
 mod tests {
     use super::*;
     use crate::fake::{FakeBrowser, Rule};
+    use std::time::Instant;
 
     const WAIT: Duration = Duration::from_secs(5);
 
@@ -424,7 +404,7 @@ mod tests {
             let result = start.join().unwrap();
             match (&result, answer_late) {
                 // Attached after the stop: the start lost, and says so.
-                (Err(Error::NotActive(m)), true) => assert!(m.contains("stopped while"), "{m}"),
+                (Err(Error::NotActive(task)), true) => assert_eq!(task, "t", "the task id alone"),
                 // Never attached: its own time-out.
                 (Err(Error::StartTimeout(..)), false) => {}
                 _ => panic!("the stop must win: {result:?}"),
@@ -520,5 +500,69 @@ mod tests {
         });
         assert!(sups.iter().all(|s| Arc::ptr_eq(s, &sups[0])));
         assert_eq!(fake.accepted_count(), 1, "one start, one connection");
+    }
+
+    /// `Duration::MAX` is "no bound" wherever a wait takes a duration: no `Instant` overflow, and
+    /// the waits end when what they wait for happens.
+    #[test]
+    fn waits_without_a_bound_end_when_what_they_wait_for_happens() {
+        let fake = FakeBrowser::start().unwrap();
+        fake.set_rule(
+            "Target.getTargets",
+            Rule::Delay(Duration::from_millis(200), Box::new(Rule::Default)),
+        );
+        let reg = SupervisorRegistry::new(Config::default());
+        // Two callers start the task without a bound: one starts it, the other waits for that
+        // start (its wait is bounded by twice the start timeout, here none).
+        let (a, b) = std::thread::scope(|s| {
+            let start = || {
+                reg.get_or_start_within("t", &fake.ws_url(), StartOptions::default(), Duration::MAX)
+                    .unwrap()
+            };
+            let a = s.spawn(start);
+            let b = s.spawn(start);
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.config().start_timeout, Duration::MAX);
+        let sup = a;
+        let waited = std::thread::scope(|s| {
+            let waiter =
+                s.spawn(|| sup.wait_for(Duration::MAX, |snap| !snap.pending_dialogs.is_empty()));
+            fake.open_dialog("alert", "now", "");
+            waiter.join().unwrap()
+        });
+        let snap = waited.expect("the wait ends with the dialog");
+        assert_eq!(snap.pending_dialogs[0].message, "now");
+        assert!(sup.wait_for_dialog(Duration::MAX).is_some());
+        // And ends at once, unmatched, once the supervisor has ended.
+        reg.stop("t");
+        assert!(sup.wait_for(Duration::MAX, |_| false).is_none());
+        // The fake's waits too.
+        assert!(fake.wait_for_connections(0, Duration::MAX));
+        assert!(
+            fake.wait_for_command(
+                |c| c["method"] == "Page.handleJavaScriptDialog",
+                Duration::MAX
+            )
+            .is_some(),
+            "the stop dismissed the pending dialog"
+        );
+    }
+
+    #[test]
+    fn a_task_dialog_timeout_out_of_bounds_is_refused_before_starting() {
+        let fake = FakeBrowser::start().unwrap();
+        let reg = SupervisorRegistry::new(Config::default());
+        for t in [Duration::ZERO, Duration::MAX] {
+            let options = StartOptions::default().with_dialog_timeout(t);
+            let r = reg.get_or_start_with("t", &fake.ws_url(), options);
+            assert!(
+                matches!(&r, Err(Error::Config { key, .. }) if key == "dialog_timeout_s"),
+                "{r:?}"
+            );
+        }
+        assert_eq!(fake.accepted_count(), 0, "nothing was started");
+        assert!(reg.tasks().is_empty());
     }
 }

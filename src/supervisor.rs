@@ -26,13 +26,12 @@ use serde_json::json;
 
 use crate::attach::{Choice, attach_page};
 use crate::cancel::CancelToken;
-use crate::config::{Config, DialogAction};
+use crate::config::{Config, DialogAction, StartOptions};
 use crate::core::{CallKind, Command, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
-use crate::registry::StartOptions;
 use crate::shared::{Shared, SnapshotCell};
 use crate::snapshot::{ClosedBy, DialogKind, PendingDialog, Snapshot, SupervisorState};
 use crate::task_id::thread_label;
@@ -85,8 +84,6 @@ impl Route<'_> {
 const READER_STACK: usize = 256 * 1024;
 /// Stack size of watchdog threads.
 const WATCHDOG_STACK: usize = 128 * 1024;
-/// Longest deadline a single call may have.
-pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// One task's persistent CDP connection: dialogs, frames, routing, and a wait-free snapshot.
 pub struct Supervisor {
@@ -101,8 +98,9 @@ pub struct Supervisor {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Not state, a wake-up: `stop` drops it once it has shut the connection for good, which
-    /// disconnects the reader's end and so cuts any reconnect back-off or attempt short, now
-    /// and in every later wait (a message on a one-slot channel would wake one wait only).
+    /// disconnects the reader's end ([`Reader::wake_reader`]) and so cuts any reconnect
+    /// back-off or attempt short, now and in every later wait (a message on a one-slot channel
+    /// would wake one wait only).
     wake_reader: Mutex<Option<Sender<()>>>,
 }
 
@@ -114,6 +112,28 @@ impl std::fmt::Debug for Supervisor {
             .field("state", &self.state().as_str())
             .finish_non_exhaustive()
     }
+}
+
+impl DialogAction {
+    /// Reads the action a caller names (`browser_dialog`'s `action`): `accept` or `dismiss`,
+    /// exactly, for [`Supervisor::respond_to_dialog`]. Anything else is
+    /// [`Error::InvalidArgument`], naming both.
+    pub fn parse(action: &str) -> Result<DialogAction, Error> {
+        match action {
+            "accept" => Ok(DialogAction::Accept),
+            "dismiss" => Ok(DialogAction::Dismiss),
+            _ => Err(invalid_action(&serde_json::Value::from(action))),
+        }
+    }
+}
+
+/// The error for an action that is neither, `given` as a JSON value of any kind: at most 60
+/// characters of its JSON text (it may be huge).
+pub(crate) fn invalid_action(given: &serde_json::Value) -> Error {
+    let shown: String = given.to_string().chars().take(60).collect();
+    Error::InvalidArgument(format!(
+        "invalid action {shown}: use \"accept\" or \"dismiss\""
+    ))
 }
 
 impl Supervisor {
@@ -178,7 +198,7 @@ impl Supervisor {
         };
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
-        let (wake_tx, wake_rx) = bounded::<()>(0);
+        let (wake_reader_tx, wake_reader) = bounded::<()>(0);
         let core = Core::new(
             task_id,
             &transport.url_redacted,
@@ -197,7 +217,7 @@ impl Supervisor {
             core,
             registrations: reg_rx,
             watchdog: wd_tx,
-            stop: wake_rx,
+            wake_reader,
             reconnect: ReconnectPlan {
                 cdp_url: cdp_url.to_string(),
                 attempts: config.reconnect_attempts,
@@ -213,7 +233,7 @@ impl Supervisor {
             options,
             shared,
             threads: Mutex::new(Vec::new()),
-            wake_reader: Mutex::new(Some(wake_tx)),
+            wake_reader: Mutex::new(Some(wake_reader_tx)),
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
         let choice = match &sup.options.target_id {
@@ -314,15 +334,16 @@ impl Supervisor {
         f(&self.shared.snapshot.load())
     }
 
-    /// Blocks until a published snapshot satisfies `pred`, or `timeout` passes (`None`). No
-    /// polling: the reader wakes waiters after each publish. Returns at once with `None` when the
-    /// supervisor has ended and the last snapshot does not match.
+    /// Blocks until a published snapshot satisfies `pred`, or `timeout` passes (`None`;
+    /// [`Duration::MAX`]: no time-out). No polling: the reader wakes waiters after each publish.
+    /// Returns at once with `None` when the supervisor has ended and the last snapshot does not
+    /// match.
     pub fn wait_for(
         &self,
         timeout: Duration,
         pred: impl Fn(&Snapshot) -> bool,
     ) -> Option<Arc<Snapshot>> {
-        self.shared.wait_for(Instant::now() + timeout, pred)
+        self.shared.wait_for(Deadline::after(timeout), pred)
     }
 
     /// Waits until a dialog is pending and returns the first one.
@@ -433,14 +454,15 @@ impl Supervisor {
         };
         let c = answer_command(dialog, accept, text, ClosedBy::Agent);
         self.shared
-            .call(c, Deadline::after(self.config.call_timeout))?;
+            .round_trip(c, Deadline::after(self.config.call_timeout))?;
         Ok(dialog.clone())
     }
 
-    /// Marks the supervisor as stopping: from now on it is not alive, and calls fail. The registry
-    /// does this while it still holds the task's slot, so no observer ever sees two live
-    /// supervisors for one task; [`Supervisor::stop`] finishes the job.
-    pub(crate) fn mark_stopping(&self) {
+    /// Asks the supervisor to stop ([`StopPhase::Requested`](crate::shared::StopPhase)): from
+    /// now on it is not alive, and calls fail. The registry does this while it still holds the
+    /// task's slot, so no observer ever sees two live supervisors for one task;
+    /// [`Supervisor::stop`] does the work.
+    pub(crate) fn request_stop(&self) {
         self.shared.request_stop();
     }
 

@@ -4,7 +4,6 @@
 //! page that went away, or blocked by a dialog (the rules are `core/policy.rs`).
 
 use std::borrow::Cow;
-use std::time::Instant;
 
 use crossbeam_channel::Sender;
 use log::debug;
@@ -14,6 +13,7 @@ use super::dialogs::{AnswerInFlight, OpenDialog};
 use super::{Core, policy};
 use crate::clock::Now;
 use crate::config::DialogPolicy;
+use crate::deadline::{Deadline, Left};
 use crate::error::Error;
 use crate::snapshot::{Blocked, ClosedBy, PendingDialog};
 
@@ -95,8 +95,9 @@ pub struct PendingCall {
     pub kind: CallKind,
     /// Where the reply goes; `None` for fire-and-forget.
     pub reply: Option<Sender<CallResult>>,
-    /// After this, nobody waits for the reply any more and the entry may be purged.
-    pub expires: Option<Instant>,
+    /// Once this has passed, nobody waits for the reply any more and the entry may be purged
+    /// ([`Deadline::NEVER`]: kept until its reply comes or the connection ends).
+    pub expires: Deadline,
 }
 
 /// A command to send (registered under a fresh id first): what the state machine queues, and
@@ -171,7 +172,7 @@ impl Core {
         }
         if self.calls.len() >= PURGE_EVERY && self.calls.len().is_power_of_two() {
             self.calls.retain(|_, c| {
-                c.expires.is_none_or(|t| t > now.instant)
+                c.expires.left_at(now.instant) != Left::Passed
                     || !matches!(c.kind, CallKind::Plain | CallKind::Agent { .. })
             });
         }

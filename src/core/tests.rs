@@ -9,6 +9,7 @@
 use super::calls::PURGE_EVERY;
 use super::policy::WithDialog;
 use super::*;
+use crate::deadline::Deadline;
 use crate::snapshot::{ClosedBy, ClosedDialog, PendingDialog};
 use crossbeam_channel::{Receiver, TryRecvError, bounded};
 use serde_json::json;
@@ -144,7 +145,7 @@ impl Sim {
             session_id: session.map(str::to_string),
             kind,
             reply: None,
-            expires: None,
+            expires: Deadline::NEVER,
         })
     }
 
@@ -156,7 +157,7 @@ impl Sim {
             session_id: c.session_id,
             kind: c.kind,
             reply: Some(tx),
-            expires: None,
+            expires: Deadline::NEVER,
         });
         (id, rx)
     }
@@ -191,7 +192,7 @@ impl Sim {
                         session_id: c.session_id.clone(),
                         kind: c.kind.clone(),
                         reply: None,
-                        expires: None,
+                        expires: Deadline::NEVER,
                     });
                     out.commands.push((id, c));
                 }
@@ -1435,7 +1436,7 @@ fn console_entries_are_stamped_with_the_time_passed_in() {
 #[test]
 fn abandoned_calls_are_purged_by_the_time_passed_in() {
     let mut sim = Sim::must_respond();
-    let expires = sim.now.after(Duration::from_secs(1)).instant;
+    let expires = Deadline::from_start(sim.now.instant, Duration::from_secs(1));
     let mut first = None;
     // Calls nobody waits on (the page's isolate probe) are never purged.
     let kept = sim.core.calls.len();
@@ -1447,7 +1448,7 @@ fn abandoned_calls_are_purged_by_the_time_passed_in() {
             session_id: Some(S1.into()),
             kind: CallKind::Plain,
             reply: Some(tx),
-            expires: Some(expires),
+            expires,
         });
         first.get_or_insert(rx);
     }

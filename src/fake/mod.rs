@@ -68,9 +68,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tungstenite::Message;
 
+use script::apply_delayed;
 use server::accept_loop;
 use shared::{Shared, State, Target, lock};
 use timer::{TimerMsg, run_timer};
+
+use crate::deadline::Deadline;
 
 /// Id of the default page target; also the id of its main frame.
 const DEFAULT_PAGE_ID: &str = "PAGE-1";
@@ -156,7 +159,7 @@ impl FakeBrowser {
         fake.timer = Some(
             thread::Builder::new()
                 .name("fake-cdp-timer".into())
-                .spawn(move || run_timer(&timer_shared, &timer_rx))?,
+                .spawn(move || run_timer(&timer_rx, |d| apply_delayed(&timer_shared, d)))?,
         );
         fake.accept = Some(
             thread::Builder::new()
@@ -261,7 +264,7 @@ impl FakeBrowser {
         timeout: Duration,
     ) -> Option<Value> {
         let mut checked = 0;
-        self.shared.wait_state(Instant::now() + timeout, |state| {
+        self.shared.wait_state(Deadline::after(timeout), |state| {
             let found = state.received[checked..].iter().find(|c| pred(c)).cloned();
             checked = state.received.len();
             found
@@ -305,7 +308,7 @@ impl FakeBrowser {
     /// on timeout.
     pub fn wait_for_connections(&self, n: usize, timeout: Duration) -> bool {
         self.shared
-            .wait_state(Instant::now() + timeout, |state| {
+            .wait_state(Deadline::after(timeout), |state| {
                 (state.conns.len() == n).then_some(())
             })
             .is_some()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::shared::{Conn, Shared, Target};
+use super::shared::{Conn, Delayed, Shared, Target};
 use super::{DEFAULT_PAGE_URL, PRODUCT, Rule};
 
 /// Methods the default behaviour answers with an empty object.
@@ -93,6 +93,14 @@ pub(super) fn handle_text(shared: &Shared, conn: &Arc<Conn>, text: &str) {
         return shared.send_json(conn, &reply_frame(&cmd, Err(error)));
     }
     apply_rule(shared, conn, &cmd, rule);
+}
+
+/// Answers a delayed command once it is due (the timer thread's `fire`), unless its connection
+/// has closed in the meantime.
+pub(super) fn apply_delayed(shared: &Shared, delayed: Delayed) {
+    if !delayed.conn.is_closed() {
+        apply_rule(shared, &delayed.conn, &delayed.cmd, delayed.rule);
+    }
 }
 
 /// Answers `cmd` on `conn` according to `rule`.

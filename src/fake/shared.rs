@@ -12,8 +12,9 @@ use crossbeam_channel::Sender;
 use serde_json::{Map, Value, json};
 use tungstenite::{Message, WebSocket};
 
-use super::timer::{Delayed, TimerMsg};
+use super::timer::TimerMsg;
 use super::{BROWSER_CONTEXT_ID, DEFAULT_PAGE_ID, Rule};
+use crate::deadline::{Deadline, Left};
 
 /// A page target known to the fake.
 #[derive(Debug, Clone)]
@@ -119,7 +120,15 @@ pub(super) struct Shared {
     pub(super) next_socket: AtomicU64,
     /// Connection threads to join on drop.
     pub(super) workers: Mutex<Vec<JoinHandle<()>>>,
-    pub(super) timer: Sender<TimerMsg>,
+    /// The timer thread's queue of delayed answers.
+    pub(super) timer: Sender<TimerMsg<Delayed>>,
+}
+
+/// A delayed answer ([`Rule::Delay`]): `rule` applied to `cmd` on `conn` once it is due.
+pub(super) struct Delayed {
+    pub(super) conn: Arc<Conn>,
+    pub(super) cmd: Value,
+    pub(super) rule: Rule,
 }
 
 /// Locks a mutex, ignoring poisoning (a panicking test must not cascade).
@@ -148,7 +157,7 @@ impl Shared {
     /// `deadline` passes or the fake shuts down (`None`).
     pub(super) fn wait_state<T>(
         &self,
-        deadline: Instant,
+        deadline: Deadline,
         mut check: impl FnMut(&State) -> Option<T>,
     ) -> Option<T> {
         let mut state = self.state();
@@ -156,15 +165,19 @@ impl Shared {
             if let Some(v) = check(&state) {
                 return Some(v);
             }
-            let now = Instant::now();
-            if now >= deadline || state.shutdown {
+            let left = deadline.left();
+            if left == Left::Passed || state.shutdown {
                 return None;
             }
-            state = self
-                .changed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            state = match left {
+                Left::In(d) => {
+                    self.changed
+                        .wait_timeout(state, d)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                _ => self.changed.wait(state).unwrap_or_else(|e| e.into_inner()),
+            };
         }
     }
 
@@ -249,16 +262,13 @@ impl Shared {
     /// Queues a delayed answer on the timer thread.
     pub(super) fn schedule(&self, delay: Duration, conn: &Arc<Conn>, cmd: &Value, rule: Rule) {
         let delayed = Delayed {
-            due: Instant::now() + delay,
             conn: Arc::clone(conn),
             cmd: cmd.clone(),
             rule,
         };
-        if self
-            .timer
-            .send(TimerMsg::Schedule(Box::new(delayed)))
-            .is_err()
-        {
+        let due = Deadline::after(delay);
+        let item = Box::new(delayed);
+        if self.timer.send(TimerMsg::Schedule { due, item }).is_err() {
             log::debug!("fake browser: timer gone, dropping delayed answer");
         }
     }

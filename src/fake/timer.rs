@@ -1,36 +1,31 @@
-//! The timer thread: a deadline-ordered queue of delayed answers
-//! ([`Rule::Delay`]), so a delay never blocks a connection's reader.
+//! The timer thread: a deadline-ordered queue of delayed answers ([`Rule::Delay`]), so a delay
+//! never blocks a connection's reader.
+//!
+//! It knows nothing of what it delays: the caller passes in `fire`, the function that applies
+//! an item when it is due (as `crate::watchdog::run` takes its `fire`), so this module imports
+//! nothing of the fake.
+//!
+//! [`Rule::Delay`]: super::Rule::Delay
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use serde_json::Value;
 
-use super::Rule;
-use super::script::apply_rule;
-use super::shared::{Conn, Shared};
-
-/// A delayed answer waiting in the timer queue.
-pub(super) struct Delayed {
-    pub(super) due: Instant,
-    pub(super) conn: Arc<Conn>,
-    pub(super) cmd: Value,
-    pub(super) rule: Rule,
-}
+use crate::deadline::Deadline;
 
 /// Messages to the timer thread.
-pub(super) enum TimerMsg {
-    /// Queue a delayed answer.
-    Schedule(Box<Delayed>),
+pub(super) enum TimerMsg<T> {
+    /// Fire `item` at `due` (never, when `due` has no bound).
+    Schedule { due: Deadline, item: Box<T> },
     /// Exit.
     Stop,
 }
 
-/// The timer thread: fires delayed answers in deadline order.
-pub(super) fn run_timer(shared: &Shared, rx: &Receiver<TimerMsg>) {
-    let mut queue: BTreeMap<(Instant, u64), Delayed> = BTreeMap::new();
+/// The timer thread: calls `fire` with each scheduled item once it is due, in deadline order,
+/// until told to stop or its channel disconnects.
+pub(super) fn run_timer<T>(rx: &Receiver<TimerMsg<T>>, mut fire: impl FnMut(T)) {
+    let mut queue: BTreeMap<(Instant, u64), T> = BTreeMap::new();
     let mut seq = 0u64;
     loop {
         let next_due = queue.keys().next().map(|(due, _)| *due);
@@ -47,25 +42,25 @@ pub(super) fn run_timer(shared: &Shared, rx: &Receiver<TimerMsg>) {
         };
         match msg {
             Some(TimerMsg::Stop) => return,
-            Some(TimerMsg::Schedule(delayed)) => {
-                seq += 1;
-                queue.insert((delayed.due, seq), *delayed);
+            Some(TimerMsg::Schedule { due, item }) => {
+                // An item due never is never fired: it need not be kept.
+                if let Some(at) = due.instant() {
+                    seq += 1;
+                    queue.insert((at, seq), *item);
+                }
             }
-            None => fire_due(shared, &mut queue),
+            None => fire_due(&mut queue, &mut fire),
         }
     }
 }
 
-/// Applies every queued answer whose deadline has passed.
-fn fire_due(shared: &Shared, queue: &mut BTreeMap<(Instant, u64), Delayed>) {
+/// Fires every queued item whose deadline has passed.
+fn fire_due<T>(queue: &mut BTreeMap<(Instant, u64), T>, fire: &mut impl FnMut(T)) {
     let now = Instant::now();
     while let Some(entry) = queue.first_entry() {
         if entry.key().0 > now {
             return;
         }
-        let delayed = entry.remove();
-        if !delayed.conn.is_closed() {
-            apply_rule(shared, &delayed.conn, &delayed.cmd, delayed.rule);
-        }
+        fire(entry.remove());
     }
 }

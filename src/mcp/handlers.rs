@@ -1,6 +1,8 @@
-//! `tools/call`: argument checks and the five tools, each returning the tool's JSON (SPEC §10,
-//! §16) with the task's dialog status added. Argument errors, `task_id` included, are tool
-//! errors (`success: false`, shown as `isError: true`), never JSON-RPC errors (SEP-1303).
+//! The server's part of the tools: the MCP server is a tool-table `Host` (`tools::table`) that
+//! runs `browser_connect` and `browser_disconnect` itself (they launch the server's browser and
+//! watch supervisors) and waits, after a `browser_cdp` `Browser.close` of its launched browser,
+//! for that browser to be gone. Everything else, argument checks and the dialog status included,
+//! is the table's.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,119 +12,53 @@ use serde_json::{Value, json};
 use super::Inner;
 use super::browser::Launched;
 use crate::cancel::CancelToken;
-use crate::config::{BridgeMode, DialogPolicy};
+use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
 use crate::redact::redact_url;
-use crate::registry::{StartOptions, SupervisorRegistry};
+use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
-use crate::tools;
-
-/// Arguments of `browser_connect`.
-pub(crate) const CONNECT_ARGS: &[&str] = &[
-    "cdp_url",
-    "task_id",
-    "target_id",
-    "dialog_policy",
-    "dialog_timeout_s",
-    "dialog_bridge",
-];
-/// Arguments of `browser_disconnect`.
-pub(crate) const DISCONNECT_ARGS: &[&str] = &["task_id"];
+use crate::tools::table::{Host, Tool};
+use crate::tools::{check_args, failure, opt_str, shown};
 
 /// How long `Browser.close` on the launched browser waits for its exit.
 const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
 
-fn failure(error: impl Into<String>) -> Value {
-    json!({"success": false, "error": error.into()})
-}
+impl Host for Inner {
+    fn registry(&self) -> &SupervisorRegistry {
+        &self.registry
+    }
 
-/// The task id of a call: `default` when absent or null; a tool error naming `task_id` when it
-/// is no valid task id ([`SupervisorRegistry::check_task_id`]).
-fn task_id(args: &Value) -> Result<String, Value> {
-    match args.get("task_id") {
-        None | Some(Value::Null) => Ok("default".into()),
-        Some(Value::String(s)) => match SupervisorRegistry::check_task_id(s) {
-            Ok(()) => Ok(s.clone()),
-            Err(e) => Err(failure(e.to_string())),
-        },
-        Some(other) => Err(failure(format!(
-            "task_id must be a string, got {}; omit it for the task \"default\"",
-            kind_of(other)
-        ))),
+    fn run(
+        &self,
+        tool: Tool,
+        task: &str,
+        args: &Value,
+        cancel: Option<&CancelToken>,
+    ) -> Option<Value> {
+        match tool {
+            Tool::Connect => Some(match cancel {
+                Some(c) => connect(self, task, args, c),
+                None => connect(self, task, args, &CancelToken::new()),
+            }),
+            Tool::Disconnect => Some(disconnect(self, task, args)),
+            Tool::Cdp => Some(cdp(self, task, args, cancel)),
+            Tool::Snapshot | Tool::Dialog => None,
+        }
     }
 }
 
-/// What kind of JSON value `v` is, for messages (never the value: it may be huge).
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Whether `name` is a tool this server has.
-pub(crate) fn is_tool(name: &str) -> bool {
-    matches!(
-        name,
-        "browser_connect"
-            | "browser_snapshot"
-            | "browser_dialog"
-            | "browser_cdp"
-            | "browser_disconnect"
-    )
-}
-
-/// Runs tool `name` (one of [`is_tool`]) with `args`; `cancel` abandons a `browser_cdp` call
-/// and calls off a `browser_connect`'s start (nothing of it is kept).
-pub(crate) fn call(inner: &Arc<Inner>, name: &str, args: &Value, cancel: &CancelToken) -> Value {
-    if !args.is_object() {
-        return failure(format!(
-            "arguments must be a JSON object, got {}; see the tool's inputSchema",
-            kind_of(args)
-        ));
-    }
-    let task = match task_id(args) {
-        Ok(t) => t,
-        Err(e) => return e,
-    };
+/// `browser_cdp`, and when it closes the launched browser, the answer once that browser is gone,
+/// so that the next `browser_connect` relaunches it instead of finding it still shutting down.
+fn cdp(inner: &Inner, task: &str, args: &Value, cancel: Option<&CancelToken>) -> Value {
     let reg = &inner.registry;
-    let mut out = match name {
-        "browser_connect" => connect(inner, &task, args, cancel),
-        "browser_snapshot" => {
-            let mut s = tools::browser_snapshot(reg, &task, args);
-            match s.as_object_mut() {
-                Some(o) if o.is_empty() => tools::no_supervisor(&task),
-                Some(o) => {
-                    if !o.contains_key("success") {
-                        o.insert("success".into(), json!(true));
-                    }
-                    s
-                }
-                None => s,
-            }
-        }
-        "browser_dialog" => tools::browser_dialog(reg, &task, args),
-        "browser_cdp" => {
-            // Closing the launched browser: answer once it is gone, so that the next
-            // browser_connect relaunches it instead of finding it still shutting down.
-            let closing = (args.get("method").and_then(Value::as_str) == Some("Browser.close"))
-                .then(|| inner.browser.current())
-                .flatten()
-                .filter(|l| reg.get(&task).is_some_and(|s| s.cdp_url_raw() == l.ws_url));
-            let out = tools::browser_cdp_cancellable(reg, &task, args, cancel);
-            if let Some(l) = closing {
-                let _ = l.exited.recv_timeout(BROWSER_EXIT_WAIT);
-            }
-            out
-        }
-        "browser_disconnect" => return disconnect(inner, &task, args),
-        other => failure(format!("unknown tool {other:?}")),
-    };
-    tools::add_dialog_status(reg, &task, &mut out);
+    let closing = (args.get("method").and_then(Value::as_str) == Some("Browser.close"))
+        .then(|| inner.browser.current())
+        .flatten()
+        .filter(|l| reg.get(task).is_some_and(|s| s.cdp_url_raw() == l.ws_url));
+    let out = Tool::Cdp.run_handler(reg, task, args, cancel);
+    if let Some(l) = closing {
+        let _ = l.exited.recv_timeout(BROWSER_EXIT_WAIT);
+    }
     out
 }
 
@@ -131,7 +67,7 @@ pub(crate) fn call(inner: &Arc<Inner>, name: &str, args: &Value, cancel: &Cancel
 /// stop dismissed (`dismissed_dialogs`); it has no `pending_dialogs`, since nothing is left to
 /// watch them.
 fn disconnect(inner: &Inner, task: &str, args: &Value) -> Value {
-    if let Err(e) = tools::check_args(args, DISCONNECT_ARGS) {
+    if let Err(e) = check_args(args, Tool::Disconnect.args()) {
         return e;
     }
     let pending = inner
@@ -151,40 +87,37 @@ fn disconnect(inner: &Inner, task: &str, args: &Value) -> Value {
     out
 }
 
-fn str_arg(args: &Value, key: &str) -> Result<Option<String>, String> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("{key} must be a string, got {}", kind_of(other))),
-    }
-}
-
-fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), String> {
+/// `browser_connect`'s endpoint (`None`: the configured one, else the launched browser) and
+/// start options.
+fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), Value> {
     let mut opts = StartOptions {
-        target_id: str_arg(args, "target_id")?,
+        target_id: opt_str(args, "target_id")?.map(str::to_string),
         ..Default::default()
     };
-    if let Some(p) = str_arg(args, "dialog_policy")? {
-        opts.dialog_policy = Some(DialogPolicy::parse(&p).map_err(|e| e.to_string())?);
+    if let Some(p) = opt_str(args, "dialog_policy")? {
+        opts.dialog_policy = Some(DialogPolicy::parse(p).map_err(failure)?);
     }
-    if let Some(b) = str_arg(args, "dialog_bridge")? {
-        opts.dialog_bridge = Some(BridgeMode::parse(&b).map_err(|e| e.to_string())?);
+    if let Some(b) = opt_str(args, "dialog_bridge")? {
+        opts.dialog_bridge = Some(BridgeMode::parse(b).map_err(failure)?);
     }
     match args.get("dialog_timeout_s") {
         None | Some(Value::Null) => {}
         Some(v) => match v.as_f64() {
-            Some(t) if t > 0.0 && t <= 86_400.0 => {
+            Some(t) if t > 0.0 && t <= MAX_DIALOG_TIMEOUT.as_secs_f64() => {
                 opts.dialog_timeout = Some(Duration::from_secs_f64(t))
             }
             _ => {
-                let got: String = v.to_string().chars().take(40).collect();
-                return Err(format!(
-                    "dialog_timeout_s must be a number of seconds > 0 and <= 86400, got {got}"
-                ));
+                return Err(failure(format!(
+                    "dialog_timeout_s must be a number of seconds > 0 and <= {}, got {}",
+                    MAX_DIALOG_TIMEOUT.as_secs(),
+                    shown(v, 40)
+                )));
             }
         },
     }
-    let url = str_arg(args, "cdp_url")?.filter(|u| !u.trim().is_empty());
+    let url = opt_str(args, "cdp_url")?
+        .filter(|u| !u.trim().is_empty())
+        .map(str::to_string);
     Ok((url, opts))
 }
 
@@ -193,13 +126,13 @@ fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), String>
 /// launched browser turns out to have died (the start fails, or finds the old supervisor
 /// reconnecting), it is relaunched and the start retried once. `cancel` calls the whole of it
 /// off at once (a launch, a start), leaving nothing behind: the response is not sent then.
-fn connect(inner: &Arc<Inner>, task: &str, args: &Value, cancel: &CancelToken) -> Value {
-    if let Err(e) = tools::check_args(args, CONNECT_ARGS) {
+fn connect(inner: &Inner, task: &str, args: &Value, cancel: &CancelToken) -> Value {
+    if let Err(e) = check_args(args, Tool::Connect.args()) {
         return e;
     }
     let (url, mut opts) = match start_options(args) {
         Ok(x) => x,
-        Err(e) => return failure(e),
+        Err(e) => return e,
     };
     let configured = inner
         .registry
@@ -249,8 +182,10 @@ fn exits_within(launched: &Launched, wait: Duration, cancel: &CancelToken) -> bo
     }
 }
 
+/// `browser_connect`'s result (the table adds the dialog status); a started supervisor gets a
+/// watcher that pushes its events to the client.
 fn started(
-    inner: &Arc<Inner>,
+    inner: &Inner,
     task: &str,
     url: &str,
     result: Result<Arc<Supervisor>, Error>,
@@ -269,9 +204,8 @@ fn started(
             if let Some(p) = &snap.page_target_id {
                 out["page_target_id"] = json!(p);
             }
-            tools::add_dialog_status(&inner.registry, task, &mut out);
             out
         }
-        Err(e) => failure(e.to_string()),
+        Err(e) => failure(e),
     }
 }

@@ -34,30 +34,39 @@
 //!   in-flight calls are cancelled and get no response, every supervisor is stopped (pending
 //!   dialogs dismissed, tabs the server opened closed), the launched browser is closed
 //!   gracefully and its profile removed.
+//!
+//! Layout: this file is the server and its reading loop; `dispatch` says what each request
+//! means and which ones go to the workers of `pool`; `fast_path` answers `browser_snapshot` on
+//! the reading thread; the tools themselves are the crate's one tool table (`tools::table`),
+//! and `handlers` is this server's part of them (`browser_connect`, `browser_disconnect`);
+//! `rpc` is the JSON-RPC framing, `notify` the logging and the watchers, `browser` the
+//! browser the server launches.
 
 mod browser;
+mod dispatch;
+mod fast_path;
 mod handlers;
 mod notify;
 mod pool;
 mod rpc;
-mod schema;
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
-pub use schema::tool_list;
+use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::config::Config;
 use crate::registry::SupervisorRegistry;
+use crate::tools::table::Tool;
 use browser::BrowserSlot;
-use notify::{Level, Notifier};
-use pool::{Pool, Refused};
-use rpc::{Id, IdKey, Incoming, Line, LineReader, Writer, code};
+use dispatch::unreadable;
+use fast_path::SnapshotCache;
+use notify::Notifier;
+use pool::Pool;
+use rpc::{Incoming, Line, LineReader, Writer, code};
 
 /// MCP protocol versions we speak, newest first. None of them has JSON-RPC batches.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2024-11-05"];
@@ -92,18 +101,8 @@ pub(crate) struct Inner {
     closing: AtomicBool,
     /// Held for the whole shutdown; true once it is done (a second caller waits, then returns).
     shut_down: Mutex<bool>,
-    /// The last `browser_snapshot` answer, kept with the snapshot it shows (used only by the
-    /// reading thread, so never contended).
-    snapshot_cache: Mutex<Option<SnapshotText>>,
-}
-
-/// A snapshot's `browser_snapshot` result, serialised once: the JSON text of
-/// `structuredContent` and the same text escaped as the `text` content's string.
-struct SnapshotText {
-    /// Held so the pointer comparison can never match a freed and reused allocation.
-    snapshot: Arc<crate::snapshot::Snapshot>,
-    body: String,
-    escaped: String,
+    /// The snapshot fast path's last answer (`fast_path`).
+    snapshot_cache: SnapshotCache,
 }
 
 impl std::fmt::Debug for Inner {
@@ -114,6 +113,12 @@ impl std::fmt::Debug for Inner {
             .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
+}
+
+/// The `tools/list` entries: one per tool of the table, with its title, annotations, input
+/// schema (a description on every property) and output schema.
+pub fn tool_list() -> Value {
+    Value::Array(Tool::ALL.map(Tool::list_entry).to_vec())
 }
 
 impl McpServer {
@@ -128,7 +133,7 @@ impl McpServer {
                 pool: Pool::new(MAX_IN_FLIGHT, WORKER_STACK),
                 closing: AtomicBool::new(false),
                 shut_down: Mutex::new(false),
-                snapshot_cache: Mutex::new(None),
+                snapshot_cache: SnapshotCache::default(),
             }),
         }
     }
@@ -261,298 +266,5 @@ impl McpServer {
 impl Drop for McpServer {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-fn initialize_result(params: &Value) -> Value {
-    let asked = params.get("protocolVersion").and_then(Value::as_str);
-    let version = match asked {
-        Some(v) if PROTOCOL_VERSIONS.contains(&v) => v,
-        // 2025-03-26 clients also speak 2024-11-05, and that version has no batches either.
-        Some("2025-03-26") => "2024-11-05",
-        _ => PROTOCOL_VERSIONS[0],
-    };
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}, "logging": {}},
-        "serverInfo": {
-            "name": "cdp-supervisor",
-            "title": "CDP supervisor: JS dialogs, frames and raw CDP",
-            "version": env!("CARGO_PKG_VERSION")
-        },
-        "instructions": "Call browser_connect first (without cdp_url it launches a local headless Chromium and opens a tab for the task). Every tool result lists pending_dialogs: a JS dialog blocks the page until browser_dialog answers it, and browser_cdp calls it blocks fail at once with blocked_by_dialog."
-    })
-}
-
-impl Inner {
-    /// The whole answer line of a plain `tools/call browser_snapshot` of a live task, built from
-    /// the snapshot's JSON text, which is serialised once per published snapshot. `None`
-    /// for anything else (other requests, unusual arguments, no live supervisor): the general
-    /// path answers those, with the same result.
-    fn snapshot_line(&self, id: &Id, method: &str, params: &Value) -> Option<String> {
-        if method != "tools/call" || params.get("name")?.as_str()? != "browser_snapshot" {
-            return None;
-        }
-        let task = match params.get("arguments") {
-            None | Some(Value::Null) => "default",
-            Some(Value::Object(a)) => match (a.len(), a.get("task_id")) {
-                (0, _) => "default",
-                (1, Some(Value::String(t))) if SupervisorRegistry::check_task_id(t).is_ok() => {
-                    t.as_str()
-                }
-                _ => return None,
-            },
-            Some(_) => return None,
-        };
-        let sup = self.registry.get(task)?;
-        if !sup.is_alive() {
-            return None;
-        }
-        let snap = sup.snapshot();
-        let mut cache = self
-            .snapshot_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let fresh = cache
-            .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(&c.snapshot, &snap));
-        if !fresh {
-            let mut v = snap.to_json();
-            v["success"] = json!(true);
-            let body = v.to_string();
-            let escaped = Value::String(body.clone()).to_string();
-            *cache = Some(SnapshotText {
-                snapshot: snap,
-                body,
-                escaped,
-            });
-        }
-        let c = cache.as_ref()?;
-        Some(format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false}}}}"#,
-            id.raw(),
-            c.escaped,
-            c.body
-        ))
-    }
-
-    /// Handles a notification from the client: `notifications/cancelled` cancels the request
-    /// it names (compared as JSON-RPC compares ids: see `rpc`); an unknown or finished id is
-    /// ignored.
-    fn notification(&self, method: &str, request_id: Option<&IdKey>) {
-        if method == "notifications/cancelled"
-            && let Some(key) = request_id
-            && self.pool.cancel(key)
-        {
-            log::debug!("request {key:?} cancelled by the client");
-        }
-    }
-
-    /// The synchronous answer to a request, as one line of JSON text.
-    fn answer(
-        self: &Arc<Self>,
-        id: &Id,
-        method: &str,
-        params: &Value,
-        cancel: &CancelToken,
-    ) -> String {
-        match method {
-            "initialize" => rpc::result(id, &initialize_result(params)),
-            "ping" => rpc::result(id, &json!({})),
-            "tools/list" => rpc::result(id, &json!({"tools": tool_list()})),
-            "logging/setLevel" => match params.get("level").and_then(Value::as_str) {
-                Some(l) => match Level::parse(l) {
-                    Some(level) => {
-                        self.notifier.set_level(level);
-                        rpc::result(id, &json!({}))
-                    }
-                    None => rpc::error(
-                        Some(id),
-                        code::INVALID_PARAMS,
-                        format!(
-                            "invalid params: unknown level {l:?}; use one of {}",
-                            notify::LEVELS.join(", ")
-                        ),
-                    ),
-                },
-                None => rpc::error(
-                    Some(id),
-                    code::INVALID_PARAMS,
-                    "invalid params: logging/setLevel needs a string \"level\"",
-                ),
-            },
-            "tools/call" => match tool_call_params(params) {
-                Ok((name, args)) => tool_result(id, handlers::call(self, name, &args, cancel)),
-                Err(e) => rpc::error(Some(id), code::INVALID_PARAMS, e),
-            },
-            other => rpc::error(
-                Some(id),
-                code::METHOD_NOT_FOUND,
-                format!("method not found: {other}"),
-            ),
-        }
-    }
-
-    /// Answers a request from the reading thread: at once (returned), or later from a worker
-    /// (`None`). A worker's handler that panics is answered with an internal tool error, and
-    /// its place in the pool is freed either way (see `pool`).
-    fn serve(me: &Arc<Self>, id: Id, method: &str, params: &Value) -> Option<String> {
-        let inline = method != "tools/call"
-            || match tool_call_params(params) {
-                Ok((name, _)) => name == "browser_snapshot" || !handlers::is_tool(name),
-                Err(_) => true,
-            };
-        if inline {
-            return Some(me.answer(&id, method, params, &CancelToken::new()));
-        }
-        let slot = match me.pool.admit(id.key()) {
-            Ok(slot) => slot,
-            Err(Refused::Duplicate) => {
-                return Some(rpc::error(
-                    Some(&id),
-                    code::INVALID_REQUEST,
-                    "invalid request: a request with this id is still in flight",
-                ));
-            }
-            Err(Refused::Full) => {
-                return Some(tool_result(
-                    &id,
-                    json!({"success": false, "error": format!(
-                        "too many tool calls in flight ({MAX_IN_FLIGHT}): wait for one to finish or cancel one, then retry"
-                    )}),
-                ));
-            }
-        };
-        let (worker, done) = (Arc::clone(me), Arc::clone(me));
-        let (method, params) = (method.to_string(), params.clone());
-        let (job_id, reply_id) = (id.clone(), id.clone());
-        let ran = me.pool.run(
-            slot,
-            move |cancel| worker.answer(&job_id, &method, &params, cancel),
-            move |outcome, slot| {
-                let line = outcome.unwrap_or_else(|panic| {
-                    log::error!(
-                        "the handler of request {reply_id} panicked: {panic:?}; it is answered \
-                         with an internal error and the server carries on"
-                    );
-                    tool_result(&reply_id, internal_error(&panic))
-                });
-                if slot.release() {
-                    log::debug!("request {reply_id} was cancelled: no response");
-                } else if let Some(w) = done.writer.load_full() {
-                    w.send_line(line);
-                }
-            },
-        );
-        match ran {
-            Ok(()) => None,
-            Err(why) => {
-                log::error!("{why}");
-                Some(tool_result(&id, internal_error(&why)))
-            }
-        }
-    }
-}
-
-/// The answer to a request whose params the JSON decoder cannot read: for `tools/call` a tool
-/// error (SPEC §10: argument errors are tool errors), for anything else `-32602`.
-fn unreadable(id: &Id, method: &str, why: &str) -> String {
-    if method == "tools/call" {
-        tool_result(
-            id,
-            json!({"success": false, "error": format!(
-                "the arguments cannot be read ({why}): values nested deeper than 128 levels and \
-                 numbers beyond the range of a 64-bit float are not accepted"
-            )}),
-        )
-    } else {
-        rpc::error(
-            Some(id),
-            code::INVALID_PARAMS,
-            format!("invalid params: params cannot be read: {why}"),
-        )
-    }
-}
-
-/// The tool result of a call that failed inside the server (a handler that panicked, no worker
-/// to run it): a tool error, since the request itself was fine.
-fn internal_error(why: &str) -> Value {
-    json!({
-        "success": false,
-        "error": format!("internal error in the MCP server ({why}); the call did not complete, the server carries on"),
-        "internal_error": true,
-    })
-}
-
-/// `tools/call` params: the tool name and its arguments (`{}` when absent). A missing name or an
-/// unknown tool is a protocol error; bad arguments are the tool's to report.
-fn tool_call_params(params: &Value) -> Result<(&str, Value), String> {
-    let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return Err("invalid params: tools/call needs a string \"name\"".into());
-    };
-    if !handlers::is_tool(name) {
-        return Err(format!(
-            "invalid params: unknown tool {name:?}; the tools are browser_connect, browser_snapshot, browser_dialog, browser_cdp, browser_disconnect"
-        ));
-    }
-    let args = match params.get("arguments") {
-        None | Some(Value::Null) => json!({}),
-        Some(a) => a.clone(),
-    };
-    Ok((name, args))
-}
-
-/// A tool's JSON as an MCP tool result (text content, `structuredContent`, `isError`), as one
-/// line of JSON text.
-fn tool_result(id: &Id, out: Value) -> String {
-    let is_error = out.get("success") == Some(&Value::Bool(false));
-    rpc::result(
-        id,
-        &json!({
-            "content": [{"type": "text", "text": out.to_string()}],
-            "structuredContent": out,
-            "isError": is_error,
-        }),
-    )
-}
-
-#[cfg(all(test, feature = "fake-browser"))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_snapshot_fast_path_answers_exactly_what_the_general_path_does() {
-        let fake = crate::fake::FakeBrowser::start().expect("fake browser");
-        let server = McpServer::new(Config::default());
-        let inner = &server.inner;
-        inner
-            .registry
-            .get_or_start("t", &fake.ws_url())
-            .expect("attach");
-        let id = Id::parse("7");
-        let params = json!({"name": "browser_snapshot", "arguments": {"task_id": "t"}});
-        let check = || {
-            let fast = inner
-                .snapshot_line(&id, "tools/call", &params)
-                .expect("the fast path serves a live task");
-            let fast: Value = serde_json::from_str(&fast).expect("one JSON message");
-            let general = inner.answer(&id, "tools/call", &params, &CancelToken::new());
-            // Both as the client reads them: from their JSON text.
-            let general: Value = serde_json::from_str(&general).expect("one JSON message");
-            assert_eq!(fast, general);
-        };
-        check();
-        check(); // from the cache
-        fake.open_dialog("alert", "new state", "");
-        let sup = inner.registry.get("t").expect("live");
-        sup.wait_for(Duration::from_secs(5), |s| !s.pending_dialogs.is_empty())
-            .expect("the dialog is published");
-        check(); // a new snapshot is serialised again
-        // Arguments it does not handle go to the general path.
-        let odd = json!({"name": "browser_snapshot", "arguments": {"task_id": "t", "x": 1}});
-        assert!(inner.snapshot_line(&id, "tools/call", &odd).is_none());
-        assert!(inner.snapshot_line(&id, "ping", &json!({})).is_none());
-        let unknown = json!({"name": "browser_snapshot", "arguments": {"task_id": "nobody"}});
-        assert!(inner.snapshot_line(&id, "tools/call", &unknown).is_none());
     }
 }

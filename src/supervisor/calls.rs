@@ -7,14 +7,14 @@ use std::time::Duration;
 use log::debug;
 use serde_json::{Value, json};
 
-use super::{MAX_CALL_TIMEOUT, Route, Supervisor};
+use super::{Route, Supervisor};
 use crate::cancel::CancelToken;
-use crate::config::DialogPolicy;
+use crate::config::{DialogPolicy, MAX_CALL_TIMEOUT};
 use crate::core::policy::{self, BRIDGE_REPLY_GRACE, DIALOG_GRACE};
 use crate::core::{CallKind, CallResult, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::shared::Reply;
+use crate::outbound::Reply;
 use crate::snapshot::Snapshot;
 
 impl Supervisor {

@@ -273,11 +273,11 @@ fn a_body_that_trickles_is_cut_at_the_start_deadline() {
             Then::Trickle(b' '),
         )
     });
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: start,
-        reconnect_attempts: 0,
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(start)
+            .with_reconnect_attempts(0),
+    );
     let t = Instant::now();
     let e = reg
         .get_or_start("trickle", &format!("http://127.0.0.1:{}", server.port))

@@ -204,6 +204,15 @@ fn click_whose_handler_alerts_returns_blocked_on_the_page_and_in_a_cross_origin_
     fx.answer(json!({"action": "accept"}));
     assert_eq!(fx.eval("window.clicked"), json!(1));
     // The button inside the OOPIF: the click goes to the page, the dialog opens in the iframe.
+    // The browser routes a click into an OOPIF by the hit-test data of the frames it has
+    // drawn: until the iframe has drawn, a click there lands on the page (seen under load).
+    let drawn = fx.cdp(
+        json!({"method": "Runtime.evaluate", "frame_id": oopif, "params": {
+        "expression": "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => \
+                       r(document.readyState))))",
+        "awaitPromise": true, "returnByValue": true}}),
+    );
+    assert_eq!(drawn["result"]["result"]["value"], "complete", "{drawn}");
     let (out, took) = fx.click(20, 120);
     assert_blocked(&out, took, "confirm");
     assert_eq!(

@@ -469,10 +469,7 @@ fn bridge_on_main_frame_dialogs_reach_the_page_with_exact_values() {
         return;
     };
     let mut fx = Fixture::open(&browser.ws_url, "e2e-bridge-main", "/");
-    let sup = fx.attach(StartOptions {
-        dialog_bridge: Some(BridgeMode::On),
-        ..StartOptions::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_bridge(BridgeMode::On));
     settle_oopif(&mut fx, &sup);
     wait_bridge_script(&mut fx, &sup, In::Top);
     native_openings(&mut fx);
@@ -500,10 +497,7 @@ fn bridge_on_oopif_dialogs_carry_the_oopif_frame_id_and_reach_the_oopif() {
         return;
     };
     let mut fx = Fixture::open(&browser.ws_url, "e2e-bridge-oopif", "/");
-    let sup = fx.attach(StartOptions {
-        dialog_bridge: Some(BridgeMode::On),
-        ..StartOptions::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_bridge(BridgeMode::On));
     let oopif = settle_oopif(&mut fx, &sup);
     wait_bridge_script(&mut fx, &sup, In::Frame(&oopif));
     native_openings(&mut fx);
@@ -658,10 +652,7 @@ fn measure_loads(
             let sup = fx.attach_to(
                 &task,
                 page,
-                StartOptions {
-                    dialog_bridge: Some(mode),
-                    ..StartOptions::default()
-                },
+                StartOptions::default().with_dialog_bridge(mode),
             );
             sups.push((task, sup));
         }
@@ -942,10 +933,7 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
         return;
     };
     let mut fx = Fixture::open(&browser.ws_url, "e2e-bridge-fallback", "/main");
-    let sup = fx.attach(StartOptions {
-        dialog_bridge: Some(BridgeMode::Off),
-        ..StartOptions::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_bridge(BridgeMode::Off));
     let session = fx.session.clone();
     fx.cdp
         .call(

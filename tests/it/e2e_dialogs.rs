@@ -407,10 +407,7 @@ fn auto_dismiss_policy_answers_confirm_false_at_once() {
         return;
     };
     let mut fx = Fixture::open(&browser.ws_url, "e2e-auto-dismiss", MAIN_PAGE);
-    let sup = fx.attach(StartOptions {
-        dialog_policy: Some(DialogPolicy::AutoDismiss),
-        ..Default::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_policy(DialogPolicy::AutoDismiss));
 
     fx.trigger("confirm('Auto dismiss me?')");
     assert_eq!(fx.report(), json!({"at": "/", "r": false}));
@@ -433,10 +430,7 @@ fn auto_accept_policy_gives_prompt_its_default_and_confirm_true() {
         return;
     };
     let mut fx = Fixture::open(&browser.ws_url, "e2e-auto-accept", MAIN_PAGE);
-    let sup = fx.attach(StartOptions {
-        dialog_policy: Some(DialogPolicy::AutoAccept),
-        ..Default::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_policy(DialogPolicy::AutoAccept));
 
     fx.trigger("prompt('Auto accept prompt?', 'default')");
     assert_eq!(
@@ -465,10 +459,7 @@ fn dialog_closed_by_another_cdp_client_is_recorded_remote() {
     let mut fx = Fixture::open(&browser.ws_url, "e2e-remote", MAIN_PAGE);
     // The bridge's `auto` mode would read a fast remote close as a proxy signature (§6); this
     // test is about the native path only.
-    let sup = fx.attach(StartOptions {
-        dialog_bridge: Some(BridgeMode::Off),
-        ..Default::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_bridge(BridgeMode::Off));
 
     // A second client, independent of the supervisor and of the page's opener.
     let mut remote = RawCdp::connect(&browser.ws_url).expect("connect the second client");
@@ -575,10 +566,7 @@ fn watchdog_dismisses_unanswered_alert_on_real_chromium() {
         return;
     };
     let mut fx = Fixture::open(&browser.ws_url, "e2e-watchdog", MAIN_PAGE);
-    let sup = fx.attach(StartOptions {
-        dialog_timeout: Some(Duration::from_millis(300)),
-        ..Default::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_timeout(Duration::from_millis(300)));
 
     fx.trigger("(alert('Nobody answers'), 'after-alert')");
     assert_eq!(

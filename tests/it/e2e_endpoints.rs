@@ -35,10 +35,7 @@ fn http_endpoint_resolves_attaches_and_answers_a_dialog() {
         .get_or_start_with(
             "http",
             &http,
-            StartOptions {
-                target_id: Some(page.clone()),
-                ..Default::default()
-            },
+            StartOptions::default().with_target_id(page.clone()),
         )
         .expect("attach through the http endpoint");
     assert_eq!(

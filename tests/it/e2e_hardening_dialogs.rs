@@ -168,10 +168,8 @@ fn answer_in_flight_through_a_slow_proxy_lands_on_the_next_dialog_and_history_sa
         Duration::from_millis(150),
         "Page.handleJavaScriptDialog",
     );
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(20),
-        ..Config::default()
-    });
+    let reg =
+        SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(20)));
     let sup = attach_to_page(
         &reg,
         "slow",
@@ -266,19 +264,13 @@ fn busy_page_is_reported_unresponsive_never_as_an_orphaned_dialog() {
     drop(a);
 
     let start_timeout = Duration::from_secs(7);
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout,
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout));
     let t = Instant::now();
     let sup = reg
         .get_or_start_with(
             "busy",
             &browser.ws_url,
-            StartOptions {
-                target_id: Some(page.clone()),
-                ..StartOptions::default()
-            },
+            StartOptions::default().with_target_id(page.clone()),
         )
         .expect("start returns instead of hanging");
     let took = t.elapsed();
@@ -357,10 +349,7 @@ fn orphaned_dialog_in_a_cross_origin_iframe_is_blocked_naming_the_frame_until_re
         (page, ad_frame)
     };
 
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(8),
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(8)));
     let t = Instant::now();
     let sup = attach_to_page(&reg, "ad", &browser.ws_url, &page, StartOptions::default());
     let snap = sup.snapshot();

@@ -45,19 +45,13 @@ fn orphaned_dialog_is_reported_blocked_and_recovered_by_reload() {
     }; // A disconnects here; the dialog stays open and wedges the page.
 
     let start_timeout = Duration::from_secs(6);
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout,
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout));
     let t = Instant::now();
     let sup = reg
         .get_or_start_with(
             "orphan",
             &browser.ws_url,
-            StartOptions {
-                target_id: Some(page.clone()),
-                ..Default::default()
-            },
+            StartOptions::default().with_target_id(page.clone()),
         )
         .expect("start returns instead of hanging");
     let took = t.elapsed();

@@ -314,10 +314,7 @@ fn a_popup_closed_while_its_dialog_is_pending_leaves_pages_and_the_dialog_is_rem
 fn auto_dismiss_applies_to_popups() {
     let Some(b) = browser() else { return };
     let mut fx = Fixture::open(&b.ws_url, Config::default());
-    let sup = fx.attach(StartOptions {
-        dialog_policy: Some(DialogPolicy::AutoDismiss),
-        ..StartOptions::default()
-    });
+    let sup = fx.attach(StartOptions::default().with_dialog_policy(DialogPolicy::AutoDismiss));
     let url = fx.a.url("127.0.0.1", "/confirm");
     fx.window_open(&url);
     assert_eq!(

@@ -29,11 +29,9 @@ fn setup(policy: DialogPolicy) -> (FakeBrowser, SupervisorRegistry, Arc<Supervis
     let fake = FakeBrowser::start().expect("fake browser");
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
     let reg = SupervisorRegistry::new(Config::default());
-    let options = StartOptions {
-        dialog_bridge: Some(BridgeMode::Off),
-        dialog_policy: Some(policy),
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default()
+        .with_dialog_bridge(BridgeMode::Off)
+        .with_dialog_policy(policy);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach to the fake browser");

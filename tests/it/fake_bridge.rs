@@ -48,10 +48,7 @@ fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervi
 }
 
 fn bridge_on() -> StartOptions {
-    StartOptions {
-        dialog_bridge: Some(BridgeMode::On),
-        ..StartOptions::default()
-    }
+    StartOptions::default().with_dialog_bridge(BridgeMode::On)
 }
 
 fn wait_closed(sup: &Supervisor, id: &str) -> ClosedDialog {
@@ -322,10 +319,7 @@ fn bridge_on_sets_up_an_iframe_session_before_resuming_it() {
 #[test]
 fn bridge_off_and_auto_install_nothing_until_needed() {
     for mode in [BridgeMode::Off, BridgeMode::Auto] {
-        let (fake, _reg, sup) = setup(StartOptions {
-            dialog_bridge: Some(mode),
-            ..StartOptions::default()
-        });
+        let (fake, _reg, sup) = setup(StartOptions::default().with_dialog_bridge(mode));
         let page = page_session(&sup);
         attach_iframe(&fake, &page, "CHILD-1", "FRAME-X");
         wait_sent(&fake, "CHILD-1", "Runtime.runIfWaitingForDebugger");
@@ -550,10 +544,7 @@ fn bridge_dialog_in_an_oopif_is_fulfilled_on_the_oopif_session() {
 
 #[test]
 fn auto_dismiss_policy_fulfils_a_bridge_dialog_with_accept_false() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_policy: Some(DialogPolicy::AutoDismiss),
-        ..bridge_on()
-    });
+    let (fake, _reg, sup) = setup(bridge_on().with_dialog_policy(DialogPolicy::AutoDismiss));
     let page = page_session(&sup);
     bridge_dialog(&fake, &sup, "R-1", &bridge_url("confirm", "Leave?", ""));
     let c = wait_closed(&sup, "d-1");
@@ -567,10 +558,7 @@ fn auto_dismiss_policy_fulfils_a_bridge_dialog_with_accept_false() {
 
 #[test]
 fn auto_accept_policy_fulfils_a_bridge_prompt_with_its_default() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_policy: Some(DialogPolicy::AutoAccept),
-        ..bridge_on()
-    });
+    let (fake, _reg, sup) = setup(bridge_on().with_dialog_policy(DialogPolicy::AutoAccept));
     let page = page_session(&sup);
     bridge_dialog(&fake, &sup, "R-1", &bridge_url("prompt", "Name?", "anon ✓"));
     let c = wait_closed(&sup, "d-1");
@@ -585,10 +573,7 @@ fn auto_accept_policy_fulfils_a_bridge_prompt_with_its_default() {
 
 #[test]
 fn watchdog_fulfils_an_unanswered_bridge_dialog_with_accept_false() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_timeout: Some(Duration::from_millis(200)),
-        ..bridge_on()
-    });
+    let (fake, _reg, sup) = setup(bridge_on().with_dialog_timeout(Duration::from_millis(200)));
     let page = page_session(&sup);
     let opened = Instant::now();
     bridge_dialog(
@@ -615,10 +600,7 @@ fn watchdog_fulfils_an_unanswered_bridge_dialog_with_accept_false() {
 
 #[test]
 fn watchdog_does_not_fire_for_an_answered_bridge_dialog() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_timeout: Some(Duration::from_millis(150)),
-        ..bridge_on()
-    });
+    let (fake, _reg, sup) = setup(bridge_on().with_dialog_timeout(Duration::from_millis(150)));
     bridge_dialog(
         &fake,
         &sup,

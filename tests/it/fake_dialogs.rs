@@ -18,10 +18,7 @@ fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervi
 }
 
 fn no_reconnect() -> Config {
-    Config {
-        reconnect_attempts: 0,
-        ..Config::default()
-    }
+    Config::default().with_reconnect_attempts(0)
 }
 
 fn setup_with(
@@ -163,10 +160,8 @@ fn dismiss_sends_no_prompt_text() {
 
 #[test]
 fn auto_dismiss_policy_answers_at_once_as_auto_policy() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_policy: Some(DialogPolicy::AutoDismiss),
-        ..Default::default()
-    });
+    let (fake, _reg, sup) =
+        setup(StartOptions::default().with_dialog_policy(DialogPolicy::AutoDismiss));
     fake.open_dialog("confirm", "Leave?", "");
     let c = wait_closed(&sup, "d-1");
     assert_eq!(c.closed_by, ClosedBy::AutoPolicy);
@@ -177,10 +172,8 @@ fn auto_dismiss_policy_answers_at_once_as_auto_policy() {
 
 #[test]
 fn auto_accept_policy_gives_a_prompt_its_default_text() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_policy: Some(DialogPolicy::AutoAccept),
-        ..Default::default()
-    });
+    let (fake, _reg, sup) =
+        setup(StartOptions::default().with_dialog_policy(DialogPolicy::AutoAccept));
     fake.open_dialog("prompt", "Name?", "anon");
     let c = wait_closed(&sup, "d-1");
     assert_eq!(c.closed_by, ClosedBy::AutoPolicy);
@@ -197,10 +190,8 @@ fn auto_accept_policy_gives_a_prompt_its_default_text() {
 
 #[test]
 fn watchdog_dismisses_an_unanswered_dialog_and_records_watchdog() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_timeout: Some(Duration::from_millis(200)),
-        ..Default::default()
-    });
+    let (fake, _reg, sup) =
+        setup(StartOptions::default().with_dialog_timeout(Duration::from_millis(200)));
     let opened = Instant::now();
     fake.open_dialog("alert", "nobody answers", "");
     wait_pending(&sup, 1);
@@ -219,10 +210,8 @@ fn watchdog_dismisses_an_unanswered_dialog_and_records_watchdog() {
 
 #[test]
 fn watchdog_does_not_fire_for_an_answered_dialog() {
-    let (fake, _reg, sup) = setup(StartOptions {
-        dialog_timeout: Some(Duration::from_millis(150)),
-        ..Default::default()
-    });
+    let (fake, _reg, sup) =
+        setup(StartOptions::default().with_dialog_timeout(Duration::from_millis(150)));
     fake.open_dialog("alert", "answered in time", "");
     wait_pending(&sup, 1);
     sup.respond_to_dialog(DialogAction::Accept, None, None)

@@ -13,10 +13,7 @@ use serde_json::json;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn config(reconnect_attempts: u32) -> Config {
-    Config {
-        reconnect_attempts,
-        ..Config::default()
-    }
+    Config::default().with_reconnect_attempts(reconnect_attempts)
 }
 
 fn start(fake: &FakeBrowser, cfg: Config) -> (SupervisorRegistry, Arc<Supervisor>) {
@@ -118,10 +115,8 @@ fn stop_interrupts_a_reconnect_back_off() {
 fn black_hole_peer_fails_start_within_its_bound_and_stop_is_quick() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_silent(true);
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_millis(800),
-        ..Config::default()
-    });
+    let reg =
+        SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_millis(800)));
     let t = Instant::now();
     let err = reg.get_or_start("task", &fake.ws_url()).unwrap_err();
     let took = t.elapsed();

@@ -37,10 +37,7 @@ fn setup() -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     let reg = SupervisorRegistry::new(Config::default());
     // The bridge adds its own commands to child sessions (SPEC §6); these tests pin down the
     // sequence without it.
-    let options = StartOptions {
-        dialog_bridge: Some(BridgeMode::Off),
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach to the fake browser");

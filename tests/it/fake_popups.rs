@@ -26,10 +26,7 @@ const PAGE: &str = "PAGE-1";
 fn setup_with(config: Config) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     let fake = FakeBrowser::start().expect("fake browser");
     let reg = SupervisorRegistry::new(config);
-    let options = StartOptions {
-        dialog_bridge: Some(BridgeMode::Off),
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach to the fake browser");
@@ -154,10 +151,7 @@ fn a_popup_of_a_popup_is_followed_too() {
 
 #[test]
 fn follow_popups_false_keeps_todays_behaviour() {
-    let config = Config {
-        follow_popups: false,
-        ..Config::default()
-    };
+    let config = Config::default().with_follow_popups(false);
     let (fake, _reg, sup) = setup_with(config);
     page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
     barrier(&sup);
@@ -353,10 +347,7 @@ fn an_input_event_on_the_page_is_not_blocked_by_a_popup_dialog() {
 fn with_the_bridge_on_a_popup_gets_it_before_it_resumes() {
     let fake = FakeBrowser::start().expect("fake browser");
     let reg = SupervisorRegistry::new(Config::default());
-    let options = StartOptions {
-        dialog_bridge: Some(BridgeMode::On),
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_dialog_bridge(BridgeMode::On);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach");

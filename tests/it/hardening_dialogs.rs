@@ -289,10 +289,7 @@ fn closed_event_without_frame_id_closes_by_fallback_but_never_turns_the_bridge_o
 fn every_dialog_shows_the_origin_of_the_frame_that_opened_it() {
     let (fake, _reg, sup) = setup_with(
         Config::default(),
-        StartOptions {
-            dialog_bridge: Some(BridgeMode::On),
-            ..StartOptions::default()
-        },
+        StartOptions::default().with_dialog_bridge(BridgeMode::On),
     );
     let page = page_session(&sup);
     fake.emit(
@@ -336,10 +333,7 @@ fn every_dialog_shows_the_origin_of_the_frame_that_opened_it() {
 fn bridge_flood_of_3000_requests_keeps_at_most_16_pending_and_fails_the_rest() {
     let (fake, _reg, sup) = setup_with(
         Config::default(),
-        StartOptions {
-            dialog_bridge: Some(BridgeMode::On),
-            ..StartOptions::default()
-        },
+        StartOptions::default().with_dialog_bridge(BridgeMode::On),
     );
     assert_eq!(sup.config().limits.pending_dialogs_max, 16);
     let page = page_session(&sup);
@@ -426,10 +420,7 @@ fn start_on_a_page_that_does_not_answer(
     let fake = FakeBrowser::start().expect("fake browser");
     fake.set_rule("Page.enable", Rule::Ignore);
     fake.set_rule("Input.dispatchMouseEvent", input_probe);
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(6),
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(6)));
     let started = Instant::now();
     let sup = reg
         .get_or_start("task", &fake.ws_url())

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::common::fakes::{WAIT, barrier, frame_navigated, page_session, wait_snapshot};
 use cdp_supervisor::FrameEntry;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
-use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Now, PendingCall};
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Deadline, Now, PendingCall};
 use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{
     Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
@@ -50,7 +50,7 @@ fn core() -> Core {
                 target_id: "MAIN".into(),
             },
             reply: None,
-            expires: None,
+            expires: Deadline::NEVER,
         },
         now,
     );
@@ -269,10 +269,7 @@ fn same_document_navigations_update_urls_in_the_state_machine() {
 fn setup() -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     let fake = FakeBrowser::start().expect("fake browser");
     let reg = SupervisorRegistry::new(Config::default());
-    let options = StartOptions {
-        dialog_bridge: Some(BridgeMode::Off),
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
         .expect("attach to the fake browser");

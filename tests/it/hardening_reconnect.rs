@@ -19,11 +19,9 @@ fn start(fake: &FakeBrowser, cfg: Config) -> (SupervisorRegistry, Arc<Supervisor
 }
 
 fn config(attempts: u32, backoff: Duration) -> Config {
-    Config {
-        reconnect_attempts: attempts,
-        reconnect_backoff: backoff,
-        ..Config::default()
-    }
+    Config::default()
+        .with_reconnect_attempts(attempts)
+        .with_reconnect_backoff(backoff)
 }
 
 /// Waits for a snapshot whose JSON satisfies `pred`; panics with the last one otherwise.

@@ -30,11 +30,9 @@ const START: Duration = Duration::from_secs(1);
 const SLACK: Duration = Duration::from_millis(1500);
 
 fn config(start_timeout: Duration) -> Config {
-    Config {
-        start_timeout,
-        reconnect_attempts: 0,
-        ..Config::default()
-    }
+    Config::default()
+        .with_start_timeout(start_timeout)
+        .with_reconnect_attempts(0)
 }
 
 // ---------------------------------------------------------------------------

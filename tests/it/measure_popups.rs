@@ -335,10 +335,7 @@ fn h_the_same_with_a_supervisor() {
         .get_or_start_with(
             "m",
             &b.ws_url,
-            cdp_supervisor::StartOptions {
-                target_id: Some(tid.clone()),
-                ..Default::default()
-            },
+            cdp_supervisor::StartOptions::default().with_target_id(tid.clone()),
         )
         .unwrap();
     cdp.send_command(

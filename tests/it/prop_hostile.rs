@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use cdp_supervisor::fake::FakeBrowser;
-use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Now, PendingCall};
+use cdp_supervisor::unversioned::{CallKind, Core, CoreSettings, Deadline, Now, PendingCall};
 use cdp_supervisor::{BridgeMode, DialogPolicy, Limits};
 use cdp_supervisor::{ClosedBy, Config, SupervisorRegistry, tools};
 use proptest::prelude::*;
@@ -128,13 +128,11 @@ fn settings(policy: DialogPolicy) -> CoreSettings {
         dialog_timeout: Duration::from_secs(300),
         bridge: BridgeMode::Auto,
         follow_popups: true,
-        limits: Limits {
-            frame_tree_max_entries: 5,
-            recent_dialogs_max: 3,
-            console_errors_max: 4,
-            frames_max: 50,
-            ..Limits::default()
-        },
+        limits: Limits::default()
+            .with_frame_tree_max_entries(5)
+            .with_recent_dialogs_max(3)
+            .with_console_errors_max(4)
+            .with_frames_max(50),
     }
 }
 
@@ -157,7 +155,7 @@ proptest! {
                 session_id: Some("S1".into()),
                 kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
                 reply: None,
-                expires: None,
+                expires: Deadline::NEVER,
             }, now);
         }
         for m in &msgs {
@@ -198,7 +196,7 @@ fn attached_core(policy: DialogPolicy) -> Core {
                 target_id: "MAIN".into(),
             },
             reply: None,
-            expires: None,
+            expires: Deadline::NEVER,
         },
         now,
     );
@@ -396,7 +394,7 @@ proptest! {
                     session_id: Some("S1".into()),
                     kind: CallKind::DialogAnswer { dialog_id: format!("d-{d}"), by: ClosedBy::Agent, accept: true, prompt_text: None },
                     reply: None,
-                    expires: None,
+                    expires: Deadline::NEVER,
                 }, now);
             }
             if let Some(s) = core.take_published() {

@@ -225,14 +225,9 @@ fn hundred_thousand_console_errors_keep_the_newest_fifty() {
 const SMALL: usize = 64 * 1024;
 
 fn small_limit(reconnect_attempts: u32) -> Config {
-    Config {
-        reconnect_attempts,
-        limits: Limits {
-            max_message_bytes: SMALL,
-            ..Limits::default()
-        },
-        ..Config::default()
-    }
+    Config::default()
+        .with_reconnect_attempts(reconnect_attempts)
+        .with_limits(Limits::default().with_max_message_bytes(SMALL))
 }
 
 /// A valid CDP event of exactly `size` bytes.

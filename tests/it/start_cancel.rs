@@ -49,10 +49,7 @@ fn thread_state(name: &str) -> Option<char> {
 
 /// A registry whose starts would wait 15 s for an attach that never comes.
 fn registry() -> SupervisorRegistry {
-    SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(15),
-        ..Config::default()
-    })
+    SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(15)))
 }
 
 /// Starts `task` on `fake` with `options` and `cancel` on a thread of the scope; returns when
@@ -75,10 +72,7 @@ fn a_cancel_while_attaching_returns_at_once_and_closes_the_page_it_created() {
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
     let reg = registry();
     let cancel = CancelToken::new();
-    let options = StartOptions {
-        new_page: true,
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_new_page(true);
     let (result, took) = std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {
             let r = reg.get_or_start_cancellable("qa1-attach", &fake.ws_url(), options, &cancel);
@@ -140,10 +134,7 @@ fn a_cancel_while_the_new_page_is_being_created_still_closes_that_page() {
     );
     let reg = registry();
     let cancel = CancelToken::new();
-    let options = StartOptions {
-        new_page: true,
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_new_page(true);
     let (result, took) = std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {
             let r = reg.get_or_start_cancellable("cancel-create", &fake.ws_url(), options, &cancel);
@@ -173,14 +164,9 @@ fn a_cancel_while_the_new_page_is_being_created_still_closes_that_page() {
 fn a_start_that_times_out_closes_the_page_it_created() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_millis(500),
-        ..Config::default()
-    });
-    let options = StartOptions {
-        new_page: true,
-        ..StartOptions::default()
-    };
+    let reg =
+        SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_millis(500)));
+    let options = StartOptions::default().with_new_page(true);
     let r = reg.get_or_start_with("timeout-page", &fake.ws_url(), options);
     assert!(matches!(r, Err(Error::StartTimeout(..))), "{r:?}");
     assert_eq!(fake.page_target_ids(), ["PAGE-1"], "no tab left behind");
@@ -192,10 +178,7 @@ fn a_cancel_while_waiting_for_another_callers_start_returns_at_once() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
     // The first start times out after 1 s (a stop does not cut an attach short).
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(1),
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(1)));
     let cancel = CancelToken::new();
     std::thread::scope(|s| {
         let first = s.spawn(|| reg.get_or_start("cancel-wait", &fake.ws_url()));
@@ -247,10 +230,7 @@ fn a_cancel_while_connecting_returns_at_once_and_the_connection_is_closed() {
         "ws://127.0.0.1:{}/devtools/browser/x",
         listener.local_addr().unwrap().port()
     );
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(2),
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(2)));
     let cancel = CancelToken::new();
     std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {

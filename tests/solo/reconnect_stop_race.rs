@@ -52,11 +52,11 @@ fn micros_between(a: Instant, b: Instant) -> i64 {
 
 pub(crate) fn stop_during_a_reconnect_returns_within_a_second_in_a_thousand_races() {
     let fake = FakeBrowser::start().unwrap();
-    let reg = SupervisorRegistry::new(Config {
-        reconnect_attempts: 3,
-        reconnect_backoff: Duration::from_millis(1),
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_reconnect_attempts(3)
+            .with_reconnect_backoff(Duration::from_millis(1)),
+    );
     let base_threads = threads();
 
     // The drop-to-101 latency, learnt from the races themselves (starts at a guess).

@@ -193,12 +193,10 @@ fn mcp_call(server: &McpServer, id: u64, tool: &str, args: Value) -> Value {
 }
 
 fn small_config() -> Config {
-    Config {
-        reconnect_attempts: 3,
-        start_timeout: Duration::from_secs(5),
-        call_timeout: Duration::from_secs(5),
-        ..Config::default()
-    }
+    Config::default()
+        .with_reconnect_attempts(3)
+        .with_start_timeout(Duration::from_secs(5))
+        .with_call_timeout(Duration::from_secs(5))
 }
 
 fn drive() -> Report {
@@ -633,10 +631,7 @@ fn drive() -> Report {
 
     // ---- a configured browser.cdp_url with credentials
     phase("config cdp_url");
-    let configured = Config {
-        cdp_url: Some(url.clone()),
-        ..small_config()
-    };
+    let configured = small_config().with_cdp_url(url.clone());
     rec.add(
         "Config Debug (browser.cdp_url with credentials)",
         format!("{configured:?}"),

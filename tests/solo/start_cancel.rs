@@ -81,20 +81,17 @@ pub(crate) fn cancelled_starts_leave_no_threads_sockets_or_slots() {
     const CYCLES: usize = 200;
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(15),
-        reconnect_attempts: 0,
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(15))
+            .with_reconnect_attempts(0),
+    );
     let base = (threads(), fds());
     let names_before = thread_names();
     let mut took = Vec::with_capacity(CYCLES);
     let mut peak = 0;
     for i in 0..CYCLES {
-        let options = StartOptions {
-            new_page: i % 2 == 0,
-            ..StartOptions::default()
-        };
+        let options = StartOptions::default().with_new_page(i % 2 == 0);
         let attaches = i + 1;
         let (r, t) = cancel_during(
             |cancel| {
@@ -159,10 +156,7 @@ pub(crate) fn starts_cancelled_while_connecting_leave_nothing_once_their_deadlin
         "ws://127.0.0.1:{}/devtools/browser/x",
         listener.local_addr().unwrap().port()
     );
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(1),
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(1)));
     let base = (threads(), fds());
     let mut peers = Vec::new();
     let mut took = Vec::with_capacity(CYCLES);

@@ -32,7 +32,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("max_message_bytes", "limits"),
     ("pending_dialogs_max", "limits"),
     ("pages_max", "limits"),
+    ("watched_pages_max", "limits"),
     ("allow_file_urls", "security"),
+    ("allow_file_access", "security"),
+    ("allow_page_protocol", "security"),
     ("cdp_deny", "security"),
     ("cdp_allow", "security"),
 ];
@@ -211,6 +214,16 @@ impl PyConfig {
     #[getter]
     fn allow_file_urls(&self) -> bool {
         self.inner.security.allow_file_urls
+    }
+
+    #[getter]
+    fn allow_file_access(&self) -> bool {
+        self.inner.security.allow_file_access
+    }
+
+    #[getter]
+    fn allow_page_protocol(&self) -> bool {
+        self.inner.security.allow_page_protocol
     }
 
     #[getter]

@@ -108,7 +108,9 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             ],
         ),
         Error::InvalidArgument(_) => ("InvalidArgument", vec![]),
-        Error::Io(_) => ("IoError", vec![]),
+        // A configuration that cannot be read (a missing file, text that is not TOML): an
+        // `OSError`, as it was when the crate reported it as `Error::Io`.
+        Error::Io(_) | Error::InvalidConfig(_) => ("IoError", vec![]),
         Error::BlockedByDialog { dialog, method } => (
             "BlockedByDialog",
             vec![

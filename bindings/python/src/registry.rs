@@ -12,7 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 
-use cdp_supervisor::unversioned::{LaunchedBrowser, find_browser};
+use cdp_supervisor::unversioned::{
+    LaunchedBrowser, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, find_browser, seconds_setting,
+};
 use cdp_supervisor::{
     BridgeMode, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
     SupervisorRegistry, SupervisorState,
@@ -150,11 +152,8 @@ impl PySupervisorRegistry {
         start_timeout_s: Option<f64>,
         new_page: bool,
     ) -> PyResult<Py<PySupervisor>> {
-        let mut options = StartOptions {
-            target_id,
-            new_page,
-            ..StartOptions::default()
-        };
+        let mut options = StartOptions::default().with_new_page(new_page);
+        options.target_id = target_id;
         if let Some(p) = dialog_policy {
             options.dialog_policy = Some(DialogPolicy::parse(&p).map_err(to_py_err)?);
         }
@@ -162,10 +161,11 @@ impl PySupervisorRegistry {
             options.dialog_bridge = Some(BridgeMode::parse(&b).map_err(to_py_err)?);
         }
         if let Some(t) = dialog_timeout_s {
-            options.dialog_timeout = Some(config_seconds("dialog_timeout_s", t, 86_400.0)?);
+            options.dialog_timeout =
+                Some(config_seconds("dialog_timeout_s", t, MAX_DIALOG_TIMEOUT)?);
         }
         let start_timeout = start_timeout_s
-            .map(|t| config_seconds("start_timeout_s", t, 600.0))
+            .map(|t| config_seconds("start_timeout_s", t, MAX_START_TIMEOUT))
             .transpose()?;
         let url = cdp_url
             .filter(|u| !u.trim().is_empty())
@@ -252,18 +252,10 @@ impl PySupervisorRegistry {
     }
 }
 
-/// A number of seconds for a setting: finite, > 0, at most `max`; otherwise the same kind of
-/// error a bad configuration value gets.
-fn config_seconds(key: &str, value: f64, max: f64) -> PyResult<Duration> {
-    if value.is_finite() && value > 0.0 && value <= max {
-        Ok(Duration::from_secs_f64(value))
-    } else {
-        Err(to_py_err(Error::Config {
-            key: key.into(),
-            value: value.to_string(),
-            allowed: format!("a number of seconds > 0 and <= {max}"),
-        }))
-    }
+/// A number of seconds for a setting, under the crate's one rule of such settings (> 0, at most
+/// `max`): otherwise the same error (`ConfigError`) a bad configuration value gets.
+fn config_seconds(key: &str, value: f64, max: Duration) -> PyResult<Duration> {
+    seconds_setting(key, value, max).map_err(to_py_err)
 }
 
 /// One task's supervisor.

@@ -19,10 +19,7 @@ pub fn attach_to_page(
     page: &str,
     options: StartOptions,
 ) -> Arc<Supervisor> {
-    let options = StartOptions {
-        target_id: Some(page.to_string()),
-        ..options
-    };
+    let options = options.with_target_id(page.to_string());
     let sup = reg
         .get_or_start_with(task, ws_url, options)
         .expect("the supervisor attaches to the test page");

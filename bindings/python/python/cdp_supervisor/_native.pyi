@@ -43,7 +43,10 @@ class Config:
         max_message_bytes: Optional[int] = ...,
         pending_dialogs_max: Optional[int] = ...,
         pages_max: Optional[int] = ...,
+        watched_pages_max: Optional[int] = ...,
         allow_file_urls: Optional[bool] = ...,
+        allow_file_access: Optional[bool] = ...,
+        allow_page_protocol: Optional[bool] = ...,
         cdp_deny: Optional[Union[List[str], Tuple[str, ...]]] = ...,
         cdp_allow: Optional[Union[List[str], Tuple[str, ...]]] = ...,
     ) -> None: ...
@@ -73,6 +76,10 @@ class Config:
     def reconnect_attempts(self) -> int: ...
     @property
     def allow_file_urls(self) -> bool: ...
+    @property
+    def allow_file_access(self) -> bool: ...
+    @property
+    def allow_page_protocol(self) -> bool: ...
     @property
     def cdp_deny(self) -> List[str]: ...
     @property

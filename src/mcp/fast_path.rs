@@ -1,0 +1,140 @@
+//! The snapshot fast path: the reading thread answers a plain `tools/call browser_snapshot` of
+//! a live task itself, with an answer line built from the snapshot's JSON text, which is
+//! serialised once per published snapshot (`browser_snapshot` is what an agent calls before
+//! every step). Anything unusual (other arguments, no live supervisor) goes the general way,
+//! which gives the same result.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::Inner;
+use super::rpc::Id;
+use crate::snapshot::Snapshot;
+use crate::tools::snapshot_result;
+use crate::tools::table::{Host, Tool};
+
+/// The last `browser_snapshot` answer, kept with the snapshot it shows (used only by the
+/// reading thread, so never contended).
+#[derive(Default)]
+pub(super) struct SnapshotCache {
+    last: Mutex<Option<SnapshotText>>,
+}
+
+/// A snapshot's `browser_snapshot` result, serialised once: the JSON text of
+/// `structuredContent` and the same text escaped as the `text` content's string.
+struct SnapshotText {
+    /// Held so the pointer comparison can never match a freed and reused allocation.
+    snapshot: Arc<Snapshot>,
+    body: String,
+    escaped: String,
+}
+
+impl Inner {
+    /// The whole answer line of a plain `tools/call browser_snapshot` (no arguments but
+    /// `task_id`) of a live task; `None` for anything else.
+    pub(super) fn snapshot_line(&self, id: &Id, method: &str, params: &Value) -> Option<String> {
+        if method != "tools/call" || params.get("name")?.as_str()? != Tool::Snapshot.name() {
+            return None;
+        }
+        let plain = match params.get("arguments") {
+            None | Some(Value::Null) => true,
+            Some(Value::Object(a)) => {
+                matches!(
+                    (a.len(), a.get("task_id")),
+                    (0, _) | (1, Some(Value::String(_)))
+                )
+            }
+            Some(_) => false,
+        };
+        if !plain {
+            return None;
+        }
+        // The task by the server's rule, which also checks the id.
+        let task = self
+            .task_id(
+                Tool::Snapshot,
+                params.get("arguments").unwrap_or(&Value::Null),
+            )
+            .ok()?;
+        let sup = self.registry.get(&task)?;
+        if !sup.is_alive() {
+            return None;
+        }
+        let snap = sup.snapshot();
+        let mut cache = self
+            .snapshot_cache
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let fresh = cache
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.snapshot, &snap));
+        if !fresh {
+            let body = snapshot_result(snap.to_json()).to_string();
+            let escaped = Value::String(body.clone()).to_string();
+            *cache = Some(SnapshotText {
+                snapshot: snap,
+                body,
+                escaped,
+            });
+        }
+        let c = cache.as_ref()?;
+        Some(format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false}}}}"#,
+            id.raw(),
+            c.escaped,
+            c.body
+        ))
+    }
+}
+
+#[cfg(all(test, feature = "fake-browser"))]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::cancel::CancelToken;
+    use crate::config::Config;
+    use crate::mcp::McpServer;
+
+    #[test]
+    fn the_snapshot_fast_path_answers_exactly_what_the_general_path_does() {
+        let fake = crate::fake::FakeBrowser::start().expect("fake browser");
+        let server = McpServer::new(Config::default());
+        let inner = &server.inner;
+        inner
+            .registry
+            .get_or_start("t", &fake.ws_url())
+            .expect("attach");
+        let id = Id::parse("7");
+        let params = json!({"name": "browser_snapshot", "arguments": {"task_id": "t"}});
+        let check = || {
+            let fast = inner
+                .snapshot_line(&id, "tools/call", &params)
+                .expect("the fast path serves a live task");
+            let fast: Value = serde_json::from_str(&fast).expect("one JSON message");
+            let general = inner.answer(&id, "tools/call", &params, &CancelToken::new());
+            // Both as the client reads them: from their JSON text.
+            let general: Value = serde_json::from_str(&general).expect("one JSON message");
+            assert_eq!(fast, general);
+        };
+        check();
+        check(); // from the cache
+        fake.open_dialog("alert", "new state", "");
+        let sup = inner.registry.get("t").expect("live");
+        sup.wait_for(Duration::from_secs(5), |s| !s.pending_dialogs.is_empty())
+            .expect("the dialog is published");
+        check(); // a new snapshot is serialised again
+        // Arguments it does not handle go to the general path.
+        let odd = json!({"name": "browser_snapshot", "arguments": {"task_id": "t", "x": 1}});
+        assert!(inner.snapshot_line(&id, "tools/call", &odd).is_none());
+        assert!(inner.snapshot_line(&id, "ping", &json!({})).is_none());
+        let unknown = json!({"name": "browser_snapshot", "arguments": {"task_id": "nobody"}});
+        assert!(inner.snapshot_line(&id, "tools/call", &unknown).is_none());
+        let invalid = json!({"name": "browser_snapshot", "arguments": {"task_id": ""}});
+        assert!(inner.snapshot_line(&id, "tools/call", &invalid).is_none());
+    }
+}

@@ -1,0 +1,108 @@
+//! Reading tool arguments: the one set of helpers, and the one wording of every argument error.
+//!
+//! Argument errors are tool results (`{"success": false, "error": ...}`, SPEC §10), never
+//! protocol errors. A message names the argument and the kind of value it got, never the whole
+//! value (it may be huge): where showing it helps, at most a few dozen characters of its JSON.
+
+use std::borrow::Cow;
+
+use serde_json::{Value, json};
+
+use crate::registry::SupervisorRegistry;
+
+/// A failed tool result.
+pub(crate) fn failure(error: impl std::fmt::Display) -> Value {
+    json!({"success": false, "error": error.to_string()})
+}
+
+/// What kind of JSON value `v` is, for messages.
+pub(crate) fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// At most `max` characters of `v`'s JSON text.
+pub(crate) fn shown(v: &Value, max: usize) -> String {
+    v.to_string().chars().take(max).collect()
+}
+
+/// Fails for arguments that are no JSON object (`null` stands for none).
+fn object(args: &Value) -> Result<(), Value> {
+    if args.is_object() || args.is_null() {
+        Ok(())
+    } else {
+        Err(not_an_object(args))
+    }
+}
+
+/// The failure for arguments that are no JSON object.
+pub(crate) fn not_an_object(args: &Value) -> Value {
+    failure(format!(
+        "arguments must be a JSON object, got {}; see the tool's inputSchema",
+        kind_of(args)
+    ))
+}
+
+/// Fails (as a tool result) when `args` is no object or has a key not in `allowed`, naming the
+/// allowed ones.
+pub fn check_args(args: &Value, allowed: &[&str]) -> Result<(), Value> {
+    object(args)?;
+    let Some(obj) = args.as_object() else {
+        return Ok(());
+    };
+    let mut unknown: Vec<&str> = obj
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !allowed.contains(k))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    unknown.sort_unstable();
+    Err(failure(format!(
+        "unknown argument{} {}: allowed arguments are {}",
+        if unknown.len() == 1 { "" } else { "s" },
+        unknown
+            .iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        allowed.join(", ")
+    )))
+}
+
+/// An optional string argument; anything but a string or null is an error.
+pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, Value> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(failure(format!(
+            "{key} must be a string, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// Fails (naming `task_id`) for an invalid task id ([`SupervisorRegistry::check_task_id`]).
+pub(crate) fn check_task(task_id: &str) -> Result<(), Value> {
+    SupervisorRegistry::check_task_id(task_id).map_err(failure)
+}
+
+/// The task of a call by the `task_id` argument: `default` when absent or null (the rule of the
+/// MCP server on stdio and of the Python binding: `table::Host::task_id`).
+pub(crate) fn task_or_default(args: &Value) -> Result<Cow<'_, str>, Value> {
+    match args.get("task_id") {
+        None | Some(Value::Null) => Ok(Cow::Borrowed("default")),
+        Some(Value::String(s)) => check_task(s).map(|()| Cow::Borrowed(s.as_str())),
+        Some(other) => Err(failure(format!(
+            "task_id must be a string, got {}; omit it for the task \"default\"",
+            kind_of(other)
+        ))),
+    }
+}

@@ -1,0 +1,134 @@
+//! `browser_cdp`: a raw CDP call, routed by `frame_id`/`target_id` or by its domain, and every
+//! way it can fail as a tool result.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::args::{check_args, check_task, failure, kind_of, opt_str};
+use super::{CDP_ARGS, live};
+use crate::cancel::CancelToken;
+use crate::config::MAX_CALL_TIMEOUT;
+use crate::error::Error;
+use crate::registry::SupervisorRegistry;
+use crate::supervisor::Route;
+
+/// `browser_cdp`'s result, without the dialog status; `cancel` abandons the call.
+pub(crate) fn run(
+    reg: &SupervisorRegistry,
+    task_id: &str,
+    args: &Value,
+    cancel: Option<&CancelToken>,
+) -> Value {
+    call(reg, task_id, args, cancel).unwrap_or_else(|e| e)
+}
+
+fn call(
+    reg: &SupervisorRegistry,
+    task_id: &str,
+    args: &Value,
+    cancel: Option<&CancelToken>,
+) -> Result<Value, Value> {
+    check_args(args, CDP_ARGS)?;
+    check_task(task_id)?;
+    let method = match opt_str(args, "method")? {
+        Some(m) if !m.trim().is_empty() => m,
+        _ => {
+            return Err(failure(
+                "missing method: a CDP method name such as \"Runtime.evaluate\"",
+            ));
+        }
+    };
+    let params = match args.get("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(other) => {
+            return Err(failure(format!(
+                "params must be an object, got {}",
+                kind_of(other)
+            )));
+        }
+    };
+    let frame_id = opt_str(args, "frame_id")?;
+    let target_id = opt_str(args, "target_id")?;
+    // Absent: the task's `supervisor.call_timeout_s`.
+    let timeout_s = match args.get("timeout_s") {
+        None | Some(Value::Null) => None,
+        // Clamped to 1 s..MAX_CALL_TIMEOUT (SPEC §8), so 0 still gets a reply that takes a moment.
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .filter(|t| t.is_finite())
+            .map(|t| t.clamp(1.0, MAX_CALL_TIMEOUT.as_secs_f64())),
+        Some(other) => {
+            return Err(failure(format!(
+                "timeout_s must be a number of seconds, got {}",
+                kind_of(other)
+            )));
+        }
+    };
+    let route = match (frame_id, target_id) {
+        (Some(_), Some(_)) => return Err(failure("give frame_id or target_id, not both")),
+        (Some(f), None) => Route::Frame(f),
+        (None, Some(t)) => Route::Target(t),
+        (None, None) => Route::by_domain(method),
+    };
+    let sup = live(reg, task_id)?;
+    let timeout = timeout_s.map_or(sup.config().call_timeout, Duration::from_secs_f64);
+    let result = match cancel {
+        Some(c) => sup.call_cancellable(method, params, route, timeout, c),
+        None => sup.call_routed(method, params, route, timeout),
+    };
+    let (result, session) = result.map_err(|e| failed(&e, route))?;
+    let mut out = json!({
+        "success": true,
+        "method": method,
+        "routed_to": route.as_str(),
+        "result": result,
+    });
+    if let Some(f) = frame_id {
+        out["frame_id"] = json!(f);
+    }
+    if let Some(s) = session {
+        out["session_id"] = json!(s);
+    }
+    Ok(out)
+}
+
+/// A failed call as a tool result: the error's own words, and what the agent can act on (the
+/// browser's error, the dialog that blocks the call, the option that refuses it, ...).
+fn failed(e: &Error, route: Route<'_>) -> Value {
+    let mut out = failure(e);
+    match e {
+        Error::Cdp { code, message, .. } => {
+            if let Some(hint) = method_not_found_hint(route, *code) {
+                out["error"] = json!(format!("{e}{hint}"));
+            }
+            out["routed_to"] = json!(route.as_str());
+            out["cdp_error"] = json!({"code": code, "message": message});
+        }
+        Error::BlockedByDialog { dialog, .. } => {
+            out["routed_to"] = json!(route.as_str());
+            out["blocked_by_dialog"] = dialog.to_json();
+        }
+        Error::Refused { option, .. } => out["refused_by"] = json!(option),
+        Error::Cancelled(_) => out["cancelled"] = json!(true),
+        _ => {}
+    }
+    out
+}
+
+/// What to add to a CDP "method not found" (`-32601`): which target the call went to, and how
+/// to send it elsewhere.
+fn method_not_found_hint(route: Route<'_>, code: i64) -> Option<&'static str> {
+    match (route, code) {
+        (Route::Browser, -32601) => Some(
+            " (the call went to the browser target, which does not serve this domain; pass \
+             target_id or frame_id to send it to the page)",
+        ),
+        (_, -32601) => Some(
+            " (this target does not serve that method; without target_id and frame_id, \
+             browser-level domains go to the browser and the rest to the page)",
+        ),
+        _ => None,
+    }
+}

@@ -1,0 +1,157 @@
+//! The JSON Schemas of the tool table: each tool's input properties (a description on every
+//! one) and the extra properties of its output (the JSON Schema of its `structuredContent`).
+//!
+//! Output schemas must hold for failures as well as successes (clients such as the official
+//! Python SDK validate `structuredContent` against them), so only `success` is required and
+//! extra fields are allowed.
+
+use serde_json::{Value, json};
+
+fn task_schema() -> Value {
+    json!({
+        "type": "string",
+        "minLength": 1,
+        "description": "Which browser task this call is about; each task has its own supervisor (and, without cdp_url, its own tab). Default \"default\"."
+    })
+}
+
+fn dialog_schema(what: &str) -> Value {
+    json!({
+        "type": "object",
+        "description": what,
+        "properties": {
+            "id": {"type": "string", "description": "Dialog id (d-1, d-2, ...), for browser_dialog's dialog_id"},
+            "type": {"type": "string", "description": "alert, confirm, prompt or beforeunload"},
+            "message": {"type": "string", "description": "The text the page shows"},
+            "default_prompt": {"type": "string", "description": "A prompt()'s default text"},
+            "opened_at": {"type": "number", "description": "Unix epoch seconds"},
+            "frame_id": {"type": "string", "description": "The frame that opened it"},
+            "origin": {"type": "string", "description": "Origin of the frame that opened it: tells the page's own dialog from an embedded iframe's (an ad's)"},
+            "target_id": {"type": "string", "description": "The page that opened it: the task's page (page_target_id) or a popup it follows (see pages in browser_snapshot)"}
+        }
+    })
+}
+
+/// The output schema of a tool: what every result carries plus `extra` properties.
+pub(super) fn output_schema(extra: Value) -> Value {
+    let mut props = json!({
+        "success": {"type": "boolean", "description": "false when the call failed; then error says why (and isError is true)"},
+        "error": {"type": "string", "description": "What went wrong and what to do about it (failures only)"},
+        "pending_dialogs": {
+            "type": "array",
+            "description": "JS dialogs open on the task's page; present whenever one is pending. Answer them with browser_dialog.",
+            "items": dialog_schema("A pending dialog")
+        },
+        "blocked": {
+            "type": "object",
+            "description": "Present when the page does not answer (a dialog no client can answer, or a busy script)",
+            "properties": {
+                "reason": {"type": "string", "description": "orphaned_dialog (a dialog no live client can answer), unanswerable_dialog (a dialog CDP can no longer answer) or unresponsive (a busy script, or such a dialog)"},
+                "hint": {"type": "string", "description": "What to do"},
+                "frame_id": {"type": "string", "description": "The iframe that does not answer, when it is not the page itself"}
+            }
+        }
+    });
+    if let (Some(p), Value::Object(extra)) = (props.as_object_mut(), extra) {
+        p.extend(extra);
+    }
+    json!({"type": "object", "properties": props, "required": ["success"]})
+}
+
+pub(super) fn connect_input() -> Value {
+    json!({
+        "cdp_url": {"type": "string", "description": "CDP endpoint: ws://, wss:// or http://host:port (what --remote-debugging-port prints). Omit to use the configured one, else a local Chromium launched by the server."},
+        "task_id": task_schema(),
+        "target_id": {"type": "string", "description": "Attach to this page target instead of the first page (or, without cdp_url, instead of a new tab)"},
+        "dialog_policy": {"type": "string", "enum": ["must_respond", "auto_dismiss", "auto_accept"], "description": "must_respond (default): dialogs wait for browser_dialog; auto_dismiss / auto_accept: answered at once and recorded"},
+        "dialog_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "With must_respond: seconds after which an unanswered dialog is dismissed (default from the configuration, 300)"},
+        "dialog_bridge": {"type": "string", "enum": ["off", "on", "auto"], "description": "Dialog bridge for CDP proxies that auto-close native dialogs: auto (default) turns it on when that is detected"}
+    })
+}
+
+pub(super) fn connect_output() -> Value {
+    json!({
+        "task_id": {"type": "string", "description": "The task connected"},
+        "cdp_url": {"type": "string", "description": "The endpoint, credentials replaced by ***"},
+        "page_target_id": {"type": "string", "description": "The page the supervisor attached to (for browser_cdp's target_id)"}
+    })
+}
+
+pub(super) fn snapshot_input() -> Value {
+    json!({
+        "task_id": task_schema(),
+        "target_id": {"type": "string", "description": "A popup the task follows (from pages): its frame tree and dialogs instead of the task's page"}
+    })
+}
+
+pub(super) fn snapshot_output() -> Value {
+    json!({
+        "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost)", "items": {"type": "object"}},
+        "frame_tree": {"type": "object", "description": "top: the main frame; children: other frames (flat, breadth-first); truncated when some were left out"},
+        "page_target_id": {"type": "string", "description": "The task's page target"},
+        "pages": {"type": "array", "description": "The pages the task follows: its own page first, then the popups and new tabs it (or a followed popup) opened; pass a target_id to browser_snapshot or browser_cdp", "items": {"type": "object", "properties": {
+            "target_id": {"type": "string", "description": "The page target"},
+            "url": {"type": "string", "description": "Its main frame's URL"},
+            "title": {"type": "string", "description": "Its title, when known"},
+            "opener_target_id": {"type": ["string", "null"], "description": "The page that opened it (null for the task's page)"}
+        }}},
+        "pages_truncated": {"type": "boolean", "description": "true when limits.pages_max left popups unfollowed"},
+        "target_id": {"type": "string", "description": "With the target_id argument: the popup shown"},
+        "opener_target_id": {"type": "string", "description": "With the target_id argument: the page that opened it"},
+        "console_errors": {"type": "array", "description": "Recent console errors and exceptions", "items": {"type": "object"}},
+        "state": {"type": "string", "enum": ["active", "reconnecting", "stopped", "dead"], "description": "The supervisor's state; reconnecting comes with attempt and of, dead with reason"}
+    })
+}
+
+pub(super) fn dialog_input() -> Value {
+    json!({
+        "task_id": task_schema(),
+        "action": {"type": "string", "enum": ["accept", "dismiss"], "description": "accept (OK; confirm() returns true) or dismiss (Cancel)"},
+        "prompt_text": {"type": "string", "description": "What prompt() returns when accepted (default: the prompt's default text)"},
+        "dialog_id": {"type": "string", "description": "Which dialog (d-N), needed when several are pending"}
+    })
+}
+
+pub(super) fn dialog_output() -> Value {
+    json!({
+        "action": {"type": "string", "description": "accept or dismiss"},
+        "dialog": dialog_schema("The dialog that was answered"),
+        "answered_dialog": dialog_schema("When the answer reached another dialog than the one named (the named one had been closed by something else): the dialog that received it")
+    })
+}
+
+pub(super) fn cdp_input() -> Value {
+    json!({
+        "task_id": task_schema(),
+        "method": {"type": "string", "description": "CDP method, e.g. Runtime.evaluate, Page.navigate, Input.dispatchMouseEvent"},
+        "params": {"type": "object", "description": "The method's parameters (default {})"},
+        "frame_id": {"type": "string", "description": "Send into this frame (from browser_snapshot's frame_tree)"},
+        "target_id": {"type": "string", "description": "Send to this target's session (the page_target_id, a popup from browser_snapshot's pages, or an iframe target)"},
+        "timeout_s": {"type": "number", "minimum": 1, "maximum": 300, "description": "Seconds to wait for the reply (default 30)"}
+    })
+}
+
+pub(super) fn cdp_output() -> Value {
+    json!({
+        "method": {"type": "string", "description": "The method called"},
+        "routed_to": {"type": "string", "enum": ["browser", "page", "frame", "target"], "description": "Where the call went"},
+        "result": {"type": "object", "description": "The CDP result"},
+        "frame_id": {"type": "string", "description": "The frame it ran in"},
+        "session_id": {"type": "string", "description": "The CDP session it was sent on"},
+        "cdp_error": {"type": "object", "description": "The browser's error {code, message}"},
+        "blocked_by_dialog": dialog_schema("The dialog that blocks this call: answer it with browser_dialog"),
+        "cancelled": {"type": "boolean", "description": "The call was cancelled"}
+    })
+}
+
+pub(super) fn disconnect_input() -> Value {
+    json!({"task_id": task_schema()})
+}
+
+pub(super) fn disconnect_output() -> Value {
+    json!({
+        "task_id": {"type": "string", "description": "The task"},
+        "stopped": {"type": "boolean", "description": "Whether a supervisor was running and is now stopped"},
+        "dismissed_dialogs": {"type": "array", "description": "Dialogs that were pending and were dismissed by the stop", "items": dialog_schema("A dismissed dialog")}
+    })
+}

@@ -1,0 +1,312 @@
+//! Unit tests of the tool table: every tool's definition is consistent, a host's task rule is
+//! the one applied, and the Python binding's entry answers what the MCP server answers.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::table::{Host, Tool, call, dispatch};
+use super::*;
+use crate::config::{Config, DialogAction};
+use crate::error::Error;
+
+#[test]
+fn every_tool_takes_exactly_the_arguments_its_input_schema_lists() {
+    for tool in Tool::ALL {
+        let entry = tool.list_entry();
+        let input = &entry["inputSchema"];
+        let listed: BTreeSet<&str> = input["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let taken: BTreeSet<&str> = tool.args().iter().copied().collect();
+        assert_eq!(listed, taken, "{}", tool.name());
+        assert_eq!(
+            taken.len(),
+            tool.args().len(),
+            "{}: no name twice",
+            tool.name()
+        );
+        for r in input["required"].as_array().into_iter().flatten() {
+            assert!(
+                taken.contains(r.as_str().unwrap_or("")),
+                "{}: {r}",
+                tool.name()
+            );
+        }
+        assert_eq!(input["additionalProperties"], false, "{}", tool.name());
+        assert_eq!(
+            entry["annotations"]["title"],
+            entry["title"],
+            "{}",
+            tool.name()
+        );
+        assert_eq!(
+            entry["outputSchema"]["required"],
+            json!(["success"]),
+            "{}",
+            tool.name()
+        );
+    }
+    assert_eq!(Tool::Snapshot.args(), SNAPSHOT_ARGS);
+    assert_eq!(Tool::Dialog.args(), DIALOG_ARGS);
+    assert_eq!(Tool::Cdp.args(), CDP_ARGS);
+}
+
+#[test]
+fn tools_are_found_by_name_and_listed_once_in_table_order() {
+    let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "browser_connect",
+            "browser_snapshot",
+            "browser_dialog",
+            "browser_cdp",
+            "browser_disconnect"
+        ]
+    );
+    assert_eq!(Tool::names(), names.join(", "));
+    for tool in Tool::ALL {
+        assert_eq!(Tool::from_name(tool.name()), Some(tool));
+    }
+    assert_eq!(Tool::from_name("Browser_cdp"), None);
+    assert_eq!(Tool::from_name(""), None);
+    let list = crate::mcp::tool_list();
+    let listed: Vec<&str> = list
+        .as_array()
+        .expect("an array")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(listed, names);
+}
+
+/// A host with the HTTP transport's rule (SPEC §15): `browser_connect` without `task_id`
+/// gets a fresh task, every other tool needs one.
+struct FreshTasks(SupervisorRegistry);
+
+impl Host for FreshTasks {
+    fn registry(&self) -> &SupervisorRegistry {
+        &self.0
+    }
+
+    fn task_id<'a>(&self, tool: Tool, args: &'a Value) -> Result<Cow<'a, str>, Value> {
+        match args.get("task_id").and_then(Value::as_str) {
+            Some(t) => Ok(Cow::Borrowed(t)),
+            None if tool == Tool::Connect => Ok(Cow::Borrowed("fresh-1")),
+            None => Err(failure(format!("{} needs a task_id", tool.name()))),
+        }
+    }
+
+    fn run(
+        &self,
+        tool: Tool,
+        task: &str,
+        _args: &Value,
+        _cancel: Option<&CancelToken>,
+    ) -> Option<Value> {
+        (tool == Tool::Connect).then(|| json!({"success": true, "task_id": task}))
+    }
+}
+
+#[test]
+fn a_host_names_the_task_of_a_call_by_its_own_rule() {
+    let host = FreshTasks(SupervisorRegistry::new(Config::default()));
+    let out = dispatch(&host, Tool::Snapshot, &json!({}), None);
+    assert_eq!(out, failure("browser_snapshot needs a task_id"));
+    let out = dispatch(&host, Tool::Cdp, &json!({"method": "X.y"}), None);
+    assert_eq!(out, failure("browser_cdp needs a task_id"));
+    let out = dispatch(&host, Tool::Connect, &json!({}), None);
+    assert_eq!(out, json!({"success": true, "task_id": "fresh-1"}));
+    let out = dispatch(&host, Tool::Snapshot, &json!({"task_id": "t9"}), None);
+    assert_eq!(out, no_supervisor("t9"));
+    // The tools only a server runs are unknown to a host that does not run them.
+    let out = dispatch(&host, Tool::Disconnect, &json!({"task_id": "t9"}), None);
+    assert_eq!(out, failure("unknown tool \"browser_disconnect\""));
+    // Arguments that are no object fail before any rule.
+    let out = dispatch(&host, Tool::Snapshot, &json!([1]), None);
+    assert_eq!(
+        out,
+        failure("arguments must be a JSON object, got an array; see the tool's inputSchema")
+    );
+}
+
+#[test]
+fn no_supervisor_is_explicit_everywhere_but_the_library_snapshot() {
+    let reg = SupervisorRegistry::new(Config::default());
+    // SPEC §10: the library's snapshot of a task without a supervisor has nothing to merge.
+    assert_eq!(browser_snapshot(&reg, "nobody", &json!({})), json!({}));
+    assert_eq!(browser_snapshot(&reg, "nobody", &Value::Null), json!({}));
+    // Through the table (the MCP server, the Python binding) it says so.
+    let out = call(
+        &reg,
+        "browser_snapshot",
+        &json!({"task_id": "nobody"}),
+        None,
+    );
+    assert_eq!(out, no_supervisor("nobody"));
+    let out = call(&reg, "browser_snapshot", &json!({}), None);
+    assert_eq!(out, no_supervisor("default"));
+    for (name, args) in [
+        ("browser_dialog", json!({"action": "accept"})),
+        ("browser_cdp", json!({"method": "Browser.getVersion"})),
+    ] {
+        assert_eq!(
+            call(&reg, name, &args, None),
+            no_supervisor("default"),
+            "{name}"
+        );
+    }
+    // Argument errors come first, as a failure.
+    let out = call(&reg, "browser_snapshot", &json!({"task": "x"}), None);
+    assert_eq!(out["success"], false);
+    let out = browser_snapshot(&reg, "nobody", &json!({"target_id": 5}));
+    assert_eq!(out, failure("target_id must be a string, got a number"));
+}
+
+#[test]
+fn the_binding_entry_keeps_the_task_rule_and_knows_only_registry_tools() {
+    let reg = SupervisorRegistry::new(Config::default());
+    let out = call(&reg, "browser_connect", &json!({"task_id": "t"}), None);
+    assert_eq!(out, failure("unknown tool \"browser_connect\""));
+    let out = call(&reg, "browser_nope", &json!({}), None);
+    assert_eq!(out, failure("unknown tool \"browser_nope\""));
+    for name in ["browser_snapshot", "browser_nope", "browser_disconnect"] {
+        let out = call(&reg, name, &json!({"task_id": 7}), None);
+        assert_eq!(
+            out,
+            failure("task_id must be a string, got a number; omit it for the task \"default\""),
+            "{name}"
+        );
+        let out = call(&reg, name, &json!({"task_id": ""}), None);
+        assert!(
+            out["error"].as_str().is_some_and(|e| e.contains("task_id")),
+            "{name}: {out}"
+        );
+    }
+}
+
+#[test]
+fn dialog_actions_are_read_by_one_rule_with_one_wording() {
+    assert_eq!(
+        DialogAction::parse("accept").ok(),
+        Some(DialogAction::Accept)
+    );
+    assert_eq!(
+        DialogAction::parse("dismiss").ok(),
+        Some(DialogAction::Dismiss)
+    );
+    for (given, shown) in [
+        ("Accept", "\"Accept\""),
+        (" accept", "\" accept\""),
+        ("", "\"\""),
+    ] {
+        match DialogAction::parse(given) {
+            Err(Error::InvalidArgument(e)) => assert_eq!(
+                e,
+                format!("invalid action {shown}: use \"accept\" or \"dismiss\"")
+            ),
+            other => panic!("{given:?}: {other:?}"),
+        }
+    }
+    let reg = SupervisorRegistry::new(Config::default());
+    // The tool reads it with the same rule, whatever the value's kind; at most 60 characters
+    // of it are shown.
+    let long = "x".repeat(200);
+    for (action, shown) in [
+        (json!("eat"), "\"eat\"".to_string()),
+        (json!(5), "5".to_string()),
+        (json!(long), format!("\"{}", "x".repeat(59))),
+    ] {
+        let out = browser_dialog(&reg, "t", &json!({ "action": action }));
+        assert_eq!(
+            out,
+            failure(format!(
+                "invalid action {shown}: use \"accept\" or \"dismiss\""
+            ))
+        );
+    }
+    let out = browser_dialog(&reg, "t", &json!({}));
+    assert_eq!(
+        out,
+        failure("missing action: use \"accept\" or \"dismiss\"")
+    );
+}
+
+/// The Python binding's `cdp_supervisor.tools` returns the text of the MCP server's tool
+/// results (its pytest `test_tools_mcp.py` compares them through the real binary); here the
+/// same, in process, for calls that reach a live supervisor, a pending dialog included.
+#[cfg(feature = "fake-browser")]
+#[test]
+fn the_binding_entry_answers_what_the_mcp_server_answers() {
+    use std::time::Duration;
+
+    let fake = crate::fake::FakeBrowser::start().expect("fake browser");
+    let server = crate::mcp::McpServer::new(Config::default());
+    let reg = server.registry();
+    reg.get_or_start("t", &fake.ws_url()).expect("attach");
+    let calls = || {
+        [
+            ("browser_snapshot", json!({"task_id": "t"})),
+            (
+                "browser_snapshot",
+                json!({"task_id": "t", "target_id": "nope"}),
+            ),
+            ("browser_snapshot", json!({"task_id": "nobody"})),
+            ("browser_snapshot", json!({"task_id": 7})),
+            ("browser_dialog", json!({"task_id": "t", "action": "eat"})),
+            (
+                "browser_cdp",
+                json!({"task_id": "t", "method": "Browser.getVersion"}),
+            ),
+            (
+                "browser_cdp",
+                json!({"task_id": "t", "method": "X.y", "frame_id": "f"}),
+            ),
+            ("browser_cdp", json!({"task_id": "t", "targetId": "x"})),
+        ]
+    };
+    let compare = |name: &str, args: &Value| {
+        let line = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": name, "arguments": args}});
+        let answer = server.handle_line(&line.to_string()).expect("an answer");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            call(reg, name, args, None).to_string(),
+            text,
+            "{name} {args}"
+        );
+    };
+    for (name, args) in calls() {
+        compare(name, &args);
+    }
+    fake.open_dialog("confirm", "sure?", "");
+    let sup = reg.get("t").expect("live");
+    sup.wait_for(Duration::from_secs(5), |s| !s.pending_dialogs.is_empty())
+        .expect("the dialog is published");
+    for (name, args) in calls() {
+        compare(name, &args);
+    }
+    let out = call(
+        reg,
+        "browser_cdp",
+        &json!({"task_id": "t", "method": "X.y"}),
+        None,
+    );
+    assert!(out["pending_dialogs"].is_array(), "{out}");
+    let answered = call(
+        reg,
+        "browser_dialog",
+        &json!({"task_id": "t", "action": "accept"}),
+        None,
+    );
+    assert_eq!(answered["success"], true, "{answered}");
+    assert_eq!(answered["action"], "accept", "{answered}");
+}

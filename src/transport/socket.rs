@@ -1,0 +1,156 @@
+//! A TCP socket whose every `read` and `write` is bounded by what it is doing ([`Mode`]): the
+//! layer under TLS and the WebSocket, and under `http://` discovery's `GET`.
+//!
+//! Its three syscalls (read or write without waiting, wait for readiness until a deadline) are
+//! the `sys` module: `sys_unix.rs` on Unix, `sys_portable.rs` elsewhere.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::deadline::Deadline;
+
+// The platform split, as jobserver and mio lay it out: one file per platform, the same three
+// functions in each (`try_recv`, `try_send`, `wait`). The Unix one makes the syscalls itself:
+// each `unsafe` block has a SAFETY comment and checks its return value.
+#[cfg(unix)]
+#[path = "sys_unix.rs"]
+#[allow(unsafe_code)]
+mod sys;
+#[cfg(not(unix))]
+#[path = "sys_portable.rs"]
+mod sys;
+
+/// How long writes may make no progress at all before the connection is declared broken.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the [`Socket`] is doing, which says how long its `read`/`write` may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Connecting (TLS, the WebSocket upgrade, `http://` discovery): reads and writes wait until
+    /// the deadline, then fail with `TimedOut`.
+    Handshake(Deadline),
+    /// Writing one frame for a caller whose call ends at the deadline. Writes wait until then
+    /// (`WouldBlock` after it) or until [`WRITE_TIMEOUT`] without progress (`TimedOut`); reads
+    /// answer `WouldBlock` at once without a syscall (a writer never consumes incoming bytes).
+    Write(Deadline),
+    /// The reader draining what arrived: nothing waits.
+    Drain,
+}
+
+/// A TCP socket whose every `read`/`write` is bounded by its [`Mode`] (see the transport's
+/// module doc). Written only under the transport's lock (or before the transport exists).
+#[derive(Debug)]
+pub struct Socket {
+    tcp: TcpStream,
+    mode: Mode,
+    /// Since when writes have been blocked without progress (`None`: the last write progressed).
+    /// Kept across frames, so a run of short-deadline calls cannot hide a dead peer.
+    stalled_since: Option<Instant>,
+}
+
+/// What [`Socket`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Interest {
+    /// Bytes to read (or the end of the stream).
+    Read,
+    /// Room to write.
+    Write,
+}
+
+impl Socket {
+    /// Wraps a connected socket, in [`Mode::Handshake`] until `deadline`.
+    pub(crate) fn new(tcp: TcpStream, deadline: Deadline) -> Socket {
+        Socket {
+            tcp,
+            mode: Mode::Handshake(deadline),
+            stalled_since: None,
+        }
+    }
+
+    /// Sets what the next reads and writes may wait for.
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.mode = mode;
+    }
+
+    fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        sys::try_recv(&self.tcp, buf)
+    }
+
+    fn try_send(&self, buf: &[u8]) -> io::Result<usize> {
+        sys::try_send(&self.tcp, buf)
+    }
+
+    /// Waits until the socket is ready for `interest` (or reports an error or hang-up), or
+    /// `until` passes. `Ok(false)`: the deadline passed.
+    fn wait(&self, interest: Interest, until: Deadline) -> io::Result<bool> {
+        sys::wait(&self.tcp, interest, until)
+    }
+}
+
+/// The error for a connect deadline that passed.
+fn handshake_timed_out() -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, "the connect deadline passed")
+}
+
+impl Read for Socket {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.mode {
+            Mode::Write(_) => Err(io::ErrorKind::WouldBlock.into()),
+            Mode::Drain => self.try_recv(buf),
+            Mode::Handshake(until) => loop {
+                match self.try_recv(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if !self.wait(Interest::Read, until)? {
+                            return Err(handshake_timed_out());
+                        }
+                    }
+                    r => return r,
+                }
+            },
+        }
+    }
+}
+
+impl Write for Socket {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.try_send(buf) {
+                Ok(n) => {
+                    self.stalled_since = None;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            match self.mode {
+                Mode::Drain => return Err(io::ErrorKind::WouldBlock.into()),
+                Mode::Handshake(until) => {
+                    if !self.wait(Interest::Write, until)? {
+                        return Err(handshake_timed_out());
+                    }
+                }
+                Mode::Write(call) => {
+                    let since = *self.stalled_since.get_or_insert_with(Instant::now);
+                    let stall = Deadline::from_start(since, WRITE_TIMEOUT);
+                    if !self.wait(Interest::Write, call.earliest(stall))? {
+                        return Err(if stall.passed() {
+                            io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                format!("the browser read nothing for {WRITE_TIMEOUT:?}"),
+                            )
+                        } else {
+                            io::Error::new(
+                                io::ErrorKind::WouldBlock,
+                                "the call's deadline passed while its frame was being written",
+                            )
+                        });
+                    }
+                }
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
