@@ -51,7 +51,7 @@ fn answers_sent(fake: &FakeBrowser) -> Vec<Value> {
 fn attach_publishes_page_target_and_main_frame_from_first_snapshot() {
     let (fake, _reg, sup) = setup(StartOptions::default());
     let s = sup.snapshot();
-    assert!(s.active);
+    assert!(s.is_active());
     assert_eq!(
         s.page_target_id.as_deref(),
         Some(fake.page_target_id().as_str())
@@ -480,7 +480,7 @@ fn rebind_to_another_endpoint_starts_fresh_state_and_stops_the_old() {
 fn dead_supervisor_is_replaced_by_get_or_start() {
     let (fake, reg, sup) = setup_with(no_reconnect(), StartOptions::default());
     fake.drop_connections();
-    wait_snapshot(&sup, "inactive after the drop", |s| !s.active);
+    wait_snapshot(&sup, "inactive after the drop", |s| !s.is_active());
     assert!(!sup.is_alive());
     let fresh = reg.get_or_start("task", &fake.ws_url()).unwrap();
     assert!(!Arc::ptr_eq(&fresh, &sup));
@@ -545,7 +545,7 @@ fn pending_calls_fail_at_once_when_the_connection_drops() {
     let (r, took) = calling.join().unwrap();
     assert!(matches!(r, Err(Error::ConnectionLost(_))), "{r:?}");
     assert!(took < Duration::from_secs(2), "waited {took:?}");
-    let s = wait_snapshot(&sup, "inactive", |s| !s.active);
+    let s = wait_snapshot(&sup, "inactive", |s| !s.is_active());
     assert!(s.disconnect_reason.is_some());
 }
 

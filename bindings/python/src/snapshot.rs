@@ -567,7 +567,7 @@ impl PySnapshot {
                 Some((_, p)) => p.cdp_url.clone_ref(py),
                 None => s(py, &snap.cdp_url),
             },
-            active: snap.active,
+            active: snap.is_active(),
             state: PyString::intern(py, snap.state.as_str()).unbind(),
             attempt,
             of,
