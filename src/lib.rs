@@ -84,7 +84,7 @@
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
 //!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on
-//!   `error` and `redact` (and `security`, for `Security::check`).
+//!   `error` and `redact`.
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
 //!   parameter, nested `Target.sendMessageToTarget` commands included); `url_policy`: how
 //!   Chromium will read a URL (a local file? a privileged page?).
