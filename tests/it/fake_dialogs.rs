@@ -627,3 +627,25 @@ fn publishing_shares_unchanged_ring_entries_instead_of_copying_them() {
     assert_eq!(s3.console_errors[3].text, "e3");
     reg.stop_all();
 }
+
+/// Waiting without a bound (`Duration::MAX`) is a deadline like any other: no overflow, no
+/// panic, and the wait still ends as soon as the state it waits for is published (issue 21).
+#[test]
+fn waits_with_duration_max_end_when_the_state_arrives() {
+    let (fake, _reg, sup) = setup(StartOptions::default());
+    let now = sup.wait_for(Duration::MAX, |s| s.is_active());
+    assert!(now.is_some(), "already active: returns at once");
+    let waiter = {
+        let sup = Arc::clone(&sup);
+        std::thread::spawn(move || sup.wait_for_dialog(Duration::MAX))
+    };
+    fake.open_dialog("alert", "unbounded", "");
+    let dialog = waiter.join().expect("the waiter did not panic");
+    assert_eq!(
+        dialog.map(|d| d.message),
+        Some("unbounded".to_string()),
+        "the unbounded wait returned the dialog once it was published"
+    );
+    let after = sup.wait_for(Duration::MAX, |s| s.pending_dialogs.len() == 1);
+    assert_eq!(after.map(|s| s.pending_dialogs.len()), Some(1));
+}
