@@ -20,7 +20,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, List, Tuple
+from typing import Callable, Iterator, List, Tuple
 
 import pytest
 
@@ -35,9 +35,17 @@ def sigint() -> None:
 
 
 @pytest.fixture(params=["SIGINT", "interrupt_main"])
-def interrupt(request: pytest.FixtureRequest) -> Callable[[], None]:
+def interrupt(request: pytest.FixtureRequest) -> Iterator[Callable[[], None]]:
+    """Ctrl-C as Python handles it by default. A process started in the background by a
+    shell without job control (``cmd &`` in a script, CI runners) inherits SIGINT ignored, and
+    Python then installs no handler: no KeyboardInterrupt ever comes, whatever the binding
+    does. The test puts Python's own handler in place, and the previous one back after."""
     fire: Callable[[], None] = sigint if request.param == "SIGINT" else _thread.interrupt_main
-    return fire
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield fire
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_queue_wait_s(native_id: int) -> float:
