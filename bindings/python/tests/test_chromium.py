@@ -68,13 +68,19 @@ def test_a_call_reaches_a_cross_origin_iframe(
     outer = pages.add("outer", f'<title>outer</title><iframe src="{inner_other_site}"></iframe>')
     sup = registry.get_or_start("oopif", chromium.ws_url)
     navigate_and_run(chromium.ws_url, outer, "void 0", target_id=sup.page_target_id)
+    # The OOPIF is listed from its attach on, with origin "null" until its document commits:
+    # wait for the committed one.
+    origin = f"http://localhost:{pages.port}"
     deadline = time.monotonic() + 10
     oopif = None
     while oopif is None and time.monotonic() < deadline:
-        oopif = next((f for f in sup.snapshot().frame_tree.children if f.is_oopif), None)
+        oopif = next(
+            (f for f in sup.snapshot().frame_tree.children if f.is_oopif and f.origin == origin),
+            None,
+        )
         time.sleep(0.02)
     assert oopif is not None, sup.snapshot().to_dict()
-    assert oopif.origin == f"http://localhost:{pages.port}" and oopif.session_id
+    assert oopif.session_id
     assert evaluate(sup, "document.title", frame_id=oopif.frame_id) == "INNER-FRAME"
     assert evaluate(sup, "document.title") == "outer"
     with pytest.raises(CdpError) as e:

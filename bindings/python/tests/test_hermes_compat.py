@@ -417,7 +417,11 @@ def test_browser_cdp_frame_id_routes_via_supervisor(
     deadline = time.monotonic() + 10
     child = None
     while child is None and time.monotonic() < deadline:
-        child = next((f for f in sv.snapshot().frame_tree["children"] if f["is_oopif"]), None)
+        # Listed from its attach on; its URL once its document commits.
+        child = next(
+            (f for f in sv.snapshot().frame_tree["children"] if f["is_oopif"] and f["url"] == inner),
+            None,
+        )
         time.sleep(0.02)
     assert child is not None
     r = json.loads(
