@@ -3,8 +3,8 @@
 The scenarios of Hermes's own test file (``tests/tools/test_browser_supervisor.py``: a real
 headless Chromium, pages as ``data:`` URLs, a second CDP client that navigates the first page and
 runs a script there), written again here against the drop-in: none of Hermes's code is in this
-repository, and CI cannot fetch it. ``test_hermes_upstream.py`` runs Hermes's file itself when a
-checkout is at hand. Hermes's test that writes into its private asyncio state
+repository. ``test_hermes_upstream.py`` runs Hermes's file itself when it is at hand (``.ci/run``
+downloads it at a pinned commit). Hermes's test that writes into its private asyncio state
 (``test_browser_cdp_frame_id_routes_via_supervisor``: ``_state_lock``, ``_frames``,
 ``_page_session_id``) is replaced by the same check on a real cross-origin iframe.
 """

@@ -1,10 +1,11 @@
 """Hermes Agent's own supervisor tests, run against ``cdp_supervisor.hermes``.
 
-Needs a checkout of NousResearch/hermes-agent (read at commits 4e898ab and 099e64b of
-``tests/tools/test_browser_supervisor.py``; any version with that file will do): set
-``HERMES_AGENT_DIR`` to it. Without one the test skips (CI has no network access to GitHub;
-``test_hermes_compat.py`` runs the same scenarios, written again). Nothing of Hermes is copied
-into this repository.
+Needs a checkout of NousResearch/hermes-agent, or a directory holding just its
+``tests/tools/test_browser_supervisor.py`` (passes at commits 4e898ab and 099e64b; any version
+with that file will do): set ``HERMES_AGENT_DIR`` to it. ``.ci/run`` downloads that file at a
+pinned commit and sets it. Without one the test skips and says why (it fails instead under
+``CDP_SUPERVISOR_HERMES=require``); ``test_hermes_compat.py`` runs the same scenarios, written
+again. Nothing of Hermes is copied into this repository.
 
 How: Hermes's test file is copied to a temporary directory (away from Hermes's own
 ``conftest.py`` and ``pyproject.toml``, which import the rest of Hermes) and run by pytest with
@@ -42,10 +43,13 @@ EXPECTED_SKIPS = {"test_browser_cdp_frame_id_real_oopif_smoke_documented"}
 def test_hermes_own_supervisor_tests_pass_against_the_drop_in(tmp_path: Path) -> None:
     checkout = os.environ.get("HERMES_AGENT_DIR")
     if not checkout:
-        pytest.skip(
+        message = (
             "set HERMES_AGENT_DIR to a checkout of NousResearch/hermes-agent to run its "
             "tests/tools/test_browser_supervisor.py against cdp_supervisor.hermes"
         )
+        if os.environ.get("CDP_SUPERVISOR_HERMES", "") == "require":
+            pytest.fail(f"{message} (CDP_SUPERVISOR_HERMES=require)")
+        pytest.skip(message)
     source = Path(checkout) / "tests" / "tools" / "test_browser_supervisor.py"
     assert source.is_file(), f"{source} does not exist"
     chromium = need_chromium()
