@@ -11,8 +11,9 @@
 //! tried (`skip`).
 
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use cdp_supervisor::unversioned::Deadline;
 use pyo3::prelude::*;
 use serde_json::Value;
 use tungstenite::Message;
@@ -30,17 +31,17 @@ pub fn first_page_target(
     skip: Vec<String>,
 ) -> Option<String> {
     let bound = Duration::try_from_secs_f64(timeout_s.clamp(0.0, 30.0)).ok()?;
-    py.detach(|| ask(&cdp_url, Instant::now() + bound, &skip).ok().flatten())
+    py.detach(|| ask(&cdp_url, Deadline::after(bound), &skip).ok().flatten())
 }
 
 fn ask(
     cdp_url: &str,
-    deadline: Instant,
+    deadline: Deadline,
     skip: &[String],
 ) -> Result<Option<String>, Box<dyn std::error::Error>> {
     let left = || {
         deadline
-            .checked_duration_since(Instant::now())
+            .remaining()
             .filter(|d| !d.is_zero())
             .ok_or("deadline")
     };
