@@ -7,20 +7,20 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::notify::{self, Level};
-use super::pool::Refused;
+use super::pool::{Refused, STDIO};
 use super::rpc::{self, Id, IdKey, code};
 use super::{Inner, MAX_IN_FLIGHT, PROTOCOL_VERSIONS};
 use crate::cancel::CancelToken;
 use crate::tools::table::{self, Tool};
 
 impl Inner {
-    /// Handles a notification from the client: `notifications/cancelled` cancels the request
-    /// it names (compared as JSON-RPC compares ids: see `rpc`); an unknown or finished id is
-    /// ignored.
-    pub(super) fn notification(&self, method: &str, request_id: Option<&IdKey>) {
+    /// Handles a notification from the client of `scope` (see `pool::Key`):
+    /// `notifications/cancelled` cancels the request it names (compared as JSON-RPC compares
+    /// ids: see `rpc`); an unknown or finished id is ignored.
+    pub(super) fn notification(&self, scope: u64, method: &str, request_id: Option<&IdKey>) {
         if method == "notifications/cancelled"
             && let Some(key) = request_id
-            && self.pool.cancel(key)
+            && self.pool.cancel(&(scope, key.clone()))
         {
             log::debug!("request {key:?} cancelled by the client");
         }
@@ -73,18 +73,48 @@ impl Inner {
         }
     }
 
-    /// Answers a request from the reading thread: at once (returned), or later from a worker
-    /// (`None`). Every method but `tools/call`, `browser_snapshot` (a wait-free read) and a
-    /// call the server refuses are answered at once. A worker's handler that panics is
-    /// answered with an internal tool error, and its place in the pool is freed either way
-    /// (see `pool`).
+    /// Answers a request from the stdio reading thread: at once (returned), or later from a
+    /// worker, which writes it to the output (`None`). See [`Inner::serve_with`].
     pub(super) fn serve(me: &Arc<Self>, id: Id, method: &str, params: &Value) -> Option<String> {
+        let writer = Arc::clone(me);
+        Inner::serve_with(
+            me,
+            STDIO,
+            id,
+            method,
+            params,
+            Box::new(move |line| {
+                if let Some(w) = writer.writer.load_full() {
+                    w.send_line(line);
+                }
+            }),
+        )
+    }
+
+    /// Answers a request of the client of `scope` (`pool::Key`), on any transport: at once
+    /// (returned), or later from a worker, which hands the answer to `reply` (`None`). Every
+    /// method but `tools/call`, `browser_snapshot` (the snapshot fast path, or a wait-free read)
+    /// and a call the server refuses are answered at once.
+    /// A worker's handler that panics is answered with an internal tool error, and its place in
+    /// the pool is freed either way (see `pool`). A request cancelled before its answer is ready
+    /// gets none: `reply` is dropped uncalled.
+    pub(crate) fn serve_with(
+        me: &Arc<Self>,
+        scope: u64,
+        id: Id,
+        method: &str,
+        params: &Value,
+        reply: Box<dyn FnOnce(String) + Send>,
+    ) -> Option<String> {
+        if let Some(line) = me.snapshot_line(&id, method, params) {
+            return Some(line);
+        }
         let inline =
             method != "tools/call" || called_tool(params).is_none_or(|tool| tool == Tool::Snapshot);
         if inline {
             return Some(me.answer(&id, method, params, &CancelToken::new()));
         }
-        let slot = match me.pool.admit(id.key()) {
+        let slot = match me.pool.admit((scope, id.key())) {
             Ok(slot) => slot,
             Err(Refused::Duplicate) => {
                 return Some(rpc::error(
@@ -102,7 +132,7 @@ impl Inner {
                 ));
             }
         };
-        let (worker, done) = (Arc::clone(me), Arc::clone(me));
+        let worker = Arc::clone(me);
         let (method, params) = (method.to_string(), params.clone());
         let (job_id, reply_id) = (id.clone(), id.clone());
         let ran = me.pool.run(
@@ -118,8 +148,8 @@ impl Inner {
                 });
                 if slot.release() {
                     log::debug!("request {reply_id} was cancelled: no response");
-                } else if let Some(w) = done.writer.load_full() {
-                    w.send_line(line);
+                } else {
+                    reply(line);
                 }
             },
         );

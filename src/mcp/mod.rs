@@ -46,6 +46,7 @@ mod browser;
 mod dispatch;
 mod fast_path;
 mod handlers;
+pub mod http;
 mod notify;
 mod pool;
 mod rpc;
@@ -86,8 +87,20 @@ pub struct McpServer {
     inner: Arc<Inner>,
 }
 
+/// Which transport a server serves, which decides how calls name their task (SPEC §15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// One client: a call without `task_id` is about the task `default`.
+    Stdio,
+    /// Several clients: `browser_connect` without `task_id` creates a task with a fresh,
+    /// unguessable id, and every other tool needs a `task_id` (`handlers`).
+    Http,
+}
+
 /// What the reading thread, the workers and the watchers share.
 pub(crate) struct Inner {
+    /// Set at construction, never changed.
+    transport: Transport,
     registry: Arc<SupervisorRegistry>,
     browser: BrowserSlot,
     notifier: Arc<Notifier>,
@@ -108,6 +121,7 @@ pub(crate) struct Inner {
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
+            .field("transport", &self.transport)
             .field("registry", &self.registry)
             .field("browser", &self.browser)
             .field("pool", &self.pool)
@@ -124,8 +138,14 @@ pub fn tool_list() -> Value {
 impl McpServer {
     /// A server with its own registry.
     pub fn new(config: Config) -> McpServer {
+        McpServer::for_transport(config, Transport::Stdio)
+    }
+
+    /// A server with its own registry that names tasks by the rule of `transport`.
+    pub(crate) fn for_transport(config: Config, transport: Transport) -> McpServer {
         McpServer {
             inner: Arc::new(Inner {
+                transport,
                 registry: Arc::new(SupervisorRegistry::new(config)),
                 browser: BrowserSlot::default(),
                 notifier: Arc::new(Notifier::new()),
@@ -178,12 +198,11 @@ impl McpServer {
                     }
                     Some(Incoming::Notification {
                         method, request_id, ..
-                    }) => self.inner.notification(&method, request_id.as_ref()),
+                    }) => self
+                        .inner
+                        .notification(pool::STDIO, &method, request_id.as_ref()),
                     Some(Incoming::Request { id, method, params }) => {
-                        if let Some(line) = self.inner.snapshot_line(&id, &method, &params) {
-                            writer.send_line(line);
-                        } else if let Some(answer) = Inner::serve(&self.inner, id, &method, &params)
-                        {
+                        if let Some(answer) = Inner::serve(&self.inner, id, &method, &params) {
                             writer.send_line(answer);
                         }
                     }
@@ -212,7 +231,8 @@ impl McpServer {
             Incoming::Notification {
                 method, request_id, ..
             } => {
-                self.inner.notification(&method, request_id.as_ref());
+                self.inner
+                    .notification(pool::STDIO, &method, request_id.as_ref());
                 None
             }
             Incoming::Request { id, method, params } => {
