@@ -45,6 +45,8 @@
 
 mod access;
 mod route;
+#[cfg(all(test, feature = "fake-browser"))]
+mod tests;
 mod wire;
 
 use std::collections::HashMap;
@@ -421,57 +423,5 @@ fn accept_loop(sh: &Arc<Shared>, listener: &TcpListener) {
                 .remove(&n);
             sh.open.fetch_sub(1, Ordering::AcqRel);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses_default_to_loopback_and_port_8737() {
-        assert_eq!(resolve("9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
-        assert_eq!(
-            resolve("127.0.0.1").unwrap(),
-            "127.0.0.1:8737".parse().unwrap()
-        );
-        assert_eq!(resolve("[::1]").unwrap(), "[::1]:8737".parse().unwrap());
-        assert_eq!(resolve("[::1]:7").unwrap(), "[::1]:7".parse().unwrap());
-        assert!(resolve(DEFAULT_ADDR).unwrap().ip().is_loopback());
-        assert!(resolve("localhost:1").unwrap().ip().is_loopback());
-        let e = resolve("no such host name.invalid:1").unwrap_err();
-        assert!(e.to_string().contains("mcp --http"), "{e}");
-    }
-
-    #[test]
-    fn a_public_address_without_a_token_refuses_to_start() {
-        let e = HttpServer::start(
-            Config::default(),
-            HttpOptions::default().with_addr("0.0.0.0:0"),
-        )
-        .unwrap_err();
-        let t = e.to_string();
-        assert!(
-            t.contains("without a token") && t.contains(TOKEN_ENV),
-            "{t}"
-        );
-        let e = HttpServer::start(
-            Config::default(),
-            HttpOptions::default()
-                .with_addr("127.0.0.1:0")
-                .with_token(Some(String::new())),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("empty"), "{e}");
-        // With a token it starts, and Debug never shows the token.
-        let server = HttpServer::start(
-            Config::default(),
-            HttpOptions::default()
-                .with_addr("0.0.0.0:0")
-                .with_token(Some("tok-123".into())),
-        )
-        .expect("a token allows a public address");
-        assert!(!format!("{server:?}").contains("tok-123"));
-        server.shutdown();
     }
 }
