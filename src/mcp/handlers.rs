@@ -1,5 +1,5 @@
-//! The server's part of the tools: the MCP server is a tool-table `Host` (`tools::table`) that
-//! runs `browser_connect` and `browser_disconnect` itself (they launch the server's browser and
+//! The server's part of the tools: as a tool-table `Host` (`exchange::Served`, `tools::table`)
+//! the MCP server runs `browser_connect` and `browser_disconnect` itself (they launch the server's browser and
 //! watch supervisors) and waits, after a `browser_cdp` `Browser.close` of its launched browser,
 //! for that browser to be gone. Everything else, argument checks and the dialog status included,
 //! is the table's.
@@ -15,20 +15,17 @@ use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
 use crate::redact::redact_url;
-use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
-use crate::tools::table::{Host, Tool};
+use crate::tools::table::Tool;
 use crate::tools::{check_args, failure, opt_str, shown};
 
 /// How long `Browser.close` on the launched browser waits for its exit.
 const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
 
-impl Host for Inner {
-    fn registry(&self) -> &SupervisorRegistry {
-        &self.registry
-    }
-
-    fn run(
+impl Inner {
+    /// Runs `tool` for `task` when the server runs it itself ([`Host::run`]): `None` for the
+    /// tools the table's handler runs alone.
+    pub(super) fn run_tool(
         &self,
         tool: Tool,
         task: &str,

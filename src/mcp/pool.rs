@@ -168,6 +168,11 @@ impl Pool {
         })
     }
 
+    /// Whether the request `key` is in flight.
+    pub(crate) fn contains(&self, key: &IdKey) -> bool {
+        lock(&self.in_flight).contains_key(key)
+    }
+
     /// Cancels the request `key` if it is in flight; true when it was.
     pub(crate) fn cancel(&self, key: &IdKey) -> bool {
         let map = lock(&self.in_flight);
