@@ -178,6 +178,11 @@ impl Pool {
         })
     }
 
+    /// Whether the request `key` is in flight.
+    pub(crate) fn contains(&self, key: &Key) -> bool {
+        lock(&self.in_flight).contains_key(key)
+    }
+
     /// Cancels the request `key` if it is in flight; true when it was.
     pub(crate) fn cancel(&self, key: &Key) -> bool {
         let map = lock(&self.in_flight);
@@ -187,6 +192,15 @@ impl Pool {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Cancels every request in flight of `channel` (an HTTP session that ended).
+    pub(crate) fn cancel_channel(&self, channel: u64) {
+        for ((c, _), token) in lock(&self.in_flight).iter() {
+            if *c == channel {
+                token.cancel();
+            }
         }
     }
 

@@ -282,8 +282,7 @@ pub(crate) trait Host {
     /// creates a task with a fresh id and every other tool needs one, SPEC §15: the MCP server
     /// overrides this there, in `mcp::handlers`.)
     fn task_id<'a>(&self, tool: Tool, args: &'a Value) -> Result<Cow<'a, str>, Value> {
-        let _ = tool;
-        task_or_default(args)
+        default_task_id(tool, args)
     }
 
     /// Runs `tool` for `task` when this host runs it itself: the tools only a server can run,
@@ -299,6 +298,13 @@ pub(crate) trait Host {
         let _ = (tool, task, args, cancel);
         None
     }
+}
+
+/// The task of a call by the default rule ([`Host::task_id`]): `task_id`, `"default"` when
+/// absent or null.
+pub(crate) fn default_task_id(tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
+    let _ = tool;
+    task_or_default(args)
 }
 
 /// Runs one call of `tool` as every transport does (SPEC §10): the arguments must be an object,

@@ -56,7 +56,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{McpServer, Transport};
+use super::McpServer;
 use crate::config::Config;
 use crate::error::Error;
 use route::Sessions;
@@ -216,16 +216,17 @@ struct Shared {
     next_conn: AtomicU64,
     /// Connections open (the acceptor's bound).
     open: AtomicUsize,
-    /// The next pool scope (`pool::Key`); 0 is stdio's.
-    next_scope: AtomicU64,
+    /// The next channel (`exchange::Exchange::channel`, the first half of a `pool::Key`): one
+    /// per legacy session and per stateless request; 0 is stdio's.
+    next_channel: AtomicU64,
     /// True once shutdown is done; `wait` waits for it.
     stopped: Mutex<bool>,
     stopped_cv: Condvar,
 }
 
 impl Shared {
-    fn scope(&self) -> u64 {
-        self.next_scope.fetch_add(1, Ordering::Relaxed)
+    fn channel(&self) -> u64 {
+        self.next_channel.fetch_add(1, Ordering::Relaxed)
     }
 }
 
@@ -257,7 +258,7 @@ impl HttpServer {
             .map_err(|e| Error::Io(format!("the MCP listener's address: {e}")))?;
         let access = access::Access::new(addr, &config.allowed_hosts, options.token.as_deref());
         let shared = Arc::new(Shared {
-            mcp: McpServer::for_transport(config, Transport::Http),
+            mcp: McpServer::new(config),
             addr,
             options,
             access,
@@ -266,7 +267,7 @@ impl HttpServer {
             conns: Mutex::new(HashMap::new()),
             next_conn: AtomicU64::new(0),
             open: AtomicUsize::new(0),
-            next_scope: AtomicU64::new(1),
+            next_channel: AtomicU64::new(1),
             stopped: Mutex::new(false),
             stopped_cv: Condvar::new(),
         });
@@ -340,6 +341,8 @@ impl HttpServer {
                 a => a,
             };
             let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(200));
+            // Listen streams end with their response while their connections still take it.
+            sh.mcp.inner.notifier.close();
             for conn in sh.conns.lock().unwrap_or_else(|e| e.into_inner()).values() {
                 let _ = conn.shutdown(Shutdown::Both);
             }
@@ -377,7 +380,7 @@ fn accept_loop(sh: &Arc<Shared>, listener: &TcpListener) {
         };
         if sh.open.load(Ordering::Acquire) >= sh.options.max_connections {
             let mut s = stream;
-            let answer = wire::Answer::json(
+            let answer = wire::Response::json(
                 503,
                 route::error_body(
                     None,

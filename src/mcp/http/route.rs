@@ -4,25 +4,35 @@
 //!
 //! * **POST** carries one JSON-RPC message (`Content-Type: application/json`, else 415). Its era
 //!   is read from the message itself:
-//!   - a request whose `params._meta` names a protocol version (2026-07-28 and later) is
-//!     served statelessly: its mirrored headers must match the body (`MCP-Protocol-Version` =
-//!     the `_meta` version, `Mcp-Method` = the method, `Mcp-Name` = `params.name` for
-//!     `tools/call`; else 400 with `HeaderMismatch`, -32020), an `Mcp-Session-Id` is ignored, and
-//!     the answer's JSON-RPC error, if any, picks the status (-32601: 404; the envelope,
-//!     params, header and version errors: 400; otherwise 200), as the 2026-07-28 transport says;
+//!   - a request whose `params._meta` names a protocol version (2026-07-28 and later), or that
+//!     sends a 2026-07-28 `MCP-Protocol-Version` header, is served statelessly: its mirrored
+//!     headers must match the body (`MCP-Protocol-Version` = the `_meta` version, `Mcp-Method`
+//!     = the method, `Mcp-Name` = `params.name` for `tools/call`; else 400 with
+//!     `HeaderMismatch`, -32020), an `Mcp-Session-Id` is ignored, and the answer's JSON-RPC
+//!     error, if any, picks the status (-32601: 404; the envelope, params, header and version
+//!     errors: 400; otherwise 200), as the 2026-07-28 transport says. The answer is one JSON
+//!     body, or an SSE stream when notifications precede it (request-scoped logs the request
+//!     asked for with `_meta["io.modelcontextprotocol/logLevel"]`). A `subscriptions/listen`
+//!     request's answer is an SSE stream that stays open: its acknowledgement, then
+//!     `notifications/resources/updated` of the tasks it names, until the client closes the
+//!     connection (that ends the stream) or the server shuts down (that ends it with its
+//!     response);
 //!   - `initialize` without `_meta` starts a 2025-11-25 (or older) session: the answer carries
 //!     a fresh `Mcp-Session-Id` (128 random bits), and every later request of that client must
 //!     send it (unknown: 404, so the client initializes again; absent: 400). Its
 //!     `MCP-Protocol-Version`, when sent, must be the session's version (else 400). A session's
-//!     requests share a pool scope, so its `notifications/cancelled` finds them;
+//!     requests share a channel (`exchange::Exchange::channel`), so its
+//!     `notifications/cancelled` finds them;
 //!   - a notification (or a client's response) is accepted with 202.
 //! * **GET** is 405: this server offers no standalone stream (2025-11-25 allows that; 2026-07-28
 //!   has no GET at all). Dialog events still reach the agent in every tool result.
-//! * **DELETE** with an `Mcp-Session-Id` ends that session (200; unknown: 404).
+//! * **DELETE** with an `Mcp-Session-Id` ends that session (200; unknown: 404) and cancels its
+//!   calls in flight.
 //!
 //! A request answered at once is written by the connection's thread; a tool call that runs on
 //! a worker is written by the worker, while the connection's thread watches for the client
-//! going away (module doc of `http`).
+//! going away (module doc of `http`). Everything a request needs of the protocol goes through
+//! the seam of `exchange`: an [`Exchange`] in, an [`Answer`] out.
 
 use std::collections::HashMap;
 use std::net::TcpStream;
@@ -33,18 +43,14 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::wire::{self, Answer, Head, Next, Reader};
+use super::wire::{self, Head, Next, Reader, Response};
 use super::{ENDPOINT, Shared, random_hex};
 use crate::mcp::dispatch::unreadable;
+use crate::mcp::exchange::{Answer, Exchange, LegacySession, Sink, Transport};
 use crate::mcp::pool::Key;
+use crate::mcp::protocol::meta::PROTOCOL_VERSION as META_VERSION;
 use crate::mcp::rpc::{self, Id, Incoming};
-use crate::mcp::{Inner, MAX_LINE, PROTOCOL_VERSIONS};
-
-/// Protocol versions served statelessly (`_meta` on every request).
-const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
-
-/// The `_meta` key of a request's protocol version.
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+use crate::mcp::{Inner, LEGACY_VERSIONS, MAX_LINE, MODERN_VERSIONS};
 
 /// HeaderMismatch (2026-07-28).
 const HEADER_MISMATCH: i64 = -32020;
@@ -58,21 +64,22 @@ pub(super) fn error_body(id: Option<&Id>, code: i64, message: &str) -> String {
     rpc::error(id, code, message)
 }
 
-/// The connection's writing half, shared by its thread and the worker answering its call.
+/// The connection's writing half, shared by its thread, the worker answering its call and the
+/// notifier writing to its event stream.
 type Out = Arc<Mutex<TcpStream>>;
 
 fn send(out: &Out, bytes: &[u8]) -> bool {
     let mut s = out.lock().unwrap_or_else(|e| e.into_inner());
-    wire::write_all(&mut s, bytes).is_ok()
+    wire::write_all(&mut s, bytes, wire::WRITE_TIMEOUT).is_ok()
 }
 
 /// One legacy (2025-11-25 and older) session.
 #[derive(Debug)]
 struct Session {
-    /// Its pool scope.
-    scope: u64,
-    /// The version `initialize` settled on.
-    version: String,
+    /// Its channel: its requests' pool keys, its cancellations.
+    channel: u64,
+    /// What `initialize` negotiated and `logging/setLevel` set.
+    legacy: Arc<LegacySession>,
     used: Instant,
 }
 
@@ -83,7 +90,7 @@ pub(super) struct Sessions {
 }
 
 impl Sessions {
-    fn create(&self, scope: u64, version: String) -> Result<String, String> {
+    fn create(&self, channel: u64, legacy: Arc<LegacySession>) -> Result<String, String> {
         let id = random_hex(16)?;
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_SESSIONS
@@ -97,44 +104,50 @@ impl Sessions {
         map.insert(
             id.clone(),
             Session {
-                scope,
-                version,
+                channel,
+                legacy,
                 used: Instant::now(),
             },
         );
         Ok(id)
     }
 
-    /// The session's scope and version (and it counts as used now).
-    fn get(&self, id: &str) -> Option<(u64, String)> {
+    /// The session's channel and state (and it counts as used now).
+    fn get(&self, id: &str) -> Option<(u64, Arc<LegacySession>)> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let s = map.get_mut(id)?;
         s.used = Instant::now();
-        Some((s.scope, s.version.clone()))
+        Some((s.channel, Arc::clone(&s.legacy)))
     }
 
-    fn remove(&self, id: &str) -> bool {
+    /// Ends the session; its channel when it existed.
+    fn remove(&self, id: &str) -> Option<u64> {
         self.map
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id)
-            .is_some()
+            .map(|s| s.channel)
     }
 }
 
 /// What a request comes to.
 enum Outcome {
-    /// This answer, now. `close`: the connection ends after it (the request's body was not
+    /// This response, now. `close`: the connection ends after it (the request's body was not
     /// read, or the client asked).
-    Now { answer: Answer, close: bool },
+    Now { response: Response, close: bool },
+    /// This answer of the protocol, now (a JSON body or an SSE stream).
+    Answered { answer: Answer, modern: bool },
     /// A worker runs the call and writes its answer; `done` says when (disconnected: no answer
     /// was written, the call was cancelled). The client's leaving cancels `key`.
     Later { key: Key, done: Receiver<bool> },
+    /// A `subscriptions/listen` stream is open on the connection, on `channel`; `ended` says
+    /// when the server ended it (true: with its response, the connection may go on).
+    Stream { channel: u64, ended: Receiver<bool> },
 }
 
-fn now(answer: Answer) -> Outcome {
+fn now(response: Response) -> Outcome {
     Outcome::Now {
-        answer,
+        response,
         close: false,
     }
 }
@@ -155,27 +168,57 @@ pub(super) fn serve_connection(sh: &Arc<Shared>, stream: TcpStream) {
             Err(e) => {
                 log::debug!("MCP over HTTP: {}", e.why);
                 if let Some(status) = e.status {
-                    let answer = Answer::json(status, error_body(None, -32600, e.why));
-                    send(&out, &answer.bytes(false));
+                    let response = Response::json(status, error_body(None, -32600, e.why));
+                    send(&out, &response.bytes(false));
                 }
                 return;
             }
         };
         let keep_alive = head.keep_alive();
-        match handle(sh, &head, &mut reader, &out, keep_alive) {
-            Outcome::Now { answer, close } => {
+        let go_on = match handle(sh, &head, &mut reader, &out, keep_alive) {
+            Outcome::Now { response, close } => {
                 let keep = keep_alive && !close;
-                if !send(&out, &answer.bytes(keep)) || !keep {
-                    return;
-                }
+                send(&out, &response.bytes(keep)) && keep
+            }
+            Outcome::Answered { answer, modern } => {
+                write_answer(&out, answer, modern, keep_alive) && keep_alive
             }
             Outcome::Later { key, done } => {
-                if !wait_for_answer(sh, &mut reader, &key, &done) || !keep_alive {
-                    return;
-                }
+                wait_for_answer(sh, &mut reader, &key, &done) && keep_alive
             }
+            Outcome::Stream { channel, ended } => {
+                follow_stream(sh, &mut reader, channel, &ended) && keep_alive
+            }
+        };
+        if !go_on {
+            return;
         }
     }
+}
+
+/// Writes a protocol answer: a JSON body when nothing precedes the response, else an SSE
+/// stream of the notifications then the response. The status of a 2026-07-28 JSON answer
+/// follows its error code (`modern_status`). False when the write failed.
+fn write_answer(out: &Out, answer: Answer, modern: bool, keep_alive: bool) -> bool {
+    let Some(line) = answer.line else {
+        // Only an open listen stream has no line, and it never comes here.
+        return false;
+    };
+    if answer.before.is_empty() {
+        let status = if modern { modern_status(&line) } else { 200 };
+        return send(out, &Response::json(status, line).bytes(keep_alive));
+    }
+    let mut headers = Vec::new();
+    if !keep_alive {
+        headers.push(("Connection", "close".to_string()));
+    }
+    let mut bytes = wire::sse_head(&headers);
+    for n in &answer.before {
+        bytes.extend(wire::sse_event(n));
+    }
+    bytes.extend(wire::sse_event(&line));
+    bytes.extend_from_slice(wire::LAST_CHUNK);
+    send(out, &bytes)
 }
 
 /// Waits for a worker's answer while watching the client: true when the answer was written
@@ -206,6 +249,74 @@ fn wait_for_answer(sh: &Shared, reader: &mut Reader, key: &Key, done: &Receiver<
     }
 }
 
+/// Keeps a `subscriptions/listen` stream open while watching the client: true when the server
+/// ended it with its response and the connection may go on; false when it must close (the
+/// client left or sent more on it, which ends the stream without a response).
+fn follow_stream(sh: &Shared, reader: &mut Reader, channel: u64, ended: &Receiver<bool>) -> bool {
+    loop {
+        match ended.try_recv() {
+            Ok(graceful) => return graceful,
+            Err(TryRecvError::Disconnected) => return false,
+            Err(TryRecvError::Empty) => {}
+        }
+        match reader.watch(sh.options.idle_timeout) {
+            Err(e) if wire::timed_out(&e) => {}
+            // Closed, failed, or a next request that cannot be answered behind an endless one.
+            _ => {
+                sh.mcp.inner.notifier.listens().drop_channel(channel);
+                return ended.try_recv().unwrap_or(false);
+            }
+        }
+    }
+}
+
+/// The SSE stream of one `subscriptions/listen` POST: its head goes out with the first frame
+/// (the acknowledgement); a response line (the graceful end) closes it.
+struct StreamSink {
+    out: Out,
+    keep_alive: bool,
+    /// Whether the head is out, and whether the stream has ended.
+    state: Mutex<(bool, bool)>,
+    /// Told once when the stream ends: true with its response, false when a write failed.
+    ended: Sender<bool>,
+}
+
+impl Sink for StreamSink {
+    fn send_line(&self, line: String) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (started, ended) = &mut *state;
+        if *ended {
+            return false;
+        }
+        let mut bytes = Vec::new();
+        if !*started {
+            let mut headers = Vec::new();
+            if !self.keep_alive {
+                headers.push(("Connection", "close".to_string()));
+            }
+            bytes = wire::sse_head(&headers);
+            *started = true;
+        }
+        bytes.extend(wire::sse_event(&line));
+        // A message without a method is the stream's own response: its end.
+        let response = serde_json::from_str::<Value>(&line)
+            .ok()
+            .is_some_and(|v| v.get("method").is_none());
+        if response {
+            bytes.extend_from_slice(wire::LAST_CHUNK);
+        }
+        let written = {
+            let mut s = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            wire::write_all(&mut s, &bytes, wire::STREAM_WRITE_TIMEOUT).is_ok()
+        };
+        if response || !written {
+            *ended = true;
+            let _ = self.ended.try_send(written && response);
+        }
+        written
+    }
+}
+
 /// Whether the request has a body that was not read (then the connection must close).
 fn has_body(head: &Head) -> bool {
     head.header("transfer-encoding").is_some()
@@ -214,10 +325,10 @@ fn has_body(head: &Head) -> bool {
             .is_some_and(|l| l.parse::<u64>() != Ok(0))
 }
 
-/// An answer decided from the head alone: the connection closes when a body is left unread.
-fn before_body(head: &Head, answer: Answer) -> Outcome {
+/// A response decided from the head alone: the connection closes when a body is left unread.
+fn before_body(head: &Head, response: Response) -> Outcome {
     Outcome::Now {
-        answer,
+        response,
         close: has_body(head),
     }
 }
@@ -236,28 +347,28 @@ fn handle(
             head.path,
             refusal.message()
         );
-        let mut answer = Answer::json(
+        let mut response = Response::json(
             refusal.status(),
             error_body(None, -32600, refusal.message()),
         );
         if matches!(refusal, super::access::Refusal::Unauthorized { wrong } if !wrong) {
-            answer = answer.with("WWW-Authenticate", "Bearer realm=\"cdp-supervisor\"");
+            response = response.with("WWW-Authenticate", "Bearer realm=\"cdp-supervisor\"");
         } else if matches!(refusal, super::access::Refusal::Unauthorized { .. }) {
-            answer = answer.with(
+            response = response.with(
                 "WWW-Authenticate",
                 "Bearer realm=\"cdp-supervisor\", error=\"invalid_token\"",
             );
         }
         // Nothing of a refused request is read further.
         return Outcome::Now {
-            answer,
+            response,
             close: true,
         };
     }
     if head.path != ENDPOINT {
         return before_body(
             head,
-            Answer::json(
+            Response::json(
                 404,
                 error_body(
                     None,
@@ -272,7 +383,7 @@ fn handle(
         "DELETE" => before_body(head, delete(sh, head)),
         _ => before_body(
             head,
-            Answer::json(
+            Response::json(
                 405,
                 error_body(
                     None,
@@ -286,14 +397,19 @@ fn handle(
     }
 }
 
-fn delete(sh: &Shared, head: &Head) -> Answer {
+fn delete(sh: &Shared, head: &Head) -> Response {
     match head.text("mcp-session-id") {
-        None => Answer::json(
+        None => Response::json(
             400,
             error_body(None, -32600, "bad request: DELETE needs an Mcp-Session-Id"),
         ),
-        Some(id) if sh.sessions.remove(id) => Answer::empty(200),
-        Some(_) => Answer::json(404, error_body(None, -32600, "no such session")),
+        Some(id) => match sh.sessions.remove(id) {
+            Some(channel) => {
+                sh.mcp.inner.pool.cancel_channel(channel);
+                Response::empty(200)
+            }
+            None => Response::json(404, error_body(None, -32600, "no such session")),
+        },
     }
 }
 
@@ -330,7 +446,7 @@ fn post(
     if !json {
         return before_body(
             head,
-            Answer::json(
+            Response::json(
                 415,
                 error_body(
                     None,
@@ -343,7 +459,7 @@ fn post(
     if !accepts_ours(head) {
         return before_body(
             head,
-            Answer::json(
+            Response::json(
                 406,
                 error_body(
                     None,
@@ -363,16 +479,16 @@ fn post(
         Ok(b) => b,
         Err(e) => {
             log::debug!("MCP over HTTP: {}", e.why);
-            let answer = Answer::json(e.status.unwrap_or(400), error_body(None, -32600, e.why));
+            let response = Response::json(e.status.unwrap_or(400), error_body(None, -32600, e.why));
             return Outcome::Now {
-                answer,
+                response,
                 close: true,
             };
         }
     };
     let session = head.text("mcp-session-id");
     match rpc::classify(&body) {
-        None => now(Answer::json(
+        None => now(Response::json(
             400,
             error_body(
                 None,
@@ -380,22 +496,22 @@ fn post(
                 "parse error: the body is empty",
             ),
         )),
-        Some(Incoming::Invalid(answer)) => now(Answer::json(400, answer)),
-        Some(Incoming::Response) => now(Answer::empty(202)),
+        Some(Incoming::Invalid(answer)) => now(Response::json(400, answer)),
+        Some(Incoming::Response) => now(Response::empty(202)),
         Some(Incoming::Notification {
             method, request_id, ..
         }) => {
             if let Some(id) = session {
                 match sh.sessions.get(id) {
-                    Some((scope, _)) => {
+                    Some((channel, _)) => {
                         sh.mcp
                             .inner
-                            .notification(scope, &method, request_id.as_ref())
+                            .notification(channel, &method, request_id.as_ref())
                     }
                     None => return now(no_session(None)),
                 }
             }
-            now(Answer::empty(202))
+            now(Response::empty(202))
         }
         Some(Incoming::Unreadable { id, method, why }) => {
             let line = unreadable(&id, &method, &why);
@@ -404,7 +520,7 @@ fn post(
             } else {
                 modern_status(&line)
             };
-            now(Answer::json(status, line))
+            now(Response::json(status, line))
         }
         Some(Incoming::Request { id, method, params }) => {
             request(sh, head, out, keep_alive, id, &method, &params)
@@ -412,8 +528,8 @@ fn post(
     }
 }
 
-fn no_session(id: Option<&Id>) -> Answer {
-    Answer::json(
+fn no_session(id: Option<&Id>) -> Response {
+    Response::json(
         404,
         error_body(
             id,
@@ -439,11 +555,16 @@ fn request(
     params: &Value,
 ) -> Outcome {
     let header_version = head.text("mcp-protocol-version");
+    let session = head.text("mcp-session-id");
+    if method == "initialize" && session.is_none() {
+        // The handshake is always legacy (`protocol`), whatever the headers say.
+        return initialize(sh, id, params);
+    }
     let stateless = meta_version(params).is_some()
         || header_version.is_some_and(|v| MODERN_VERSIONS.contains(&v));
     if stateless {
         if let Err(why) = mirrored_headers_match(head, method, params) {
-            return now(Answer::json(
+            return now(Response::json(
                 400,
                 error_body(
                     Some(&id),
@@ -452,17 +573,41 @@ fn request(
                 ),
             ));
         }
-        let scope = sh.scope();
-        return dispatch(sh, out, keep_alive, scope, id, method, params, true);
+        if meta_version(params).is_none() {
+            // A 2026-07-28 header on a body without the envelope: not a request of any era.
+            return now(Response::json(
+                400,
+                error_body(
+                    Some(&id),
+                    rpc::code::INVALID_PARAMS,
+                    &format!(
+                        "invalid params: a {} request carries params._meta[\"{META_VERSION}\"] \
+                         and params._meta[\"io.modelcontextprotocol/clientCapabilities\"]",
+                        MODERN_VERSIONS[0]
+                    ),
+                ),
+            ));
+        }
+        let x = Exchange {
+            transport: Transport::Http,
+            channel: sh.channel(),
+            legacy: None,
+            stream: None,
+        };
+        if method == "subscriptions/listen" {
+            return listen(sh, out, keep_alive, x, id, params);
+        }
+        return dispatch(sh, out, keep_alive, x, id, method, params, true);
     }
-    if let Some(sid) = head.text("mcp-session-id") {
-        let Some((scope, version)) = sh.sessions.get(sid) else {
+    if let Some(sid) = session {
+        let Some((channel, legacy)) = sh.sessions.get(sid) else {
             return now(no_session(Some(&id)));
         };
+        let version = legacy.version().unwrap_or(LEGACY_VERSIONS[0]);
         if let Some(v) = header_version
             && v != version
         {
-            return now(Answer::json(
+            return now(Response::json(
                 400,
                 error_body(
                     Some(&id),
@@ -473,12 +618,17 @@ fn request(
                 ),
             ));
         }
-        return dispatch(sh, out, keep_alive, scope, id, method, params, false);
+        // No stream: this server keeps no standalone stream (GET is 405), and a session's
+        // notifications/message would carry every task's events to every session.
+        let x = Exchange {
+            transport: Transport::Http,
+            channel,
+            legacy: Some(legacy),
+            stream: None,
+        };
+        return dispatch(sh, out, keep_alive, x, id, method, params, false);
     }
-    if method == "initialize" {
-        return initialize(sh, id, params);
-    }
-    now(Answer::json(
+    now(Response::json(
         400,
         error_body(
             Some(&id),
@@ -487,7 +637,7 @@ fn request(
                 "bad request: no Mcp-Session-Id: send initialize first (MCP {}), or send \
                  MCP {} requests with params._meta[\"{META_VERSION}\"] and the \
                  MCP-Protocol-Version header",
-                PROTOCOL_VERSIONS[0], MODERN_VERSIONS[0]
+                LEGACY_VERSIONS[0], MODERN_VERSIONS[0]
             ),
         ),
     ))
@@ -495,27 +645,67 @@ fn request(
 
 /// A legacy `initialize`: answered at once; a successful one starts a session.
 fn initialize(sh: &Arc<Shared>, id: Id, params: &Value) -> Outcome {
-    let scope = sh.scope();
-    let line = sh.mcp.inner.answer(
+    let legacy = Arc::new(LegacySession::default());
+    let x = Exchange {
+        transport: Transport::Http,
+        channel: sh.channel(),
+        legacy: Some(Arc::clone(&legacy)),
+        stream: None,
+    };
+    let answer = sh.mcp.inner.answer(
         &id,
         "initialize",
         params,
+        &x,
         &crate::cancel::CancelToken::new(),
     );
-    let version = serde_json::from_str::<Value>(&line).ok().and_then(|v| {
-        v.pointer("/result/protocolVersion")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    });
-    let Some(version) = version else {
-        return now(Answer::json(200, line));
-    };
-    match sh.sessions.create(scope, version) {
-        Ok(session) => now(Answer::json(200, line).with("Mcp-Session-Id", session)),
-        Err(why) => now(Answer::json(
+    let line = answer.line.unwrap_or_default();
+    if legacy.version().is_none() {
+        return now(Response::json(200, line));
+    }
+    match sh.sessions.create(x.channel, legacy) {
+        Ok(session) => now(Response::json(200, line).with("Mcp-Session-Id", session)),
+        Err(why) => now(Response::json(
             500,
             error_body(Some(&id), -32603, &format!("cannot start a session: {why}")),
         )),
+    }
+}
+
+/// Opens a `subscriptions/listen` stream on this POST's connection.
+fn listen(
+    sh: &Arc<Shared>,
+    out: &Out,
+    keep_alive: bool,
+    mut x: Exchange,
+    id: Id,
+    params: &Value,
+) -> Outcome {
+    let (tx, ended) = bounded(1);
+    let sink = Arc::new(StreamSink {
+        out: Arc::clone(out),
+        keep_alive,
+        state: Mutex::new((false, false)),
+        ended: tx,
+    });
+    x.stream = Some(Arc::clone(&sink) as Arc<dyn Sink>);
+    let answer = sh.mcp.inner.answer(
+        &id,
+        "subscriptions/listen",
+        params,
+        &x,
+        &crate::cancel::CancelToken::new(),
+    );
+    if answer.line.is_some() {
+        // Refused (a bad filter, too many streams): a plain answer, nothing was streamed.
+        return Outcome::Answered {
+            answer,
+            modern: true,
+        };
+    }
+    Outcome::Stream {
+        channel: x.channel,
+        ended,
     }
 }
 
@@ -608,27 +798,24 @@ fn dispatch(
     sh: &Arc<Shared>,
     out: &Out,
     keep_alive: bool,
-    scope: u64,
+    x: Exchange,
     id: Id,
     method: &str,
     params: &Value,
-    stateless: bool,
+    modern: bool,
 ) -> Outcome {
     let (tx, rx) = bounded(1);
     let responder = Responder {
         out: Arc::clone(out),
         keep_alive,
-        stateless,
+        modern,
         done: tx,
     };
-    let key = (scope, id.key());
+    let key = (x.channel, id.key());
     let inner: &Arc<Inner> = &sh.mcp.inner;
-    let reply = Box::new(move |line: String| responder.answer(line));
-    match Inner::serve_with(inner, scope, id, method, params, reply) {
-        Some(line) => {
-            let status = if stateless { modern_status(&line) } else { 200 };
-            now(Answer::json(status, line))
-        }
+    let reply = Box::new(move |answer: Answer| responder.answer(answer));
+    match Inner::serve_with(inner, id, method, params, &x, reply) {
+        Some(answer) => Outcome::Answered { answer, modern },
         None => Outcome::Later { key, done: rx },
     }
 }
@@ -637,23 +824,15 @@ fn dispatch(
 struct Responder {
     out: Out,
     keep_alive: bool,
-    stateless: bool,
+    modern: bool,
     /// Sent `true` once written (`false`: the write failed); dropped unsent when the call was
     /// cancelled.
     done: Sender<bool>,
 }
 
 impl Responder {
-    fn answer(self, line: String) {
-        let status = if self.stateless {
-            modern_status(&line)
-        } else {
-            200
-        };
-        let written = send(
-            &self.out,
-            &Answer::json(status, line).bytes(self.keep_alive),
-        );
+    fn answer(self, answer: Answer) {
+        let written = write_answer(&self.out, answer, self.modern, self.keep_alive);
         let _ = self.done.send(written);
     }
 }

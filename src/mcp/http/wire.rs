@@ -19,8 +19,11 @@ use crate::deadline::{Deadline, Left};
 pub(super) const MAX_HEAD: usize = 64 * 1024;
 /// Most header lines in a request.
 pub(super) const MAX_HEADERS: usize = 64;
-/// How long one write may make no progress before the connection is given up.
+/// How long one write of an answer may make no progress before the connection is given up.
 pub(super) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The same for a frame of an event stream (written under the lock of every stream, so
+/// shorter: a client that stops reading loses its stream instead of holding the others).
+pub(super) const STREAM_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A request's head: method, target and headers (names lowercase, values as sent).
 #[derive(Debug)]
@@ -372,16 +375,16 @@ fn reason(status: u16) -> &'static str {
 
 /// An answer: status, extra headers and a body (JSON unless empty).
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Answer {
+pub(super) struct Response {
     pub(super) status: u16,
     pub(super) headers: Vec<(&'static str, String)>,
     pub(super) body: String,
 }
 
-impl Answer {
+impl Response {
     /// An answer with a JSON body.
-    pub(super) fn json(status: u16, body: String) -> Answer {
-        Answer {
+    pub(super) fn json(status: u16, body: String) -> Response {
+        Response {
             status,
             headers: Vec::new(),
             body,
@@ -389,12 +392,12 @@ impl Answer {
     }
 
     /// An answer without a body.
-    pub(super) fn empty(status: u16) -> Answer {
-        Answer::json(status, String::new())
+    pub(super) fn empty(status: u16) -> Response {
+        Response::json(status, String::new())
     }
 
     /// The same answer with one more header.
-    pub(super) fn with(mut self, name: &'static str, value: impl Into<String>) -> Answer {
+    pub(super) fn with(mut self, name: &'static str, value: impl Into<String>) -> Response {
         self.headers.push((name, value.into()));
         self
     }
@@ -421,9 +424,9 @@ impl Answer {
     }
 }
 
-/// Writes `bytes` whole, each write bounded by [`WRITE_TIMEOUT`].
-pub(super) fn write_all(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<()> {
-    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+/// Writes `bytes` whole, each write bounded by `timeout` without progress.
+pub(super) fn write_all(stream: &mut TcpStream, bytes: &[u8], timeout: Duration) -> io::Result<()> {
+    stream.set_write_timeout(Some(timeout))?;
     stream.write_all(bytes)?;
     stream.flush()
 }
@@ -575,7 +578,7 @@ mod tests {
 
     #[test]
     fn answers_are_framed() {
-        let a = Answer::json(200, "{}".into()).with("Mcp-Session-Id", "abc");
+        let a = Response::json(200, "{}".into()).with("Mcp-Session-Id", "abc");
         let text = String::from_utf8(a.bytes(false)).unwrap();
         assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
         assert!(text.contains("Mcp-Session-Id: abc\r\n"));
