@@ -5,7 +5,7 @@
 //!
 //! | method | legacy (no envelope) | 2026-07-28 |
 //! |---|---|---|
-//! | `initialize` | the handshake | (always legacy) |
+//! | `initialize` | the handshake | `-32601`: removed in 2026-07-28 (legacy if its envelope is broken) |
 //! | `ping`, `logging/setLevel` | answered | `-32601`: removed in 2026-07-28 |
 //! | `server/discover` | `-32602`: needs the envelope | versions, capabilities, server info, instructions |
 //! | `tools/list` | the tools | the tools, in the table's fixed order, with cache hints |
@@ -58,10 +58,12 @@ impl Inner {
         x: &Exchange,
         cancel: &CancelToken,
     ) -> Answer {
-        if method == "initialize" {
+        let era = protocol::era(params);
+        // The handshake is legacy; a 2026-07-28 request for it names a removed method.
+        if method == "initialize" && !matches!(era, Ok(Era::Modern(_))) {
             return Answer::line(self.initialize(id, params, x));
         }
-        match protocol::era(params) {
+        match era {
             Err(refused) => Answer::line(refused.line(id)),
             Ok(Era::Legacy) => self.legacy(id, method, params, x, cancel),
             Ok(Era::Modern(m)) => self.modern(id, method, params, m, x, cancel),

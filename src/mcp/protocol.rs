@@ -10,10 +10,11 @@
 //!   session (the stdio process, or an HTTP `Mcp-Session-Id`); requests carry no envelope.
 //!
 //! One process serves both, request by request (the spec lets a dual-era server serve both
-//! eras concurrently): a request is modern when its `_meta` names a protocol version, and
-//! `initialize` is always legacy (the handshake does not exist in 2026-07-28, even when a
-//! client stamps the envelope on it). A request without an envelope is served the legacy way,
-//! `initialize` or not, as before.
+//! eras concurrently): a request is modern when its `_meta` names a protocol version. The
+//! handshake does not exist in 2026-07-28: an `initialize` with a valid 2026-07-28 envelope is
+//! a removed method (`-32601`, as the official conformance suite checks); without one (or with
+//! a broken one) it is the legacy handshake. A request without an envelope is served the
+//! legacy way, `initialize` or not, as before.
 //!
 //! **Why 2024-11-05 is still offered.** The 2026-07-28 versioning page lets a dual-era server
 //! keep any handshake revision, and nothing we send breaks a 2024-11-05 client (the fields

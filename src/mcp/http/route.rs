@@ -556,8 +556,8 @@ fn request(
 ) -> Outcome {
     let header_version = head.text("mcp-protocol-version");
     let session = head.text("mcp-session-id");
-    if method == "initialize" && session.is_none() {
-        // The handshake is always legacy (`protocol`), whatever the headers say.
+    if method == "initialize" && session.is_none() && meta_version(params).is_none() {
+        // The handshake (with the 2026-07-28 envelope it is a removed method: `protocol`).
         return initialize(sh, id, params);
     }
     let stateless = meta_version(params).is_some()

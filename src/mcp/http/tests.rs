@@ -380,6 +380,14 @@ fn a_stateless_request_must_mirror_its_body_in_its_headers() {
     );
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(r.json()["result"]["isError"], true, "no such task: {r:?}");
+    // The handshake is no 2026-07-28 method: 404 with -32601, and no session.
+    let r = post_modern(&mut c, 9, "initialize", initialize()["params"].clone());
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (404, json!(-32601)),
+        "{r:?}"
+    );
+    assert!(r.header("mcp-session-id").is_none(), "{r:?}");
     // A session id on a stateless request is ignored.
     let r = c.post(
         &[
@@ -566,4 +574,196 @@ fn a_public_address_without_a_token_refuses_to_start() {
     .expect("a token allows a public address");
     assert!(!format!("{server:?}").contains("tok-123"));
     server.shutdown();
+}
+
+impl Client {
+    /// The head of the next answer (status and headers), its body left unread.
+    fn read_head(&mut self) -> (u16, HashMap<String, String>) {
+        let end = loop {
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i;
+            }
+            assert!(self.fill(), "the connection closed before a head");
+        };
+        let head = String::from_utf8(self.buf[..end].to_vec()).unwrap();
+        self.buf.drain(..end + 4);
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap()[9..12].parse().unwrap();
+        let headers = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+            .collect();
+        (status, headers)
+    }
+
+    /// The next event of a chunked SSE body, as JSON; `None` at its last chunk.
+    fn next_event(&mut self) -> Option<Value> {
+        let line_end = loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                break i;
+            }
+            assert!(self.fill(), "the stream ended without its last chunk");
+        };
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&self.buf[..line_end]).unwrap().trim(),
+            16,
+        )
+        .unwrap();
+        while self.buf.len() < line_end + 2 + size + 2 {
+            assert!(self.fill(), "a chunk ended early");
+        }
+        let chunk: Vec<u8> = self.buf.drain(..line_end + 2 + size + 2).collect();
+        if size == 0 {
+            return None;
+        }
+        let text = String::from_utf8(chunk[line_end + 2..line_end + 2 + size].to_vec()).unwrap();
+        let data = text
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or_else(|| panic!("no data in {text:?}"));
+        Some(serde_json::from_str(data).unwrap())
+    }
+}
+
+/// Posts a 2026-07-28 request with `_meta` additions.
+fn send_modern(c: &mut Client, id: u64, method: &str, params: Value, meta: Value) {
+    let (mut body, headers) = modern(id, method, params);
+    for (k, v) in meta.as_object().unwrap() {
+        body["params"]["_meta"][k] = v.clone();
+    }
+    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    c.send("POST", ENDPOINT, &h, &body.to_string());
+}
+
+#[test]
+fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Runtime.evaluate", Rule::Ignore);
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let mut c = Client::new(&server);
+    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Without the opt-in: one JSON body, even when a dialog opens during the call.
+    for (id, meta) in [
+        (2, json!({})),
+        (3, json!({"io.modelcontextprotocol/logLevel": "info"})),
+    ] {
+        let expression = format!("alert({id})");
+        let call = json!({"name": "browser_cdp", "arguments": {
+            "task_id": task, "method": "Runtime.evaluate", "params": {"expression": expression},
+            "timeout_s": 10}});
+        send_modern(&mut c, id, "tools/call", call, meta.clone());
+        let sent = fake.wait_for_command(
+            |m| m["method"] == "Runtime.evaluate" && m["params"]["expression"] == expression,
+            WAIT,
+        );
+        assert!(sent.is_some(), "the call reached the browser");
+        fake.open_dialog("alert", &format!("hello {id}"), "");
+        let (status, headers) = c.read_head();
+        assert_eq!(status, 200);
+        let events: Vec<Value> = if meta.as_object().unwrap().is_empty() {
+            assert_eq!(headers["content-type"], "application/json", "{headers:?}");
+            let len: usize = headers["content-length"].parse().unwrap();
+            while c.buf.len() < len {
+                assert!(c.fill());
+            }
+            let body: Vec<u8> = c.buf.drain(..len).collect();
+            vec![serde_json::from_slice(&body).unwrap()]
+        } else {
+            assert_eq!(headers["content-type"], "text/event-stream", "{headers:?}");
+            std::iter::from_fn(|| c.next_event()).collect()
+        };
+        let (last, before) = events.split_last().unwrap();
+        assert_eq!(last["id"], id, "{events:?}");
+        assert_eq!(last["result"]["resultType"], "complete", "{last}");
+        if id == 3 {
+            assert!(
+                before
+                    .iter()
+                    .any(|n| n["method"] == "notifications/message"
+                        && n.to_string().contains("hello 3")),
+                "the dialog that opened during the call is logged first: {events:?}"
+            );
+        }
+        assert!(before.iter().all(|n| n.get("id").is_none()), "{events:?}");
+        fake.close_dialog_remotely();
+    }
+    // The connection carries on after the stream.
+    let snap = tool(&mut c, 4, "browser_snapshot", json!({"task_id": task}));
+    assert!(snap.get("frame_tree").is_some(), "{snap}");
+}
+
+#[test]
+fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_server_ends_it() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let mut c = Client::new(&server);
+    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uri = crate::mcp::resources::uri(&task);
+    let listen = json!({"notifications": {"resourceSubscriptions": [uri]}});
+    let open = |id: u64| {
+        let mut l = Client::new(&server);
+        send_modern(
+            &mut l,
+            id,
+            "subscriptions/listen",
+            listen.clone(),
+            json!({}),
+        );
+        let (status, headers) = l.read_head();
+        assert_eq!(
+            (status, headers["content-type"].as_str()),
+            (200, "text/event-stream")
+        );
+        let ack = l.next_event().expect("the acknowledgement");
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        assert_eq!(
+            ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            id
+        );
+        l
+    };
+    let mut l = open(7);
+    fake.open_dialog("confirm", "sure?", "");
+    let update = l.next_event().expect("an update");
+    assert_eq!(
+        update["method"], "notifications/resources/updated",
+        "{update}"
+    );
+    assert_eq!(update["params"]["uri"], uri.as_str(), "{update}");
+    // The client leaves: its stream is dropped (no writes to a closed socket pile up).
+    drop(l);
+    let listens = server.mcp().inner.notifier.listens();
+    let gone = crate::deadline::Deadline::after(WAIT);
+    while format!("{listens:?}") != "Listens { open: 0 }" {
+        assert!(
+            !gone.passed(),
+            "the stream outlived its client: {listens:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Shutdown ends an open stream with its response and the last chunk.
+    let mut l = open(8);
+    server.shutdown();
+    let end = l.next_event().expect("the response");
+    assert_eq!(
+        (end["id"].clone(), end["result"]["resultType"].clone()),
+        (json!(8), json!("complete")),
+        "{end}"
+    );
+    assert!(l.next_event().is_none(), "the stream's last chunk");
 }
