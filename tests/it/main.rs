@@ -15,7 +15,7 @@
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
 //! `start_cancel` drive the scripted fake browser; `discovery` and `wss` put scripted HTTP and
 //! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_hardening`,
-//! `mcp_python_sdk` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`
+//! `mcp_python_sdk`, `mcp_http` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`
 //! and `measure_browserless` hold ignored measurements.
 
 mod common;
@@ -47,6 +47,7 @@ mod hardening_transport;
 mod harness_selftest;
 mod idle;
 mod mcp_hardening;
+mod mcp_http;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;

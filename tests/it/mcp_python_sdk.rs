@@ -43,7 +43,7 @@ const FLOW_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Skips loudly (on the raw stderr handle: libtest captures `eprintln!` of passing tests), or
 /// fails under `CDP_SUPERVISOR_E2E=require`.
-fn skip(why: &str) {
+pub(crate) fn skip(why: &str) {
     if e2e_required() {
         panic!("CDP_SUPERVISOR_E2E=require, but {why}");
     }
@@ -85,7 +85,7 @@ fn official_python_sdk_drives_a_whole_session() {
 }
 
 /// The Python to run the script with (see the module docs), or why there is none.
-fn sdk_python() -> Result<PathBuf, String> {
+pub(crate) fn sdk_python() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("CDP_SUPERVISOR_PYTHON").filter(|p| !p.is_empty()) {
         // Explicitly configured: whether it has the pinned SDK is checked by the script itself,
         // which then fails with a SETUP line (a misconfiguration is no reason to skip).
@@ -169,7 +169,7 @@ fn check(cmd: Command, timeout: Duration, what: &str, hint: &str) -> Result<(), 
 }
 
 /// The target directory: the binary is `<target>/<profile>/cdp-supervisor`.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     Path::new(BIN)
         .parent()
         .and_then(Path::parent)
@@ -179,7 +179,7 @@ fn target_dir() -> PathBuf {
 
 /// Runs `cmd` (stdin closed, output captured) in its own process group; on `timeout` the group
 /// is SIGKILLed and this fails.
-fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
+pub(crate) fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
