@@ -279,8 +279,8 @@ struct Run {
     ping_bytes: usize,
     snap_bytes: usize,
     stopped: String,
-    /// Over HTTP: `server/discover` and `browser_snapshot`, depth 1.
-    http: (Histogram<u64>, Histogram<u64>),
+    /// Over HTTP, depth 1: `server/discover`, an unknown path (404), `browser_snapshot`.
+    http: [Histogram<u64>; 3],
 }
 
 /// Starts a server, attaches it to `fake`, checks both answers once in full, measures both depths
@@ -415,7 +415,10 @@ impl HttpBench {
             self.buf.extend_from_slice(&chunk[..n]);
             if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 let head = std::str::from_utf8(&self.buf[..i]).expect("an ASCII head");
-                assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+                assert!(
+                    head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.1 404"),
+                    "{head}"
+                );
                 let len = head
                     .lines()
                     .find_map(|l| l.strip_prefix("Content-Length: "))
@@ -432,7 +435,12 @@ impl HttpBench {
         }
         self.buf.drain(..head_end);
         let a: Answer = serde_json::from_slice(&self.buf[..len]).expect("a JSON-RPC answer");
-        (a.id.expect("an id"), len)
+        (a.id.unwrap_or(0), len)
+    }
+
+    /// A pre-encoded `GET` of a path the server does not serve (404 after the access rules).
+    fn not_found(&self) -> Vec<u8> {
+        format!("GET /elsewhere HTTP/1.1\r\nHost: {}\r\n\r\n", self.host).into_bytes()
     }
 
     /// One untimed request, its answer parsed in full.
@@ -451,9 +459,9 @@ impl Drop for HttpBench {
     }
 }
 
-/// Over HTTP (depth 1, one keep-alive connection): `server/discover` and `browser_snapshot` of a
-/// task attached to `fake`, alternating.
-fn http_run(bin: &str, fake: &FakeBrowser, samples: usize) -> (Histogram<u64>, Histogram<u64>) {
+/// Over HTTP (depth 1, one keep-alive connection): `server/discover`, a 404 of an unknown path
+/// and `browser_snapshot` of a task attached to `fake`, in rotating order.
+fn http_run(bin: &str, fake: &FakeBrowser, samples: usize) -> [Histogram<u64>; 3] {
     let mut s = HttpBench::start(bin);
     let conn = s.call(
         "tools/call",
@@ -473,28 +481,29 @@ fn http_run(bin: &str, fake: &FakeBrowser, samples: usize) -> (Histogram<u64>, H
         snap["result"]["structuredContent"]["frame_tree"].is_object(),
         "snapshot over HTTP: {snap}"
     );
-    let (mut discover, mut snapshot) = (new_hist(), new_hist());
+    let mut h = [new_hist(), new_hist(), new_hist()];
     for i in 0..WARMUP + samples {
-        for first in [i % 2 == 0, i % 2 != 0] {
-            let (id, req) = if first {
-                s.request("server/discover", json!({}), None)
-            } else {
-                s.request(
+        for k in 0..3 {
+            let kind = (i + k) % 3;
+            let (id, req) = match kind {
+                0 => s.request("server/discover", json!({}), None),
+                1 => (0, s.not_found()),
+                _ => s.request(
                     "tools/call",
                     json!({"name": "browser_snapshot", "arguments": {"task_id": task}}),
                     Some("browser_snapshot"),
-                )
+                ),
             };
             let t0 = Instant::now();
             let (got, _) = s.round_trip(&req);
             let el = t0.elapsed();
             assert_eq!(got, id);
             if i >= WARMUP {
-                record(if first { &mut discover } else { &mut snapshot }, el);
+                record(&mut h[kind], el);
             }
         }
     }
-    (discover, snapshot)
+    h
 }
 
 /// Prints one run's tables and verdicts; returns its summary for the README line.
@@ -529,13 +538,18 @@ fn report(title: &str, r: &Run) -> String {
         "answer lines: ping {} bytes, browser_snapshot {} bytes; server {}.",
         r.ping_bytes, r.snap_bytes, r.stopped
     );
-    let (discover, snap) = &r.http;
+    let [discover, not_found, snap] = &r.http;
     println!("over HTTP (mcp --http, 2026-07-28 POSTs on one keep-alive connection, 1 in flight):");
     lat_header();
     lat_row(
         "POST server/discover (the HTTP round trip's floor)",
         discover,
         None,
+    );
+    lat_row(
+        "GET /elsewhere (404 after the access rules)",
+        not_found,
+        Some(discover),
     );
     lat_row("POST tools/call browser_snapshot", snap, Some(discover));
     let ratio = q_us(snap, 0.5) / q_us(discover, 0.5);
@@ -548,12 +562,14 @@ fn report(title: &str, r: &Run) -> String {
     );
     summary.push(format!(
         "HTTP snapshot p50 {:.1} us / p99 {:.1} us vs server/discover {:.1} / {:.1} us \
-         ({ratio:.2}x: {})",
+         ({ratio:.2}x: {}; a 404 of an unknown path {:.1} / {:.1} us)",
         q_us(snap, 0.5),
         q_us(snap, 0.99),
         q_us(discover, 0.5),
         q_us(discover, 0.99),
-        verdict(ratio <= TARGET_RATIO)
+        verdict(ratio <= TARGET_RATIO),
+        q_us(not_found, 0.5),
+        q_us(not_found, 0.99),
     ));
     let short = title.split(':').next().unwrap_or(title);
     format!("{short}: {}", summary.join(", "))

@@ -49,8 +49,9 @@ pub(super) fn task_per_client(tool: Tool, args: &Value) -> Result<Cow<'_, str>, 
 const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
 
 impl Inner {
-    /// Runs `tool` for `task` when the server runs it itself ([`Host::run`]): `None` for the
-    /// tools the table's handler runs alone.
+    /// Runs `tool` for `task` when the server runs it itself
+    /// ([`Host::run`](crate::tools::table::Host::run)): `None` for the tools the table's
+    /// handler runs alone.
     pub(super) fn run_tool(
         &self,
         tool: Tool,

@@ -52,7 +52,8 @@
 //! `handlers` is this server's part of them (`browser_connect`, `browser_disconnect`);
 //! `resources` the tasks as resources, `listen` the `subscriptions/listen` streams; `rpc` is
 //! the JSON-RPC framing, `notify` the events and the watchers, `browser` the browser the
-//! server launches.
+//! server launches; [`http`] serves the same server over Streamable HTTP
+//! (`cdp-supervisor mcp --http`), through `exchange` like stdio.
 
 mod browser;
 mod dispatch;
