@@ -14,7 +14,7 @@
 //!
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
 //! `start_cancel` drive the scripted fake browser; `discovery` and `wss` put scripted HTTP and
-//! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_hardening`,
+//! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_modern`, `mcp_hardening`,
 //! `mcp_python_sdk` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`
 //! and `measure_browserless` hold ignored measurements.
 
@@ -47,6 +47,7 @@ mod hardening_transport;
 mod harness_selftest;
 mod idle;
 mod mcp_hardening;
+mod mcp_modern;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
