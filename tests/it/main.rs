@@ -55,6 +55,7 @@ mod measure_popups;
 mod measure_renderers;
 mod prop_hostile;
 mod read_cache;
+mod registry_entry;
 mod scale_limits;
 mod security_policy;
 mod start_cancel;
