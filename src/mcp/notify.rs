@@ -338,7 +338,28 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             }),
         ));
     }
-    if !last.active && next.active {
+    // A drop and a reconnect between two snapshots the watcher saw (it reads the newest one,
+    // not each): both active, but the page's session is a new one.
+    let reattached = alive
+        && last.active
+        && next.active
+        && last.page_session_id.is_some()
+        && next.page_session_id.is_some()
+        && last.page_session_id != next.page_session_id;
+    if reattached {
+        let reason = next
+            .disconnect_reason
+            .clone()
+            .unwrap_or_else(|| "the connection dropped".into());
+        events.push(Event::new(
+            Level::WARNING,
+            json!({
+                "event": "connection_lost", "task_id": task, "reason": reason,
+                "message": format!("task {task:?} lost its CDP connection ({reason}); reconnecting"),
+            }),
+        ));
+    }
+    if (!last.active && next.active) || reattached {
         events.push(Event::new(
             Level::NOTICE,
             json!({
@@ -381,5 +402,49 @@ pub(crate) fn changes_during(
             changes(task, &empty, a, true)
         }
         (_, None) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| e.data["event"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    fn attached(session: &str) -> Snapshot {
+        let mut s = Snapshot::empty("t", "ws://x");
+        s.page_session_id = Some(session.into());
+        s
+    }
+
+    #[test]
+    fn a_drop_and_reconnect_between_two_snapshots_is_still_reported() {
+        let before = attached("S1");
+        // Seen one by one: down, then up.
+        let mut down = attached("S1");
+        down.active = false;
+        down.disconnect_reason = Some("the browser closed the connection".into());
+        assert_eq!(
+            names(&changes("t", &before, &down, true)),
+            ["connection_lost"]
+        );
+        assert_eq!(
+            names(&changes("t", &down, &attached("S2"), true)),
+            ["reconnected"]
+        );
+        // The watcher only saw the newest snapshot: a new page session says it happened.
+        let after = attached("S2");
+        assert_eq!(
+            names(&changes("t", &before, &after, true)),
+            ["connection_lost", "reconnected"]
+        );
+        // Same session, or a supervisor that is ending: no news.
+        assert!(changes("t", &before, &attached("S1"), true).is_empty());
+        assert!(changes("t", &before, &after, false).is_empty());
     }
 }
