@@ -14,9 +14,9 @@
 //!
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
 //! `start_cancel` drive the scripted fake browser; `discovery` and `wss` put scripted HTTP and
-//! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_hardening`,
-//! `mcp_python_sdk` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`
-//! and `measure_browserless` hold ignored measurements.
+//! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_modern`,
+//! `mcp_hardening`, `mcp_python_sdk`, `mcp_http` and `tmpdir_cleanup` run the binary;
+//! `measure_popups`, `measure_renderers` and `measure_browserless` hold ignored measurements.
 
 mod common;
 
@@ -47,6 +47,8 @@ mod hardening_transport;
 mod harness_selftest;
 mod idle;
 mod mcp_hardening;
+mod mcp_http;
+mod mcp_modern;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
@@ -54,6 +56,7 @@ mod measure_popups;
 mod measure_renderers;
 mod prop_hostile;
 mod read_cache;
+mod registry_entry;
 mod scale_limits;
 mod security_policy;
 mod start_cancel;
