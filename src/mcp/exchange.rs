@@ -41,6 +41,7 @@ use super::notify::Level;
 use super::protocol::LEGACY_VERSIONS;
 use super::rpc::Writer;
 use crate::cancel::CancelToken;
+use crate::deadline::Deadline;
 use crate::registry::SupervisorRegistry;
 use crate::tools::table::{Host, Tool};
 
@@ -60,6 +61,13 @@ pub(crate) enum Transport {
 pub(crate) trait Sink: Send + Sync {
     /// Writes one message (JSON text, no newline).
     fn send_line(&self, line: String) -> bool;
+
+    /// Like [`Sink::send_line`], but gives up at `by` (the shutdown's one budget for every
+    /// stream); a sink whose writes cannot block writes as usual.
+    fn send_line_by(&self, line: String, by: Deadline) -> bool {
+        let _ = by;
+        self.send_line(line)
+    }
 }
 
 impl Sink for Writer {

@@ -28,6 +28,11 @@ use super::notify::Event;
 use super::protocol::meta;
 use super::resources;
 use super::rpc::{self, Id, IdKey, code};
+use crate::deadline::Deadline;
+
+/// The time a shutdown gives all `subscriptions/listen` streams together for their last line
+/// (SIGTERM must end the server within 2 s, browser included).
+pub(crate) const END_ALL_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Most `subscriptions/listen` streams open at once (all clients together).
 pub(crate) const MAX_LISTENS: usize = 64;
@@ -188,15 +193,18 @@ impl Listens {
         self.lock().retain(|l| l.channel != channel);
     }
 
-    /// Ends every stream gracefully: each gets its `subscriptions/listen` response.
+    /// Ends every stream gracefully: each gets its `subscriptions/listen` response, all of them
+    /// within [`END_ALL_BUDGET`] (a client that stops reading cannot hold up a shutdown; the
+    /// streams past the budget just end).
     pub(crate) fn end_all(&self) {
+        let by = Deadline::after(END_ALL_BUDGET);
         for l in self.lock().drain(..) {
             let result = format!(
                 r#"{{"jsonrpc":"2.0","id":{},"result":{{"resultType":"complete","_meta":{{{}}}}}}}"#,
                 l.id.raw(),
                 subscription_meta(&l.id)
             );
-            l.out.send_line(result);
+            l.out.send_line_by(result, by);
         }
     }
 
@@ -312,6 +320,51 @@ mod tests {
             lines[2]["result"]["_meta"][meta::SUBSCRIPTION_ID],
             "listen-1"
         );
+    }
+
+    /// A sink whose client stopped reading: a write blocks until its deadline (at most the 2 s a
+    /// stream write gets) and fails.
+    struct Stuck;
+
+    impl Sink for Stuck {
+        fn send_line(&self, _line: String) -> bool {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            false
+        }
+
+        fn send_line_by(&self, _line: String, by: Deadline) -> bool {
+            let two = std::time::Duration::from_secs(2);
+            std::thread::sleep(by.remaining().map_or(two, |left| left.min(two)));
+            false
+        }
+    }
+
+    #[test]
+    fn streams_whose_clients_stopped_reading_share_one_budget_at_shutdown() {
+        let listens = Listens::default();
+        let params =
+            json!({"notifications": {"resourceSubscriptions": ["cdp-supervisor://tasks/t"]}});
+        for i in 0..5 {
+            let id = Id::parse(&format!(r#""stuck-{i}""#));
+            // The acknowledgement is written before the client stops reading.
+            let kept = Arc::new(Kept::default());
+            listens
+                .open(i, &id, &params, kept, |_| false)
+                .expect("opened");
+        }
+        // Swap each stream's sink for a stuck one.
+        for l in listens.lock().iter_mut() {
+            l.out = Arc::new(Stuck);
+        }
+        let t = std::time::Instant::now();
+        listens.end_all();
+        let took = t.elapsed();
+        // 5 streams at 2 s each would be 10 s; they share END_ALL_BUDGET instead.
+        assert!(
+            took < END_ALL_BUDGET + std::time::Duration::from_secs(1),
+            "end_all took {took:?}"
+        );
+        assert!(listens.lock().is_empty(), "every stream ended");
     }
 
     #[test]

@@ -37,7 +37,7 @@
 use std::collections::HashMap;
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 use serde::Deserialize;
@@ -45,6 +45,7 @@ use serde_json::Value;
 
 use super::wire::{self, Head, Next, Reader, Response};
 use super::{ENDPOINT, Shared, random_hex};
+use crate::deadline::Deadline;
 use crate::mcp::dispatch::unreadable;
 use crate::mcp::exchange::{Answer, Exchange, LegacySession, Sink, Transport};
 use crate::mcp::pool::Key;
@@ -283,6 +284,29 @@ struct StreamSink {
 
 impl Sink for StreamSink {
     fn send_line(&self, line: String) -> bool {
+        self.send(line, wire::STREAM_WRITE_TIMEOUT)
+    }
+
+    fn send_line_by(&self, line: String, by: Deadline) -> bool {
+        match by.remaining() {
+            None => self.send_line(line),
+            Some(left) if left.is_zero() => {
+                // The budget went on streams before this one: end it without its last line.
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if !state.1 {
+                    state.1 = true;
+                    let _ = self.ended.try_send(false);
+                }
+                false
+            }
+            Some(left) => self.send(line, left.min(wire::STREAM_WRITE_TIMEOUT)),
+        }
+    }
+}
+
+impl StreamSink {
+    /// Writes one line (the head first, if it is not out yet) within `timeout`.
+    fn send(&self, line: String, timeout: Duration) -> bool {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (started, ended) = &mut *state;
         if *ended {
@@ -307,7 +331,7 @@ impl Sink for StreamSink {
         }
         let written = {
             let mut s = self.out.lock().unwrap_or_else(|e| e.into_inner());
-            wire::write_all(&mut s, &bytes, wire::STREAM_WRITE_TIMEOUT).is_ok()
+            wire::write_all(&mut s, &bytes, timeout).is_ok()
         };
         if response || !written {
             *ended = true;
