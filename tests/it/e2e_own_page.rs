@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::common::{HttpServer, RawCdp, Response};
-use cdp_supervisor::{Config, Route, StartOptions, SupervisorRegistry};
+use cdp_supervisor::{Config, Route, StartOptions, SupervisorRegistry, SupervisorState};
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(10);
@@ -76,6 +76,11 @@ fn own_page_is_closed_when_the_stop_meets_a_cross_site_navigation() {
             t.elapsed()
         });
         assert!(took < Duration::from_millis(1500), "stop took {took:?}");
+        assert_eq!(
+            sup.snapshot().state,
+            SupervisorState::Stopped,
+            "round {round}"
+        );
         // Chromium lists a page it is closing for a few more milliseconds.
         let gone = common::wait_until(Duration::from_secs(2), || {
             (!listed(&mut cdp, &page)).then_some(())

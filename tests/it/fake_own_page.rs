@@ -3,10 +3,11 @@
 //! does when the close meets a commit: `e2e_own_page`) is sent again until the page goes, and
 //! the stop stays within its budget when the page never goes.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::{FakeBrowser, Rule};
-use cdp_supervisor::{Config, StartOptions, SupervisorRegistry};
+use cdp_supervisor::{Config, StartOptions, Supervisor, SupervisorRegistry, SupervisorState};
 use serde_json::{Value, json};
 
 use crate::common;
@@ -21,8 +22,12 @@ fn closes_of(fake: &FakeBrowser, page: &str) -> usize {
         .count()
 }
 
-/// Starts `task` on `fake` with a page of its own; returns its registry, page target and session.
-fn start_with_own_page(fake: &FakeBrowser, task: &str) -> (SupervisorRegistry, String, String) {
+/// Starts `task` on `fake` with a page of its own; returns its registry, supervisor, page target
+/// and session.
+fn start_with_own_page(
+    fake: &FakeBrowser,
+    task: &str,
+) -> (SupervisorRegistry, Arc<Supervisor>, String, String) {
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
         .get_or_start_with(
@@ -35,7 +40,7 @@ fn start_with_own_page(fake: &FakeBrowser, task: &str) -> (SupervisorRegistry, S
     let page = snap.page_target_id.clone().expect("its page");
     let session = snap.page_session_id.clone().expect("its session");
     assert_ne!(page, fake.page_target_id(), "a page of its own");
-    (reg, page, session)
+    (reg, sup, page, session)
 }
 
 #[test]
@@ -43,7 +48,7 @@ fn stop_closes_its_own_page_again_while_it_stays_and_ends_once_it_is_gone() {
     let fake = FakeBrowser::start().unwrap();
     // Answered, and the page stays.
     fake.set_rule("Target.closeTarget", Rule::Reply(json!({"success": true})));
-    let (reg, page, session) = start_with_own_page(&fake, "own-page-stays");
+    let (reg, sup, page, session) = start_with_own_page(&fake, "own-page-stays");
     let (took, closes_when_gone) = std::thread::scope(|s| {
         let stop = s.spawn(|| {
             let t = Instant::now();
@@ -69,13 +74,16 @@ fn stop_closes_its_own_page_again_while_it_stays_and_ends_once_it_is_gone() {
     );
     assert!(took < Duration::from_secs(1), "stop took {took:?}");
     assert!(reg.tasks().is_empty());
+    // The page went because the stop closed it: stopped on purpose, not dead.
+    assert_eq!(sup.state(), SupervisorState::Stopped);
+    assert_eq!(sup.snapshot().state, SupervisorState::Stopped);
 }
 
 #[test]
 fn stop_gives_up_on_its_own_page_that_never_goes_within_its_budget() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Target.closeTarget", Rule::Reply(json!({"success": true})));
-    let (reg, page, _) = start_with_own_page(&fake, "own-page-never-goes");
+    let (reg, sup, page, _) = start_with_own_page(&fake, "own-page-never-goes");
     let t = Instant::now();
     reg.stop("own-page-never-goes");
     let took = t.elapsed();
@@ -83,6 +91,7 @@ fn stop_gives_up_on_its_own_page_that_never_goes_within_its_budget() {
     eprintln!("stop took {took:?}; {closes} Target.closeTarget");
     assert!(took < Duration::from_secs(1), "stop took {took:?}");
     assert!(closes >= 3, "sent again while the page stayed: {closes}");
+    assert_eq!(sup.snapshot().state, SupervisorState::Stopped);
     let others: Vec<Value> = fake
         .received()
         .into_iter()
