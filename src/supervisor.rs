@@ -346,6 +346,13 @@ impl Supervisor {
         self.shared.wait_for(Deadline::after(timeout), pred)
     }
 
+    /// Has `hook` run after every publish of a new snapshot, on the reader thread (it must not
+    /// block), including the last one (`stopped`, `dead`). Once per supervisor: false when a
+    /// hook is set already.
+    pub(crate) fn on_publish(&self, hook: crate::shared::PublishHook) -> bool {
+        self.shared.on_publish(hook)
+    }
+
     /// Waits until a dialog is pending and returns the first one.
     pub fn wait_for_dialog(&self, timeout: Duration) -> Option<PendingDialog> {
         self.wait_for(timeout, |s| !s.pending_dialogs.is_empty())

@@ -15,8 +15,8 @@
 //! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
 //! `start_cancel` drive the scripted fake browser; `discovery` and `wss` put scripted HTTP and
 //! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_hardening`,
-//! `mcp_python_sdk` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`
-//! and `measure_browserless` hold ignored measurements.
+//! `mcp_fleet`, `mcp_python_sdk` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`,
+//! `measure_browserless` and `measure_fleet` hold ignored measurements.
 
 mod common;
 
@@ -46,10 +46,12 @@ mod hardening_reconnect;
 mod hardening_transport;
 mod harness_selftest;
 mod idle;
+mod mcp_fleet;
 mod mcp_hardening;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
+mod measure_fleet;
 mod measure_popups;
 mod measure_renderers;
 mod prop_hostile;
