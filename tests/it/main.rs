@@ -12,11 +12,12 @@
 //! The few tests that need the whole process to themselves are in `tests/solo` (its docs say
 //! why each is there).
 //!
-//! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
-//! `start_cancel` drive the scripted fake browser; `discovery` and `wss` put scripted HTTP and
-//! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_hardening`,
-//! `mcp_fleet`, `mcp_python_sdk` and `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`,
-//! `measure_browserless` and `measure_fleet` hold ignored measurements.
+//! Groups: `fake_*`, `fleet_starts`, `hardening_*`, `prop_hostile`, `scale_limits`,
+//! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
+//! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
+//! `mcp_stdio`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk` and `tmpdir_cleanup` run the
+//! binary; `measure_popups`, `measure_renderers`, `measure_browserless` and `measure_fleet` hold
+//! ignored measurements.
 
 mod common;
 
@@ -40,6 +41,7 @@ mod fake_dialogs;
 mod fake_faults;
 mod fake_frames;
 mod fake_popups;
+mod fleet_starts;
 mod hardening_dialogs;
 mod hardening_frames;
 mod hardening_reconnect;
