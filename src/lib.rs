@@ -56,13 +56,18 @@
 //! * `net`: what both share: TCP connect to every address within a deadline, the request, the
 //!   answer's head.
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
-//! * `core`: the I/O-free, clock-free state machine the reader feeds: dialogs, frames
-//!   (`core/frames.rs`), targets and sessions (the set-up commands per session kind:
-//!   `core/session.rs`), pages and popups, console, reconnect bookkeeping, and
-//!   `core/policy.rs`, the one rule of which dialog blocks which call (every session of the
-//!   dialog's renderer);
-//!   its scenario tests are in `core/tests.rs`.
-//! * `snapshot`: the published [`Snapshot`] and its JSON.
+//! * `core`: the I/O-free, clock-free state machine the reader feeds. `core.rs` dispatches each
+//!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
+//!   (`core/dialogs/state.rs`; the dialog events and who closed what: `core/dialogs.rs`),
+//!   frames (`core/frames.rs`), console (`core/console.rs`), followed and watched popups
+//!   (`core/pages.rs`), the tracked sessions, their crashes and renderers
+//!   (`core/sessions.rs`; what each kind of session is sent: `core/session.rs`). Also child
+//!   targets and frame events (`core/targets.rs`), the call table (`core/calls.rs`),
+//!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
+//!   place: which dialog blocks which call (every session of the dialog's renderer), which
+//!   methods a dialog or a crash holds up (measured), and what the caller is told. Its
+//!   scenario tests are in `core/tests.rs`.
+//! * `snapshot`: the published [`Snapshot`]; its JSON in `snapshot/json.rs`.
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
 //! * `outbound`: the one outbound path (a command registered with the reader, then written with
@@ -79,7 +84,7 @@
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
 //!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on
-//!   `error` and `redact` (and `security`, for `Security::check`).
+//!   `error` and `redact`.
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
 //!   parameter, nested `Target.sendMessageToTarget` commands included); `url_policy`: how
 //!   Chromium will read a URL (a local file? a privileged page?).

@@ -188,14 +188,7 @@ impl Reader {
     fn forward_watchdog(&mut self) {
         for action in self.core.take_outgoing() {
             let msg = match action {
-                Outgoing::ArmWatchdog {
-                    dialog_id,
-                    deadline,
-                } => WatchdogMsg::Arm {
-                    dialog_id,
-                    deadline,
-                },
-                Outgoing::CancelWatchdog { dialog_id } => WatchdogMsg::Cancel { dialog_id },
+                Outgoing::Watchdog(msg) => msg,
                 Outgoing::Command(c) => {
                     debug!("dropping {}: its connection has ended", c.method);
                     continue;
@@ -205,10 +198,11 @@ impl Reader {
         }
     }
 
-    /// Publishes if dirty, then delivers replies. `now`: the time of the batch being flushed.
+    /// Publishes if the visible state changed, then delivers replies. `now`: the time of the
+    /// batch being flushed.
     fn flush(&mut self, now: Now) {
-        if self.core.take_dirty() {
-            self.shared.publish(self.core.snapshot());
+        if let Some(snapshot) = self.core.take_published() {
+            self.shared.publish(snapshot);
             // A caller that looked before this publish and registered after the last drain
             // may be waiting on a dialog it could not see: registering it now lets the core
             // fail it at once (see `Supervisor::call_with`).
@@ -277,18 +271,7 @@ impl Reader {
                         debug!("automatic {method} not sent: {e}");
                     }
                 }
-                Outgoing::ArmWatchdog {
-                    dialog_id,
-                    deadline,
-                } => {
-                    watchdog.push(WatchdogMsg::Arm {
-                        dialog_id,
-                        deadline,
-                    });
-                }
-                Outgoing::CancelWatchdog { dialog_id } => {
-                    watchdog.push(WatchdogMsg::Cancel { dialog_id });
-                }
+                Outgoing::Watchdog(msg) => watchdog.push(msg),
             }
         }
         watchdog

@@ -1,5 +1,5 @@
 //! The published state: an immutable [`Snapshot`] that the reader thread builds and any thread
-//! reads wait-free through arc-swap, and its JSON form (SPEC §10).
+//! reads wait-free through arc-swap. Its JSON form (SPEC §10) is `snapshot/json.rs`.
 //!
 //! Every collection is behind its own `Arc`, so publishing a new snapshot after one kind of change
 //! (say, a console error) shares the untouched parts with the previous snapshot instead of copying
@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+mod json;
 
 /// Who closed a dialog (SPEC §5). Exactly one per dialog, decided by the reader thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,28 +227,6 @@ pub struct PendingDialog {
     pub(crate) bridge_request_id: Option<String>,
 }
 
-impl PendingDialog {
-    /// SPEC §10 shape.
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("id".into(), json!(self.id));
-        m.insert("type".into(), json!(self.kind.as_str()));
-        m.insert("message".into(), json!(self.message));
-        m.insert("default_prompt".into(), json!(self.default_prompt));
-        m.insert("opened_at".into(), json!(self.opened_at));
-        if let Some(f) = &self.frame_id {
-            m.insert("frame_id".into(), json!(f));
-        }
-        if !self.origin.is_empty() {
-            m.insert("origin".into(), json!(self.origin));
-        }
-        if !self.target_id.is_empty() {
-            m.insert("target_id".into(), json!(self.target_id));
-        }
-        Value::Object(m)
-    }
-}
-
 /// A dialog that has closed, as kept in `recent_dialogs`.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -263,30 +241,6 @@ pub struct ClosedDialog {
     pub accepted: Option<bool>,
     /// What a prompt returned, when the browser said so.
     pub user_input: Option<String>,
-}
-
-impl ClosedDialog {
-    /// SPEC §10 shape.
-    pub fn to_json(&self) -> Value {
-        let d = &self.dialog;
-        let mut m = Map::new();
-        m.insert("id".into(), json!(d.id));
-        m.insert("type".into(), json!(d.kind.as_str()));
-        m.insert("message".into(), json!(d.message));
-        m.insert("opened_at".into(), json!(d.opened_at));
-        m.insert("closed_at".into(), json!(self.closed_at));
-        m.insert("closed_by".into(), json!(self.closed_by.as_str()));
-        if let Some(f) = &d.frame_id {
-            m.insert("frame_id".into(), json!(f));
-        }
-        if !d.origin.is_empty() {
-            m.insert("origin".into(), json!(d.origin));
-        }
-        if !d.target_id.is_empty() {
-            m.insert("target_id".into(), json!(d.target_id));
-        }
-        Value::Object(m)
-    }
 }
 
 /// One frame as the supervisor knows it (the full map, for routing).
@@ -351,28 +305,6 @@ impl FrameEntry {
             crashed: r.crashed,
         }
     }
-
-    /// SPEC §10 shape.
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("frame_id".into(), json!(self.frame_id));
-        m.insert("url".into(), json!(self.url));
-        m.insert("origin".into(), json!(self.origin));
-        m.insert("is_oopif".into(), json!(self.is_oopif));
-        if let Some(s) = &self.session_id {
-            m.insert("session_id".into(), json!(s));
-        }
-        if let Some(p) = &self.parent_frame_id {
-            m.insert("parent_frame_id".into(), json!(p));
-        }
-        if let Some(n) = &self.name {
-            m.insert("name".into(), json!(n));
-        }
-        if self.crashed {
-            m.insert("crashed".into(), json!(true));
-        }
-        Value::Object(m)
-    }
 }
 
 /// `frame_tree` of the snapshot (SPEC §7).
@@ -385,17 +317,6 @@ pub struct FrameTree {
     pub children: Vec<FrameEntry>,
     /// True when frames were left out.
     pub truncated: bool,
-}
-
-impl FrameTree {
-    /// SPEC §10 shape.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "top": self.top.as_ref().map(FrameEntry::to_json),
-            "children": self.children.iter().map(FrameEntry::to_json).collect::<Vec<_>>(),
-            "truncated": self.truncated,
-        })
-    }
 }
 
 /// One console error/warning or uncaught exception (SPEC §13).
@@ -414,17 +335,6 @@ pub struct ConsoleEntry {
     pub frame_id: Option<String>,
 }
 
-impl ConsoleEntry {
-    /// `{ts, level, text, url, frame_id?}`.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"ts": self.ts, "level": self.level, "text": self.text, "url": self.url});
-        if let Some(f) = &self.frame_id {
-            v["frame_id"] = json!(f);
-        }
-        v
-    }
-}
-
 /// Why the page (or one of its frames) cannot be used (SPEC §4.5).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -437,17 +347,6 @@ pub struct Blocked {
     pub frame_id: Option<String>,
 }
 
-impl Blocked {
-    /// `{reason, hint, frame_id?}`.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({"reason": self.reason.as_str(), "hint": self.hint});
-        if let Some(f) = &self.frame_id {
-            v["frame_id"] = json!(f);
-        }
-        v
-    }
-}
-
 /// An immutable view of one supervisor's state. Cheap to read from any thread.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -456,9 +355,6 @@ pub struct Snapshot {
     pub task_id: String,
     /// The CDP URL, credentials redacted.
     pub cdp_url: String,
-    /// True while the connection is up and the supervisor is attached to its page: exactly
-    /// when `state` is [`SupervisorState::Active`].
-    pub active: bool,
     /// Active, reconnecting (attempt n of m), stopped or dead (with the reason).
     pub state: SupervisorState,
     /// The page target the supervisor attached to.
@@ -533,20 +429,6 @@ pub struct PageInfo {
     pub(crate) session_id: String,
 }
 
-impl PageInfo {
-    /// SPEC §10 shape.
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("target_id".into(), json!(self.target_id));
-        m.insert("url".into(), json!(self.url));
-        if !self.title.is_empty() {
-            m.insert("title".into(), json!(self.title));
-        }
-        m.insert("opener_target_id".into(), json!(self.opener_target_id));
-        Value::Object(m)
-    }
-}
-
 impl Snapshot {
     /// The empty snapshot of a supervisor that is starting (active: it attaches before `start`
     /// returns).
@@ -554,7 +436,6 @@ impl Snapshot {
         Snapshot {
             task_id: task_id.to_string(),
             cdp_url: cdp_url.to_string(),
-            active: true,
             state: SupervisorState::Active,
             page_target_id: None,
             page_session_id: None,
@@ -575,64 +456,10 @@ impl Snapshot {
         }
     }
 
-    /// The fields a host merges into its page snapshot (SPEC §10).
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert(
-            "pending_dialogs".into(),
-            Value::Array(
-                self.pending_dialogs
-                    .iter()
-                    .map(PendingDialog::to_json)
-                    .collect(),
-            ),
-        );
-        if !self.recent_dialogs.is_empty() {
-            m.insert(
-                "recent_dialogs".into(),
-                Value::Array(self.recent_dialogs.iter().map(|c| c.to_json()).collect()),
-            );
-        }
-        m.insert("frame_tree".into(), self.frame_tree.to_json());
-        if let Some(t) = &self.page_target_id {
-            m.insert("page_target_id".into(), json!(t));
-        }
-        if let Some(b) = &self.blocked {
-            m.insert("blocked".into(), b.to_json());
-        }
-        if self.crashed {
-            m.insert("crashed".into(), json!(true));
-        }
-        if !self.pages.is_empty() {
-            m.insert(
-                "pages".into(),
-                Value::Array(self.pages.iter().map(PageInfo::to_json).collect()),
-            );
-        }
-        if self.pages_truncated {
-            m.insert("pages_truncated".into(), json!(true));
-        }
-        if !self.console_errors.is_empty() {
-            m.insert(
-                "console_errors".into(),
-                Value::Array(self.console_errors.iter().map(|c| c.to_json()).collect()),
-            );
-        }
-        m.insert("state".into(), json!(self.state.as_str()));
-        match &self.state {
-            SupervisorState::Reconnecting { attempt, of } => {
-                m.insert("attempt".into(), json!(attempt));
-                m.insert("of".into(), json!(of));
-                if let Some(r) = &self.disconnect_reason {
-                    m.insert("reason".into(), json!(r));
-                }
-            }
-            SupervisorState::Dead { reason } => {
-                m.insert("reason".into(), json!(reason));
-            }
-            SupervisorState::Active | SupervisorState::Stopped => {}
-        }
-        Value::Object(m)
+    /// True while the connection is up and the supervisor is attached to its page: exactly
+    /// when `state` is [`SupervisorState::Active`] (the JSON says `"state": "active"`).
+    pub fn is_active(&self) -> bool {
+        self.state == SupervisorState::Active
     }
 
     /// The most recent closed record of dialog `id`, if it is still in the ring.

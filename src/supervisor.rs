@@ -33,7 +33,7 @@ use crate::error::Error;
 use crate::measured;
 use crate::reader::{Reader, ReconnectPlan};
 use crate::shared::{Shared, SnapshotCell};
-use crate::snapshot::{BlockedReason, ClosedBy, PendingDialog, Snapshot, SupervisorState};
+use crate::snapshot::{ClosedBy, DialogKind, PendingDialog, Snapshot, SupervisorState};
 use crate::task_id::thread_label;
 use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
@@ -415,15 +415,7 @@ impl Supervisor {
         if pending.is_empty()
             && let Some(b) = &snap.blocked
         {
-            // Only a probe that proved a dialog says so; a busy page is not an orphaned dialog.
-            return Err(match b.reason {
-                BlockedReason::OrphanedDialog => Error::OrphanedDialog,
-                BlockedReason::UnanswerableDialog => Error::DialogUnanswerable {
-                    id: String::new(),
-                    frame_id: b.frame_id.clone(),
-                },
-                _ => Error::PageUnresponsive,
-            });
+            return Err(crate::core::policy::blocked_error(b));
         }
         let dialog =
             match dialog_id {
@@ -462,7 +454,9 @@ impl Supervisor {
         let accept = action == DialogAction::Accept;
         let text = match (accept, prompt_text) {
             (true, Some(t)) => Some(t),
-            (true, None) if dialog.kind == "prompt" => Some(dialog.default_prompt.as_str()),
+            (true, None) if dialog.kind == DialogKind::Prompt => {
+                Some(dialog.default_prompt.as_str())
+            }
             _ => None,
         };
         let c = answer_command(dialog, accept, text, ClosedBy::Agent);

@@ -12,13 +12,15 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-/// A message from the reader thread.
+/// A message from the reader thread (what the state machine queues as
+/// `crate::core::Outgoing::Watchdog`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchdogMsg {
     /// Dismiss `dialog_id` at `deadline` unless cancelled first.
     Arm {
         /// `d-N`.
         dialog_id: String,
+        /// When to dismiss it.
         deadline: Instant,
     },
     /// The dialog closed.

@@ -1,11 +1,60 @@
-//! The console ring (SPEC §13).
+//! The console ring (SPEC §13): console errors, warnings and uncaught exceptions, newest last,
+//! at most `limits.console_errors_max`; [`Console`] owns it and publishes it, and the
+//! `Runtime` events that feed it are decoded here.
 
-use super::*;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{Core, MAX_TEXT, clip};
+use crate::clock::Now;
+use crate::protocol;
+use crate::snapshot::ConsoleEntry;
+
+/// The ring. Each entry is shared between snapshots, so publishing after one more entry costs
+/// reference counts, not copies.
+#[derive(Debug)]
+pub(crate) struct Console {
+    ring: VecDeque<Arc<ConsoleEntry>>,
+    max: usize,
+    /// The published ring is out of date.
+    changed: bool,
+}
+
+impl Console {
+    /// An empty ring of at most `max` entries.
+    pub fn new(max: usize) -> Console {
+        Console {
+            ring: VecDeque::new(),
+            max,
+            changed: true,
+        }
+    }
+
+    /// Adds `entry`, dropping the oldest ones past the cap.
+    pub fn push(&mut self, entry: ConsoleEntry) {
+        while self.ring.len() >= self.max {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(Arc::new(entry));
+        self.changed = true;
+    }
+
+    /// When it changed: the ring as published.
+    pub fn take_published(&mut self) -> Option<Arc<[Arc<ConsoleEntry>]>> {
+        std::mem::take(&mut self.changed).then(|| self.published())
+    }
+
+    /// The ring, oldest first.
+    pub fn published(&self) -> Arc<[Arc<ConsoleEntry>]> {
+        self.ring.iter().cloned().collect()
+    }
+}
 
 impl Core {
-    // ---------------------------------------------------------------- console
-
-    pub(super) fn push_console(
+    fn push_console(
         &mut self,
         level: &str,
         text: String,
@@ -14,19 +63,13 @@ impl Core {
         now: Now,
     ) {
         let frame_id = frame.and_then(|(s, ctx)| self.frames.frame_of_context(s, ctx));
-        let max = self.settings.limits.console_errors_max;
-        while self.console.len() >= max {
-            self.console.pop_front();
-        }
-        self.console.push_back(Arc::new(ConsoleEntry {
+        self.console.push(ConsoleEntry {
             ts: now.epoch,
             level: level.to_string(),
             text: clip(text, MAX_TEXT),
             url: clip(url, MAX_TEXT),
             frame_id,
-        }));
-        self.console_changed = true;
-        self.dirty = true;
+        });
     }
 
     pub(super) fn console_api(&mut self, session: &str, params: Option<&RawValue>, now: Now) {

@@ -1,5 +1,7 @@
-//! Native dialogs in the state machine (SPEC §5): open, close, answers in flight, and the one
-//! place where `closed_by` is decided.
+//! Native dialogs in the state machine (SPEC §5): what the dialog events and the answers'
+//! acknowledgements do, and the one place where `closed_by` is decided ([`Core::finalize`]).
+//! The dialogs themselves (open, recent, the id counter, the cap) are owned by [`Dialogs`]
+//! (`dialogs/state.rs`), which publishes them.
 //!
 //! Which dialog an answer reached. Chromium applies `Page.handleJavaScriptDialog` to whichever
 //! dialog the session shows when the command arrives, not to the one the caller meant. On one
@@ -20,7 +22,24 @@
 //! the supervisor dismisses it at once, as `auto_dismiss` would, without listing it as pending;
 //! it is recorded in `recent_dialogs` as `auto_policy`.
 
-use super::*;
+use std::time::Duration;
+
+use log::{debug, info, warn};
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::{CallKind, CallResult, Command, Core, MAX_TEXT, Outgoing, clip};
+use crate::clock::Now;
+use crate::config::{BridgeMode, DialogPolicy};
+use crate::core::policy::UNANSWERABLE_HINT;
+use crate::error::Error;
+use crate::protocol::{self, CdpError};
+use crate::snapshot::{Blocked, BlockedReason, ClosedBy, DialogKind, PendingDialog};
+use crate::watchdog::WatchdogMsg;
+
+mod state;
+
+pub(crate) use state::{AnswerInFlight, Dialogs, OpenDialog};
 
 /// A native dialog closed remotely less than this after opening (by the time the reader passes
 /// in) is the auto-closing proxy's signature (SPEC §6: within 100 ms; at 100 ms it is not).
@@ -34,54 +53,30 @@ impl Core {
         // event came, or was missed). An answer to one of them still unacknowledged did not
         // close it: Chromium will apply it to the new dialog (module doc).
         let older: Vec<String> = self
-            .open
+            .dialogs
+            .open()
             .iter()
             .filter(|d| d.public.session_id == session && d.public.bridge_request_id.is_none())
             .map(|d| d.public.id.clone())
             .collect();
         let mut carried = Vec::new();
         for id in older {
-            let Some(d) = self.open.iter_mut().find(|d| d.public.id == id) else {
+            let Some(pos) = self.dialogs.position(&id) else {
                 continue;
             };
-            if !d.answers_in_flight.is_empty() {
+            let mut answers = self.dialogs.take_answers(pos);
+            if !answers.is_empty() {
                 info!(
                     "task {}: dialog {id} was closed by something else before the answer to it \
                      arrived; the browser will apply that answer to the dialog that opens now",
                     self.task_id
                 );
             }
-            carried.append(&mut d.answers_in_flight);
-            let closed = d.closed_event.take();
+            carried.append(&mut answers);
+            let closed = self.dialogs.take_closed_event(pos);
             self.finalize(&id, ClosedBy::Remote, closed, now);
         }
         self.open_dialog(session, ev, None, carried, now);
-    }
-
-    /// Attaches an answer being written to the dialog it will land on: the one it names while
-    /// that is open; for a native answer to a dialog already closed, the dialog its session
-    /// shows now (module doc).
-    pub(super) fn track_answer(
-        &mut self,
-        flight: AnswerInFlight,
-        native: bool,
-        session: Option<&str>,
-    ) {
-        let pos = self
-            .open
-            .iter()
-            .position(|d| d.public.id == flight.named)
-            .or_else(|| {
-                let sid = session.filter(|_| native)?;
-                self.open.iter().rposition(|d| {
-                    d.public.session_id == sid
-                        && d.public.bridge_request_id.is_none()
-                        && d.closed_event.is_none()
-                })
-            });
-        if let Some(pos) = pos {
-            self.open[pos].answers_in_flight.push(flight);
-        }
     }
 
     /// Security origin of `frame_id` from the frame map (the last published one: a frame is
@@ -141,13 +136,13 @@ impl Core {
             kind: req.kind,
             default_prompt: Some(req.default_prompt),
         };
-        if self.open.len() >= self.settings.limits.pending_dialogs_max {
-            if !std::mem::replace(&mut self.cap_logged, true) {
+        if self.dialogs.at_cap() {
+            if self.dialogs.note_cap_refusal() {
                 warn!(
                     "task {}: {} dialogs are already open (limits.pending_dialogs_max): bridge \
                      dialog requests are refused until some are answered",
                     self.task_id,
-                    self.open.len()
+                    self.dialogs.open().len()
                 );
             }
             self.command(
@@ -168,13 +163,12 @@ impl Core {
         carried: Vec<AnswerInFlight>,
         now: Now,
     ) {
-        let over_cap = self.open.len() >= self.settings.limits.pending_dialogs_max;
-        self.next_dialog += 1;
+        let over_cap = self.dialogs.at_cap();
         let default_prompt = ev.default_prompt.unwrap_or_default();
         let frame_id = ev.frame_id.filter(|f| !f.is_empty());
         let origin = clip(self.origin_for(frame_id.as_deref(), &ev.url), MAX_TEXT);
         let dialog = PendingDialog {
-            id: format!("d-{}", self.next_dialog),
+            id: self.dialogs.next_id(),
             kind: DialogKind::from(clip(ev.kind, 64)),
             message: clip(ev.message, MAX_TEXT * 8),
             default_prompt: clip(default_prompt, MAX_TEXT * 8),
@@ -204,7 +198,7 @@ impl Core {
                  (limits.pending_dialogs_max): dismissing it",
                 self.task_id,
                 dialog.id,
-                self.open.len()
+                self.dialogs.open().len()
             );
         }
         let answer = match self.settings.policy {
@@ -215,17 +209,18 @@ impl Core {
             }
             DialogPolicy::AutoAccept => {
                 // Chromium gives a prompt "" unless the default text is sent explicitly.
-                let text = (dialog.kind == "prompt").then_some(dialog.default_prompt.as_str());
+                let text =
+                    (dialog.kind == DialogKind::Prompt).then_some(dialog.default_prompt.as_str());
                 Some(answer_command(&dialog, true, text, ClosedBy::AutoPolicy))
             }
         };
         if answer.is_none() {
-            self.out.push(Outgoing::ArmWatchdog {
+            self.out.push(Outgoing::Watchdog(WatchdogMsg::Arm {
                 dialog_id: dialog.id.clone(),
                 deadline: now.after(self.settings.dialog_timeout).instant,
-            });
+            }));
         }
-        self.open.push(OpenDialog {
+        let pos = self.dialogs.push(OpenDialog {
             public: dialog,
             opened: now.instant,
             answers_in_flight: carried,
@@ -233,21 +228,18 @@ impl Core {
             shown: !over_cap,
             unanswerable: false,
         });
-        if answer.is_none() {
-            self.fail_calls_blocked_by(self.open.len() - 1, false);
+        match answer {
+            None => self.fail_calls_blocked_by(pos, false),
+            Some(c) => self.out.push(Outgoing::Command(c)),
         }
-        if let Some(c) = answer {
-            self.out.push(Outgoing::Command(c));
-        }
-        self.dialogs_changed = true;
-        self.dirty = true;
     }
 
     /// Bridge dialogs of `frame_id` whose document went away (navigation, detach): the paused
     /// request died with it, so nobody can answer them any more.
     pub(super) fn bridge_frame_gone(&mut self, frame_id: &str, now: Now) {
         let gone: Vec<String> = self
-            .open
+            .dialogs
+            .open()
             .iter()
             .filter(|d| {
                 d.public.bridge_request_id.is_some()
@@ -272,17 +264,16 @@ impl Core {
         // the session: with a frame named, a dialog of another frame is never the one that
         // closed (SPEC §11: `Closed(frameId = main)` while an iframe's dialog stays open).
         let frame = ev.frame_id.as_deref().filter(|f| !f.is_empty());
+        let open = self.dialogs.open();
         let pos = match frame {
-            Some(f) => self
-                .open
+            Some(f) => open
                 .iter()
                 .position(|d| native_open(d) && d.public.frame_id.as_deref() == Some(f))
                 .or_else(|| {
-                    self.open
-                        .iter()
+                    open.iter()
                         .position(|d| native_open(d) && d.public.frame_id.is_none())
                 }),
-            None => self.open.iter().position(native_open),
+            None => open.iter().position(native_open),
         };
         let Some(pos) = pos else {
             debug!(
@@ -291,7 +282,7 @@ impl Core {
             );
             return;
         };
-        let d = &mut self.open[pos];
+        let d = &open[pos];
         if d.answers_in_flight.is_empty() {
             let id = d.public.id.clone();
             let fast = now.since(d.opened) < PROXY_SIGNATURE;
@@ -316,11 +307,11 @@ impl Core {
             }
         } else {
             // Our answer is on its way: its acknowledgement decides who closed it.
-            d.closed_event = Some((ev.result, ev.user_input));
             let id = d.public.id.clone();
-            self.out.push(Outgoing::CancelWatchdog { dialog_id: id });
-            self.dialogs_changed = true;
-            self.dirty = true;
+            self.dialogs
+                .set_closed_event(pos, (ev.result, ev.user_input));
+            self.out
+                .push(Outgoing::Watchdog(WatchdogMsg::Cancel { dialog_id: id }));
         }
     }
 
@@ -335,25 +326,18 @@ impl Core {
     ) -> CallResult {
         // The dialog the answer lands on holds it (module doc); it is the named one unless the
         // events showed otherwise.
-        let pos = self
-            .open
-            .iter()
-            .position(|d| d.answers_in_flight.iter().any(|a| a.call_id == call_id));
-        let mut said = None;
-        if let Some(pos) = pos {
-            let flights = &mut self.open[pos].answers_in_flight;
-            if let Some(i) = flights.iter().position(|a| a.call_id == call_id) {
-                said = Some(flights.remove(i).said);
-            }
-        }
+        let (pos, said) = match self.dialogs.take_answer(call_id) {
+            Some((pos, said)) => (Some(pos), said),
+            None => (None, None),
+        };
         match outcome {
             Ok(_) => {
                 let Some(pos) = pos else {
                     return Ok(json!({}));
                 };
                 // The browser's own account (the Closed event) wins over what we sent.
-                let closed = self.open[pos].closed_event.take().or(said);
-                let landed = self.open[pos].public.clone();
+                let closed = self.dialogs.take_closed_event(pos).or(said);
+                let landed = self.dialogs.open()[pos].public.clone();
                 self.finalize(&landed.id, by, closed, now);
                 if landed.id == dialog_id {
                     return Ok(json!({}));
@@ -371,29 +355,30 @@ impl Core {
             Err(e) => {
                 // A refused fulfilment means the paused bridge request is gone (the page moved
                 // on); a native refusal says "No dialog is showing".
-                let bridge = pos.is_some_and(|p| self.open[p].public.bridge_request_id.is_some());
+                let open = self.dialogs.open();
+                let bridge = pos.is_some_and(|p| open[p].public.bridge_request_id.is_some());
                 let not_showing = e.message.contains("No dialog is showing");
                 // No Closed event came: the dialog may still block its frame, unanswerable
                 // (SPEC §11). It is recorded `remote` only if a Closed event comes later.
                 if let Some(pos) = pos
                     && !bridge
                     && not_showing
-                    && self.open[pos].closed_event.is_none()
-                    && self.open[pos].answers_in_flight.is_empty()
-                    && self.open[pos].public.id == dialog_id
+                    && open[pos].closed_event.is_none()
+                    && open[pos].answers_in_flight.is_empty()
+                    && open[pos].public.id == dialog_id
                 {
                     return Err(self.mark_unanswerable(pos));
                 }
                 let gone = bridge || not_showing;
                 if let Some(pos) = pos {
-                    let d = &self.open[pos];
+                    let d = &open[pos];
                     if gone || (d.closed_event.is_some() && d.answers_in_flight.is_empty()) {
                         let id = d.public.id.clone();
-                        let closed = self.open[pos].closed_event.take();
+                        let closed = self.dialogs.take_closed_event(pos);
                         self.finalize(&id, ClosedBy::Remote, closed, now);
                     }
                 }
-                match self.recent.iter().rev().find(|c| c.dialog.id == dialog_id) {
+                match self.dialogs.recent(dialog_id) {
                     Some(c) if gone || pos.is_none() => Err(Error::DialogAlreadyClosed {
                         id: dialog_id.to_string(),
                         closed_by: c.closed_by,
@@ -413,18 +398,18 @@ impl Core {
     /// of `pending_dialogs`, into `blocked` (naming the frame) until it ends. Returns the
     /// caller's error.
     fn mark_unanswerable(&mut self, pos: usize) -> Error {
-        let d = &mut self.open[pos];
-        d.unanswerable = true;
-        let (id, frame_id) = (d.public.id.clone(), d.public.frame_id.clone());
+        self.dialogs.mark_unanswerable(pos);
+        let d = &self.dialogs.open()[pos].public;
+        let (id, frame_id) = (d.id.clone(), d.frame_id.clone());
         warn!(
             "task {}: dialog {id} can no longer be answered over CDP ('No dialog is showing') but \
              no Closed event came: it still blocks frame {}; reload the page to clear it",
             self.task_id,
             frame_id.as_deref().unwrap_or("?")
         );
-        self.out.push(Outgoing::CancelWatchdog {
+        self.out.push(Outgoing::Watchdog(WatchdogMsg::Cancel {
             dialog_id: id.clone(),
-        });
+        }));
         if self.blocked.is_none() {
             self.blocked = Some(Blocked {
                 reason: BlockedReason::UnanswerableDialog,
@@ -432,8 +417,6 @@ impl Core {
                 frame_id: frame_id.clone(),
             });
         }
-        self.dialogs_changed = true;
-        self.dirty = true;
         // Calls in flight into its renderer, even those made while it was pending (a method
         // not measured, waiting out its grace), would now wait for their deadline.
         self.fail_calls_blocked_by(pos, true);
@@ -445,7 +428,8 @@ impl Core {
     pub(super) fn unanswerable_frame_gone(&mut self, frame_id: &str, now: Now) {
         let main = self.page_target_id.as_deref() == Some(frame_id);
         let gone: Vec<String> = self
-            .open
+            .dialogs
+            .open()
             .iter()
             .filter(|d| d.unanswerable && (main || d.public.frame_id.as_deref() == Some(frame_id)))
             .map(|d| d.public.id.clone())
@@ -455,6 +439,8 @@ impl Core {
         }
     }
 
+    /// Records open dialog `dialog_id` as closed by `by` (with the browser's account `closed`,
+    /// when it gave one): the one place every close goes through.
     pub(super) fn finalize(
         &mut self,
         dialog_id: &str,
@@ -462,51 +448,28 @@ impl Core {
         closed: Option<(bool, String)>,
         now: Now,
     ) {
-        let Some(pos) = self.open.iter().position(|d| d.public.id == dialog_id) else {
+        let Some(pos) = self.dialogs.position(dialog_id) else {
             return;
         };
-        let d = self.open.remove(pos);
-        if d.unanswerable
-            && !self.open.iter().any(|o| o.unanswerable)
+        let was_unanswerable = self.dialogs.close(pos, by, closed, now.epoch);
+        if was_unanswerable
+            && !self.dialogs.any_unanswerable()
             && self
                 .blocked
                 .as_ref()
                 .is_some_and(|b| b.reason == BlockedReason::UnanswerableDialog)
         {
             info!(
-                "task {}: dialog {} that CDP could not answer has ended; no longer blocked",
-                self.task_id, d.public.id
+                "task {}: dialog {dialog_id} that CDP could not answer has ended; no longer \
+                 blocked",
+                self.task_id
             );
             self.blocked = None;
         }
-        info!(
-            "task {}: dialog {} closed by {}",
-            self.task_id, d.public.id, by
-        );
-        let max = self.settings.limits.recent_dialogs_max;
-        while self.recent.len() >= max {
-            self.recent.pop_front();
-        }
-        let (accepted, user_input) = match closed {
-            Some((a, u)) => (Some(a), Some(u)),
-            None => (None, None),
-        };
-        self.recent.push_back(Arc::new(ClosedDialog {
-            dialog: d.public,
-            closed_at: now.epoch,
-            closed_by: by,
-            accepted,
-            user_input,
-        }));
-        self.out.push(Outgoing::CancelWatchdog {
+        info!("task {}: dialog {dialog_id} closed by {by}", self.task_id);
+        self.out.push(Outgoing::Watchdog(WatchdogMsg::Cancel {
             dialog_id: dialog_id.to_string(),
-        });
-        if self.open.len() < self.settings.limits.pending_dialogs_max {
-            self.cap_logged = false;
-        }
-        self.dialogs_changed = true;
-        self.recent_changed = true;
-        self.dirty = true;
+        }));
     }
 }
 

@@ -28,7 +28,11 @@ pub struct Frames {
     main: Option<String>,
     /// Default contexts seen before their frame: frame id -> (session, context id).
     early_contexts: HashMap<String, (String, i64)>,
+    /// Anything published changed since the last [`Frames::take_published`].
     changed: bool,
+    /// A frame came or went, or a frame's origin changed, since the last
+    /// [`Frames::take_origins_changed`] (the sites the dialog rule reads may have moved).
+    origins_changed: bool,
 }
 
 impl Frames {
@@ -55,6 +59,7 @@ impl Frames {
             main: None,
             early_contexts: HashMap::new(),
             changed: true,
+            origins_changed: true,
         }
     }
 
@@ -103,6 +108,7 @@ impl Frames {
             self.map.insert(frame_id.to_string(), rec);
             self.order.insert(frame_id.to_string(), self.next_order);
             self.next_order += 1;
+            self.origins_changed = true;
         }
         self.changed = true;
         self.map.get_mut(frame_id)
@@ -121,11 +127,13 @@ impl Frames {
             _ => f.url.clone(),
         };
         // Chromium reports opaque origins (about:srcdoc, data:) as "://" or "null".
-        rec.origin = f
+        let origin = f
             .security_origin
             .clone()
             .filter(|o| !o.is_empty() && o != "://" && o != "null")
             .unwrap_or_else(|| origin_of(&f.url));
+        let origin_changed = rec.origin != origin;
+        rec.origin = origin;
         rec.name = f.name.clone().filter(|n| !n.is_empty());
         // A new document: a crashed renderer has been replaced (SPEC §10).
         rec.crashed = false;
@@ -138,6 +146,7 @@ impl Frames {
         if is_page && is_main_of_session {
             self.main = Some(f.id.clone());
         }
+        self.origins_changed |= origin_changed;
         true
     }
 
@@ -283,6 +292,7 @@ impl Frames {
             self.main = None;
         }
         self.changed = true;
+        self.origins_changed = true;
     }
 
     /// A followed page (issue 14) went away: its frames (its main frame's id is its target id)
@@ -325,13 +335,17 @@ impl Frames {
         rec.session_id = Some(session.to_string());
         rec.owner_session = session.to_string();
         rec.default_context = None;
+        let mut origin_changed = false;
         if !url.is_empty() {
             rec.url = url.to_string();
-            rec.origin = origin_of(url);
+            let origin = origin_of(url);
+            origin_changed = rec.origin != origin;
+            rec.origin = origin;
         }
         if let Some(p) = parent_frame_id.filter(|p| !p.is_empty()) {
             rec.parent_frame_id = Some(p.to_string());
         }
+        self.origins_changed |= origin_changed;
         true
     }
 
@@ -436,10 +450,17 @@ impl Frames {
 
     /// When anything changed: the full map and the capped tree, for publishing.
     pub fn take_published(&mut self) -> Option<(FrameMap, Arc<FrameTree>)> {
-        if !std::mem::take(&mut self.changed) {
-            return None;
-        }
-        Some((Arc::new(self.map.clone()), Arc::new(self.tree())))
+        std::mem::take(&mut self.changed).then(|| self.published())
+    }
+
+    /// True (once) when a frame came or went or a frame's origin changed since the last call.
+    pub fn take_origins_changed(&mut self) -> bool {
+        std::mem::take(&mut self.origins_changed)
+    }
+
+    /// The full map and the capped tree.
+    pub fn published(&self) -> (FrameMap, Arc<FrameTree>) {
+        (Arc::new(self.map.clone()), Arc::new(self.tree()))
     }
 
     /// The capped breadth-first tree (SPEC §7).

@@ -36,28 +36,225 @@
 //! fail fast naming the dialog; a call routed to the page (`target_id`) goes to the watch
 //! session. Past that second cap popups are resumed and let go as before (logged once).
 //!
-//! Each page belongs to a browsing-context group (`Core::page_groups`): its opener's when it
+//! Each page belongs to a browsing-context group (`Sessions::group_of`): its opener's when it
 //! can script it (`canAccessOpener`; a `noopener` popup cannot, although `openerId` names its
 //! opener), else its own. Same-site documents of one group share a renderer (measured).
 
-use super::*;
+use std::sync::Arc;
+
+use log::{debug, info, warn};
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::frames::Frames;
+use super::session::{self, SessionKind};
+use super::sessions::Session;
+use super::{Core, MAX_TEXT, Outgoing, clip};
+use crate::clock::Now;
+use crate::config::Limits;
+use crate::protocol;
+use crate::snapshot::{ClosedBy, PageInfo};
 
 /// Bound of the walk from a session up to its page (sessions nest: page, OOPIF, OOPIF, ...).
 const MAX_SESSION_DEPTH: usize = 64;
+
+/// The pages the task follows and watches besides its own. Owned by the reader thread; [`Pages::take_published`] hands the core `pages`,
+/// `pages_truncated` and `watched_pages` when they changed.
+#[derive(Debug)]
+pub(crate) struct Pages {
+    /// `browser.follow_popups`: without it `pages` stays empty.
+    follow: bool,
+    /// `limits.pages_max`.
+    followed_max: usize,
+    /// `limits.watched_pages_max`.
+    watched_max: usize,
+    /// The popups and new tabs the task follows (issue 14), oldest first; the task's own page
+    /// is not in it.
+    followed: Vec<PageInfo>,
+    /// A popup was left alone because of `limits.pages_max`.
+    truncated: bool,
+    /// Popups past `limits.pages_max` watched for their dialogs only (SPEC §8 "No silent
+    /// wedge"), oldest first.
+    watched: Vec<PageInfo>,
+    /// A popup was let go because of `limits.watched_pages_max` (logged once).
+    watch_truncated: bool,
+    /// The published `pages`, `pages_truncated` or `watched_pages` are out of date.
+    changed: bool,
+}
+
+/// What [`Pages::take_published`] hands over.
+#[derive(Debug)]
+pub(crate) struct PublishedPages {
+    /// `pages`: the task's page first, then the followed ones.
+    pub pages: Arc<[PageInfo]>,
+    /// `pages_truncated`.
+    pub truncated: bool,
+    /// `watched_pages`.
+    pub watched: Arc<[PageInfo]>,
+}
+
+impl Pages {
+    /// No page followed yet.
+    pub fn new(limits: &Limits, follow: bool) -> Pages {
+        Pages {
+            follow,
+            followed_max: limits.pages_max,
+            watched_max: limits.watched_pages_max,
+            followed: Vec::new(),
+            truncated: false,
+            watched: Vec::new(),
+            watch_truncated: false,
+            changed: true,
+        }
+    }
+
+    /// The watched pages, oldest first.
+    pub fn watched(&self) -> &[PageInfo] {
+        &self.watched
+    }
+
+    /// Whether `target_id` is a followed page.
+    pub fn is_followed(&self, target_id: &str) -> bool {
+        self.followed.iter().any(|p| p.target_id == target_id)
+    }
+
+    /// Whether `target_id` is a watched page.
+    pub fn is_watched(&self, target_id: &str) -> bool {
+        self.watched.iter().any(|p| p.target_id == target_id)
+    }
+
+    /// Whether `sid` is the session of a followed page.
+    pub fn is_followed_session(&self, sid: &str) -> bool {
+        self.followed.iter().any(|p| p.session_id == sid)
+    }
+
+    /// Whether one more page may be followed (`limits.pages_max`).
+    pub fn room_to_follow(&self) -> bool {
+        self.followed.len() < self.followed_max
+    }
+
+    /// Whether one more page may be watched (`limits.watched_pages_max`).
+    pub fn room_to_watch(&self) -> bool {
+        self.watched.len() < self.watched_max
+    }
+
+    /// Follows `page`.
+    pub fn follow(&mut self, page: PageInfo) {
+        self.followed.push(page);
+        self.changed = true;
+    }
+
+    /// Watches `page` for its dialogs.
+    pub fn watch(&mut self, page: PageInfo) {
+        self.watched.push(page);
+        self.changed = true;
+    }
+
+    /// A popup was not followed for `limits.pages_max`: true the first time (log it then).
+    pub fn note_truncated(&mut self) -> bool {
+        self.changed = true;
+        !std::mem::replace(&mut self.truncated, true)
+    }
+
+    /// A popup was let go for `limits.watched_pages_max`: true the first time (log it then).
+    pub fn note_watch_truncated(&mut self) -> bool {
+        !std::mem::replace(&mut self.watch_truncated, true)
+    }
+
+    /// The watched page on session `sid` has a new document at `url` (which may run in another
+    /// renderer: the caller tells `Sessions` too, `Core::renderer_moved`).
+    pub fn watched_navigated(&mut self, sid: &str, url: String) {
+        if let Some(p) = self.watched.iter_mut().find(|p| p.session_id == sid) {
+            p.url = url;
+            self.changed = true;
+        }
+    }
+
+    /// Followed page `target_id` went away; false when it was not followed.
+    pub fn remove_followed(&mut self, target_id: &str) -> bool {
+        let before = self.followed.len();
+        self.followed.retain(|p| p.target_id != target_id);
+        if self.followed.len() == before {
+            return false;
+        }
+        self.changed = true;
+        true
+    }
+
+    /// Watched page `target_id` went away.
+    pub fn remove_watched(&mut self, target_id: &str) {
+        self.watched.retain(|p| p.target_id != target_id);
+        self.changed = true;
+    }
+
+    /// Forgets every page (a new connection: popups are not carried across a reconnect).
+    pub fn clear(&mut self) {
+        self.followed.clear();
+        self.truncated = false;
+        self.watched.clear();
+        self.watch_truncated = false;
+        self.changed = true;
+    }
+
+    /// When they changed, or `inputs_changed` (the task's page `main` or the frames, whose
+    /// main frames' URLs `pages` shows): what to publish.
+    pub fn take_published(
+        &mut self,
+        main: Option<(&str, &str)>,
+        frames: &Frames,
+        inputs_changed: bool,
+    ) -> Option<PublishedPages> {
+        (std::mem::take(&mut self.changed) || inputs_changed).then(|| self.published(main, frames))
+    }
+
+    /// `pages` as the snapshot shows it: the task's page `main` (target, session) first, then
+    /// the followed ones, each with the URL of its main frame (empty when popups are not
+    /// followed); `pages_truncated` and `watched_pages`.
+    pub fn published(&self, main: Option<(&str, &str)>, frames: &Frames) -> PublishedPages {
+        let pages = match main {
+            Some((target_id, session_id)) if self.follow => {
+                let url_of = |t: &str, fallback: &str| {
+                    frames
+                        .url_of(t)
+                        .map_or_else(|| fallback.to_string(), str::to_string)
+                };
+                let mut out = Vec::with_capacity(self.followed.len() + 1);
+                out.push(PageInfo {
+                    target_id: target_id.to_string(),
+                    url: url_of(target_id, ""),
+                    title: String::new(),
+                    opener_target_id: None,
+                    session_id: session_id.to_string(),
+                });
+                for p in &self.followed {
+                    let mut p = p.clone();
+                    p.url = url_of(&p.target_id, &p.url);
+                    out.push(p);
+                }
+                out
+            }
+            _ => Vec::new(),
+        };
+        PublishedPages {
+            pages: pages.into(),
+            truncated: self.truncated,
+            watched: self.watched.clone().into(),
+        }
+    }
+}
 
 impl Core {
     /// Turns browser-level auto-attach on (module doc), once the page session is known.
     pub(super) fn follow_popups_from_now(&mut self) {
         if self.settings.follow_popups {
             self.command("Target.setAutoAttach", session::auto_attach_params(), None);
-            self.pages_changed = true;
         }
     }
 
     /// Whether `sid` is the session of a page: the task's page, a followed or a watched one.
     pub(super) fn is_page_session(&self, sid: &str) -> bool {
         self.page_session_id.as_deref() == Some(sid)
-            || self.pages.iter().any(|p| p.session_id == sid)
+            || self.pages.is_followed_session(sid)
             || self.is_watched_session(sid)
     }
 
@@ -80,10 +277,8 @@ impl Core {
             && let Some(ev) = protocol::decode::<protocol::FrameNavigated>(params)
             && ev.frame.parent_id.is_none()
         {
-            if let Some(p) = self.watched.iter_mut().find(|p| p.session_id == session) {
-                p.url = clip(ev.frame.url, MAX_TEXT);
-                self.pages_changed = true;
-            }
+            self.pages
+                .watched_navigated(session, clip(ev.frame.url, MAX_TEXT));
             self.renderer_moved(session);
         }
     }
@@ -111,23 +306,19 @@ impl Core {
 
     /// Whether `target_id` is the task's page or a page it follows.
     fn is_followed_page(&self, target_id: &str) -> bool {
-        self.page_target_id.as_deref() == Some(target_id)
-            || self.pages.iter().any(|p| p.target_id == target_id)
+        self.page_target_id.as_deref() == Some(target_id) || self.pages.is_followed(target_id)
     }
 
     /// Whether `target_id` is the task's page or a page it follows or watches: the pages whose
     /// popups are the task's.
     fn is_own_page(&self, target_id: &str) -> bool {
-        self.is_followed_page(target_id) || self.watched.iter().any(|p| p.target_id == target_id)
+        self.is_followed_page(target_id) || self.pages.is_watched(target_id)
     }
 
     /// The browsing-context group of a new page opened by `opener` (module doc).
     fn group_of_new_page(&self, info: &protocol::TargetInfo, opener: &str) -> String {
         if info.can_access_opener {
-            self.page_groups
-                .get(opener)
-                .cloned()
-                .unwrap_or_else(|| opener.to_string())
+            self.sessions.group_of(opener).unwrap_or(opener).to_string()
         } else {
             info.target_id.clone()
         }
@@ -162,35 +353,29 @@ impl Core {
             None
         };
         if let Some(opener) = opener {
-            if self.pages.len() < self.settings.limits.pages_max
-                && self.sessions.len() < self.settings.limits.frames_max
+            if self.pages.room_to_follow() && self.sessions.len() < self.settings.limits.frames_max
             {
                 self.follow_page(&sid, info, opener);
                 return;
             }
-            if !self.pages_truncated {
+            if self.pages.note_truncated() {
                 warn!(
                     "task {}: page {} opened more than limits.pages_max = {} popups; {} and \
                      later ones are not followed, only watched for dialogs",
                     self.task_id, opener, self.settings.limits.pages_max, info.target_id
                 );
             }
-            self.pages_truncated = true;
-            self.pages_changed = true;
-            self.dirty = true;
-            if self.watched.len() < self.settings.limits.watched_pages_max
-                && self.sessions.len() < self.settings.limits.frames_max
-            {
+            if self.pages.room_to_watch() && self.sessions.len() < self.settings.limits.frames_max {
                 self.watch_page(&sid, info, opener);
                 return;
             }
-            if !std::mem::replace(&mut self.watch_truncated, true) {
+            if self.pages.note_watch_truncated() {
                 warn!(
                     "task {}: {} popups are watched for dialogs already \
                      (limits.watched_pages_max): {} and later ones are let go, and a dialog \
                      they raise is not seen",
                     self.task_id,
-                    self.watched.len(),
+                    self.pages.watched().len(),
                     info.target_id
                 );
             }
@@ -210,50 +395,48 @@ impl Core {
             self.task_id, info.target_id, info.url
         );
         let group = self.group_of_new_page(&info, &opener);
-        self.page_groups.insert(info.target_id.clone(), group);
         self.sessions.insert(
-            sid.to_string(),
+            sid,
             Session {
                 target_id: info.target_id.clone(),
                 kind: SessionKind::Watched,
                 parent: None,
             },
         );
-        self.watched.push(PageInfo {
+        let page = PageInfo {
             target_id: info.target_id,
             url: clip(info.url, MAX_TEXT),
             title: String::new(),
             opener_target_id: Some(opener),
             session_id: sid.to_string(),
-        });
-        self.renderers_changed = true;
+        };
+        self.sessions.set_group(&page.target_id, group);
+        self.pages.watch(page);
         self.set_up_session(sid, SessionKind::Watched);
         self.out.push(Outgoing::Command(session::resume(sid)));
     }
 
     /// A watched page went away: its dialogs still open are recorded `remote`.
     pub(super) fn watched_page_gone(&mut self, target_id: &str, gone: &[String], now: Now) {
-        self.watched.retain(|p| p.target_id != target_id);
-        self.page_groups.remove(target_id);
+        self.pages.remove_watched(target_id);
+        self.sessions.remove_group(target_id);
         self.finalize_dialogs_of(gone, now);
-        self.pages_changed = true;
-        self.dirty = true;
     }
 
     /// Records the dialogs still open on sessions that went away as `remote`.
     fn finalize_dialogs_of(&mut self, gone: &[String], now: Now) {
         let doomed: Vec<String> = self
-            .open
+            .dialogs
+            .open()
             .iter()
             .filter(|d| gone.contains(&d.public.session_id))
             .map(|d| d.public.id.clone())
             .collect();
         for id in doomed {
             let closed = self
-                .open
-                .iter_mut()
-                .find(|d| d.public.id == id)
-                .and_then(|d| d.closed_event.take());
+                .dialogs
+                .position(&id)
+                .and_then(|pos| self.dialogs.take_closed_event(pos));
             self.finalize(&id, ClosedBy::Remote, closed, now);
         }
     }
@@ -266,17 +449,15 @@ impl Core {
             self.task_id, info.target_id, info.url
         );
         let group = self.group_of_new_page(&info, &opener);
-        self.page_groups.insert(info.target_id.clone(), group);
-        self.renderers_changed = true;
         self.sessions.insert(
-            sid.to_string(),
+            sid,
             Session {
                 target_id: info.target_id.clone(),
                 kind: SessionKind::Popup,
                 parent: None,
             },
         );
-        self.pages.push(PageInfo {
+        let page = PageInfo {
             target_id: info.target_id,
             url: clip(info.url, MAX_TEXT),
             // The title at attach time is that of the blank initial document, and browser-level
@@ -284,9 +465,9 @@ impl Core {
             title: String::new(),
             opener_target_id: Some(opener),
             session_id: sid.to_string(),
-        });
-        self.pages_changed = true;
-        self.dirty = true;
+        };
+        self.sessions.set_group(&page.target_id, group);
+        self.pages.follow(page);
         self.set_up_session(sid, SessionKind::Popup);
         self.out.push(Outgoing::Command(session::resume(sid)));
     }
@@ -295,46 +476,12 @@ impl Core {
     /// frames leave the map, and the dialogs still open on it (or on sessions attached through
     /// it, `gone`) are recorded `remote`.
     pub(super) fn followed_page_gone(&mut self, target_id: &str, gone: &[String], now: Now) {
-        let before = self.pages.len();
-        self.pages.retain(|p| p.target_id != target_id);
-        if self.pages.len() == before {
+        if !self.pages.remove_followed(target_id) {
             return;
         }
+        self.sessions.remove_group(target_id);
         info!("task {}: followed page {target_id} went away", self.task_id);
-        self.dirty |= self.frames.remove_page(target_id);
-        self.page_groups.remove(target_id);
+        self.frames.remove_page(target_id);
         self.finalize_dialogs_of(gone, now);
-        self.pages_changed = true;
-        self.dirty = true;
-    }
-
-    /// `pages` as the snapshot shows it: the task's page first, then the followed ones, with
-    /// the URL of each one's main frame. Empty when popups are not followed.
-    pub(super) fn pages_list(&self) -> Vec<PageInfo> {
-        if !self.settings.follow_popups {
-            return Vec::new();
-        }
-        let Some(main) = &self.page_target_id else {
-            return Vec::new();
-        };
-        let url_of = |t: &str, fallback: &str| {
-            self.frames
-                .url_of(t)
-                .map_or_else(|| fallback.to_string(), str::to_string)
-        };
-        let mut out = Vec::with_capacity(self.pages.len() + 1);
-        out.push(PageInfo {
-            target_id: main.clone(),
-            url: url_of(main, ""),
-            title: String::new(),
-            opener_target_id: None,
-            session_id: self.page_session_id.clone().unwrap_or_default(),
-        });
-        for p in &self.pages {
-            let mut p = p.clone();
-            p.url = url_of(&p.target_id, &p.url);
-            out.push(p);
-        }
-        out
     }
 }

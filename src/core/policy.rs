@@ -1,7 +1,14 @@
-//! Which dialog blocks which call (SPEC §8): the one rule, used by the state machine for calls
-//! in flight (`Core::dialog_blocks`) and by the call path for calls made while a dialog is
-//! already pending (`supervisor/calls.rs`), each through its own view of the sessions
-//! ([`SessionView`]: the live state, or a published [`Snapshot`]).
+//! The call rules, in one place: which dialog blocks which call (SPEC §8), which crash refuses
+//! which call (SPEC §10), and what the caller is told (SPEC §4.5, §11). Two users, each
+//! through its own view of the sessions ([`SessionView`]: the live state, or a published
+//! [`Snapshot`]):
+//!
+//! * the state machine, for calls in flight: a call registered on a crashed session
+//!   ([`crash_refusal`]), a dialog that opens or becomes unanswerable while calls wait
+//!   ([`fails_in_flight`]), a renderer that crashes under waiting calls;
+//! * the call path (`supervisor/calls.rs`), for a call made while a dialog is already pending or
+//!   the page is `blocked`: [`admit`] before it is sent, [`opened_since`] right after,
+//!   [`after_grace`] when a method nobody measured got no reply within [`DIALOG_GRACE`].
 //!
 //! # A dialog blocks its renderer, not its session
 //!
@@ -27,9 +34,34 @@
 //! call two renderers one for a moment (a refused call that could have gone through), never the
 //! other way round (a call that waits for its deadline). That is why it needs no public suffix
 //! list: the isolate id decides whenever it is known.
+//!
+//! # Which methods a dialog holds up: measured
+//!
+//! Whether Chromium still answers a method while a dialog blocks its session was measured, method
+//! by method (`crate::measured`). [`with_dialog_pending`] reads that table for a call made while
+//! the dialog is pending (send it, refuse it unsent, or send it and give up after
+//! [`DIALOG_GRACE`]), [`blocks_in_flight`] for a call already in flight when the dialog opens.
+//!
+//! # Crashes
+//!
+//! A crashed renderer answers nothing but the two methods that replace it
+//! ([`answered_when_crashed`]): every other call into it fails at once ([`crash_refusal`]).
+//!
+//! # `blocked`
+//!
+//! What the snapshot's `blocked` says and what it costs a caller: the hint texts published with
+//! each [`BlockedReason`], the error `respond_to_dialog` gives when only `blocked` is left
+//! ([`blocked_error`]), and which calls it refuses by itself ([`admit`]: a dialog proved
+//! orphaned refuses the calls that would hang; a merely unresponsive page refuses nothing, it
+//! may answer again).
 
+use std::time::Duration;
+
+use crate::error::Error;
 pub(crate) use crate::snapshot::Renderer;
-use crate::snapshot::{PendingDialog, Snapshot};
+use crate::snapshot::{Blocked, BlockedReason, DialogKind, PendingDialog, Snapshot};
+
+// ---------------------------------------------------------------- the renderer rule
 
 /// Whether two sessions run in one renderer process (module doc).
 pub(crate) fn same_renderer(a: &Renderer, b: &Renderer) -> bool {
@@ -76,13 +108,15 @@ pub(crate) trait SessionView {
     fn page_of_page_session(&self, sid: &str) -> Option<&str>;
     /// The task's page.
     fn task_page(&self) -> Option<&str>;
+    /// The task's page session.
+    fn task_page_session(&self) -> Option<&str>;
 }
 
 /// Whether `dialog` stands between a call of `method` on session `sid` and its reply: the call's
 /// session runs in the renderer that shows the dialog (module doc), or the call is an input
 /// event on the dialog's page (the browser drops input for the whole page while it shows a
-/// dialog, whichever frame raised it). Which methods still answer is decided elsewhere
-/// (`with_dialog_pending`, `blocks_in_flight`).
+/// dialog, whichever frame raised it). Which methods still answer is decided apart
+/// ([`with_dialog_pending`], [`blocks_in_flight`]).
 pub(crate) fn dialog_blocks(
     view: &impl SessionView,
     dialog: &PendingDialog,
@@ -132,6 +166,10 @@ impl SessionView for super::Core {
     fn task_page(&self) -> Option<&str> {
         self.page_target_id.as_deref()
     }
+
+    fn task_page_session(&self) -> Option<&str> {
+        self.page_session_id.as_deref()
+    }
 }
 
 /// A published snapshot as a [`SessionView`], for the call path.
@@ -159,74 +197,261 @@ impl SessionView for Snapshot {
     fn task_page(&self) -> Option<&str> {
         self.page_target_id.as_deref()
     }
+
+    fn task_page_session(&self) -> Option<&str> {
+        self.page_session_id.as_deref()
+    }
 }
+
+// ---------------------------------------------------------------- which methods a dialog holds up
+
+/// What a call of `method` does when a dialog that blocks it is already pending (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WithDialog {
+    /// Chromium answers it with a dialog open: send it.
+    Send,
+    /// Chromium does not answer it (or drops it) while the dialog is open: fail at once, unsent.
+    Refuse,
+    /// Not measured: send it, and fail after [`DIALOG_GRACE`] without a reply.
+    Grace,
+}
+
+/// How long a call of a method whose behaviour under a dialog was not measured may wait for
+/// its reply while a dialog that blocks it is pending.
+pub const DIALOG_GRACE: Duration = Duration::from_millis(250);
+
+/// How long a call told that a bridge dialog blocks it still takes its own reply: the bridge's
+/// request reaches the supervisor by another path through the browser than the call's reply,
+/// and can overtake the reply of the very call that scheduled it (seen on Chromium).
+pub const BRIDGE_REPLY_GRACE: Duration = Duration::from_millis(100);
+
+/// [`WithDialog`] for `method`, from what was measured on Chromium (`crate::measured`).
+/// `Input.*` events are refused although Chromium answers them: it drops the event (the page
+/// never sees the click or key), so "success" would be a lie.
+pub fn with_dialog_pending(method: &str) -> WithDialog {
+    if method.starts_with("Input.") {
+        return WithDialog::Refuse;
+    }
+    match crate::measured::answered_with_dialog_open(method) {
+        Some(true) => WithDialog::Send,
+        Some(false) => WithDialog::Refuse,
+        None => WithDialog::Grace,
+    }
+}
+
+/// Whether a call of `method` that is in flight when a `dialog_kind` dialog opens on its
+/// session waits on that dialog. Methods measured to answer while a dialog is open carry on,
+/// except input events (the click whose handler opened the dialog answers only once the dialog
+/// is gone) and `Page.navigate`/`Page.close` under the `beforeunload` dialog they raised (their
+/// reply waits for the answer; `Page.reload`'s does not: measured).
+pub fn blocks_in_flight(dialog_kind: &DialogKind, method: &str) -> bool {
+    if method.starts_with("Input.") {
+        return true;
+    }
+    match crate::measured::answered_with_dialog_open(method) {
+        Some(true) => {
+            *dialog_kind == DialogKind::BeforeUnload
+                && matches!(method, "Page.navigate" | "Page.close")
+        }
+        _ => true,
+    }
+}
+
+// ---------------------------------------------------------------- calls in flight (the core)
+
+/// Whether `dialog` fails a call of `method` on `sid` that is in flight when the dialog opens (or
+/// becomes unanswerable). `holds` says whether the dialog holds calls up at all: it waits for
+/// the agent (`must_respond`, no Closed event yet) or CDP can no longer answer it; a dialog the
+/// policy answers at once holds nothing.
+pub(crate) fn fails_in_flight(
+    view: &impl SessionView,
+    dialog: &PendingDialog,
+    holds: bool,
+    sid: &str,
+    method: &str,
+) -> bool {
+    holds && dialog_blocks(view, dialog, sid, method) && blocks_in_flight(&dialog.kind, method)
+}
+
+// ---------------------------------------------------------------- calls made while a dialog is pending
+
+/// What the call path does with a call that [`admit`] lets through.
+#[derive(Debug)]
+pub(crate) struct Admission<'a> {
+    /// The pending dialogs that block it, which the caller has now seen (the state machine
+    /// does not fail the call again for them).
+    pub known: Vec<&'a PendingDialog>,
+    /// A method nobody measured, sent while `known[0]` blocks it: it fails if no reply came
+    /// within [`DIALOG_GRACE`] and the dialog is still pending then ([`after_grace`]).
+    pub grace: Option<&'a PendingDialog>,
+}
+
+/// Whether a call of `method` on session `sid` may be sent, judged on the published `snap`
+/// (SPEC §8): a `blocked` that proved a dialog on its session, a dialog CDP can no longer answer
+/// in its renderer, or (`must_respond`) a pending dialog there refuse the methods measured to
+/// hang; methods not measured go with a grace ([`Admission::grace`]).
+pub(crate) fn admit<'a>(
+    snap: &'a Snapshot,
+    must_respond: bool,
+    sid: &str,
+    method: &str,
+) -> Result<Admission<'a>, Error> {
+    let with_dialog = with_dialog_pending(method);
+    // A dialog nobody can answer over CDP (an orphan, or one the browser stopped letting CDP
+    // answer) blocks its renderer as surely as a pending one: a call that would hang fails at
+    // once; `Page.reload`/`Page.navigate`, which clear it, go through.
+    if let Some(b) = &snap.blocked
+        && b.reason == BlockedReason::OrphanedDialog
+        && blocked_owner(snap, b) == Some(sid)
+        && with_dialog == WithDialog::Refuse
+    {
+        return Err(blocked_error(b));
+    }
+    if with_dialog != WithDialog::Send
+        && let Some(d) = snap
+            .unanswerable
+            .iter()
+            .find(|d| dialog_blocks(snap, d, sid, method))
+    {
+        return Err(dialog_error(d, true, method));
+    }
+    let known: Vec<&PendingDialog> = if must_respond {
+        snap.pending_dialogs
+            .iter()
+            .filter(|d| dialog_blocks(snap, d, sid, method))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut grace = None;
+    if let Some(d) = known.first() {
+        match with_dialog {
+            WithDialog::Send => {}
+            WithDialog::Refuse => return Err(dialog_error(d, false, method)),
+            WithDialog::Grace => grace = Some(*d),
+        }
+    }
+    Ok(Admission { known, grace })
+}
+
+/// The second look, once the call is registered and written: a dialog published since `snap`
+/// was read for [`admit`], not among `known`, that the call now waits on. (The state machine
+/// catches those published later.)
+pub(crate) fn opened_since(
+    snap: &Snapshot,
+    known: &[&PendingDialog],
+    sid: &str,
+    method: &str,
+) -> Option<Error> {
+    snap.pending_dialogs
+        .iter()
+        .find(|d| {
+            !known.iter().any(|k| k.id == d.id)
+                && dialog_blocks(snap, d, sid, method)
+                && blocks_in_flight(&d.kind, method)
+        })
+        .map(|d| dialog_error(d, false, method))
+}
+
+/// A call [`admit`] sent with a grace got no reply within [`DIALOG_GRACE`]: it fails if `dialog`
+/// is still pending on `snap` (or CDP can no longer answer it); `None` lets it wait on for its
+/// own deadline (the dialog has gone, its reply may still come).
+pub(crate) fn after_grace(snap: &Snapshot, dialog: &PendingDialog, method: &str) -> Option<Error> {
+    if let Some(d) = snap.unanswerable.iter().find(|d| d.id == dialog.id) {
+        return Some(dialog_error(d, true, method));
+    }
+    snap.pending_dialogs
+        .iter()
+        .any(|d| d.id == dialog.id)
+        .then(|| dialog_error(dialog, false, method))
+}
+
+// ---------------------------------------------------------------- what the caller is told
+
+/// The error of a call of `method` that `dialog` blocks: [`Error::BlockedByDialog`] naming it,
+/// or, for a dialog CDP can no longer answer (`unanswerable`), [`Error::DialogUnanswerable`]
+/// (the caller must reload, not answer).
+pub(crate) fn dialog_error(dialog: &PendingDialog, unanswerable: bool, method: &str) -> Error {
+    if unanswerable {
+        Error::DialogUnanswerable {
+            id: dialog.id.clone(),
+            frame_id: dialog.frame_id.clone(),
+        }
+    } else {
+        Error::BlockedByDialog {
+            dialog: Box::new(dialog.clone()),
+            method: method.to_string(),
+        }
+    }
+}
+
+/// The error for what `blocked` reports, when no pending dialog is left to answer
+/// (`respond_to_dialog`) or when it refuses a call ([`admit`]). Only a probe that proved a
+/// dialog says "orphaned dialog"; a busy page is not one.
+pub(crate) fn blocked_error(b: &Blocked) -> Error {
+    match b.reason {
+        BlockedReason::OrphanedDialog => Error::OrphanedDialog,
+        BlockedReason::UnanswerableDialog => Error::DialogUnanswerable {
+            id: String::new(),
+            frame_id: b.frame_id.clone(),
+        },
+        BlockedReason::Unresponsive => Error::PageUnresponsive,
+    }
+}
+
+/// The session whose document `blocked` is about: the iframe's owner, or the page's.
+fn blocked_owner<'a>(view: &'a impl SessionView, b: &Blocked) -> Option<&'a str> {
+    match &b.frame_id {
+        Some(f) => view.owner_of(f),
+        None => view.task_page_session(),
+    }
+}
+
+// ---------------------------------------------------------------- crashes
+
+/// Whether a call of `method` still gets an answer from a page whose renderer crashed. Measured
+/// on Chromium 156: `Page.navigate` and `Page.reload` answer at once and bring a new renderer;
+/// everything else on the crashed session waits until then, and is answered "Target crashed".
+pub fn answered_when_crashed(method: &str) -> bool {
+    matches!(method, "Page.navigate" | "Page.reload")
+}
+
+/// The error of a call of `method` into `what` (`the page`, `frame <id>`, ...), whose renderer
+/// crashed: it fails at once unless the method recovers the renderer (SPEC §10).
+pub(crate) fn crash_refusal(what: &str, method: &str) -> Option<Error> {
+    (!answered_when_crashed(method)).then(|| Error::TargetCrashed {
+        what: what.to_string(),
+        method: method.to_string(),
+    })
+}
+
+// ---------------------------------------------------------------- `blocked` hints
+
+/// The hint published with `blocked` when a probe proved a dialog on the page (SPEC §4.5, §11).
+pub const ORPHAN_HINT: &str = "A JavaScript dialog opened by a CDP client that has disconnected is \
+blocking this page. It cannot be answered over CDP (the browser replies 'No dialog is showing'). \
+Reload or navigate the page (browser_cdp Page.reload or Page.navigate) to clear it; the supervisor \
+then finishes attaching by itself.";
+
+/// The hint published with `blocked` when a probe proved a dialog in an out-of-process iframe.
+pub const ORPHAN_FRAME_HINT: &str = "A JavaScript dialog opened by a CDP client that has \
+disconnected is blocking the cross-origin iframe named by frame_id (the rest of the page still \
+answers). It cannot be answered over CDP (the browser replies 'No dialog is showing'). Reload the \
+page (browser_cdp Page.reload, without frame_id) to clear it.";
+
+/// The hint published with `blocked` for a dialog CDP can no longer answer (SPEC §5, §11).
+pub const UNANSWERABLE_HINT: &str = "A JavaScript dialog in the frame named by frame_id still \
+blocks it, but the browser no longer lets CDP answer it ('No dialog is showing'; Chromium does this to \
+an iframe's dialog raised while another dialog was open). Reload the page (browser_cdp Page.reload) to \
+clear it.";
+
+/// The hint published with `blocked` when the page (or the iframe named by `frame_id`) does not
+/// answer and no probe proved a dialog: safe for both causes.
+pub const UNRESPONSIVE_HINT: &str = "The page (or the iframe named by frame_id) does not answer CDP \
+while the browser does: either a script keeps it busy, or a JavaScript dialog opened by a CDP \
+client that went away blocks it. Wait a few seconds first: a busy page answers again by itself and \
+blocked then disappears (the supervisor finishes attaching by itself). If it stays blocked, reload \
+the page (browser_cdp Page.reload), which clears both causes but loses the page's state.";
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn r(isolate: Option<&str>, group: &str, site: Option<&str>) -> Renderer {
-        Renderer {
-            isolate: isolate.map(str::to_string),
-            group: group.into(),
-            site: site.map(str::to_string),
-        }
-    }
-
-    #[test]
-    fn site_keys_are_never_finer_than_chromiums_sites() {
-        // Measured on Chromium 156 (tests/it/measure_renderers.rs, d_what_a_site_is): same
-        // site, one renderer for related pages.
-        for (a, b) in [
-            ("http://site-a.com:1", "http://sub.site-a.com:2"),
-            ("http://foo.co.uk", "http://sub.foo.co.uk"),
-            ("http://x.herokuapp.com", "http://sub.x.herokuapp.com"),
-            ("http://a.localhost:1", "http://b.a.localhost:1"),
-            ("http://a.internal", "http://b.a.internal"),
-            ("http://127.0.0.1:1", "http://127.0.0.1:2"),
-            ("https://site-a.com", "http://site-a.com"),
-            ("http://SITE-A.com.", "http://site-a.com"),
-        ] {
-            assert_eq!(site_key(a), site_key(b), "{a} {b}");
-            assert!(site_key(a).is_some(), "{a}");
-        }
-        // Measured different sites that the key tells apart too.
-        for (a, b) in [
-            ("http://site-a.com", "http://site-b.com"),
-            ("http://a.localhost", "http://localhost"),
-            ("http://a.internal", "http://c.internal"),
-            ("http://127.0.0.1", "http://localhost"),
-            ("http://[::1]:3", "http://127.0.0.1:3"),
-        ] {
-            assert_ne!(site_key(a), site_key(b), "{a} {b}");
-        }
-        // Measured different sites the coarse key calls one (a moment of over-blocking at
-        // most, while no isolate id is known): private and multi-label public suffixes.
-        assert_eq!(site_key("http://foo.co.uk"), site_key("http://bar.co.uk"));
-        assert_eq!(
-            site_key("http://x.herokuapp.com"),
-            site_key("http://y.herokuapp.com")
-        );
-        for opaque in ["null", "", "://", "about:blank", "data:text/html,x"] {
-            assert_eq!(site_key(opaque), None, "{opaque}");
-        }
-        assert_eq!(site_key("http://localhost:9").as_deref(), Some("localhost"));
-    }
-
-    #[test]
-    fn known_isolates_decide() {
-        let a = r(Some("1"), "G", Some("a.com"));
-        assert!(same_renderer(&a, &r(Some("1"), "H", Some("b.com"))));
-        assert!(!same_renderer(&a, &r(Some("2"), "G", Some("a.com"))));
-    }
-
-    #[test]
-    fn without_an_isolate_same_group_and_site_share() {
-        let a = r(Some("1"), "G", Some("a.com"));
-        assert!(same_renderer(&a, &r(None, "G", Some("a.com"))));
-        assert!(same_renderer(&a, &r(None, "G", None)), "unknown site");
-        assert!(!same_renderer(&a, &r(None, "G", Some("b.com"))));
-        assert!(!same_renderer(&a, &r(None, "H", Some("a.com"))), "noopener");
-        assert!(!same_renderer(&r(None, "G", None), &r(None, "H", None)));
-    }
-}
+mod tests;

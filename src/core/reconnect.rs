@@ -2,7 +2,15 @@
 //! closes and fails, the `state` the reader sets while it reconnects or once it ends, and what
 //! a new connection starts from. The reader thread decides *when*; this decides *what changes*.
 
-use super::*;
+use std::collections::HashMap;
+
+use log::warn;
+
+use super::frames::Frames;
+use super::{CallKind, Core};
+use crate::clock::Now;
+use crate::error::Error;
+use crate::snapshot::{ClosedBy, SupervisorState};
 
 impl Core {
     /// A new connection is up: forget everything that belonged to the old one (sessions, frames,
@@ -12,24 +20,14 @@ impl Core {
     /// one, never another (SPEC §3).
     pub fn reset_for_reconnect(&mut self) -> Option<String> {
         self.sessions.clear();
-        self.crashed_sessions.clear();
         // Followed popups are not carried across a reconnect: only the task's page is
         // re-attached, and popups opened from then on are followed again.
         self.pages.clear();
-        self.pages_truncated = false;
-        self.watched.clear();
-        self.watch_truncated = false;
-        self.isolates.clear();
-        self.page_groups.clear();
-        self.renderers_changed = true;
-        self.pages_changed = true;
         self.page_gone = None;
         self.frames = Frames::new(self.settings.limits.clone());
         self.blocked = None;
         self.blocked_session = None;
         self.page_session_id = None;
-        self.dialogs_changed = true;
-        self.dirty = true;
         self.page_target_id.clone()
     }
 
@@ -52,7 +50,8 @@ impl Core {
             }
         }
         let open: Vec<(String, Option<ClosedBy>)> = self
-            .open
+            .dialogs
+            .open()
             .iter()
             .map(|d| {
                 let answered = d.closed_event.as_ref().and_then(|_| {
@@ -67,10 +66,9 @@ impl Core {
             match answered {
                 Some(by) => {
                     let closed = self
-                        .open
-                        .iter_mut()
-                        .find(|d| d.public.id == id)
-                        .and_then(|d| d.closed_event.take());
+                        .dialogs
+                        .position(&id)
+                        .and_then(|pos| self.dialogs.take_closed_event(pos));
                     self.finalize(&id, by, closed, now);
                 }
                 None => {
@@ -84,23 +82,17 @@ impl Core {
                 }
             }
         }
-        self.dirty = true;
     }
 
     /// Reconnect attempt `attempt` of `of` is under way (its back-off, connect or re-attach).
     pub fn reconnecting(&mut self, attempt: u32, of: u32) {
-        let next = SupervisorState::Reconnecting { attempt, of };
-        if self.state != next {
-            self.state = next;
-            self.dirty = true;
-        }
+        self.state = SupervisorState::Reconnecting { attempt, of };
     }
 
     /// The supervisor has ended for good: [`SupervisorState::Stopped`] or
     /// [`SupervisorState::Dead`].
     pub fn ended(&mut self, end: SupervisorState) {
         self.state = end;
-        self.dirty = true;
     }
 
     /// Active, reconnecting, stopped or dead.

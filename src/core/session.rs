@@ -2,7 +2,9 @@
 //! used both by the attach sequence for the task's page (`crate::attach`) and by the state
 //! machine for the sessions auto-attach hands it (OOPIFs, workers) and the popups it follows.
 
-use super::*;
+use serde_json::{Value, json};
+
+use super::{CallKind, Command};
 
 /// What a CDP session is attached to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

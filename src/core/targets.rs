@@ -1,7 +1,16 @@
 //! Child targets and frame events in the state machine (SPEC §4.4, §7): sessions attached,
 //! enabled and resumed; frames owned only by the sessions we track.
 
-use super::*;
+use log::{info, warn};
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::session::{self, SessionKind};
+use super::sessions::Session;
+use super::{CallKind, Command, Core, Outgoing, policy};
+use crate::clock::Now;
+use crate::error::Error;
+use crate::protocol;
 
 impl Core {
     pub(super) fn frame_event(
@@ -14,8 +23,7 @@ impl Core {
         match method {
             "Page.frameAttached" => {
                 if let Some(ev) = protocol::decode::<protocol::FrameAttached>(params) {
-                    self.dirty |= self
-                        .frames
+                    self.frames
                         .attached(session, &ev.frame_id, &ev.parent_frame_id);
                 }
             }
@@ -25,7 +33,6 @@ impl Core {
                     self.bridge_frame_gone(&ev.frame.id, now);
                     self.unanswerable_frame_gone(&ev.frame.id, now);
                     let applied = self.frames.navigated(session, &ev.frame, is_page);
-                    self.dirty |= applied;
                     // The session's own main frame has a new document: a new renderer.
                     let own_main = ev.frame.parent_id.is_none()
                         || self
@@ -42,9 +49,8 @@ impl Core {
             }
             "Page.navigatedWithinDocument" => {
                 if let Some(ev) = protocol::decode::<protocol::NavigatedWithinDocument>(params) {
-                    self.dirty |=
-                        self.frames
-                            .navigated_within_document(session, &ev.frame_id, &ev.url);
+                    self.frames
+                        .navigated_within_document(session, &ev.frame_id, &ev.url);
                 }
             }
             "Inspector.targetCrashed" => self.target_crashed(session),
@@ -58,8 +64,7 @@ impl Core {
                         self.bridge_frame_gone(&ev.frame_id, now);
                         self.unanswerable_frame_gone(&ev.frame_id, now);
                     }
-                    self.dirty |= self
-                        .frames
+                    self.frames
                         .detached(session, &ev.frame_id, ev.reason.as_deref());
                 }
             }
@@ -69,20 +74,18 @@ impl Core {
                     && aux.is_default
                     && let Some(frame_id) = aux.frame_id
                 {
-                    self.dirty |= self
-                        .frames
+                    self.frames
                         .context_created(session, &frame_id, ev.context.id);
                 }
             }
             "Runtime.executionContextDestroyed" => {
                 if let Some(ev) = protocol::decode::<protocol::ExecutionContextDestroyed>(params) {
-                    self.dirty |= self
-                        .frames
+                    self.frames
                         .context_destroyed(session, ev.execution_context_id);
                 }
             }
             "Runtime.executionContextsCleared" => {
-                self.dirty |= self.frames.contexts_cleared(session);
+                self.frames.contexts_cleared(session);
             }
             _ => {}
         }
@@ -118,7 +121,7 @@ impl Core {
         let room = self.sessions.len() < self.settings.limits.frames_max;
         if let Some(kind) = SessionKind::of_child(&info.kind).filter(|_| room) {
             self.sessions.insert(
-                sid.clone(),
+                &sid,
                 Session {
                     target_id: info.target_id.clone(),
                     kind,
@@ -126,7 +129,7 @@ impl Core {
                 },
             );
             if kind == SessionKind::Iframe {
-                self.dirty |= self.frames.oopif_attached(
+                self.frames.oopif_attached(
                     &sid,
                     &info.target_id,
                     &info.url,
@@ -135,7 +138,6 @@ impl Core {
             }
             // The bridge goes in before the frame resumes, so its first script sees it.
             self.set_up_session(&sid, kind);
-            self.renderers_changed = true;
         }
         // Always resume: a paused target that nobody resumes hangs its page.
         if ev.waiting_for_debugger || info.kind == "iframe" {
@@ -151,16 +153,13 @@ impl Core {
         if self.page_target_id.as_deref() == Some(target_id) {
             return self.page_session_id.clone();
         }
-        self.sessions
-            .iter()
-            .find(|(_, s)| s.target_id == target_id)
-            .map(|(id, _)| id.clone())
+        self.sessions.of_target(target_id)
     }
 
     /// The renderer behind tracked session `sid` crashed: its frames are marked, and the
     /// callers waiting on it fail at once (it would never answer them).
     pub(super) fn target_crashed(&mut self, sid: &str) {
-        if !self.sessions.contains_key(sid) || self.crashed_sessions.contains(sid) {
+        if !self.sessions.mark_crashed(sid) {
             return;
         }
         let what = self.describe_session(sid);
@@ -168,28 +167,13 @@ impl Core {
             "task {}: the renderer of {what} crashed; reload the page to recover",
             self.task_id
         );
-        self.crashed_sessions.insert(sid.to_string());
         self.frames.crashed(sid);
-        self.dirty = true;
-        let doomed: Vec<u64> = self
-            .calls
-            .iter()
-            .filter(|(_, c)| {
-                c.session_id.as_deref() == Some(sid)
-                    && c.reply.is_some()
-                    && matches!(c.kind, CallKind::Plain | CallKind::Agent { .. })
-                    && !answered_when_crashed(&c.method)
-            })
-            .map(|(id, _)| *id)
-            .collect();
-        for id in doomed {
-            if let Some(call) = self.calls.get_mut(&id)
+        for call in self.calls.values_mut() {
+            if call.session_id.as_deref() == Some(sid)
+                && call.awaited_by_caller()
+                && let Some(err) = policy::crash_refusal(&what, &call.method)
                 && let Some(tx) = call.reply.take()
             {
-                let err = Error::TargetCrashed {
-                    what: what.clone(),
-                    method: call.method.clone(),
-                };
                 self.deliveries.push((tx, Err(err)));
             }
         }
@@ -197,14 +181,13 @@ impl Core {
 
     /// Session `sid` has a live renderer again (a reload or navigation after a crash).
     pub(super) fn target_recovered(&mut self, sid: &str) {
-        if self.crashed_sessions.remove(sid) {
+        if self.sessions.recovered(sid) {
             info!(
                 "task {}: {} has a new renderer after its crash",
                 self.task_id,
                 self.describe_session(sid)
             );
             self.frames.recovered(sid);
-            self.dirty = true;
         }
     }
 
@@ -212,39 +195,26 @@ impl Core {
         let Some(session) = self.sessions.remove(&ev.session_id) else {
             return;
         };
-        self.crashed_sessions.remove(&ev.session_id);
         let page_gone = self.page_session_id.as_deref() == Some(ev.session_id.as_str());
         // Sessions attached through this one die with it; Chromium does not always say so.
         let mut gone = vec![ev.session_id.clone()];
         let mut i = 0;
         while i < gone.len() {
             let parent = gone[i].clone();
-            let children: Vec<String> = self
-                .sessions
-                .iter()
-                .filter(|(_, s)| s.parent.as_deref() == Some(parent.as_str()))
-                .map(|(id, _)| id.clone())
-                .collect();
-            for c in children {
+            for c in self.sessions.children_of(&parent) {
                 if let Some(s) = self.sessions.remove(&c)
                     && s.kind == SessionKind::Iframe
                 {
-                    self.dirty |= self.frames.oopif_gone(&c, &s.target_id);
+                    self.frames.oopif_gone(&c, &s.target_id);
                 }
-                self.crashed_sessions.remove(&c);
                 gone.push(c);
             }
             i += 1;
         }
         if session.kind == SessionKind::Iframe {
-            self.dirty |= self
-                .frames
+            self.frames
                 .oopif_detached(&ev.session_id, &session.target_id);
         }
-        for sid in &gone {
-            self.isolates.remove(sid);
-        }
-        self.renderers_changed = true;
         if session.kind == SessionKind::Popup {
             self.followed_page_gone(&session.target_id, &gone, now);
         }
@@ -275,7 +245,6 @@ impl Core {
                 self.task_id, session.target_id
             );
             self.page_gone = Some(reason.into());
-            self.dirty = true;
             let browser_calls_waiting = self
                 .calls
                 .values()

@@ -6,8 +6,14 @@
 //! fresh id (as `Reader::carry_out` does), so the replies a test feeds back find them, and hands
 //! deliveries to the callers' channels.
 
+use super::calls::PURGE_EVERY;
+use super::policy::WithDialog;
 use super::*;
+use crate::deadline::Deadline;
+use crate::snapshot::{ClosedBy, ClosedDialog, PendingDialog};
 use crossbeam_channel::{Receiver, TryRecvError, bounded};
+use serde_json::json;
+use std::time::Instant;
 
 /// The task's page target, its session and its main frame's URL in every scenario.
 const PAGE: &str = "MAIN";
@@ -190,17 +196,27 @@ impl Sim {
                     });
                     out.commands.push((id, c));
                 }
-                Outgoing::ArmWatchdog {
+                Outgoing::Watchdog(WatchdogMsg::Arm {
                     dialog_id,
                     deadline,
-                } => out.armed.push((dialog_id, deadline)),
-                Outgoing::CancelWatchdog { dialog_id } => out.cancelled.push(dialog_id),
+                }) => out.armed.push((dialog_id, deadline)),
+                Outgoing::Watchdog(WatchdogMsg::Cancel { dialog_id }) => {
+                    out.cancelled.push(dialog_id)
+                }
             }
         }
         out
     }
 
+    /// The snapshot of the state now. On the way it checks that publishing missed nothing:
+    /// whatever `take_published` brings up to date (or `None`: nothing changed), the result
+    /// equals a snapshot built from scratch.
     fn snap(&mut self) -> Snapshot {
+        if let Some(published) = self.core.take_published() {
+            assert_same_content(&published, &rebuilt(&self.core));
+        } else {
+            assert_same_content(&self.core.published, &rebuilt(&self.core));
+        }
         self.core.snapshot()
     }
 
@@ -271,6 +287,50 @@ impl Sim {
         }
         self.event(Some(session), "Page.frameNavigated", json!({"frame": f}));
     }
+}
+
+/// The snapshot of `core`'s state built from scratch, from every part in full (what publishing
+/// must always equal).
+fn rebuilt(core: &Core) -> Snapshot {
+    let mut s = Snapshot::empty(&core.task_id, &core.published.cdp_url);
+    s.state = core.state.clone();
+    s.disconnect_reason = core.disconnect_reason.clone();
+    s.page_target_id = core.page_target_id.clone();
+    s.page_session_id = core.page_session_id.clone();
+    s.blocked = core.blocked.clone();
+    s.crashed = (core.page_session_id.as_deref()).is_some_and(|p| core.sessions.is_crashed(p));
+    (s.pending_dialogs, s.unanswerable) = core.dialogs.published_open();
+    s.recent_dialogs = core.dialogs.published_recent();
+    s.console_errors = core.console.published();
+    (s.frames, s.frame_tree) = core.frames.published();
+    let main = (core.page_target_id.as_deref())
+        .map(|t| (t, core.page_session_id.as_deref().unwrap_or_default()));
+    let pages = core.pages.published(main, &core.frames);
+    (s.pages, s.pages_truncated, s.watched_pages) = (pages.pages, pages.truncated, pages.watched);
+    s.renderers = Arc::new(core.renderers());
+    s
+}
+
+/// Every field but `version` is the same.
+fn assert_same_content(a: &Snapshot, b: &Snapshot) {
+    assert_eq!(a.task_id, b.task_id);
+    assert_eq!(a.cdp_url, b.cdp_url);
+    assert_eq!(a.state, b.state);
+    assert_eq!(a.disconnect_reason, b.disconnect_reason);
+    assert_eq!(a.page_target_id, b.page_target_id);
+    assert_eq!(a.page_session_id, b.page_session_id);
+    assert_eq!(a.blocked, b.blocked);
+    assert_eq!(a.crashed, b.crashed);
+    assert_eq!(a.pending_dialogs, b.pending_dialogs);
+    assert_eq!(a.unanswerable, b.unanswerable);
+    assert_eq!(a.recent_dialogs, b.recent_dialogs);
+    assert_eq!(a.console_errors, b.console_errors);
+    assert_eq!(a.frames, b.frames);
+    assert_eq!(a.frame_tree, b.frame_tree);
+    assert_eq!(a.pages, b.pages);
+    assert_eq!(a.pages_truncated, b.pages_truncated);
+    assert_eq!(a.watched_pages, b.watched_pages);
+    assert_eq!(a.renderers, b.renderers);
 }
 
 fn ok(rx: &Receiver<CallResult>) -> Value {
@@ -756,7 +816,7 @@ fn a_dialog_pending_at_a_drop_is_recorded_as_connection_lost() {
     assert_eq!(c.closed_by, ClosedBy::ConnectionLost);
     assert_eq!(c.closed_at, sim.now.epoch);
     assert_eq!(c.to_json()["closed_by"], "connection_lost");
-    assert!(!snap.active);
+    assert!(!snap.is_active());
     assert_eq!(
         snap.state,
         SupervisorState::Reconnecting { attempt: 1, of: 5 }
@@ -786,7 +846,7 @@ fn re_attaching_after_a_reconnect_makes_the_state_active_again() {
     sim.core.reconnecting(2, 3);
     assert_eq!(sim.core.reset_for_reconnect().as_deref(), Some(PAGE));
     let snap = sim.snap();
-    assert!(!snap.active);
+    assert!(!snap.is_active());
     assert!(snap.frames.is_empty(), "the frame map starts over");
     let attach = sim.register(
         "Target.attachToTarget",
@@ -797,7 +857,7 @@ fn re_attaching_after_a_reconnect_makes_the_state_active_again() {
     );
     sim.reply(attach, json!({"sessionId": "S2"}));
     let snap = sim.snap();
-    assert!(snap.active);
+    assert!(snap.is_active());
     assert_eq!(snap.state, SupervisorState::Active);
     assert_eq!(snap.disconnect_reason, None);
     assert_eq!(snap.page_session_id.as_deref(), Some("S2"));
@@ -1779,4 +1839,319 @@ fn a_watched_popup_without_an_isolate_id_is_judged_by_its_site() {
     let snap = sim.snap();
     assert_eq!(snap.renderers["P2"].site.as_deref(), Some("b.test"));
     assert_eq!(snap.watched_pages.len(), 2);
+}
+
+/// What a watched popup shows (`watched_pages`) follows its document: its URL, and the site its
+/// renderer is judged by.
+#[test]
+fn a_watched_popup_shows_its_new_document() {
+    let mut sim = Sim::attached(CoreSettings {
+        follow_popups: true,
+        limits: Limits {
+            pages_max: 0,
+            ..Limits::default()
+        },
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.popup("P2", "W", PAGE, true, "http://b.test/first");
+    let before = sim.snap();
+    assert_eq!(before.watched_pages[0].url, "http://b.test/first");
+    assert_eq!(before.renderers["P2"].site.as_deref(), Some("b.test"));
+    sim.frame_navigated("P2", "W", None, "http://a.test/second");
+    let after = sim.snap();
+    assert_eq!(after.watched_pages[0].url, "http://a.test/second");
+    assert_eq!(after.renderers["P2"].site.as_deref(), Some("a.test"));
+}
+
+/// Publishing costs nothing when nothing visible changed: no new snapshot for a call
+/// registered, an event nobody tracks, or a bridge turned on; one for each visible change.
+#[test]
+fn only_a_visible_change_publishes() {
+    let mut sim = Sim::must_respond();
+    sim.snap();
+    assert!(sim.core.take_published().is_none(), "nothing since");
+    sim.register("Runtime.evaluate", Some(S1), CallKind::Plain);
+    sim.event(Some(S1), "Network.requestWillBeSent", json!({}));
+    sim.event(
+        Some("STRAY"),
+        "Page.frameNavigated",
+        json!({"frame": {"id": "X"}}),
+    );
+    sim.core.activate_bridge();
+    sim.step();
+    assert!(
+        sim.core.take_published().is_none(),
+        "nothing visible changed"
+    );
+    sim.event(
+        Some(S1),
+        "Runtime.consoleAPICalled",
+        json!({"type": "error", "args": [{"type": "string", "value": "boom"}]}),
+    );
+    let s = sim
+        .core
+        .take_published()
+        .expect("a console error is visible");
+    assert_eq!(s.console_errors.len(), 1);
+    assert!(sim.core.take_published().is_none(), "published once");
+    sim.core.reconnecting(1, 3);
+    assert!(sim.core.take_published().is_some(), "the state is visible");
+    sim.core.reconnecting(1, 3);
+    assert!(sim.core.take_published().is_none(), "the same state again");
+}
+
+// ------------------------------------------------------------------ the call rules (core/policy.rs)
+
+/// Whether a call of `method` on `sid`, in flight when dialog `d-N` opens, fails at once.
+fn fails_in_flight(sim: &mut Sim, sid: &str, method: &str, open: impl FnOnce(&mut Sim)) -> bool {
+    let rx = sim.agent(method, sid, &[]);
+    open(sim);
+    match rx.try_recv() {
+        Ok(Err(Error::BlockedByDialog { .. })) => true,
+        Err(TryRecvError::Empty) => false,
+        other => panic!("{method} on {sid}: {other:?}"),
+    }
+}
+
+/// The call path (`policy::admit` on the published snapshot, for a call made while the dialog
+/// is pending) and the state machine (for a call in flight when it opens) apply one rule: the
+/// sessions a dialog blocks are the same for both, and which methods it holds up is the measured
+/// table read two ways (refused unsent / failed in flight, sent, sent with a grace).
+#[test]
+fn the_call_path_and_the_core_agree_on_which_calls_a_dialog_blocks() {
+    let methods = [
+        ("Runtime.evaluate", WithDialog::Refuse, true),
+        ("Page.navigate", WithDialog::Send, false),
+        ("Input.dispatchMouseEvent", WithDialog::Refuse, true),
+        ("Page.notMeasured", WithDialog::Grace, true),
+    ];
+    // S1 and the same-site popup share a renderer; the cross-site popup does not.
+    for (sid, blocked) in [(S1, true), ("P2", true), ("P3", false)] {
+        for (method, with_dialog, in_flight) in methods {
+            let mut sim = Sim::with_popups();
+            sim.isolate(S1, "I-A");
+            sim.popup("P2", "SAME", PAGE, true, "http://sub.a.test/");
+            sim.popup("P3", "CROSS", PAGE, true, "http://b.test/");
+            sim.isolate("P2", "I-A");
+            sim.isolate("P3", "I-B");
+            assert_eq!(policy::with_dialog_pending(method), with_dialog, "{method}");
+            let failed = fails_in_flight(&mut sim, sid, method, |sim| {
+                sim.open_dialog(S1, PAGE, "confirm", "sure?");
+            });
+            assert_eq!(failed, blocked && in_flight, "in flight: {method} on {sid}");
+            let snap = sim.snap();
+            let admitted = policy::admit(&snap, true, sid, method);
+            match (blocked, with_dialog) {
+                (false, _) | (true, WithDialog::Send) => {
+                    let a = admitted.unwrap_or_else(|e| panic!("{method} on {sid}: {e}"));
+                    assert!(a.grace.is_none());
+                    assert_eq!(a.known.len(), usize::from(blocked), "{method} on {sid}");
+                }
+                (true, WithDialog::Refuse) => assert!(
+                    matches!(admitted, Err(Error::BlockedByDialog { ref dialog, .. }) if dialog.id == "d-1"),
+                    "{method} on {sid}: {admitted:?}"
+                ),
+                (true, WithDialog::Grace) => {
+                    let a = admitted.unwrap_or_else(|e| panic!("{method} on {sid}: {e}"));
+                    assert_eq!(a.grace.map(|d| d.id.as_str()), Some("d-1"));
+                }
+            }
+            // A policy that answers dialogs itself holds nothing up.
+            assert!(policy::admit(&snap, false, sid, method).is_ok());
+        }
+    }
+}
+
+/// A `beforeunload` dialog holds up the navigation that raised it (its reply waits for the
+/// answer), although `Page.navigate` answers under any other dialog.
+#[test]
+fn a_beforeunload_dialog_holds_up_the_navigation_in_flight() {
+    for (kind, held) in [("beforeunload", true), ("alert", false)] {
+        let mut sim = Sim::must_respond();
+        let failed = fails_in_flight(&mut sim, S1, "Page.navigate", |sim| {
+            sim.open_dialog(S1, PAGE, kind, "");
+        });
+        assert_eq!(failed, held, "{kind}");
+    }
+}
+
+/// A method nobody measured is sent with a grace: if no reply came within `DIALOG_GRACE` while
+/// the dialog is still pending, it fails naming the dialog; once the dialog is gone it waits on;
+/// a dialog CDP can no longer answer fails it as unanswerable.
+#[test]
+fn a_call_sent_with_a_grace_fails_only_while_its_dialog_still_blocks() {
+    let mut sim = Sim::must_respond();
+    sim.open_dialog(S1, PAGE, "alert", "hi");
+    let before = sim.snap();
+    let admitted = policy::admit(&before, true, S1, "Page.notMeasured").unwrap();
+    let dialog = admitted.grace.expect("sent with a grace").clone();
+    sim.advance(policy::DIALOG_GRACE.as_millis() as u64);
+    assert!(matches!(
+        policy::after_grace(&sim.snap(), &dialog, "Page.notMeasured"),
+        Some(Error::BlockedByDialog { .. })
+    ));
+    let (answer, rx) = sim.answer("d-1", true, None, ClosedBy::Agent);
+    sim.error(answer, "No dialog is showing");
+    assert!(matches!(err(&rx), Error::DialogUnanswerable { .. }));
+    assert!(matches!(
+        policy::after_grace(&sim.snap(), &dialog, "Page.notMeasured"),
+        Some(Error::DialogUnanswerable { .. })
+    ));
+    sim.frame_navigated(S1, PAGE, None, "http://a.test/reloaded");
+    assert!(policy::after_grace(&sim.snap(), &dialog, "Page.notMeasured").is_none());
+}
+
+/// The second look: a dialog published after the caller's first look and before its call was
+/// registered is caught right after the write, unless the caller already knew it.
+#[test]
+fn a_dialog_published_after_the_first_look_is_caught_by_the_second() {
+    let mut sim = Sim::must_respond();
+    let first = sim.snap();
+    let admitted = policy::admit(&first, true, S1, "Runtime.evaluate").unwrap();
+    assert!(admitted.known.is_empty());
+    sim.open_dialog(S1, PAGE, "alert", "raced");
+    let second = sim.snap();
+    assert!(matches!(
+        policy::opened_since(&second, &admitted.known, S1, "Runtime.evaluate"),
+        Some(Error::BlockedByDialog { ref dialog, .. }) if dialog.id == "d-1"
+    ));
+    let known: Vec<&PendingDialog> = second.pending_dialogs.iter().collect();
+    assert!(policy::opened_since(&second, &known, S1, "Runtime.evaluate").is_none());
+    assert!(policy::opened_since(&second, &[], S1, "Page.reload").is_none());
+}
+
+/// SPEC §10: a crashed renderer fails the calls waiting on it and refuses new ones at once,
+/// except `Page.navigate` and `Page.reload`, which bring a new renderer; the snapshot says
+/// `crashed` until a new document comes.
+#[test]
+fn a_crashed_renderer_refuses_every_call_but_the_two_that_recover_it() {
+    let mut sim = Sim::must_respond();
+    let waiting = sim.agent("Runtime.evaluate", S1, &[]);
+    let navigating = sim.agent("Page.navigate", S1, &[]);
+    sim.event(Some(S1), "Inspector.targetCrashed", json!({}));
+    let crashed =
+        |e: Error| matches!(e, Error::TargetCrashed { ref what, .. } if what == "the page");
+    assert!(crashed(err(&waiting)));
+    nothing_yet(&navigating);
+    assert!(crashed(err(&sim.agent("DOM.getDocument", S1, &[]))));
+    nothing_yet(&sim.agent("Page.reload", S1, &[]));
+    assert!(sim.snap().crashed);
+    for method in [
+        "Runtime.evaluate",
+        "Page.navigate",
+        "Page.reload",
+        "Input.insertText",
+    ] {
+        assert_eq!(
+            policy::crash_refusal("the page", method).is_none(),
+            policy::answered_when_crashed(method),
+            "{method}"
+        );
+    }
+    sim.frame_navigated(S1, PAGE, None, "http://a.test/again");
+    assert!(!sim.snap().crashed);
+    nothing_yet(&sim.agent("Runtime.evaluate", S1, &[]));
+}
+
+/// What `blocked` costs a caller: a dialog a probe proved orphaned refuses the calls on its
+/// session that would hang (not `Page.reload`, which clears it, nor calls elsewhere); a page
+/// that merely does not answer refuses nothing (it may answer again); `respond_to_dialog` gets
+/// the error that names the cause.
+#[test]
+fn blocked_refuses_what_it_proves_and_names_its_cause() {
+    for (reason, refuses) in [
+        (BlockedReason::OrphanedDialog, true),
+        (BlockedReason::Unresponsive, false),
+    ] {
+        let mut sim = Sim::must_respond();
+        sim.oopif(S1, "C1", "FB", PAGE);
+        sim.register(
+            "Page.enable",
+            Some(S1),
+            CallKind::PageEnable {
+                session_id: S1.into(),
+            },
+        );
+        let hint = match reason {
+            BlockedReason::OrphanedDialog => policy::ORPHAN_HINT,
+            _ => policy::UNRESPONSIVE_HINT,
+        };
+        let blocked = Blocked {
+            reason,
+            hint: hint.into(),
+            frame_id: None,
+        };
+        let probe = sim.register(
+            "Browser.getVersion",
+            None,
+            CallKind::ProbeBlocked {
+                session_id: S1.into(),
+                blocked: blocked.clone(),
+            },
+        );
+        sim.reply(probe, json!({}));
+        let snap = sim.snap();
+        assert_eq!(snap.blocked.as_ref(), Some(&blocked));
+        let refused = policy::admit(&snap, true, S1, "Runtime.evaluate");
+        assert_eq!(
+            matches!(refused, Err(Error::OrphanedDialog)),
+            refuses,
+            "{reason}"
+        );
+        assert!(policy::admit(&snap, true, S1, "Page.reload").is_ok());
+        assert!(policy::admit(&snap, true, "C1", "Runtime.evaluate").is_ok());
+    }
+    let error = |reason| {
+        policy::blocked_error(&Blocked {
+            reason,
+            hint: String::new(),
+            frame_id: Some("F".into()),
+        })
+    };
+    assert!(matches!(
+        error(BlockedReason::OrphanedDialog),
+        Error::OrphanedDialog
+    ));
+    assert!(matches!(
+        error(BlockedReason::Unresponsive),
+        Error::PageUnresponsive
+    ));
+    assert!(matches!(
+        error(BlockedReason::UnanswerableDialog),
+        Error::DialogUnanswerable { ref id, frame_id: Some(ref f) } if id.is_empty() && f == "F"
+    ));
+}
+
+/// A session's renderer is judged by the site of its own document until its isolate id is
+/// known: the page session's site appears with the first frame tree (the attach's
+/// `Page.getFrameTree`), and an iframe session's goes when its frame does.
+#[test]
+fn a_sessions_site_follows_its_own_documents_origin() {
+    let mut sim = Sim::new(settings(DialogPolicy::MustRespond, BridgeMode::Off));
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": S1}));
+    assert_eq!(sim.snap().renderers[S1].site, None, "no document yet");
+    let seed = sim.register(
+        "Page.getFrameTree",
+        Some(S1),
+        CallKind::SeedFrameTree {
+            session_id: S1.into(),
+        },
+    );
+    sim.reply(
+        seed,
+        json!({"frameTree": {"frame": {"id": PAGE, "url": "http://www.a.test/"}}}),
+    );
+    assert_eq!(sim.snap().renderers[S1].site.as_deref(), Some("a.test"));
+    sim.oopif(S1, "C1", "FB", PAGE);
+    assert_eq!(sim.snap().renderers["C1"].site.as_deref(), Some("fb.test"));
+    // Its parent removes the frame before the browser detaches its session.
+    sim.event(Some(S1), "Page.frameDetached", json!({"frameId": "FB"}));
+    assert_eq!(sim.snap().renderers["C1"].site, None);
 }

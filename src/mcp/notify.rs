@@ -311,7 +311,7 @@ impl Notifier {
                 }),
             );
         }
-        if alive && last.active && !next.active {
+        if alive && last.is_active() && !next.is_active() {
             let reason = next.disconnect_reason.clone().unwrap_or_default();
             self.log(
                 Level::WARNING,
@@ -321,7 +321,7 @@ impl Notifier {
                 }),
             );
         }
-        if !last.active && next.active {
+        if !last.is_active() && next.is_active() {
             self.log(
                 Level::NOTICE,
                 json!({

@@ -10,14 +10,12 @@ use serde_json::{Value, json};
 use super::{Route, Supervisor};
 use crate::cancel::CancelToken;
 use crate::config::{DialogPolicy, MAX_CALL_TIMEOUT};
-use crate::core::policy::dialog_blocks;
-use crate::core::{
-    CallKind, CallResult, Command, WithDialog, blocks_in_flight, with_dialog_pending,
-};
+use crate::core::policy::{self, BRIDGE_REPLY_GRACE, DIALOG_GRACE};
+use crate::core::{CallKind, CallResult, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::Reply;
-use crate::snapshot::{Blocked, BlockedReason, PendingDialog, Snapshot};
+use crate::snapshot::Snapshot;
 
 impl Supervisor {
     /// Sends a CDP command along `route` and waits up to `timeout` (clamped to 1 ms..300 s).
@@ -112,43 +110,11 @@ impl Supervisor {
                 .start_call(Command::new(method.to_string(), params), deadline)?;
             return reply.wait_or_cancel(deadline, cancel).map(|v| (v, None));
         };
-        // A dialog nobody can answer over CDP (an orphan, or one the browser stopped letting CDP
-        // answer) blocks its renderer as surely as a pending one: a call that would hang (or
-        // that was not measured) fails at once; `Page.reload`/`Page.navigate`, which clear it,
-        // go through.
-        if let Some(b) = &snap.blocked
-            && let Some(e) = blocked_by_orphan(b, &snap, &sid)
-            && with_dialog_pending(method) == WithDialog::Refuse
-        {
-            return Err(e);
-        }
-        if with_dialog_pending(method) != WithDialog::Send
-            && let Some(d) = snap
-                .unanswerable
-                .iter()
-                .find(|d| dialog_blocks(&*snap, d, &sid, method))
-        {
-            return Err(unanswerable(d));
-        }
         let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
-        let known: Vec<&PendingDialog> = if watching {
-            snap.pending_dialogs
-                .iter()
-                .filter(|d| dialog_blocks(&*snap, d, &sid, method))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let mut grace = None;
-        if let Some(d) = known.first() {
-            match with_dialog_pending(method) {
-                WithDialog::Send => {}
-                WithDialog::Refuse => return Err(blocked(d, method)),
-                WithDialog::Grace => grace = Some(((*d).clone(), deadline.within(DIALOG_GRACE))),
-            }
-        }
+        let admitted = policy::admit(&snap, watching, &sid, method)?;
+        let grace = admitted.grace.map(|d| (d, deadline.within(DIALOG_GRACE)));
         let kind = CallKind::Agent {
-            known_dialogs: known.iter().map(|d| d.id.clone()).collect(),
+            known_dialogs: admitted.known.iter().map(|d| d.id.clone()).collect(),
         };
         let cmd = Command::new(method.to_string(), params)
             .on(sid.as_str())
@@ -156,30 +122,20 @@ impl Supervisor {
         let reply = self.shared.start_call(cmd, deadline)?;
         if watching {
             // The second look (see above).
-            let now = self.snapshot();
-            if let Some(d) = now.pending_dialogs.iter().find(|d| {
-                !known.iter().any(|k| k.id == d.id)
-                    && dialog_blocks(&*now, d, &sid, method)
-                    && blocks_in_flight(&d.kind, method)
-            }) {
-                return Err(blocked(d, method));
+            if let Some(e) = policy::opened_since(&self.snapshot(), &admitted.known, &sid, method) {
+                return Err(e);
             }
         }
         if let Some((dialog, until)) = grace {
             match wait_agent_reply(&reply, until, cancel) {
                 Err(Error::Timeout { .. }) if !deadline.passed() => {
-                    let now = self.snapshot();
-                    if let Some(d) = now.unanswerable.iter().find(|d| d.id == dialog.id) {
-                        return Err(unanswerable(d));
-                    }
-                    let still = now.pending_dialogs.iter().any(|d| d.id == dialog.id);
-                    if still {
+                    if let Some(e) = policy::after_grace(&self.snapshot(), dialog, method) {
                         debug!(
                             "task {}: {method} got no reply within {DIALOG_GRACE:?} while dialog \
                              {} is pending",
                             self.task_id, dialog.id
                         );
-                        return Err(blocked(&dialog, method));
+                        return Err(e);
                     }
                 }
                 other => return other.map(|v| (v, Some(sid))),
@@ -188,15 +144,6 @@ impl Supervisor {
         wait_agent_reply(&reply, deadline, cancel).map(|v| (v, Some(sid)))
     }
 }
-
-/// How long a call of a method whose behaviour under a dialog was not measured may wait for
-/// its reply while a dialog that blocks it is pending.
-pub const DIALOG_GRACE: Duration = Duration::from_millis(250);
-
-/// How long a call told that a bridge dialog blocks it still takes its own reply: the bridge's
-/// request reaches the supervisor by another path through the browser than the call's reply,
-/// and can overtake the reply of the very call that scheduled the dialog (seen on Chromium).
-pub const BRIDGE_REPLY_GRACE: Duration = Duration::from_millis(100);
 
 /// Waits for an agent call's reply until `until` (see [`Reply::wait_or_cancel`]); a block by a
 /// bridge dialog still lets the call's own reply through for [`BRIDGE_REPLY_GRACE`].
@@ -214,32 +161,6 @@ fn wait_agent_reply(reply: &Reply, until: Deadline, cancel: Option<&CancelToken>
     }
 }
 
-/// The error for a call on `sid` when `blocked` reports a dialog left open by a client that
-/// went away in a document that `sid` owns (`None` otherwise; `unresponsive`: a busy page
-/// answers again; `unanswerable_dialog`: the dialog itself is in `Snapshot::unanswerable`).
-fn blocked_by_orphan(b: &Blocked, snap: &Snapshot, sid: &str) -> Option<Error> {
-    let owner = match &b.frame_id {
-        Some(f) => snap.frames.get(f).map(|r| r.owner_session.as_str())?,
-        None => snap.page_session_id.as_deref()?,
-    };
-    (owner == sid && b.reason == BlockedReason::OrphanedDialog).then_some(Error::OrphanedDialog)
-}
-
-/// The error for a call into the renderer of `dialog`, which CDP can no longer answer.
-fn unanswerable(dialog: &PendingDialog) -> Error {
-    Error::DialogUnanswerable {
-        id: dialog.id.clone(),
-        frame_id: dialog.frame_id.clone(),
-    }
-}
-
-fn blocked(dialog: &PendingDialog, method: &str) -> Error {
-    Error::BlockedByDialog {
-        dialog: Box::new(dialog.clone()),
-        method: method.to_string(),
-    }
-}
-
 /// The session of followed page `target_id` (a popup the task's page opened; issue 14), or of
 /// a watched one (a popup past `limits.pages_max`, SPEC §8).
 fn followed_page_session(snap: &Snapshot, target_id: &str) -> Option<String> {
@@ -251,13 +172,11 @@ fn followed_page_session(snap: &Snapshot, target_id: &str) -> Option<String> {
         .map(|p| p.session_id.clone())
 }
 
-/// Refuses a call into a crashed renderer at once (SPEC §10), except the methods that recover it.
+/// Refuses a call into a crashed renderer at once (SPEC §10), except the methods that recover it
+/// ([`policy::crash_refusal`]).
 fn refuse_if_crashed(crashed: bool, what: &str, method: &str) -> Result<(), Error> {
-    if crashed && !crate::core::answered_when_crashed(method) {
-        return Err(Error::TargetCrashed {
-            what: what.to_string(),
-            method: method.to_string(),
-        });
+    if crashed && let Some(e) = policy::crash_refusal(what, method) {
+        return Err(e);
     }
     Ok(())
 }

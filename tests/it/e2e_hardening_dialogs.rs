@@ -298,7 +298,7 @@ fn busy_page_is_reported_unresponsive_never_as_an_orphaned_dialog() {
     let s = sup
         .wait_for(T, |s| s.blocked.is_none() && s.frame_tree.top.is_some())
         .unwrap_or_else(|| panic!("still blocked: {}", sup.snapshot().to_json()));
-    assert!(s.active);
+    assert!(s.is_active());
     reg.stop("busy");
     let mut c = RawCdp::connect(&browser.ws_url).unwrap();
     let _ = c.close_page(&page);

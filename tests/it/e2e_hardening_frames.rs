@@ -282,7 +282,7 @@ fn closing_the_page_with_an_alert_open_reports_the_close_as_a_success() {
     );
     assert_eq!(r.expect("the close succeeded"), json!({"success": true}));
     let s = wait_pick(sup, T, "the supervisor ends", |s| {
-        (!s.active).then(|| s.clone())
+        (!s.is_active()).then(|| s.clone())
     });
     assert!(
         s.disconnect_reason

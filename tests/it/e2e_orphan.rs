@@ -101,7 +101,7 @@ fn orphaned_dialog_is_reported_blocked_and_recovered_by_reload() {
             s.blocked.is_none() && s.frame_tree.top.as_ref().is_some_and(|t| t.url == url)
         })
         .unwrap_or_else(|| panic!("not recovered: {}", sup.snapshot().to_json()));
-    assert!(s.active);
+    assert!(s.is_active());
 
     // Attached for real now: a new dialog is caught and its answer reaches the page.
     sup.call(

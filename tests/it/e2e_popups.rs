@@ -307,7 +307,7 @@ fn a_popup_closed_while_its_dialog_is_pending_leaves_pages_and_the_dialog_is_rem
         )
         .expect_err("calls into the closed popup fail");
     assert!(e.to_string().contains(&d.target_id), "{e}");
-    assert!(sup.snapshot().active, "the task goes on");
+    assert!(sup.snapshot().is_active(), "the task goes on");
 }
 
 #[test]
@@ -475,7 +475,7 @@ fn a_popup_that_closes_itself_while_its_iframe_dialog_is_pending() {
     wait_pick(&sup, T, "the popup gone from pages", |s| {
         (s.pages.len() == 1).then_some(())
     });
-    assert!(sup.snapshot().active, "the task goes on");
+    assert!(sup.snapshot().is_active(), "the task goes on");
 }
 
 #[test]
@@ -522,7 +522,7 @@ fn when_the_task_page_closes_while_a_popup_lives_the_task_ends_and_does_not_move
     );
     assert_eq!(r.expect("the close succeeded"), json!({"success": true}));
     let s = wait_pick(&sup, T, "the supervisor ends", |s| {
-        (!s.active).then(|| s.clone())
+        (!s.is_active()).then(|| s.clone())
     });
     assert_eq!(s.page_target_id.as_deref(), Some(fx.page.as_str()));
     assert!(

@@ -51,7 +51,7 @@ fn answers_sent(fake: &FakeBrowser) -> Vec<Value> {
 fn attach_publishes_page_target_and_main_frame_from_first_snapshot() {
     let (fake, _reg, sup) = setup(StartOptions::default());
     let s = sup.snapshot();
-    assert!(s.active);
+    assert!(s.is_active());
     assert_eq!(
         s.page_target_id.as_deref(),
         Some(fake.page_target_id().as_str())
@@ -480,7 +480,7 @@ fn rebind_to_another_endpoint_starts_fresh_state_and_stops_the_old() {
 fn dead_supervisor_is_replaced_by_get_or_start() {
     let (fake, reg, sup) = setup_with(no_reconnect(), StartOptions::default());
     fake.drop_connections();
-    wait_snapshot(&sup, "inactive after the drop", |s| !s.active);
+    wait_snapshot(&sup, "inactive after the drop", |s| !s.is_active());
     assert!(!sup.is_alive());
     let fresh = reg.get_or_start("task", &fake.ws_url()).unwrap();
     assert!(!Arc::ptr_eq(&fresh, &sup));
@@ -545,7 +545,7 @@ fn pending_calls_fail_at_once_when_the_connection_drops() {
     let (r, took) = calling.join().unwrap();
     assert!(matches!(r, Err(Error::ConnectionLost(_))), "{r:?}");
     assert!(took < Duration::from_secs(2), "waited {took:?}");
-    let s = wait_snapshot(&sup, "inactive", |s| !s.active);
+    let s = wait_snapshot(&sup, "inactive", |s| !s.is_active());
     assert!(s.disconnect_reason.is_some());
 }
 
@@ -626,4 +626,26 @@ fn publishing_shares_unchanged_ring_entries_instead_of_copying_them() {
     assert_eq!(s3.recent_dialogs[1].closed_by, ClosedBy::Agent);
     assert_eq!(s3.console_errors[3].text, "e3");
     reg.stop_all();
+}
+
+/// Waiting without a bound (`Duration::MAX`) is a deadline like any other: no overflow, no
+/// panic, and the wait still ends as soon as the state it waits for is published (issue 21).
+#[test]
+fn waits_with_duration_max_end_when_the_state_arrives() {
+    let (fake, _reg, sup) = setup(StartOptions::default());
+    let now = sup.wait_for(Duration::MAX, |s| s.is_active());
+    assert!(now.is_some(), "already active: returns at once");
+    let waiter = {
+        let sup = Arc::clone(&sup);
+        std::thread::spawn(move || sup.wait_for_dialog(Duration::MAX))
+    };
+    fake.open_dialog("alert", "unbounded", "");
+    let dialog = waiter.join().expect("the waiter did not panic");
+    assert_eq!(
+        dialog.map(|d| d.message),
+        Some("unbounded".to_string()),
+        "the unbounded wait returned the dialog once it was published"
+    );
+    let after = sup.wait_for(Duration::MAX, |s| s.pending_dialogs.len() == 1);
+    assert_eq!(after.map(|s| s.pending_dialogs.len()), Some(1));
 }

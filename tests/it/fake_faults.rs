@@ -35,7 +35,7 @@ fn drop_shows_inactive_at_once_then_reconnects_and_rebuilds_state() {
     let dropped = Instant::now();
     fake.drop_connections();
     let down = sup
-        .wait_for(WAIT, |s| !s.active)
+        .wait_for(WAIT, |s| !s.is_active())
         .expect("inactive after the drop");
     let noticed = dropped.elapsed();
     eprintln!("inactive {noticed:?} after the drop");
@@ -49,7 +49,7 @@ fn drop_shows_inactive_at_once_then_reconnects_and_rebuilds_state() {
     );
 
     let up = sup
-        .wait_for(WAIT, |s| s.active && s.frame_tree.top.is_some())
+        .wait_for(WAIT, |s| s.is_active() && s.frame_tree.top.is_some())
         .expect("reconnected and re-attached");
     eprintln!("back up {:?} after the drop", dropped.elapsed());
     assert_eq!(
@@ -87,7 +87,7 @@ fn spent_reconnect_budget_makes_the_supervisor_dead_and_replaceable() {
         took >= Duration::from_millis(700),
         "backed off too little: {took:?}"
     );
-    assert!(!s.active);
+    assert!(!s.is_active());
     assert!(!sup.is_alive());
     // get_or_start replaces a dead supervisor; here the endpoint is gone, so it reports that.
     let err = reg.get_or_start("task", &url).unwrap_err();
@@ -102,7 +102,7 @@ fn stop_interrupts_a_reconnect_back_off() {
     let fake = FakeBrowser::start().unwrap();
     let (reg, sup) = start(&fake, config(5));
     drop(fake);
-    sup.wait_for(WAIT, |s| !s.active).unwrap();
+    sup.wait_for(WAIT, |s| !s.is_active()).unwrap();
     let t = Instant::now();
     assert!(reg.stop("task"));
     let took = t.elapsed();
@@ -192,7 +192,7 @@ fn page_target_going_away_ends_the_supervisor_without_reconnecting() {
     );
     sup.wait_for(WAIT, |_| !sup.is_alive()).expect("dead");
     let s = sup.snapshot();
-    assert!(!s.active);
+    assert!(!s.is_active());
     assert!(
         s.disconnect_reason
             .as_deref()
@@ -228,7 +228,7 @@ fn replies_and_events_that_make_no_sense_are_passed_over() {
         .call("Browser.getVersion", json!({}), Route::Browser, WAIT)
         .unwrap();
     assert_eq!(v["product"], "FakeChrome/1.0");
-    assert!(sup.snapshot().active);
+    assert!(sup.snapshot().is_active());
     assert!(
         sup.snapshot().pending_dialogs.is_empty(),
         "a dialog event with a wrong type must not create a dialog"

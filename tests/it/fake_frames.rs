@@ -352,7 +352,7 @@ fn oopif_lifecycle_in_frame_tree_swap_keeps_detach_then_remove_drops() {
     });
     assert!(s.frame_tree.children.is_empty());
     assert_eq!(s.frame_tree.top.as_ref().unwrap().frame_id, PAGE);
-    assert!(s.active);
+    assert!(s.is_active());
 }
 
 #[test]
@@ -424,7 +424,7 @@ fn unusual_orderings_do_not_crash_or_corrupt_the_tree() {
     fake.emit(Some(&page), "Page.frameAttached", json!({"frameId": ""}));
     barrier(&sup);
     let s = sup.snapshot();
-    assert!(s.active, "{:?}", s.disconnect_reason);
+    assert!(s.is_active(), "{:?}", s.disconnect_reason);
     let top = s.frame_tree.top.as_ref().expect("top");
     assert_eq!(
         (top.frame_id.as_str(), top.url.as_str()),

@@ -244,7 +244,7 @@ fn calls_route_into_a_followed_page_by_target_id_and_fail_at_once_when_it_closes
         .call("Runtime.evaluate", json!({}), Route::Target("POP-1"), WAIT)
         .unwrap_err();
     assert!(matches!(e, Error::UnknownTarget(_)), "{e}");
-    assert!(sup.snapshot().active, "the task goes on");
+    assert!(sup.snapshot().is_active(), "the task goes on");
 }
 
 /// Past `limits.pages_max` popups are watched for dialogs only, up to

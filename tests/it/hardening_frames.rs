@@ -112,8 +112,8 @@ fn run_bounded(what: &str, msgs: Vec<String>) -> Snapshot {
         for m in &msgs {
             core.on_text(m, now);
             let _ = core.take_outgoing();
-            if core.take_dirty() {
-                let _ = core.snapshot().to_json();
+            if let Some(s) = core.take_published() {
+                let _ = s.to_json();
             }
         }
         let _ = tx.send(core.snapshot());
@@ -549,7 +549,7 @@ fn closing_the_page_fails_only_calls_on_dead_sessions_and_the_close_reply_arrive
         json!({"success": true})
     );
     // Then the supervisor ends, saying why.
-    let s = wait_snapshot(&sup, "the supervisor ends", |s| !s.active);
+    let s = wait_snapshot(&sup, "the supervisor ends", |s| !s.is_active());
     assert!(
         s.disconnect_reason
             .as_deref()
@@ -568,7 +568,7 @@ fn page_loss_with_no_browser_call_waiting_ends_the_supervisor_at_once() {
         "Target.detachedFromTarget",
         json!({"sessionId": page, "targetId": PAGE}),
     );
-    let s = wait_snapshot(&sup, "the supervisor ends", |s| !s.active);
+    let s = wait_snapshot(&sup, "the supervisor ends", |s| !s.is_active());
     assert!(
         s.disconnect_reason
             .as_deref()

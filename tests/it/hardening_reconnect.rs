@@ -97,7 +97,7 @@ fn snapshot_while_reconnecting_says_attempt_1_of_n_then_active_again() {
     assert!(up.get("attempt").is_none(), "{up}");
     assert!(up.get("reason").is_none(), "{up}");
     let s = sup.snapshot();
-    assert!(s.active && s.page_session_id.is_some());
+    assert!(s.is_active() && s.page_session_id.is_some());
     assert_eq!(s.page_target_id, page, "the same page");
     assert_eq!(
         tools::browser_snapshot(&reg, "task", &json!({}))["state"],

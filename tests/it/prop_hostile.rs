@@ -162,8 +162,7 @@ proptest! {
             now = now.after(Duration::from_millis(30));
             core.on_text(m, now);
             let _ = core.take_outgoing();
-            if core.take_dirty() {
-                let s = core.snapshot();
+            if let Some(s) = core.take_published() {
                 prop_assert!(s.recent_dialogs.len() <= 3);
                 prop_assert!(s.console_errors.len() <= 4);
                 prop_assert!(s.frame_tree.children.len() <= 5);
@@ -179,7 +178,7 @@ proptest! {
         core.on_disconnect("end", now);
         // The reader says what comes next (reconnecting, or the end) before it publishes.
         core.reconnecting(1, 5);
-        prop_assert!(!core.snapshot().active);
+        prop_assert!(!core.snapshot().is_active());
         prop_assert!(core.snapshot().pending_dialogs.is_empty());
     }
 }
@@ -359,8 +358,7 @@ proptest! {
         for m in &msgs {
             core.on_text(m, now);
             let _ = core.take_outgoing();
-            if core.take_dirty() {
-                let s = core.snapshot();
+            if let Some(s) = core.take_published() {
                 frame_invariants(&s)?;
                 let _ = s.to_json();
             }
@@ -399,8 +397,7 @@ proptest! {
                     expires: Deadline::NEVER,
                 }, now);
             }
-            if core.take_dirty() {
-                let s = core.snapshot();
+            if let Some(s) = core.take_published() {
                 prop_assert!(s.recent_dialogs.len() <= limits.recent_dialogs_max);
                 prop_assert!(s.pending_dialogs.len() <= limits.pending_dialogs_max);
                 let mut ids: Vec<_> = s.pending_dialogs.iter().map(|d| d.id.clone()).collect();
@@ -419,7 +416,7 @@ proptest! {
         core.on_disconnect("end", now);
         // The reader says what comes next (reconnecting, or the end) before it publishes.
         core.reconnecting(1, 5);
-        prop_assert!(!core.snapshot().active);
+        prop_assert!(!core.snapshot().is_active());
         prop_assert!(core.snapshot().pending_dialogs.is_empty());
     }
 }

@@ -50,7 +50,7 @@ fn wait(
         Some(s) => s,
         None => panic!(
             "timed out after {timeout:?} waiting for {what}; last snapshot: active={} reason={:?} frames={} console={}",
-            sup.snapshot().active,
+            sup.snapshot().is_active(),
             sup.snapshot().disconnect_reason,
             sup.snapshot().frames.len(),
             sup.snapshot().console_errors.len()
@@ -173,7 +173,7 @@ fn ten_thousand_frames_are_capped_and_the_supervisor_keeps_serving() {
         frames_max,
         "main frame + 9,999 children fill the map; the rest is ignored"
     );
-    assert!(s.active);
+    assert!(s.is_active());
     dialog_round_trip(&fake, &sup, "after 10,000 frames");
     browser_call_works(&sup);
     // 10,000 frame records are a few MiB; anything near this bound means copies pile up.
@@ -213,7 +213,7 @@ fn hundred_thousand_console_errors_keep_the_newest_fifty() {
     assert_eq!(s.console_errors[0].text, "err 99950", "oldest kept");
     assert_eq!(s.console_errors[49].text, "err 99999", "newest last");
     assert!(s.console_errors.iter().all(|c| c.level == "error"));
-    assert!(s.active);
+    assert!(s.is_active());
     browser_call_works(&sup);
     dialog_round_trip(&fake, &sup, "after 100,000 console errors");
     let growth_mib = rss_kib().saturating_sub(rss_before) / 1024;
@@ -265,7 +265,7 @@ fn a_frame_at_the_limit_is_fine() {
         browser_call_works(&sup);
     }
     let s = sup.snapshot();
-    assert!(s.active, "{:?}", s.disconnect_reason);
+    assert!(s.is_active(), "{:?}", s.disconnect_reason);
     assert!(s.disconnect_reason.is_none(), "{:?}", s.disconnect_reason);
     assert_eq!(fake.accepted_count(), 1, "no reconnect was needed");
 }
@@ -276,7 +276,9 @@ fn a_frame_above_max_message_bytes_closes_with_a_reason_then_reconnects() {
     let fake = FakeBrowser::start().unwrap();
     let (_reg, sup) = start(&fake, small_limit(3));
     fake.send_raw_text("x".repeat(100_000));
-    let down = wait(&sup, "the connection to be refused", WAIT, |s| !s.active);
+    let down = wait(&sup, "the connection to be refused", WAIT, |s| {
+        !s.is_active()
+    });
     let reason = down.disconnect_reason.clone().unwrap_or_default();
     eprintln!("oversize text frame (100,000 > {SMALL}): {reason}");
     assert!(
@@ -285,7 +287,7 @@ fn a_frame_above_max_message_bytes_closes_with_a_reason_then_reconnects() {
     );
     assert!(sup.is_alive(), "reconnecting, not dead");
     let up = wait(&sup, "the reconnect", WAIT, |s| {
-        s.active && s.frame_tree.top.is_some()
+        s.is_active() && s.frame_tree.top.is_some()
     });
     assert_eq!(fake.accepted_count(), 2);
     assert!(up.disconnect_reason.is_none());
@@ -293,12 +295,14 @@ fn a_frame_above_max_message_bytes_closes_with_a_reason_then_reconnects() {
     dialog_round_trip(&fake, &sup, "after an oversize frame");
     // Binary frames count against the same limit.
     fake.send_raw_binary(vec![7u8; 100_000]);
-    let down = wait(&sup, "the binary frame to be refused", WAIT, |s| !s.active);
+    let down = wait(&sup, "the binary frame to be refused", WAIT, |s| {
+        !s.is_active()
+    });
     let reason = down.disconnect_reason.clone().unwrap_or_default();
     eprintln!("oversize binary frame: {reason}");
     assert!(mentions_size(&reason), "{reason:?}");
     wait(&sup, "the second reconnect", WAIT, |s| {
-        s.active && s.frame_tree.top.is_some()
+        s.is_active() && s.frame_tree.top.is_some()
     });
     browser_call_works(&sup);
 }
@@ -309,7 +313,7 @@ fn a_frame_above_max_message_bytes_without_a_reconnect_budget_ends_the_superviso
     let fake = FakeBrowser::start().unwrap();
     let (reg, sup) = start(&fake, small_limit(0));
     fake.send_raw_text("x".repeat(100_000));
-    wait(&sup, "the end", WAIT, |s| !s.active);
+    wait(&sup, "the end", WAIT, |s| !s.is_active());
     let dead = sup.wait_for(WAIT, |_| !sup.is_alive());
     assert!(
         dead.is_some() && !sup.is_alive(),
@@ -317,7 +321,7 @@ fn a_frame_above_max_message_bytes_without_a_reconnect_budget_ends_the_superviso
     );
     // The dead supervisor's last snapshot must still say why it died: nobody called stop.
     let last = sup.snapshot();
-    assert!(!last.active);
+    assert!(!last.is_active());
     let r = sup.call("Browser.getVersion", json!({}), Route::Browser, WAIT);
     assert!(matches!(r, Err(Error::NotActive(_))), "{r:?}");
     // The registry replaces a dead supervisor.
@@ -351,7 +355,7 @@ fn binary_frames_are_ignored_and_the_supervisor_keeps_serving() {
     fake.send_raw_binary(vec![0xAB; SMALL]);
     browser_call_works(&sup);
     let s = sup.snapshot();
-    assert!(s.active && s.pending_dialogs.is_empty());
+    assert!(s.is_active() && s.pending_dialogs.is_empty());
     assert_eq!(
         fake.accepted_count(),
         1,
@@ -379,7 +383,7 @@ fn truncated_and_non_object_json_is_ignored_and_the_supervisor_keeps_serving() {
     }
     browser_call_works(&sup);
     let s = sup.snapshot();
-    assert!(s.active);
+    assert!(s.is_active());
     assert!(s.pending_dialogs.is_empty());
     assert!(!s.frames.contains_key("X"));
     assert_eq!(fake.accepted_count(), 1);
@@ -398,7 +402,9 @@ fn invalid_utf8_in_a_text_frame_closes_the_connection_with_a_reason_then_reconne
     fake.send_raw_bytes(&raw_frame(0x81, &payload));
     // RFC 6455 §8.1: invalid UTF-8 in a text message fails the connection. Observed: the
     // supervisor does exactly that, records why, and reconnects.
-    let down = wait(&sup, "the connection to be failed", WAIT, |s| !s.active);
+    let down = wait(&sup, "the connection to be failed", WAIT, |s| {
+        !s.is_active()
+    });
     let reason = down.disconnect_reason.clone().unwrap_or_default();
     eprintln!("invalid UTF-8 text frame: {reason}");
     assert!(
@@ -407,7 +413,7 @@ fn invalid_utf8_in_a_text_frame_closes_the_connection_with_a_reason_then_reconne
         "{reason:?}"
     );
     wait(&sup, "the reconnect", WAIT, |s| {
-        s.active && s.frame_tree.top.is_some()
+        s.is_active() && s.frame_tree.top.is_some()
     });
     assert_eq!(fake.accepted_count(), 2);
     assert!(
@@ -439,12 +445,12 @@ fn websocket_protocol_violations_close_the_connection_with_a_reason_then_reconne
     let mut accepted = 1;
     for (label, bytes) in cases {
         fake.send_raw_bytes(&bytes);
-        let down = wait(&sup, label, WAIT, |s| !s.active);
+        let down = wait(&sup, label, WAIT, |s| !s.is_active());
         let reason = down.disconnect_reason.clone().unwrap_or_default();
         eprintln!("{label}: {reason}");
         assert!(!reason.is_empty(), "{label}: a reason is recorded");
         wait(&sup, "the reconnect", WAIT, |s| {
-            s.active && s.frame_tree.top.is_some()
+            s.is_active() && s.frame_tree.top.is_some()
         });
         accepted += 1;
         assert_eq!(fake.accepted_count(), accepted, "{label}");

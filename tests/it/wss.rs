@@ -36,7 +36,7 @@ fn dialog_is_detected_and_answered_over_wss_with_an_extra_ca() {
     let reg = SupervisorRegistry::new(config);
     let url = format!("wss://localhost:{}/devtools/browser/fake", proxy.port);
     let sup = reg.get_or_start("tls", &url).expect("attach over wss");
-    assert!(sup.snapshot().active);
+    assert!(sup.snapshot().is_active());
     fake.open_dialog("prompt", "over TLS?", "no");
     let d = sup
         .wait_for_dialog(Duration::from_secs(5))

@@ -219,7 +219,7 @@ fn drive() -> Report {
     let snap = sup.snapshot();
     rec.fact(
         "attached through the credential URL",
-        snap.active && snap.page_target_id.is_some(),
+        snap.is_active() && snap.page_target_id.is_some(),
     );
     rec.add("Supervisor Debug", format!("{sup:?}"));
     rec.add("Supervisor::cdp_url_redacted", sup.cdp_url_redacted());
@@ -428,7 +428,7 @@ fn drive() -> Report {
     // ---- connection drop and reconnect (the reader logs it)
     phase("drop and reconnect");
     fake.drop_connections();
-    let down = sup.wait_for(WAIT, |s| !s.active);
+    let down = sup.wait_for(WAIT, |s| !s.is_active());
     rec.fact("drop noticed", down.is_some());
     if let Some(down) = down {
         rec.add("Snapshot Debug while down", format!("{down:?}"));
@@ -448,7 +448,7 @@ fn drive() -> Report {
         "browser_cdp while reconnecting",
         &tools::browser_cdp(&reg, "task", &json!({"method": "Browser.getVersion"})),
     );
-    let up = sup.wait_for(WAIT, |s| s.active && s.frame_tree.top.is_some());
+    let up = sup.wait_for(WAIT, |s| s.is_active() && s.frame_tree.top.is_some());
     rec.fact("reconnected", up.is_some() && fake.accepted_count() >= 2);
     rec.add(
         "Snapshot Debug after reconnect",

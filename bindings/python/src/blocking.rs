@@ -11,13 +11,14 @@
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use cdp_supervisor::CancelToken;
+use cdp_supervisor::unversioned::Deadline;
 
 /// How long the main thread waits before it looks for a signal again (Ctrl-C is handled within
 /// this plus the handler's own time: the contract is 100 ms).
@@ -157,15 +158,15 @@ pub fn sliced<T: Send>(
     timeout: Duration,
     step: impl Fn(Duration) -> Step<T> + Sync,
 ) -> PyResult<Option<T>> {
-    let deadline = Instant::now() + timeout.min(MAX_WAIT);
+    let deadline = Deadline::after(timeout.min(MAX_WAIT));
     let main = on_main_thread();
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.remaining().unwrap_or(MAX_WAIT);
         let slice = if main { left.min(SLICE) } else { left };
         if let Step::Done(v) = py.detach(|| step(slice)) {
             return Ok(Some(v));
         }
-        if Instant::now() >= deadline {
+        if deadline.passed() {
             return Ok(None);
         }
         py.check_signals()?;

@@ -47,9 +47,13 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 ("after_s", Attr::Float(after.as_secs_f64())),
             ],
         ),
-        Error::StartTimeout(after, _) => (
+        Error::StartTimeout(after, detail) => (
             "StartTimeout",
-            vec![("after_s", Attr::Float(after.as_secs_f64()))],
+            vec![
+                ("method", Attr::OptStr(None)),
+                ("after_s", Attr::Float(after.as_secs_f64())),
+                ("detail", Attr::Str(detail)),
+            ],
         ),
         Error::Cdp {
             method,
@@ -107,10 +111,9 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 ("allowed", Attr::Str(allowed)),
             ],
         ),
+        Error::InvalidConfig(_) => ("InvalidConfig", vec![]),
         Error::InvalidArgument(_) => ("InvalidArgument", vec![]),
-        // A configuration that cannot be read (a missing file, text that is not TOML): an
-        // `OSError`, as it was when the crate reported it as `Error::Io`.
-        Error::Io(_) | Error::InvalidConfig(_) => ("IoError", vec![]),
+        Error::Io(_) => ("IoError", vec![]),
         Error::BlockedByDialog { dialog, method } => (
             "BlockedByDialog",
             vec![
@@ -130,13 +133,23 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 ("detail", Attr::Str(detail)),
             ],
         ),
-        Error::TargetCrashed { method, .. } => {
-            ("TargetCrashed", vec![("method", Attr::Str(method))])
-        }
+        Error::TargetCrashed { method, what } => (
+            "TargetCrashed",
+            vec![("method", Attr::Str(method)), ("what", Attr::Str(what))],
+        ),
         Error::UndecodableReply { method, .. } => {
             ("UndecodableReply", vec![("method", Attr::Str(method))])
         }
         Error::Cancelled(method) => ("Cancelled", vec![("method", Attr::Str(method))]),
+        Error::StartCancelled { task_id, during } => (
+            "StartCancelled",
+            vec![
+                ("task_id", Attr::Str(task_id)),
+                ("during", Attr::Str(during)),
+            ],
+        ),
+        // A variant newer than this binding (`Error` is non-exhaustive):
+        // `tests/test_errors.py` fails until it gets a class of its own.
         _ => ("CdpSupervisorError", vec![]),
     };
     let exc = class(py, name)?.call1((message,))?;
@@ -156,4 +169,156 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
 /// `InvalidArgument(message)`.
 pub fn invalid_argument(message: impl Into<String>) -> PyErr {
     to_py_err(Error::InvalidArgument(message.into()))
+}
+
+/// One `Error` of every variant, with sample fields (the two that carry a dialog carry
+/// `dialog`), as the exception each becomes: `(variant name, exception)`. For
+/// `tests/test_errors.py`, which checks the list against `src/error.rs` so that a new variant
+/// cannot go unmapped, and checks each class and attribute.
+#[pyfunction]
+#[pyo3(name = "_error_samples")]
+pub fn error_samples(
+    py: Python<'_>,
+    dialog: &Bound<'_, PyPendingDialog>,
+) -> Vec<(&'static str, Py<pyo3::exceptions::PyBaseException>)> {
+    use std::time::Duration;
+
+    use cdp_supervisor::ClosedBy;
+
+    let d = || Box::new(dialog.get().inner.clone());
+    let s = |v: &str| v.to_string();
+    let samples = vec![
+        (
+            "InvalidUrl",
+            Error::InvalidUrl {
+                url: s("ftp://h/"),
+                reason: s("unsupported scheme"),
+            },
+        ),
+        (
+            "Connect",
+            Error::Connect {
+                url: s("ws://127.0.0.1:9/"),
+                reason: s("connection refused"),
+            },
+        ),
+        ("ConnectionLost", Error::ConnectionLost(s("socket closed"))),
+        (
+            "Timeout",
+            Error::Timeout {
+                method: s("Page.reload"),
+                after: Duration::from_millis(1500),
+            },
+        ),
+        (
+            "Cdp",
+            Error::Cdp {
+                method: s("Nope.nothing"),
+                code: -32601,
+                message: s("'Nope.nothing' wasn't found"),
+            },
+        ),
+        (
+            "StartTimeout",
+            Error::StartTimeout(Duration::from_secs(2), s("Page.enable did not answer")),
+        ),
+        ("NoPage", Error::NoPage(s("no page target"))),
+        ("NotActive", Error::NotActive(s("task-1"))),
+        ("NoDialog", Error::NoDialog),
+        (
+            "UnknownDialog",
+            Error::UnknownDialog {
+                id: s("d-9"),
+                known: s("d-1"),
+            },
+        ),
+        (
+            "AmbiguousDialog",
+            Error::AmbiguousDialog {
+                count: 2,
+                pending: s("d-1, d-2"),
+            },
+        ),
+        (
+            "DialogAlreadyClosed",
+            Error::DialogAlreadyClosed {
+                id: s("d-1"),
+                closed_by: ClosedBy::Remote,
+                detail: s("No dialog is showing"),
+            },
+        ),
+        ("OrphanedDialog", Error::OrphanedDialog),
+        ("PageUnresponsive", Error::PageUnresponsive),
+        (
+            "AnswerAppliedToOtherDialog",
+            Error::AnswerAppliedToOtherDialog {
+                named: s("d-0"),
+                received: d(),
+            },
+        ),
+        (
+            "DialogUnanswerable",
+            Error::DialogUnanswerable {
+                id: s("d-1"),
+                frame_id: Some(s("F1")),
+            },
+        ),
+        ("UnknownFrame", Error::UnknownFrame(s("F9"))),
+        ("UnknownTarget", Error::UnknownTarget(s("T9"))),
+        (
+            "Config",
+            Error::Config {
+                key: s("browser.dialog_policy"),
+                value: s("sometimes"),
+                allowed: s("must_respond, auto_dismiss or auto_accept"),
+            },
+        ),
+        (
+            "InvalidConfig",
+            Error::InvalidConfig(s("configuration file /x.toml does not exist")),
+        ),
+        ("InvalidArgument", Error::InvalidArgument(s("bad input"))),
+        ("Io", Error::Io(s("cannot spawn a thread"))),
+        (
+            "BlockedByDialog",
+            Error::BlockedByDialog {
+                dialog: d(),
+                method: s("Runtime.evaluate"),
+            },
+        ),
+        (
+            "Refused",
+            Error::Refused {
+                method: s("Browser.close"),
+                option: s("security.cdp_deny"),
+                detail: s("matches Browser.*"),
+            },
+        ),
+        (
+            "TargetCrashed",
+            Error::TargetCrashed {
+                what: s("the page"),
+                method: s("Runtime.evaluate"),
+            },
+        ),
+        (
+            "UndecodableReply",
+            Error::UndecodableReply {
+                method: s("Runtime.evaluate"),
+                reason: s("recursion limit exceeded"),
+            },
+        ),
+        ("Cancelled", Error::Cancelled(s("Page.reload"))),
+        (
+            "StartCancelled",
+            Error::StartCancelled {
+                task_id: s("task-1"),
+                during: s("connecting"),
+            },
+        ),
+    ];
+    samples
+        .into_iter()
+        .map(|(name, e)| (name, to_py_err(e).into_value(py)))
+        .collect()
 }

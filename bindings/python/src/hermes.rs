@@ -1,31 +1,47 @@
-//! What the Hermes drop-in (`cdp_supervisor/hermes.py`) needs beyond the public API: the page
+//! What the Hermes drop-in (`cdp_supervisor/hermes/`) needs beyond the public API: the page
 //! Hermes would attach to. Hermes takes the first `type == "page"` target of
 //! `Target.getTargets`, whatever its URL (a fresh headless Chromium's only page is its new-tab
 //! page, which the Rust supervisor's own choice passes over); Hermes's tests then act on that
 //! same page, so the drop-in must attach to it too.
+//!
+//! A page that was just closed (`Target.closeTarget` has answered) can still be listed, even
+//! first, by a `Target.getTargets` that follows at once (on Chromium 156, a start right after a
+//! supervisor closed its own page picked that page every time): the drop-in may pick a page
+//! that is gone by the time it attaches. It then asks again, passing over the pages it already
+//! tried (`skip`).
 
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use cdp_supervisor::unversioned::Deadline;
 use pyo3::prelude::*;
 use serde_json::Value;
 use tungstenite::Message;
 
-/// The first page target of the browser at `cdp_url`, asked on a short-lived connection of its
-/// own within `timeout_s`; `None` when there is none, for `wss://` endpoints, or on any
-/// failure (the caller then lets the supervisor choose). Never says why: the URL may carry
-/// credentials.
+/// The first page target of the browser at `cdp_url` that is not in `skip`, asked on a
+/// short-lived connection of its own within `timeout_s`; `None` when there is none, for
+/// `wss://` endpoints, or on any failure (the caller then lets the supervisor choose). Never
+/// says why: the URL may carry credentials.
 #[pyfunction]
-#[pyo3(name = "_first_page_target")]
-pub fn first_page_target(py: Python<'_>, cdp_url: String, timeout_s: f64) -> Option<String> {
+#[pyo3(name = "_first_page_target", signature = (cdp_url, timeout_s, skip=Vec::new()))]
+pub fn first_page_target(
+    py: Python<'_>,
+    cdp_url: String,
+    timeout_s: f64,
+    skip: Vec<String>,
+) -> Option<String> {
     let bound = Duration::try_from_secs_f64(timeout_s.clamp(0.0, 30.0)).ok()?;
-    py.detach(|| ask(&cdp_url, Instant::now() + bound).ok().flatten())
+    py.detach(|| ask(&cdp_url, Deadline::after(bound), &skip).ok().flatten())
 }
 
-fn ask(cdp_url: &str, deadline: Instant) -> Result<Option<String>, Box<dyn std::error::Error>> {
+fn ask(
+    cdp_url: &str,
+    deadline: Deadline,
+    skip: &[String],
+) -> Result<Option<String>, Box<dyn std::error::Error>> {
     let left = || {
         deadline
-            .checked_duration_since(Instant::now())
+            .remaining()
             .filter(|d| !d.is_zero())
             .ok_or("deadline")
     };
@@ -56,8 +72,9 @@ fn ask(cdp_url: &str, deadline: Instant) -> Result<Option<String>, Box<dyn std::
             .as_array()
             .into_iter()
             .flatten()
-            .find(|t| t["type"] == "page")
-            .and_then(|t| t["targetId"].as_str())
+            .filter(|t| t["type"] == "page")
+            .filter_map(|t| t["targetId"].as_str())
+            .find(|id| !skip.iter().any(|s| s == id))
             .map(str::to_string);
         return Ok(first);
     }

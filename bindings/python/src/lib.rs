@@ -60,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::call_tool, m)?)?;
     m.add_function(wrap_pyfunction!(bench::detect_rust, m)?)?;
     m.add_function(wrap_pyfunction!(hermes::first_page_target, m)?)?;
+    m.add_function(wrap_pyfunction!(errors::error_samples, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "DIALOG_BRIDGE_HOST",

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -25,6 +26,8 @@ from cdp_supervisor.testing import FakeBrowser
 
 E2E_REQUIRED = os.environ.get("CDP_SUPERVISOR_E2E", "") == "require"
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# Loopback HTTP without any proxy the environment names.
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def find_chromium() -> Optional[str]:
@@ -93,6 +96,32 @@ class Chromium:
         self.port = int(lines[0])
         self.ws_url = f"ws://127.0.0.1:{self.port}{lines[1]}"
         self.http_url = f"http://127.0.0.1:{self.port}"
+        # Chromium writes DevToolsActivePort before it has opened the page it was started
+        # with: a supervisor that attached now would find no page and open one of its own,
+        # and a test's "first page" might then be the other one.
+        while not self.page_ids():
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.close()
+                raise RuntimeError("Chromium did not open its first page")
+            time.sleep(0.05)
+
+    def page_ids(self) -> List[str]:
+        """The browser's page targets, most recently active first (``/json/list``)."""
+        try:
+            with NO_PROXY.open(f"{self.http_url}/json/list", timeout=5) as r:
+                targets: List[Dict[str, Any]] = json.loads(r.read())
+        except OSError:
+            return []
+        return [str(t["id"]) for t in targets if t.get("type") == "page"]
+
+    def wait_until_gone(self, target_ids: List[str], timeout: float = 10.0) -> None:
+        """Waits until none of `target_ids` is listed any more: Chromium answers
+        ``Target.closeTarget`` before the page is gone, and keeps listing it (first, when it
+        was the most recently active) for a few hundred milliseconds."""
+        deadline = time.monotonic() + timeout
+        while any(t in self.page_ids() for t in target_ids):
+            assert time.monotonic() < deadline, f"pages {target_ids} still listed after {timeout} s"
+            time.sleep(0.02)
 
     def close(self) -> None:
         try:

@@ -19,6 +19,7 @@ from cdp_supervisor import (
     ConfigError,
     ConnectError,
     InvalidArgument,
+    InvalidConfig,
     NoDialog,
     NotActive,
     SecurityPolicy,
@@ -373,8 +374,10 @@ def test_config_load_reads_a_file(tmp_path: Path) -> None:
     f.write_text('[browser]\ndialog_policy = "auto_accept"\n')
     assert Config.load(f).dialog_policy == "auto_accept"
     assert Config.load(str(f)).dialog_policy == "auto_accept"
-    with pytest.raises(CdpSupervisorError):
+    with pytest.raises(InvalidConfig, match="does not exist"):
         Config.load(tmp_path / "missing.toml")
+    with pytest.raises(InvalidConfig, match="cannot read configuration"):
+        Config.from_toml("[browser\ndialog_policy = ")
 
 
 def test_registry_uses_its_config(fake: FakeBrowser) -> None:

@@ -28,7 +28,10 @@ def test_a_prompt_is_caught_and_answered(
     sup = registry.get_or_start("prompt", chromium.ws_url)
     url = pages.add("prompt", "<title>prompt</title><p>a page</p>")
     navigate_and_run(
-        chromium.ws_url, url, "setTimeout(() => { window.__r = prompt('Name?', 'Bob'); }, 50)"
+        chromium.ws_url,
+        url,
+        "setTimeout(() => { window.__r = prompt('Name?', 'Bob'); }, 50)",
+        target_id=sup.page_target_id,
     )
     d = sup.wait_for_dialog(10.0)
     assert d is not None, "the prompt is caught"
@@ -45,7 +48,9 @@ def test_a_call_that_opens_a_dialog_fails_at_once_with_it(
     chromium: Chromium, pages: Pages, registry: SupervisorRegistry
 ) -> None:
     sup = registry.get_or_start("blocked", chromium.ws_url)
-    navigate_and_run(chromium.ws_url, pages.add("blank", "<p>x</p>"), "void 0")
+    navigate_and_run(
+        chromium.ws_url, pages.add("blank", "<p>x</p>"), "void 0", target_id=sup.page_target_id
+    )
     started = time.monotonic()
     with pytest.raises(BlockedByDialog) as e:
         sup.call("Runtime.evaluate", {"expression": "confirm('sure?')"}, timeout_s=30)
@@ -62,14 +67,20 @@ def test_a_call_reaches_a_cross_origin_iframe(
     inner_other_site = inner.replace("127.0.0.1", "localhost")
     outer = pages.add("outer", f'<title>outer</title><iframe src="{inner_other_site}"></iframe>')
     sup = registry.get_or_start("oopif", chromium.ws_url)
-    navigate_and_run(chromium.ws_url, outer, "void 0")
+    navigate_and_run(chromium.ws_url, outer, "void 0", target_id=sup.page_target_id)
+    # The OOPIF is listed from its attach on, with origin "null" until its document commits:
+    # wait for the committed one.
+    origin = f"http://localhost:{pages.port}"
     deadline = time.monotonic() + 10
     oopif = None
     while oopif is None and time.monotonic() < deadline:
-        oopif = next((f for f in sup.snapshot().frame_tree.children if f.is_oopif), None)
+        oopif = next(
+            (f for f in sup.snapshot().frame_tree.children if f.is_oopif and f.origin == origin),
+            None,
+        )
         time.sleep(0.02)
     assert oopif is not None, sup.snapshot().to_dict()
-    assert oopif.origin == f"http://localhost:{pages.port}" and oopif.session_id
+    assert oopif.session_id
     assert evaluate(sup, "document.title", frame_id=oopif.frame_id) == "INNER-FRAME"
     assert evaluate(sup, "document.title") == "outer"
     with pytest.raises(CdpError) as e:
@@ -91,8 +102,13 @@ def test_without_a_url_the_registry_launches_chromium() -> None:
 def test_the_tools_answer_in_json(
     chromium: Chromium, pages: Pages, registry: SupervisorRegistry
 ) -> None:
-    registry.get_or_start("tools", chromium.ws_url)
-    navigate_and_run(chromium.ws_url, pages.add("titled", "<title>T1</title>"), "void 0")
+    sup = registry.get_or_start("tools", chromium.ws_url)
+    navigate_and_run(
+        chromium.ws_url,
+        pages.add("titled", "<title>T1</title>"),
+        "void 0",
+        target_id=sup.page_target_id,
+    )
     out = json.loads(
         tools.browser_cdp(
             registry,

@@ -1,6 +1,17 @@
 """Ctrl-C ends a blocking wait on the main thread within 100 ms (SPEC §17): a real SIGINT sent
 to this process, and ``_thread.interrupt_main()``, while the main thread is blocked in each kind
-of call. (pytest runs tests on the main thread, the one Python delivers signals to.)"""
+of call. (pytest runs tests on the main thread, the one Python delivers signals to.)
+
+What is measured: the time from the interrupt to the ``KeyboardInterrupt`` reaching the test,
+less the time the main thread spent ready to run but waiting for a CPU (its run-queue wait,
+``/proc/self/task/<tid>/schedstat``). The binding's part is a wait cut into 20 ms slices with a
+signal check between them; on a machine whose cores are all busy (``yes > /dev/null`` on each
+core, or a build) the scheduler can add tens of milliseconds before the woken thread runs,
+which no code in the process can avoid (one run measured 102.9 ms in all). Where schedstat is
+missing the whole time counts. A wait that ignored the interrupt would still fail: the call
+under test blocks for 30 s or more, and no more than the time taken is subtracted. (Under six
+``yes`` processes on 2 cores: 60.1 ms in all, 60.0 ms of it waiting for a CPU.)
+"""
 
 from __future__ import annotations
 
@@ -9,7 +20,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, List
+from typing import Callable, Iterator, List, Tuple
 
 import pytest
 
@@ -24,19 +35,40 @@ def sigint() -> None:
 
 
 @pytest.fixture(params=["SIGINT", "interrupt_main"])
-def interrupt(request: pytest.FixtureRequest) -> Callable[[], None]:
+def interrupt(request: pytest.FixtureRequest) -> Iterator[Callable[[], None]]:
+    """Ctrl-C as Python handles it by default. A process started in the background by a
+    shell without job control (``cmd &`` in a script, CI runners) inherits SIGINT ignored, and
+    Python then installs no handler: no KeyboardInterrupt ever comes, whatever the binding
+    does. The test puts Python's own handler in place, and the previous one back after."""
     fire: Callable[[], None] = sigint if request.param == "SIGINT" else _thread.interrupt_main
-    return fire
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield fire
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_queue_wait_s(native_id: int) -> float:
+    """How long thread `native_id` has waited, in all, for a CPU while ready to run (0.0
+    where the kernel does not say)."""
+    try:
+        with open(f"/proc/self/task/{native_id}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def interrupted_after(delay: float, fire: Callable[[], None], blocking: Callable[[], object]) -> float:
     """Runs `blocking` on this (main) thread, interrupts it after `delay`; returns how long the
-    KeyboardInterrupt took to arrive after the interrupt."""
+    KeyboardInterrupt took to arrive after the interrupt, less the time this thread waited
+    for a CPU meanwhile (see the module doc)."""
     assert threading.current_thread() is threading.main_thread()
-    fired: List[float] = []
+    main = threading.main_thread().native_id
+    assert main is not None
+    fired: List[Tuple[float, float]] = []
 
     def go() -> None:
-        fired.append(time.monotonic())
+        fired.append((time.monotonic(), run_queue_wait_s(main)))
         fire()
 
     timer = threading.Timer(delay, go)
@@ -44,9 +76,14 @@ def interrupted_after(delay: float, fire: Callable[[], None], blocking: Callable
     try:
         with pytest.raises(KeyboardInterrupt):
             blocking()
-        return time.monotonic() - fired[0]
+        took = time.monotonic() - fired[0][0]
+        # A wait in the run queue that began before the interrupt is counted when it ends:
+        # never subtract more than the time taken.
+        stalled = min(max(0.0, run_queue_wait_s(main) - fired[0][1]), took)
     finally:
         timer.cancel()
+    print(f"KeyboardInterrupt {took * 1000:.1f} ms after the interrupt, {stalled * 1000:.1f} ms of it waiting for a CPU")
+    return took - stalled
 
 
 def test_ctrl_c_ends_wait_for_dialog(

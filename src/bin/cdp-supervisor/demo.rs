@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::unversioned::find_browser;
-use cdp_supervisor::{Config, DialogAction, Route, Supervisor, SupervisorRegistry};
+use cdp_supervisor::{Config, DialogAction, DialogKind, Route, Supervisor, SupervisorRegistry};
 use serde_json::json;
 
 use crate::Cleanup;
@@ -467,11 +467,14 @@ fn page_result(stage: &Stage, sup: &Supervisor, dialog_id: &str) -> String {
         Stage::Fake { .. } => {
             let snap = sup.snapshot();
             match snap.closed_dialog(dialog_id) {
-                Some(c) if c.dialog.kind == "prompt" => match (c.accepted, &c.user_input) {
+                Some(c) if c.dialog.kind == DialogKind::Prompt => match (c.accepted, &c.user_input)
+                {
                     (Some(true), Some(t)) => json!(t).to_string(),
                     _ => "null".into(),
                 },
-                Some(c) if c.dialog.kind == "confirm" => c.accepted.unwrap_or(false).to_string(),
+                Some(c) if c.dialog.kind == DialogKind::Confirm => {
+                    c.accepted.unwrap_or(false).to_string()
+                }
                 Some(_) => "undefined".into(),
                 None => "(not recorded)".into(),
             }

@@ -260,7 +260,7 @@ fn watch(config: Config, cdp_url: Option<String>, cleanup: &Cleanup) -> Result<(
             println!("{line}");
             last = line;
         }
-        if !snap.active && !sup.is_alive() {
+        if !snap.is_active() && !sup.is_alive() {
             if interrupted() {
                 return Ok(());
             }

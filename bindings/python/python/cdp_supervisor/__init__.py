@@ -43,6 +43,7 @@ from .errors import (
     CdpSupervisorError,
     InvalidArgument,
     ConfigError,
+    InvalidConfig,
     InvalidUrl,
     UnknownFrame,
     UnknownTarget,
@@ -68,6 +69,7 @@ from .errors import (
     TargetCrashed,
     UndecodableReply,
     Cancelled,
+    StartCancelled,
     IoError,
 )
 
@@ -88,6 +90,7 @@ __all__ = [
     "CdpSupervisorError",
     "InvalidArgument",
     "ConfigError",
+    "InvalidConfig",
     "InvalidUrl",
     "UnknownFrame",
     "UnknownTarget",
@@ -113,5 +116,6 @@ __all__ = [
     "TargetCrashed",
     "UndecodableReply",
     "Cancelled",
+    "StartCancelled",
     "IoError",
 ]

@@ -18,6 +18,7 @@ __all__ = [
     "CdpSupervisorError",
     "InvalidArgument",
     "ConfigError",
+    "InvalidConfig",
     "InvalidUrl",
     "UnknownFrame",
     "UnknownTarget",
@@ -43,6 +44,7 @@ __all__ = [
     "TargetCrashed",
     "UndecodableReply",
     "Cancelled",
+    "StartCancelled",
     "IoError",
 ]
 
@@ -64,6 +66,11 @@ class ConfigError(InvalidArgument):
     """The value given."""
     allowed: str
     """What is allowed."""
+
+
+class InvalidConfig(InvalidArgument):
+    """A configuration that cannot be read as a whole: its file does not exist, or it is not
+    TOML (a readable one with an invalid value is a :class:`ConfigError`)."""
 
 
 class InvalidUrl(InvalidArgument):
@@ -109,13 +116,17 @@ class NoPage(CdpSupervisorError):
 class Timeout(CdpSupervisorError, TimeoutError):
     """A CDP call got no reply before its deadline."""
 
-    method: str
+    method: Optional[str]
+    """The CDP method (``None`` for a :class:`StartTimeout`: see its ``detail``)."""
     after_s: float
     """The deadline that passed, in seconds."""
 
 
 class StartTimeout(Timeout):
     """Attaching to the page did not finish within ``start_timeout_s``."""
+
+    detail: str
+    """What did not finish, e.g. ``Target.attachToTarget got no answer (...)``."""
 
 
 class CdpError(CdpSupervisorError):
@@ -202,6 +213,8 @@ class TargetCrashed(CdpSupervisorError):
     """The renderer of the page or frame crashed; reload (``Page.reload``) to recover."""
 
     method: str
+    what: str
+    """``the page`` or ``frame <frame id>``."""
 
 
 class UndecodableReply(CdpSupervisorError):
@@ -214,6 +227,15 @@ class Cancelled(CdpSupervisorError):
     """The call was cancelled; its late reply is dropped."""
 
     method: str
+
+
+class StartCancelled(CdpSupervisorError):
+    """A start was called off where it was; nothing of it was kept (no supervisor, no page
+    it created)."""
+
+    task_id: str
+    during: str
+    """What the start was doing: ``connecting``, ``attaching to the page``, ..."""
 
 
 class IoError(CdpSupervisorError, OSError):

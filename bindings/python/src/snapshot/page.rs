@@ -1,0 +1,134 @@
+//! The rest of what a snapshot says about the page: `console_errors` (`ConsoleEntry`),
+//! `blocked` (`Blocked`) and `pages` (`PageInfo`).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyFloat, PyString};
+
+use cdp_supervisor::{Blocked, ConsoleEntry, PageInfo};
+
+use super::{float, opt, s};
+use crate::convert::to_py;
+
+/// A console error/warning or uncaught exception (`console_errors`).
+#[pyclass(name = "ConsoleEntry", module = "cdp_supervisor", frozen)]
+pub struct PyConsoleEntry {
+    /// Unix epoch seconds.
+    #[pyo3(get)]
+    ts: Py<PyFloat>,
+    /// `error`, `assert`, `warning` or `exception`.
+    #[pyo3(get)]
+    level: Py<PyString>,
+    #[pyo3(get)]
+    text: Py<PyString>,
+    #[pyo3(get)]
+    url: Py<PyString>,
+    #[pyo3(get)]
+    frame_id: Option<Py<PyString>>,
+    inner: Arc<ConsoleEntry>,
+}
+
+impl PyConsoleEntry {
+    pub(super) fn new(py: Python<'_>, c: &Arc<ConsoleEntry>) -> PyConsoleEntry {
+        PyConsoleEntry {
+            ts: float(py, c.ts),
+            level: PyString::intern(py, &c.level).unbind(),
+            text: s(py, &c.text),
+            url: s(py, &c.url),
+            frame_id: opt(py, c.frame_id.as_deref()),
+            inner: Arc::clone(c),
+        }
+    }
+}
+
+#[pymethods]
+impl PyConsoleEntry {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.to_json())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "ConsoleEntry(level={:?}, text={:?})",
+            self.inner.level, self.inner.text
+        )
+    }
+}
+
+/// Why the page (or one of its frames) cannot be used (`blocked`, SPEC §4.5).
+#[pyclass(name = "Blocked", module = "cdp_supervisor", frozen)]
+pub struct PyBlocked {
+    /// `orphaned_dialog`, `unresponsive` or `unanswerable_dialog`.
+    #[pyo3(get)]
+    reason: Py<PyString>,
+    /// What to do about it.
+    #[pyo3(get)]
+    hint: Py<PyString>,
+    /// The out-of-process iframe that does not answer; `None` for the page itself.
+    #[pyo3(get)]
+    frame_id: Option<Py<PyString>>,
+    inner: Blocked,
+}
+
+impl PyBlocked {
+    pub(super) fn new(py: Python<'_>, b: &Blocked) -> PyBlocked {
+        PyBlocked {
+            reason: PyString::intern(py, b.reason.as_str()).unbind(),
+            hint: s(py, &b.hint),
+            frame_id: opt(py, b.frame_id.as_deref()),
+            inner: b.clone(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyBlocked {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.to_json())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Blocked(reason={:?})", self.inner.reason.as_str())
+    }
+}
+
+/// A page the task follows: its own page first, then popups it opened (`pages`).
+#[pyclass(name = "PageInfo", module = "cdp_supervisor", frozen)]
+pub struct PyPageInfo {
+    #[pyo3(get)]
+    target_id: Py<PyString>,
+    #[pyo3(get)]
+    url: Py<PyString>,
+    #[pyo3(get)]
+    title: Py<PyString>,
+    #[pyo3(get)]
+    opener_target_id: Option<Py<PyString>>,
+    inner: PageInfo,
+}
+
+impl PyPageInfo {
+    pub(super) fn new(py: Python<'_>, pg: &PageInfo) -> PyPageInfo {
+        PyPageInfo {
+            target_id: s(py, &pg.target_id),
+            url: s(py, &pg.url),
+            title: s(py, &pg.title),
+            opener_target_id: opt(py, pg.opener_target_id.as_deref()),
+            inner: pg.clone(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyPageInfo {
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.to_json())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "PageInfo(target_id={:?}, url={:?})",
+            self.inner.target_id, self.inner.url
+        )
+    }
+}

@@ -1,0 +1,181 @@
+//! The snapshot's JSON (SPEC §10): what `browser_snapshot` returns and a host merges into its
+//! page snapshot.
+
+use serde_json::{Map, Value, json};
+
+use super::{
+    Blocked, ClosedDialog, ConsoleEntry, FrameEntry, FrameTree, PageInfo, PendingDialog, Snapshot,
+    SupervisorState,
+};
+
+impl PendingDialog {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("default_prompt".into(), json!(self.default_prompt));
+        dialog_fields(self, &mut m);
+        Value::Object(m)
+    }
+}
+
+impl ClosedDialog {
+    /// SPEC §10 shape: the dialog as it was pending (without its default prompt), and how it
+    /// closed.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("closed_at".into(), json!(self.closed_at));
+        m.insert("closed_by".into(), json!(self.closed_by.as_str()));
+        dialog_fields(&self.dialog, &mut m);
+        Value::Object(m)
+    }
+}
+
+/// The fields a pending and a closed dialog share.
+fn dialog_fields(d: &PendingDialog, m: &mut Map<String, Value>) {
+    m.insert("id".into(), json!(d.id));
+    m.insert("type".into(), json!(d.kind.as_str()));
+    m.insert("message".into(), json!(d.message));
+    m.insert("opened_at".into(), json!(d.opened_at));
+    if let Some(f) = &d.frame_id {
+        m.insert("frame_id".into(), json!(f));
+    }
+    if !d.origin.is_empty() {
+        m.insert("origin".into(), json!(d.origin));
+    }
+    if !d.target_id.is_empty() {
+        m.insert("target_id".into(), json!(d.target_id));
+    }
+}
+
+impl FrameEntry {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("frame_id".into(), json!(self.frame_id));
+        m.insert("url".into(), json!(self.url));
+        m.insert("origin".into(), json!(self.origin));
+        m.insert("is_oopif".into(), json!(self.is_oopif));
+        if let Some(s) = &self.session_id {
+            m.insert("session_id".into(), json!(s));
+        }
+        if let Some(p) = &self.parent_frame_id {
+            m.insert("parent_frame_id".into(), json!(p));
+        }
+        if let Some(n) = &self.name {
+            m.insert("name".into(), json!(n));
+        }
+        if self.crashed {
+            m.insert("crashed".into(), json!(true));
+        }
+        Value::Object(m)
+    }
+}
+
+impl FrameTree {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "top": self.top.as_ref().map(FrameEntry::to_json),
+            "children": self.children.iter().map(FrameEntry::to_json).collect::<Vec<_>>(),
+            "truncated": self.truncated,
+        })
+    }
+}
+
+impl ConsoleEntry {
+    /// `{ts, level, text, url, frame_id?}`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"ts": self.ts, "level": self.level, "text": self.text, "url": self.url});
+        if let Some(f) = &self.frame_id {
+            v["frame_id"] = json!(f);
+        }
+        v
+    }
+}
+
+impl Blocked {
+    /// `{reason, hint, frame_id?}`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"reason": self.reason.as_str(), "hint": self.hint});
+        if let Some(f) = &self.frame_id {
+            v["frame_id"] = json!(f);
+        }
+        v
+    }
+}
+
+impl PageInfo {
+    /// SPEC §10 shape.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("target_id".into(), json!(self.target_id));
+        m.insert("url".into(), json!(self.url));
+        if !self.title.is_empty() {
+            m.insert("title".into(), json!(self.title));
+        }
+        m.insert("opener_target_id".into(), json!(self.opener_target_id));
+        Value::Object(m)
+    }
+}
+
+impl Snapshot {
+    /// The fields a host merges into its page snapshot (SPEC §10).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert(
+            "pending_dialogs".into(),
+            Value::Array(
+                self.pending_dialogs
+                    .iter()
+                    .map(PendingDialog::to_json)
+                    .collect(),
+            ),
+        );
+        if !self.recent_dialogs.is_empty() {
+            m.insert(
+                "recent_dialogs".into(),
+                Value::Array(self.recent_dialogs.iter().map(|c| c.to_json()).collect()),
+            );
+        }
+        m.insert("frame_tree".into(), self.frame_tree.to_json());
+        if let Some(t) = &self.page_target_id {
+            m.insert("page_target_id".into(), json!(t));
+        }
+        if let Some(b) = &self.blocked {
+            m.insert("blocked".into(), b.to_json());
+        }
+        if self.crashed {
+            m.insert("crashed".into(), json!(true));
+        }
+        if !self.pages.is_empty() {
+            m.insert(
+                "pages".into(),
+                Value::Array(self.pages.iter().map(PageInfo::to_json).collect()),
+            );
+        }
+        if self.pages_truncated {
+            m.insert("pages_truncated".into(), json!(true));
+        }
+        if !self.console_errors.is_empty() {
+            m.insert(
+                "console_errors".into(),
+                Value::Array(self.console_errors.iter().map(|c| c.to_json()).collect()),
+            );
+        }
+        m.insert("state".into(), json!(self.state.as_str()));
+        match &self.state {
+            SupervisorState::Reconnecting { attempt, of } => {
+                m.insert("attempt".into(), json!(attempt));
+                m.insert("of".into(), json!(of));
+                if let Some(r) = &self.disconnect_reason {
+                    m.insert("reason".into(), json!(r));
+                }
+            }
+            SupervisorState::Dead { reason } => {
+                m.insert("reason".into(), json!(reason));
+            }
+            SupervisorState::Active | SupervisorState::Stopped => {}
+        }
+        Value::Object(m)
+    }
+}
