@@ -183,7 +183,14 @@ pub mod unversioned {
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
     pub use crate::transport::{ConnectOptions, Transport};
 
-    use crate::{FrameRecord, PendingDialog};
+    use crate::{Config, FrameRecord, PendingDialog, SupervisorRegistry};
+
+    /// A registry whose tasks each follow their popups with browser-level auto-attach on their
+    /// own connection, as before issue 24 (the default registry has one popup watcher per
+    /// browser): what the fake's popup tests model, and the "before" of the fleet measurements.
+    pub fn registry_without_popup_watcher(config: Config) -> SupervisorRegistry {
+        SupervisorRegistry::with_popup_watcher(config, false)
+    }
 
     /// The session that owns a frame's document (routing internals).
     pub fn owner_session(frame: &FrameRecord) -> &str {

@@ -244,9 +244,10 @@ impl Pages {
 }
 
 impl Core {
-    /// Turns browser-level auto-attach on (module doc), once the page session is known.
+    /// Turns browser-level auto-attach on (module doc), once the page session is known, unless
+    /// a popup watcher hands this task its pages (`CoreSettings::browser_auto_attach`).
     pub(super) fn follow_popups_from_now(&mut self) {
-        if self.settings.follow_popups {
+        if self.settings.follow_popups && self.settings.browser_auto_attach {
             self.command("Target.setAutoAttach", session::auto_attach_params(), None);
         }
     }

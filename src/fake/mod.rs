@@ -298,8 +298,9 @@ impl FakeBrowser {
     /// Behave like Chromium on a browser-level `Target.setAutoAttach {autoAttach: true}`: attach
     /// every page the browser holds to that connection at once (one `Target.attachedToTarget`
     /// each, with a new session, not waiting for the debugger) before answering, and answer
-    /// `Target.detachFromTarget` (with `Target.detachedFromTarget`). Off by default; the fleet
-    /// bench turns it on to show what a connect costs while the browser holds many pages.
+    /// `Target.detachFromTarget` (with `Target.detachedFromTarget`) and `Target.getTargetInfo`
+    /// (with which a registry connects its popup watcher). Off by default; the fleet bench turns
+    /// it on to show what a connect costs while the browser holds many pages.
     pub fn set_auto_attach_pages(&self, on: bool) {
         self.shared.update(|st| st.auto_attach_pages = on);
     }

@@ -160,6 +160,16 @@ fn default_answer(shared: &Shared, conn: &Conn, cmd: &Value) -> Result<Value, Cd
             }
             Ok(json!({}))
         }
+        "Target.getTargetInfo" if shared.state().auto_attach_pages => {
+            let target_id = params
+                .get("targetId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match shared.target(target_id) {
+                Some(t) => Ok(json!({"targetInfo": t.info(false)})),
+                None => Err(CdpError::new(-32602, "No target with given id found")),
+            }
+        }
         "Target.detachFromTarget" if shared.state().auto_attach_pages => {
             let sid = params
                 .get("sessionId")
