@@ -13,8 +13,10 @@
 //! connect finds k pages in the browser (fleets under 100 are connected 100 / N times over, up
 //! to 20). Printed per N:
 //! * per-task connect time: the mean of the last tenth of the starts (the browser holds ~N pages;
-//!   median over the rounds), with `browser.follow_popups` on (the default) and off, and the time
-//!   all N connects took;
+//!   median over the rounds), and the time all N connects took: with popups followed through the
+//!   registry's popup watcher (the default: "after" issue 24), by each task's own browser-level
+//!   auto-attach (`registry_without_popup_watcher`: "before"), and not followed
+//!   (`browser.follow_popups = false`);
 //! * a bare client's attach sequence (connect, `Target.getTargets`, `Target.attachToTarget`,
 //!   `Page.enable`, `Runtime.enable`, `Page.getFrameTree`, `Target.setAutoAttach`) on the same
 //!   fake while it holds the N pages (median of 21);
@@ -34,6 +36,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::fake::FakeBrowser;
+use cdp_supervisor::unversioned::registry_without_popup_watcher;
 use cdp_supervisor::{Config, StartOptions, SupervisorRegistry};
 use common::*;
 
@@ -83,6 +86,9 @@ fn end_fake(mut child: Child) {
     drop(child.stdin.take());
     let _ = child.wait();
 }
+
+/// Builds the registry of one way to follow popups.
+type MakeRegistry = fn() -> SupervisorRegistry;
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -142,52 +148,72 @@ fn main() {
          starts, ms):"
     );
     println!(
-        "{:>6} | {:>24} | {:>24} | {:>10} | {:>18}",
-        "N", "follow_popups=true", "follow_popups=false", "bare", "threads (N tasks)"
+        "{:>6} | {:>24} | {:>24} | {:>24} | {:>7} | {:>22}",
+        "N",
+        "after (popup watcher)",
+        "before (own auto-attach)",
+        "follow_popups=false",
+        "bare",
+        "threads, after (N tasks)"
     );
-    let mut first: Option<(f64, f64)> = None;
+    let ways: [(&str, MakeRegistry); 3] = [
+        ("after", || SupervisorRegistry::new(Config::default())),
+        ("before", || {
+            registry_without_popup_watcher(Config::default())
+        }),
+        ("off", || {
+            SupervisorRegistry::new(Config::default().with_follow_popups(false))
+        }),
+    ];
+    let mut first: Option<Vec<f64>> = None;
     for &n in &sizes {
         // Small fleets are connected several times over (the fake back to one page in between:
         // `stop_all` closes the tasks' pages), so each figure averages ~100 starts at least.
         let rounds = (100 / n).clamp(1, 20);
-        let thr0 = proc_status("self", "Threads");
-        let (child, url) = spawn_fake();
-        let on = SupervisorRegistry::new(Config::default());
-        let mut on_fig = (Vec::new(), 0.0);
-        let mut thr_on = 0;
-        for r in 0..rounds {
-            let (m, s) = connect_fleet(&on, &url, n, &format!("on{r}"));
-            on_fig.0.push(m);
-            on_fig.1 += s;
-            thr_on = proc_status("self", "Threads");
-            on.stop_all();
-        }
-        drop(on);
-        end_fake(child);
-
-        let (child, url) = spawn_fake();
-        let off = SupervisorRegistry::new(Config::default().with_follow_popups(false));
-        let mut off_fig = (Vec::new(), 0.0);
+        let mut cols = Vec::new();
+        let mut figs = Vec::new();
         let mut bare = Vec::new();
-        for r in 0..rounds {
-            let (m, s) = connect_fleet(&off, &url, n, &format!("off{r}"));
-            off_fig.0.push(m);
-            off_fig.1 += s;
-            bare.extend((0..21usize.div_ceil(rounds)).map(|_| bare_attach(&url)));
-            off.stop_all();
+        let (mut thr0, mut thr_after) = (0, 0);
+        for (way, make) in ways {
+            let (child, url) = spawn_fake();
+            let reg = make();
+            let mut fig = (Vec::new(), 0.0);
+            for r in 0..rounds {
+                if way == "after" && r == 0 {
+                    thr0 = proc_status("self", "Threads");
+                }
+                let (m, s) = connect_fleet(&reg, &url, n, &format!("{way}{r}"));
+                fig.0.push(m);
+                fig.1 += s;
+                if way == "after" {
+                    thr_after = proc_status("self", "Threads");
+                }
+                if way == "off" {
+                    bare.extend((0..21usize.div_ceil(rounds)).map(|_| bare_attach(&url)));
+                }
+                // Task by task: `stop_all` would also close the popup watcher, which the next
+                // round would then connect again.
+                for t in reg.tasks() {
+                    reg.stop(&t);
+                }
+            }
+            drop(reg);
+            end_fake(child);
+            let m = median(fig.0);
+            figs.push(m);
+            cols.push((m, fig.1 / rounds as f64));
         }
-        drop(off);
-        end_fake(child);
-
-        let (on_ms, off_ms, bare) = (median(on_fig.0), median(off_fig.0), median(bare));
-        let (on_s, off_s) = (on_fig.1 / rounds as f64, off_fig.1 / rounds as f64);
-        let (on1, off1) = *first.get_or_insert((on_ms, off_ms));
+        let one = first.get_or_insert_with(|| figs.clone()).clone();
+        let cells: Vec<String> = cols
+            .iter()
+            .zip(&one)
+            .map(|((m, s), m1)| format!("{m:>7.2} ({:>5.2}x N=1) {s:>6.2} s", m / m1))
+            .collect();
         println!(
-            "{n:>6} | {on_ms:>7.2} ({:>5.2}x N=1) {on_s:>6.2} s | {off_ms:>7.2} ({:>5.2}x N=1) \
-             {off_s:>6.2} s | {bare:>10.2} | {thr0:>5} -> {thr_on:>5} ({:.2}/task)",
-            on_ms / on1,
-            off_ms / off1,
-            (thr_on.saturating_sub(thr0)) as f64 / n as f64,
+            "{n:>6} | {} | {:>7.2} | {thr0:>5} -> {thr_after:>5} ({:.2}/task)",
+            cells.join(" | "),
+            median(bare),
+            (thr_after.saturating_sub(thr0)) as f64 / n as f64,
         );
     }
     println!("(the s figures: all N connects one after another)");

@@ -79,8 +79,8 @@
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs, stop) and `supervisor/calls.rs` (the
 //!   call path: routing, the dialog-aware rules, the security policy).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
-//!   under one lock, and a lock-free read path with a per-thread cache
-//!   (`registry/read_cache.rs`).
+//!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
+//!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
 //!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use crossbeam_channel::{Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::{Value, json};
 use tungstenite::Message;
 
@@ -51,6 +51,9 @@ use crate::transport::{Readiness, Transport};
 /// which beats a page held forever).
 const HAND_OFF_WAIT: Duration = Duration::from_secs(2);
 
+/// Page targets remembered for [`Watcher::holds`] (closed pages are never forgotten otherwise).
+const KNOWN_MAX: usize = 4096;
+
 /// Messages read per batch.
 const MAX_BATCH: usize = 256;
 
@@ -63,6 +66,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Watchers {
     /// By the raw URL (credentials included: never shown, see the `Debug` impl).
     by_url: Mutex<HashMap<String, Arc<Watcher>>>,
+    /// URLs a watcher is being connected to, each with a channel that disconnects when that
+    /// connect ends: concurrent first starts on one browser wait for it (never under the lock)
+    /// instead of each connecting a watcher.
+    connecting: Mutex<HashMap<String, Receiver<()>>>,
 }
 
 impl std::fmt::Debug for Watchers {
@@ -88,23 +95,37 @@ impl Watchers {
         config: &Config,
         deadline: Deadline,
     ) -> Result<Arc<Watcher>, Error> {
-        if let Some(w) = lock(&self.by_url).get(cdp_url).filter(|w| w.is_alive()) {
-            return Ok(Arc::clone(w));
+        loop {
+            if let Some(w) = self.get(cdp_url) {
+                return Ok(w);
+            }
+            let mut connecting = lock(&self.connecting);
+            let Some(done) = connecting.get(cdp_url).cloned() else {
+                let (tx, rx) = bounded::<()>(0);
+                connecting.insert(cdp_url.to_string(), rx);
+                drop(connecting);
+                let fresh = Watcher::connect(cdp_url, config, deadline);
+                if let Ok(w) = &fresh
+                    && let Some(old) = lock(&self.by_url).insert(cdp_url.to_string(), Arc::clone(w))
+                {
+                    old.close();
+                }
+                lock(&self.connecting).remove(cdp_url);
+                drop(tx);
+                return fresh;
+            };
+            drop(connecting);
+            crossbeam_channel::select! {
+                recv(done) -> _ => {}
+                recv(deadline.alarm()) -> _ => {
+                    return Err(Error::Io("another start is still connecting the popup watcher".into()));
+                }
+            }
+            if self.get(cdp_url).is_none() {
+                // That connect failed: so would this one, most likely.
+                return Err(Error::Io("the popup watcher could not connect".into()));
+            }
         }
-        // Connecting is not done under the lock: two first starts may both connect, and the
-        // second one's watcher is closed again.
-        let fresh = Watcher::connect(cdp_url, config, deadline)?;
-        let mut map = lock(&self.by_url);
-        if let Some(w) = map.get(cdp_url).filter(|w| w.is_alive()) {
-            let w = Arc::clone(w);
-            drop(map);
-            fresh.close();
-            return Ok(w);
-        }
-        if let Some(old) = map.insert(cdp_url.to_string(), Arc::clone(&fresh)) {
-            old.close();
-        }
-        Ok(fresh)
     }
 
     /// Closes the watchers no live task uses any more (a watcher outlives a stopped task, so
@@ -336,7 +357,11 @@ impl Watcher {
     fn attached(self: &Arc<Self>, ev: protocol::AttachedToTarget) {
         let info = ev.target_info;
         if info.kind == "page" {
-            lock(&self.known).insert(info.target_id.clone());
+            let mut known = lock(&self.known);
+            if known.len() >= KNOWN_MAX {
+                known.clear(); // only a shortcut for `holds`, which asks the browser otherwise
+            }
+            known.insert(info.target_id.clone());
         }
         let owner = (info.kind == "page" && ev.waiting_for_debugger)
             .then(|| self.owner_of(&info))
@@ -369,8 +394,8 @@ impl Watcher {
         }
     }
 
-    /// The live task whose page opened `info`: by `openerId` among each task's pages, else by
-    /// the frame `openerFrameId` among its frames.
+    /// The live task whose page opened `info`: by `openerId` among each task's pages (its own,
+    /// those it follows or watches), else by the frame `openerFrameId` among its frames.
     fn owner_of(&self, info: &protocol::TargetInfo) -> Option<Arc<Supervisor>> {
         let tasks: Vec<Arc<Supervisor>> =
             lock(&self.tasks).iter().filter_map(Weak::upgrade).collect();
@@ -379,6 +404,7 @@ impl Watcher {
                 let own = |id: &str| {
                     s.page_target_id.as_deref() == Some(id)
                         || s.pages.iter().any(|p| p.target_id == id)
+                        || s.watched_pages.iter().any(|p| p.target_id == id)
                 };
                 info.opener_id.as_deref().is_some_and(own)
                     || info

@@ -4,14 +4,16 @@
 //! One private headless Chromium (not the shared one: this test fills it with pages), pages
 //! served from a loopback server. For N = 1, 10, 50 and 100 pages held by the browser (N - 1
 //! filler tabs plus the task's own), it prints the median of [`REPS`] runs of:
-//! * `get_or_start` of a task on its own new page (`new_page`), with `browser.follow_popups`
-//!   on (the default) and off: the time `browser_connect` spends per task;
+//! * `get_or_start` of a task on its own new page (`new_page`): the time `browser_connect`
+//!   spends per task, with popups followed through the registry's popup watcher (the default,
+//!   "after"), by each task's own browser-level auto-attach (`registry_without_popup_watcher`,
+//!   "before" issue 24), and not followed (`browser.follow_popups = false`);
 //! * a bare CDP client's attach sequence on a fresh connection: open the socket,
 //!   `Target.getTargets`, `Target.createTarget`, `Target.attachToTarget`, `Page.enable`,
 //!   `Runtime.enable`, page-level `Target.setAutoAttach`: the floor a supervisor's connect can
 //!   reach.
 //!
-//! Then, for each `follow_popups` setting, the time from `Target.createTarget` of a page on the
+//! Then, for each of the three, the time from `Target.createTarget` of a page on the
 //! loopback server to its script reporting in (`/report`), with no task connected and with
 //! [`FLEET`] tasks connected (each on its own tab), and the time those [`FLEET`] tasks took to
 //! connect one after another. A new tab that no task follows is held paused by every client
@@ -23,6 +25,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
+use cdp_supervisor::unversioned::registry_without_popup_watcher;
 use cdp_supervisor::{Config, StartOptions, SupervisorRegistry};
 use serde_json::{Value, json};
 
@@ -104,8 +107,16 @@ fn new_tab(cdp: &mut RawCdp, srv: &HttpServer, tag: &str) -> Duration {
     took
 }
 
-fn registry(follow_popups: bool) -> SupervisorRegistry {
-    SupervisorRegistry::new(Config::default().with_follow_popups(follow_popups))
+/// The three ways to connect a task: "after" (the popup watcher), "before" (each task's own
+/// browser-level auto-attach), "off" (popups not followed).
+const WAYS: [&str; 3] = ["after", "before", "off"];
+
+fn registry(way: &str) -> SupervisorRegistry {
+    match way {
+        "before" => registry_without_popup_watcher(Config::default()),
+        "off" => SupervisorRegistry::new(Config::default().with_follow_popups(false)),
+        _ => SupervisorRegistry::new(Config::default()),
+    }
 }
 
 #[test]
@@ -121,11 +132,11 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
     let mut filler = RawCdp::connect(&browser.ws_url).expect("connect");
     let mut fillers: Vec<String> = Vec::new();
     eprintln!(
-        "per-task connect, median of {REPS} (ms): pages | follow_popups=true | \
-         follow_popups=false | bare CDP attach"
+        "per-task connect, median of {REPS} (ms): pages | after (popup watcher) | before (own \
+         auto-attach) | follow_popups=false | bare CDP attach"
     );
-    let (on, off) = (registry(true), registry(false));
-    let mut at_one = (0.0, 0.0, 0.0);
+    let regs: Vec<SupervisorRegistry> = WAYS.iter().map(|w| registry(w)).collect();
+    let mut at_one = Vec::new();
     for n in SIZES {
         while fillers.len() + 1 < n {
             let i = fillers.len();
@@ -136,48 +147,47 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
             );
         }
         while srv.wait_report(Duration::ZERO).is_some() {}
-        let mut fig = (Vec::new(), Vec::new(), Vec::new());
+        let mut figs = vec![Vec::new(); WAYS.len() + 1];
         for r in 0..REPS {
-            fig.0.push(ms(task_connect(
-                &on,
-                &browser.ws_url,
-                &format!("m24-on-{n}-{r}"),
-            )));
-            fig.1.push(ms(task_connect(
-                &off,
-                &browser.ws_url,
-                &format!("m24-off-{n}-{r}"),
-            )));
-            fig.2.push(ms(bare_attach(&browser.ws_url)));
+            for (i, (reg, way)) in regs.iter().zip(WAYS).enumerate() {
+                figs[i].push(ms(task_connect(
+                    reg,
+                    &browser.ws_url,
+                    &format!("m24-{way}-{n}-{r}"),
+                )));
+            }
+            figs[WAYS.len()].push(ms(bare_attach(&browser.ws_url)));
         }
-        let fig = (median(fig.0), median(fig.1), median(fig.2));
+        let fig: Vec<f64> = figs.into_iter().map(median).collect();
         if n == 1 {
-            at_one = fig;
+            at_one = fig.clone();
         }
-        eprintln!(
-            "  N={n:>4} | {:>7.1} ({:.2}x N=1, {:.2}x bare) | {:>7.1} ({:.2}x N=1, {:.2}x bare) \
-             | {:>6.1}",
-            fig.0,
-            fig.0 / at_one.0,
-            fig.0 / fig.2,
-            fig.1,
-            fig.1 / at_one.1,
-            fig.1 / fig.2,
-            fig.2
-        );
+        let bare = fig[WAYS.len()];
+        let cols: Vec<String> = (0..WAYS.len())
+            .map(|i| {
+                format!(
+                    "{:>6.1} ({:.2}x N=1, {:.2}x bare)",
+                    fig[i],
+                    fig[i] / at_one[i],
+                    fig[i] / bare
+                )
+            })
+            .collect();
+        eprintln!("  N={n:>4} | {} | {bare:>6.1}", cols.join(" | "));
     }
+    drop(regs);
     for f in fillers.drain(..) {
         let _ = filler.close_page(&f);
     }
-    for follow in [true, false] {
-        let reg = registry(follow);
+    for way in WAYS {
+        let reg = registry(way);
         let idle: Vec<f64> = (0..REPS)
             .map(|i| ms(new_tab(&mut filler, &srv, &format!("idle{i}"))))
             .collect();
         let t0 = Instant::now();
         for i in 0..FLEET {
             reg.get_or_start_with(
-                &format!("m24-fleet-{follow}-{i}"),
+                &format!("m24-fleet-{way}-{i}"),
                 &browser.ws_url,
                 StartOptions::default().with_new_page(true),
             )
@@ -188,9 +198,8 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
             .map(|i| ms(new_tab(&mut filler, &srv, &format!("busy{i}"))))
             .collect();
         eprintln!(
-            "follow_popups={follow}: {FLEET} tasks connected one after another in {:.2} s \
-             ({:.1} ms per task); new tab loads in {:.1} ms with 0 tasks, {:.1} ms with {FLEET} \
-             (median of {REPS})",
+            "{way}: {FLEET} tasks connected one after another in {:.2} s ({:.1} ms per task); \
+             new tab loads in {:.1} ms with 0 tasks, {:.1} ms with {FLEET} (median of {REPS})",
             fleet_connect.as_secs_f64(),
             ms(fleet_connect) / FLEET as f64,
             median(idle),
