@@ -331,6 +331,7 @@ impl SupervisorRegistry {
         let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
         let watcher = match self.popups.get(cdp_url) {
             Some(w) => Some(w),
+            None if self.popups.is_per_connection(cdp_url) => None,
             // A browser that cannot say whether it holds a page cannot hand one over either
             // (the scripted fake, for one): no watcher, no connection of its own.
             None if sup.browser_knows(&page, deadline) => {
@@ -340,12 +341,13 @@ impl SupervisorRegistry {
         };
         match watcher {
             Some(w) if w.holds(&page, deadline) => w.add(sup),
-            Some(_) => {
+            Some(w) => {
                 log::info!(
                     "task {}: the popup watcher's browser does not hold its page (a browser per \
-                     connection?): the task follows its popups itself",
+                     connection?): its tasks follow their popups themselves",
                     sup.task_id()
                 );
+                self.popups.not_shared(cdp_url, &w);
                 sup.follow_popups_itself();
             }
             None => sup.follow_popups_itself(),

@@ -70,6 +70,9 @@ pub(crate) struct Watchers {
     /// connect ends: concurrent first starts on one browser wait for it (never under the lock)
     /// instead of each connecting a watcher.
     connecting: Mutex<HashMap<String, Receiver<()>>>,
+    /// URLs whose watcher found itself in another browser than its task's (an endpoint that
+    /// starts a browser per connection): no watcher is connected to them again.
+    per_connection: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for Watchers {
@@ -126,6 +129,24 @@ impl Watchers {
                 return Err(Error::Io("the popup watcher could not connect".into()));
             }
         }
+    }
+
+    /// Whether `cdp_url` starts a browser per connection (see [`Watchers::not_shared`]).
+    pub(crate) fn is_per_connection(&self, cdp_url: &str) -> bool {
+        lock(&self.per_connection).contains(cdp_url)
+    }
+
+    /// `w`, the watcher of `cdp_url`, is in another browser than a task of that URL: the
+    /// endpoint starts a browser per connection. It is closed (it would hold a browser of the
+    /// endpoint's for nothing), and no watcher is connected to that URL again.
+    pub(crate) fn not_shared(&self, cdp_url: &str, w: &Arc<Watcher>) {
+        lock(&self.per_connection).insert(cdp_url.to_string());
+        let mut map = lock(&self.by_url);
+        if map.get(cdp_url).is_some_and(|m| Arc::ptr_eq(m, w)) {
+            map.remove(cdp_url);
+        }
+        drop(map);
+        w.close();
     }
 
     /// Closes the watchers no live task uses any more (a watcher outlives a stopped task, so

@@ -59,6 +59,11 @@ fn a_hundred_tasks_cost_two_threads_each_and_every_task_still_hears_its_dialog()
     let one = connect(&mut mcp, &ws, 0, 1);
     let fixed = one.len() - 2;
     let all = connect(&mut mcp, &ws, 1, TASKS);
+    eprintln!(
+        "MCP server threads: {} with 1 task ({fixed} besides its 2), {} with {TASKS} tasks",
+        one.len(),
+        all.len()
+    );
     assert_eq!(count(&all, "mcp-watch"), 0, "{all:?}");
     assert!(count(&all, "mcp-notify") <= 1, "{all:?}");
     assert!(
