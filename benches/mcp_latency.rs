@@ -1,5 +1,8 @@
 //! MCP round trip over stdio: `tools/call browser_snapshot` against `ping` (the floor), through
-//! the real `cdp-supervisor mcp` process.
+//! the real `cdp-supervisor mcp` process; and over Streamable HTTP (`cdp-supervisor mcp --http`):
+//! a 2026-07-28 `browser_snapshot` POST against a `server/discover` POST (the plain HTTP round
+//! trip through the same server: head and body read with their deadlines, the access rules, the
+//! header checks, one JSON answer) on one keep-alive connection.
 //!
 //! Custom harness (`harness = false`): `cargo bench --bench mcp_latency`.
 //!
@@ -16,7 +19,12 @@
 //!   in alternating blocks of ping and snapshot requests. A server that answers one request at a
 //!   time queues them; a concurrent one may overlap them.
 //!
-//! Target (issue 11): snapshot p50 <= 1.5x the ping floor, at each depth.
+//! * HTTP (issue 23): one keep-alive connection, one request in flight, snapshot and discover
+//!   samples alternating; timed from the request's `write_all` until its whole answer (head and
+//!   `Content-Length` body) has been read and its `id` parsed.
+//!
+//! Target (issue 11): snapshot p50 <= 1.5x the ping floor, at each depth; (issue 23) over HTTP
+//! snapshot p50 <= 1.5x the `server/discover` round trip.
 //!
 //! Two runs, each with a fresh server: free (the scheduler places every thread) and pinned (this
 //! process and the server on CPU 0), as in `respond_latency`: on 2 vCPUs an answer often wakes the
@@ -26,7 +34,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -270,6 +279,8 @@ struct Run {
     ping_bytes: usize,
     snap_bytes: usize,
     stopped: String,
+    /// Over HTTP, depth 1: `server/discover`, an unknown path (404), `browser_snapshot`.
+    http: [Histogram<u64>; 3],
 }
 
 /// Starts a server, attaches it to `fake`, checks both answers once in full, measures both depths
@@ -308,6 +319,7 @@ fn run(bin: &str, fake: &FakeBrowser, samples: usize) -> Run {
     let (p1, s1) = depth1(&mut s, samples);
     let (p8, s8) = depth8(&mut s, samples);
     let stopped = s.stop();
+    let http = http_run(bin, fake, samples);
     Run {
         p1,
         s1,
@@ -316,7 +328,182 @@ fn run(bin: &str, fake: &FakeBrowser, samples: usize) -> Run {
         ping_bytes,
         snap_bytes,
         stopped,
+        http,
     }
+}
+
+/// `cdp-supervisor mcp --http 127.0.0.1:0` and one keep-alive connection to it; killed on drop.
+struct HttpBench {
+    child: Child,
+    conn: TcpStream,
+    host: String,
+    buf: Vec<u8>,
+    next_id: u64,
+}
+
+impl HttpBench {
+    fn start(bin: &str) -> HttpBench {
+        let mut cmd = Command::new(bin);
+        cmd.args(["mcp", "--http", "127.0.0.1:0"]);
+        for (k, _) in std::env::vars_os() {
+            if k.to_str()
+                .is_some_and(|k| k.starts_with("CDP_SUPERVISOR_") || k == "CDP_SUPERVISOR_CONFIG")
+            {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {bin} mcp --http: {e}"));
+        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut line = String::new();
+        let host = loop {
+            line.clear();
+            let n = err.read_line(&mut line).expect("read the server's stderr");
+            assert!(n > 0, "the HTTP server ended before printing its URL");
+            if let Some(rest) = line.split("MCP over HTTP at http://").nth(1) {
+                break rest.split('/').next().expect("host:port").to_string();
+            }
+        };
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        let conn = TcpStream::connect(&host).expect("connect to the HTTP server");
+        conn.set_nodelay(true).expect("nodelay");
+        HttpBench {
+            child,
+            conn,
+            host,
+            buf: Vec::with_capacity(1 << 16),
+            next_id: 0,
+        }
+    }
+
+    /// A pre-encoded 2026-07-28 POST of `method` (`name`: the tool, for `Mcp-Name`).
+    fn request(&mut self, method: &str, params: Value, name: Option<&str>) -> (u64, Vec<u8>) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut params = params;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        let body =
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        let name = name.map_or(String::new(), |n| format!("Mcp-Name: {n}\r\n"));
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
+            self.host,
+            body.len()
+        );
+        (id, req.into_bytes())
+    }
+
+    /// Writes `req`, reads its whole answer; its id (the body left at the start of `buf`).
+    fn round_trip(&mut self, req: &[u8]) -> (u64, usize) {
+        self.conn.write_all(req).expect("write to the HTTP server");
+        self.buf.clear();
+        let mut chunk = [0u8; 16 * 1024];
+        let (head_end, len) = loop {
+            let n = self.conn.read(&mut chunk).expect("read the HTTP server");
+            assert!(n > 0, "the HTTP server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = std::str::from_utf8(&self.buf[..i]).expect("an ASCII head");
+                assert!(
+                    head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.1 404"),
+                    "{head}"
+                );
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .expect("Content-Length")
+                    .parse::<usize>()
+                    .expect("a length");
+                break (i + 4, len);
+            }
+        };
+        while self.buf.len() < head_end + len {
+            let n = self.conn.read(&mut chunk).expect("read the HTTP server");
+            assert!(n > 0, "the HTTP server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        self.buf.drain(..head_end);
+        let a: Answer = serde_json::from_slice(&self.buf[..len]).expect("a JSON-RPC answer");
+        (a.id.unwrap_or(0), len)
+    }
+
+    /// A pre-encoded `GET` of a path the server does not serve (404 after the access rules).
+    fn not_found(&self) -> Vec<u8> {
+        format!("GET /elsewhere HTTP/1.1\r\nHost: {}\r\n\r\n", self.host).into_bytes()
+    }
+
+    /// One untimed request, its answer parsed in full.
+    fn call(&mut self, method: &str, params: Value, name: Option<&str>) -> Value {
+        let (id, req) = self.request(method, params, name);
+        let (got, len) = self.round_trip(&req);
+        assert_eq!(got, id);
+        serde_json::from_slice(&self.buf[..len]).expect("JSON")
+    }
+}
+
+impl Drop for HttpBench {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Over HTTP (depth 1, one keep-alive connection): `server/discover`, a 404 of an unknown path
+/// and `browser_snapshot` of a task attached to `fake`, in rotating order.
+fn http_run(bin: &str, fake: &FakeBrowser, samples: usize) -> [Histogram<u64>; 3] {
+    let mut s = HttpBench::start(bin);
+    let conn = s.call(
+        "tools/call",
+        json!({"name": "browser_connect", "arguments": {"cdp_url": fake.ws_url()}}),
+        Some("browser_connect"),
+    );
+    let task = conn["result"]["structuredContent"]["task_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("browser_connect over HTTP: {conn}"))
+        .to_string();
+    let snap = s.call(
+        "tools/call",
+        json!({"name": "browser_snapshot", "arguments": {"task_id": task}}),
+        Some("browser_snapshot"),
+    );
+    assert!(
+        snap["result"]["structuredContent"]["frame_tree"].is_object(),
+        "snapshot over HTTP: {snap}"
+    );
+    let mut h = [new_hist(), new_hist(), new_hist()];
+    for i in 0..WARMUP + samples {
+        for k in 0..3 {
+            let kind = (i + k) % 3;
+            let (id, req) = match kind {
+                0 => s.request("server/discover", json!({}), None),
+                1 => (0, s.not_found()),
+                _ => s.request(
+                    "tools/call",
+                    json!({"name": "browser_snapshot", "arguments": {"task_id": task}}),
+                    Some("browser_snapshot"),
+                ),
+            };
+            let t0 = Instant::now();
+            let (got, _) = s.round_trip(&req);
+            let el = t0.elapsed();
+            assert_eq!(got, id);
+            if i >= WARMUP {
+                record(&mut h[kind], el);
+            }
+        }
+    }
+    h
 }
 
 /// Prints one run's tables and verdicts; returns its summary for the README line.
@@ -351,6 +538,39 @@ fn report(title: &str, r: &Run) -> String {
         "answer lines: ping {} bytes, browser_snapshot {} bytes; server {}.",
         r.ping_bytes, r.snap_bytes, r.stopped
     );
+    let [discover, not_found, snap] = &r.http;
+    println!("over HTTP (mcp --http, 2026-07-28 POSTs on one keep-alive connection, 1 in flight):");
+    lat_header();
+    lat_row(
+        "POST server/discover (the HTTP round trip's floor)",
+        discover,
+        None,
+    );
+    lat_row(
+        "GET /elsewhere (404 after the access rules)",
+        not_found,
+        Some(discover),
+    );
+    lat_row("POST tools/call browser_snapshot", snap, Some(discover));
+    let ratio = q_us(snap, 0.5) / q_us(discover, 0.5);
+    println!(
+        "Target HTTP snapshot p50 <= {TARGET_RATIO}x server/discover p50: {} ({ratio:.2}x: \
+         {:.1} us vs {:.1} us).",
+        verdict(ratio <= TARGET_RATIO),
+        q_us(snap, 0.5),
+        q_us(discover, 0.5)
+    );
+    summary.push(format!(
+        "HTTP snapshot p50 {:.1} us / p99 {:.1} us vs server/discover {:.1} / {:.1} us \
+         ({ratio:.2}x: {}; a 404 of an unknown path {:.1} / {:.1} us)",
+        q_us(snap, 0.5),
+        q_us(snap, 0.99),
+        q_us(discover, 0.5),
+        q_us(discover, 0.99),
+        verdict(ratio <= TARGET_RATIO),
+        q_us(not_found, 0.5),
+        q_us(not_found, 0.99),
+    ));
     let short = title.split(':').next().unwrap_or(title);
     format!("{short}: {}", summary.join(", "))
 }
@@ -392,8 +612,9 @@ fn main() {
     println!("Total bench time: {:.1} s", started.elapsed().as_secs_f64());
     println!();
     println!(
-        "README: mcp_latency ({date}, nproc={nproc}, cdp-supervisor mcp over stdio pipes, fake \
-         browser, {samples} samples; target snapshot p50 <= {TARGET_RATIO}x ping p50): \
+        "README: mcp_latency ({date}, nproc={nproc}, cdp-supervisor mcp over stdio pipes and \
+         mcp --http, fake browser, {samples} samples; target snapshot p50 <= {TARGET_RATIO}x \
+         ping p50, over HTTP <= {TARGET_RATIO}x server/discover p50): \
          {free_line}; {pinned_line}."
     );
 }

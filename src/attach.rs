@@ -168,7 +168,10 @@ fn create_page(
 }
 
 /// Closes a page this attach created, best effort, within [`CLEANUP_WAIT`] (not cancellable:
-/// it is the clean-up of a cancel).
+/// it is the clean-up of a cancel). One `Target.closeTarget` is enough here: the page is the
+/// `about:blank` it was created with, and only a close that meets its first navigation's commit
+/// is lost (`close_own_page` in `crate::supervisor`); nobody navigates it before the start
+/// returns.
 fn close_target(sh: &Shared, target_id: &str) {
     let c = Command::new("Target.closeTarget", json!({ "targetId": target_id }))
         .kind(CallKind::Automatic);

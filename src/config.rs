@@ -26,6 +26,45 @@ pub const BACKOFF_START: Duration = Duration::from_millis(250);
 /// The longest reconnect back-off.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
+/// Whether `s` may be an entry of `mcp.allowed_hosts`: `name` or `name:port` as a `Host`
+/// header carries it (letters, digits, `-`, `.`, `_`, or an IPv6 address in brackets), with no
+/// scheme, path or user.
+pub(crate) fn host_name_ok(s: &str) -> bool {
+    let (host, port) = match s.strip_prefix('[') {
+        Some(rest) => {
+            let Some((ip, tail)) = rest.split_once(']') else {
+                return false;
+            };
+            let ip_ok = !ip.is_empty()
+                && ip
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+            match (ip_ok, tail) {
+                (false, _) => return false,
+                (true, "") => (ip, None),
+                (true, t) => match t.strip_prefix(':') {
+                    Some(p) => (ip, Some(p)),
+                    None => return false,
+                },
+            }
+        }
+        None => {
+            let (h, p) = match s.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (s, None),
+            };
+            let name_ok = !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+            if !name_ok {
+                return false;
+            }
+            (h, p)
+        }
+    };
+    !host.is_empty() && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0))
+}
+
 /// The longest deadline a single CDP call may have (SPEC §8): `supervisor.call_timeout_s` is at
 /// most this, and a call's own timeout is clamped to it.
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
@@ -199,6 +238,9 @@ pub struct Config {
     pub limits: Limits,
     /// `security.*`: what `browser_cdp` may do (SPEC §14).
     pub security: Security,
+    /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
+    /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// What raw CDP calls through `browser_cdp` may do (SPEC §14). A page that prompt-injects an
@@ -246,6 +288,7 @@ impl std::fmt::Debug for Config {
             .field("reconnect_backoff", &self.reconnect_backoff)
             .field("limits", &self.limits)
             .field("security", &self.security)
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
@@ -266,6 +309,7 @@ impl Default for Config {
             reconnect_backoff: BACKOFF_START,
             limits: Limits::default(),
             security: Security::default(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -408,6 +452,15 @@ impl Config {
     /// Sets [`limits`](Config::limits).
     pub fn with_limits(mut self, limits: Limits) -> Config {
         self.limits = limits;
+        self
+    }
+
+    /// Sets [`allowed_hosts`](Config::allowed_hosts) (`mcp.allowed_hosts`).
+    pub fn with_allowed_hosts(
+        mut self,
+        hosts: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Config {
+        self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
         self
     }
 

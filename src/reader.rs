@@ -142,6 +142,9 @@ impl Reader {
             self.core.register(id, call, now);
         }
         let end = match (self.core.fatal(), page_gone) {
+            // The page went while a stop was under way: most often the stop closed it
+            // (`StartOptions::new_page`), and the supervisor stopped on purpose either way.
+            (Some(_), _) if self.shared.stop_requested() => SupervisorState::Stopped,
             (Some(f), _) => SupervisorState::Dead {
                 reason: f.to_string(),
             },

@@ -145,6 +145,7 @@ impl Config {
         }
         cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
         cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
+        cfg.allowed_hosts = get_hosts(c, "mcp.allowed_hosts")?;
         Ok(cfg)
     }
 }
@@ -234,6 +235,36 @@ fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
             });
         if !ok {
             return Err(invalid(key, &s, allowed));
+        }
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// Reads a list of host names for `Host`/`Origin` checks: `name` or `name:port`, an IPv6
+/// address in brackets (`[fd00::1]:8737`); kept lowercase.
+fn get_hosts(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
+    let allowed = "a list of host names such as [\"mcp.example.com\", \"10.0.0.5:8737\"] (no scheme, no path)";
+    let list = match c.get::<config::Value>(key) {
+        Ok(v) => match v.kind {
+            config::ValueKind::Nil => return Ok(Vec::new()),
+            config::ValueKind::Array(items) => items,
+            // From the environment: a comma-separated string.
+            config::ValueKind::String(s) => s
+                .split(',')
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| config::Value::new(None, p.trim()))
+                .collect(),
+            _ => return Err(invalid(key, &v.to_string(), allowed)),
+        },
+        Err(config::ConfigError::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(invalid(key, "?", &e.to_string())),
+    };
+    let mut out = Vec::new();
+    for item in list {
+        let s = item.to_string().trim().to_ascii_lowercase();
+        if !crate::config::host_name_ok(&s) {
+            return Err(invalid(key, &item.to_string(), allowed));
         }
         out.push(s);
     }

@@ -193,3 +193,35 @@ fn an_unreadable_configuration_is_invalid_config() {
         "{e}"
     );
 }
+
+#[test]
+fn mcp_allowed_hosts_are_host_names_kept_lowercase() {
+    assert!(Config::default().allowed_hosts.is_empty());
+    let c = Config::from_toml(
+        "[mcp]\nallowed_hosts = [\"MCP.example.com\", \"10.0.0.5:8737\", \"[FD00::1]:9000\"]",
+    )
+    .unwrap();
+    assert_eq!(
+        c.allowed_hosts,
+        ["mcp.example.com", "10.0.0.5:8737", "[fd00::1]:9000"]
+    );
+    for bad in [
+        "http://evil.example",
+        "host/path",
+        "user@host",
+        "host:0",
+        "host:99999",
+        "",
+        "[::1",
+        "a b",
+    ] {
+        let e = Config::from_toml(&format!("[mcp]\nallowed_hosts = [{bad:?}]")).unwrap_err();
+        assert!(e.to_string().contains("mcp.allowed_hosts"), "{bad}: {e}");
+    }
+    assert_eq!(
+        Config::default()
+            .with_allowed_hosts(["a.example"])
+            .allowed_hosts,
+        ["a.example"]
+    );
+}

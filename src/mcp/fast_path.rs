@@ -1,14 +1,16 @@
-//! The snapshot fast path: the reading thread answers a plain `tools/call browser_snapshot` of
-//! a live task itself, with an answer line built from the snapshot's JSON text, which is
-//! serialised once per published snapshot (`browser_snapshot` is what an agent calls before
-//! every step). Anything unusual (other arguments, no live supervisor) goes the general way,
-//! which gives the same result.
+//! The snapshot fast path: a plain `tools/call browser_snapshot` of a live task is answered with
+//! a line built from the snapshot's JSON text, which is serialised once per published snapshot
+//! (`browser_snapshot` is what an agent calls before every step), in either protocol
+//! generation. Anything unusual (other arguments, no live supervisor, a 2026-07-28 request that
+//! asks for logs) goes the general way, which gives the same result.
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
 use super::Inner;
+use super::exchange::{Served, Transport};
+use super::protocol::{self, Era};
 use super::rpc::Id;
 use crate::snapshot::Snapshot;
 use crate::tools::snapshot_result;
@@ -32,9 +34,20 @@ struct SnapshotText {
 
 impl Inner {
     /// The whole answer line of a plain `tools/call browser_snapshot` (no arguments but
-    /// `task_id`) of a live task; `None` for anything else.
-    pub(super) fn snapshot_line(&self, id: &Id, method: &str, params: &Value) -> Option<String> {
-        if method != "tools/call" || params.get("name")?.as_str()? != Tool::Snapshot.name() {
+    /// `task_id`) of a live task in `era`; `None` for anything else.
+    pub(super) fn snapshot_line(
+        &self,
+        id: &Id,
+        params: &Value,
+        era: Era,
+        transport: Transport,
+    ) -> Option<String> {
+        if params.get("name")?.as_str()? != Tool::Snapshot.name() {
+            return None;
+        }
+        if let Era::Modern(m) = era
+            && m.log_level.is_some()
+        {
             return None;
         }
         let plain = match params.get("arguments") {
@@ -51,7 +64,11 @@ impl Inner {
             return None;
         }
         // The task by the server's rule, which also checks the id.
-        let task = self
+        let host = Served {
+            inner: self,
+            transport,
+        };
+        let task = host
             .task_id(
                 Tool::Snapshot,
                 params.get("arguments").unwrap_or(&Value::Null),
@@ -81,10 +98,11 @@ impl Inner {
         }
         let c = cache.as_ref()?;
         Some(format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false}}}}"#,
+            r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false{}}}}}"#,
             id.raw(),
             c.escaped,
-            c.body
+            c.body,
+            protocol::finish_text(era)
         ))
     }
 }
@@ -96,12 +114,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::cancel::CancelToken;
     use crate::config::Config;
     use crate::mcp::McpServer;
+    use crate::mcp::dispatch::tool_result;
+    use crate::mcp::notify::Level;
+    use crate::mcp::protocol::Modern;
+    use crate::tools::table;
 
     #[test]
-    fn the_snapshot_fast_path_answers_exactly_what_the_general_path_does() {
+    fn the_snapshot_fast_path_answers_exactly_what_the_general_path_does_in_both_eras() {
         let fake = crate::fake::FakeBrowser::start().expect("fake browser");
         let server = McpServer::new(Config::default());
         let inner = &server.inner;
@@ -111,15 +132,26 @@ mod tests {
             .expect("attach");
         let id = Id::parse("7");
         let params = json!({"name": "browser_snapshot", "arguments": {"task_id": "t"}});
+        let modern = Era::Modern(Modern {
+            version: "2026-07-28",
+            log_level: None,
+        });
         let check = || {
-            let fast = inner
-                .snapshot_line(&id, "tools/call", &params)
-                .expect("the fast path serves a live task");
-            let fast: Value = serde_json::from_str(&fast).expect("one JSON message");
-            let general = inner.answer(&id, "tools/call", &params, &CancelToken::new());
-            // Both as the client reads them: from their JSON text.
-            let general: Value = serde_json::from_str(&general).expect("one JSON message");
-            assert_eq!(fast, general);
+            for era in [Era::Legacy, modern] {
+                let fast = inner
+                    .snapshot_line(&id, &params, era, Transport::Stdio)
+                    .expect("the fast path serves a live task");
+                let fast: Value = serde_json::from_str(&fast).expect("one JSON message");
+                let host = Served {
+                    inner,
+                    transport: Transport::Stdio,
+                };
+                let out = table::dispatch(&host, Tool::Snapshot, &params["arguments"], None);
+                // Both as the client reads them: from their JSON text.
+                let general: Value =
+                    serde_json::from_str(&tool_result(&id, out, era)).expect("one JSON message");
+                assert_eq!(fast, general);
+            }
         };
         check();
         check(); // from the cache
@@ -129,12 +161,19 @@ mod tests {
             .expect("the dialog is published");
         check(); // a new snapshot is serialised again
         // Arguments it does not handle go to the general path.
+        let fast = |p: &Value, era| inner.snapshot_line(&id, p, era, Transport::Stdio);
         let odd = json!({"name": "browser_snapshot", "arguments": {"task_id": "t", "x": 1}});
-        assert!(inner.snapshot_line(&id, "tools/call", &odd).is_none());
-        assert!(inner.snapshot_line(&id, "ping", &json!({})).is_none());
+        assert!(fast(&odd, Era::Legacy).is_none());
+        assert!(fast(&json!({}), Era::Legacy).is_none());
         let unknown = json!({"name": "browser_snapshot", "arguments": {"task_id": "nobody"}});
-        assert!(inner.snapshot_line(&id, "tools/call", &unknown).is_none());
+        assert!(fast(&unknown, Era::Legacy).is_none());
         let invalid = json!({"name": "browser_snapshot", "arguments": {"task_id": ""}});
-        assert!(inner.snapshot_line(&id, "tools/call", &invalid).is_none());
+        assert!(fast(&invalid, Era::Legacy).is_none());
+        // A 2026-07-28 request that asks for logs too.
+        let logged = Era::Modern(Modern {
+            version: "2026-07-28",
+            log_level: Some(Level::DEBUG),
+        });
+        assert!(fast(&params, logged).is_none());
     }
 }

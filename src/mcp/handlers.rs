@@ -1,9 +1,15 @@
-//! The server's part of the tools: the MCP server is a tool-table `Host` (`tools::table`) that
-//! runs `browser_connect` and `browser_disconnect` itself (they launch the server's browser and
+//! The server's part of the tools: as a tool-table `Host` (`exchange::Served`, `tools::table`)
+//! the MCP server runs `browser_connect` and `browser_disconnect` itself (they launch the server's browser and
 //! watch supervisors) and waits, after a `browser_cdp` `Browser.close` of its launched browser,
 //! for that browser to be gone. Everything else, argument checks and the dialog status included,
 //! is the table's.
+//!
+//! Over HTTP, where several clients share the server, calls name their task by the rule of
+//! [`task_per_client`] (SPEC §15): `browser_connect` without `task_id` creates a task with a
+//! fresh unguessable id (128 random bits), and every other tool needs a `task_id`. So two HTTP
+//! clients that never name a task never share one. (On stdio, absent is `default`.)
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,20 +21,38 @@ use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
 use crate::redact::redact_url;
-use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
-use crate::tools::table::{Host, Tool};
-use crate::tools::{check_args, failure, opt_str, shown};
+use crate::tools::table::Tool;
+use crate::tools::{check_args, check_task, failure, kind_of, opt_str, shown};
+
+/// The task of a call over HTTP (module doc).
+pub(super) fn task_per_client(tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
+    match args.get("task_id") {
+        Some(Value::String(s)) => check_task(s).map(|()| Cow::Borrowed(s.as_str())),
+        None | Some(Value::Null) if tool == Tool::Connect => super::http::fresh_task_id()
+            .map(Cow::Owned)
+            .map_err(failure),
+        None | Some(Value::Null) => Err(failure(format!(
+            "task_id is required over HTTP: {} needs the task_id that browser_connect returned \
+             (browser_connect without task_id creates a new task)",
+            tool.name()
+        ))),
+        Some(other) => Err(failure(format!(
+            "task_id must be a string, got {}; over HTTP pass the task_id that browser_connect \
+             returned",
+            kind_of(other)
+        ))),
+    }
+}
 
 /// How long `Browser.close` on the launched browser waits for its exit.
 const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
 
-impl Host for Inner {
-    fn registry(&self) -> &SupervisorRegistry {
-        &self.registry
-    }
-
-    fn run(
+impl Inner {
+    /// Runs `tool` for `task` when the server runs it itself
+    /// ([`Host::run`](crate::tools::table::Host::run)): `None` for the tools the table's
+    /// handler runs alone.
+    pub(super) fn run_tool(
         &self,
         tool: Tool,
         task: &str,

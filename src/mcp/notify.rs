@@ -1,24 +1,36 @@
-//! MCP logging (`logging/setLevel`, `notifications/message`) and the one notifier thread that
-//! pushes every task's dialog and connection events to the client.
+//! What the server tells a client without being asked: the events of its tasks (a dialog
+//! opened or closed without the agent, the connection lost or back, the page blocked, the
+//! supervisor started or ended), and where each generation of the protocol receives them.
+//!
+//! * **Legacy** sessions (after `initialize`) get `notifications/message` at or above the level
+//!   `logging/setLevel` set (default `info`), on the output the transport registered for the
+//!   session ([`Notifier::add_legacy_output`]; stdio: its one output).
+//! * **2026-07-28** has no standing log channel: `notifications/message` only answers a request
+//!   that opted in with `_meta["io.modelcontextprotocol/logLevel"]`, before its response, about
+//!   what happened to its task during it ([`changes`], used by `dispatch`). Events are pushed
+//!   the 2026-07-28 way, as `notifications/resources/updated` of the task's resource
+//!   (`cdp-supervisor://tasks/{task_id}`, see `resources`) on the `subscriptions/listen`
+//!   streams that asked for it (`listen`), with the event in our `_meta` key.
 //!
 //! The server adds no thread per task (issue 24): each connected supervisor gets a publish hook
 //! (`Supervisor::on_publish`) that, run on its reader thread, puts the task's key on one
 //! unbounded channel (at most once until the notifier has looked: a flag per task coalesces a
-//! burst of publishes). The `mcp-notify` thread, started with the first watch, blocks on that
-//! channel (no polling; idle tasks cost no wake-ups), diffs the task's new snapshot against the
-//! last one it saw, and sends a message for each change that an agent should hear about: a dialog
-//! opened, a dialog closed by someone other than the agent, the connection lost or back, the page
-//! blocked, the supervisor ended. A task is forgotten after its last publish (`stopped`, `dead`).
+//! burst of publishes). The one `mcp-notify` thread, started with the first watch, blocks on
+//! that channel (no polling; idle tasks cost no wake-ups), diffs the task's new snapshot against
+//! the last one it saw ([`changes`]) and publishes what an agent should hear about. A task is
+//! forgotten after its last publish (`stopped`, `dead`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arc_swap::ArcSwapOption;
 use crossbeam_channel::{Receiver, Sender, unbounded};
+
 use serde_json::{Value, json};
 
-use super::rpc::{self, Writer};
+use super::exchange::{LegacySession, Sink};
+use super::listen::Listens;
+use super::rpc;
 use crate::registry::SupervisorRegistry;
 use crate::snapshot::{ClosedBy, Snapshot};
 use crate::supervisor::Supervisor;
@@ -54,23 +66,66 @@ impl Level {
             .map(Level)
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         LEVELS.get(usize::from(self.0)).copied().unwrap_or("info")
+    }
+
+    pub(crate) fn index(self) -> u8 {
+        self.0
+    }
+
+    /// The level of an index ([`Level::index`]); the most severe one past the end.
+    pub(crate) fn from_index(i: u8) -> Level {
+        Level(i.min(7))
     }
 }
 
-/// Where log messages go, and the watchers that produce them.
-#[derive(Debug)]
+/// Something that happened to a task.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Event {
+    pub(crate) level: Level,
+    /// `{event, task_id, message, ...}`: the `data` of a `notifications/message`, and the
+    /// event of a `notifications/resources/updated`.
+    pub(crate) data: Value,
+    /// Whether a legacy session hears of it as a `notifications/message` (the start and the
+    /// stop of a task on purpose are the agent's own calls: only listeners hear of them).
+    pub(crate) logged: bool,
+}
+
+impl Event {
+    fn new(level: Level, data: Value) -> Event {
+        Event {
+            level,
+            data,
+            logged: true,
+        }
+    }
+
+    /// The `notifications/message` line of this event.
+    pub(crate) fn log_line(&self) -> String {
+        rpc::notification(
+            "notifications/message",
+            json!({"level": self.level.name(), "logger": "cdp-supervisor", "data": self.data}),
+        )
+        .to_string()
+    }
+}
+
+/// A legacy session that receives `notifications/message`, and its output.
+type LegacyOutput = (Arc<LegacySession>, Arc<dyn Sink>);
+
+/// Where events go, and the watchers that produce them (module doc).
 pub(crate) struct Notifier {
-    /// The least severe level sent (default `info`); written by `logging/setLevel`.
-    min_level: AtomicU8,
-    /// The client's output while `run` serves one; `None` before and after.
-    writer: ArcSwapOption<Writer>,
-    /// Set at shutdown: watchers stay silent from then on.
+    /// Set at shutdown: nothing is sent from then on.
     closing: AtomicBool,
-    /// Task id -> the supervisor the notifier follows for it (so one supervisor is followed
-    /// once). Written by `watch` (worker threads) and by the notifier thread as a task ends.
+    /// Task id -> the supervisor its watcher follows (so one supervisor gets one watcher).
+    /// Written by `watch` (worker threads) and by each watcher as it ends.
     watched: Mutex<HashMap<String, Arc<Supervisor>>>,
+    /// The legacy sessions that receive `notifications/message`, each with its output.
+    /// Written by `initialize` (and the HTTP transport's sessions), read by every event.
+    legacy: Mutex<Vec<LegacyOutput>>,
+    /// The open `subscriptions/listen` streams.
+    listens: Listens,
     /// The notifier thread's queue once `watch` has started it.
     thread: Mutex<Option<Sender<Wake>>>,
     /// The next watch's key.
@@ -98,29 +153,58 @@ struct Watch {
     pending: Arc<AtomicBool>,
 }
 
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field("closing", &self.closing)
+            .field("listens", &self.listens)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Notifier {
     pub(crate) fn new() -> Notifier {
         Notifier {
-            min_level: AtomicU8::new(Level::INFO.0),
-            writer: ArcSwapOption::empty(),
             closing: AtomicBool::new(false),
             watched: Mutex::new(HashMap::new()),
+            legacy: Mutex::new(Vec::new()),
+            listens: Listens::default(),
             thread: Mutex::new(None),
             next_key: AtomicU64::new(0),
         }
     }
 
-    pub(crate) fn set_writer(&self, w: Option<Arc<Writer>>) {
-        self.writer.store(w);
+    /// The open `subscriptions/listen` streams.
+    pub(crate) fn listens(&self) -> &Listens {
+        &self.listens
     }
 
-    pub(crate) fn set_level(&self, level: Level) {
-        self.min_level.store(level.0, Ordering::Release);
+    /// From now on `session` receives `notifications/message` on `out` (once per session).
+    pub(crate) fn add_legacy_output(&self, session: &Arc<LegacySession>, out: Arc<dyn Sink>) {
+        let mut legacy = self.legacy.lock().unwrap_or_else(|e| e.into_inner());
+        if !legacy.iter().any(|(s, _)| Arc::ptr_eq(s, session)) {
+            legacy.push((Arc::clone(session), out));
+        }
     }
 
+    /// `session` receives nothing more (its HTTP stream closed, or it ended).
+    #[allow(dead_code)] // Called by the HTTP transport when a legacy session ends.
+    pub(crate) fn remove_legacy_output(&self, session: &Arc<LegacySession>) {
+        self.legacy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(s, _)| !Arc::ptr_eq(s, session));
+    }
+
+    /// Nothing is sent from now on (shutdown); open listen streams end gracefully first.
     pub(crate) fn close(&self) {
+        self.listens.end_all();
         self.closing.store(true, Ordering::Release);
         self.watched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.legacy
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
@@ -134,21 +218,26 @@ impl Notifier {
         }
     }
 
-    /// Sends `notifications/message` when `level` passes the client's threshold.
-    pub(crate) fn log(&self, level: Level, data: Value) {
-        if level.0 < self.min_level.load(Ordering::Acquire) || self.closing.load(Ordering::Acquire)
-        {
+    /// Tells every legacy session that wants it (`logged` events at or above its level) and
+    /// every listener of `task`.
+    pub(crate) fn publish(&self, task: &str, events: &[Event]) {
+        if events.is_empty() || self.closing.load(Ordering::Acquire) {
             return;
         }
-        if let Some(w) = self.writer.load_full() {
-            w.send(&rpc::notification(
-                "notifications/message",
-                json!({"level": level.name(), "logger": "cdp-supervisor", "data": data}),
-            ));
+        {
+            let mut legacy = self.legacy.lock().unwrap_or_else(|e| e.into_inner());
+            legacy.retain(|(session, out)| {
+                events
+                    .iter()
+                    .filter(|e| e.logged && e.level >= session.min_level())
+                    .all(|e| out.send_line(e.log_line()))
+            });
         }
+        self.listens.push(task, events);
     }
 
-    /// Has the notifier thread follow `sup` (task `task`) unless it follows it already.
+    /// Has the notifier thread follow `sup` (task `task`) unless it follows it already; a new
+    /// watch tells the task's listeners that it is connected.
     pub(crate) fn watch(
         self: &Arc<Self>,
         registry: &Arc<SupervisorRegistry>,
@@ -165,6 +254,15 @@ impl Notifier {
             }
             w.insert(task.to_string(), Arc::clone(sup));
         }
+        let mut connected = Event::new(
+            Level::INFO,
+            json!({
+                "event": "connected", "task_id": task,
+                "message": format!("task {task:?} is connected to its page"),
+            }),
+        );
+        connected.logged = false;
+        self.publish(task, &[connected]);
         let Some(wakes) = self.wakes(registry) else {
             return;
         };
@@ -228,27 +326,22 @@ impl Notifier {
             // Cleared before reading: a publish from here on sends a new wake-up.
             w.pending.store(false, Ordering::Release);
             let next = w.sup.snapshot();
-            let alive = w.sup.is_alive();
-            if next.version != w.last.version {
-                self.report_changes(&w.task, &w.last, &next, alive);
-                w.last = Arc::clone(&next);
-            }
-            if next.state.is_final()
-                && let Some(w) = watches.remove(&key)
-            {
-                self.ended(registry, &w.task, &w.sup, &next);
+            if next.state.is_final() {
+                if let Some(w) = watches.remove(&key) {
+                    self.ended(registry, &w, &next);
+                }
+            } else if next.version != w.last.version {
+                let alive = w.sup.is_alive();
+                self.publish(&w.task, &changes(&w.task, &w.last, &next, alive));
+                w.last = next;
             }
         }
     }
 
-    /// A followed supervisor published its last snapshot.
-    fn ended(
-        &self,
-        registry: &SupervisorRegistry,
-        task: &str,
-        sup: &Arc<Supervisor>,
-        end: &Snapshot,
-    ) {
+    /// A followed supervisor published its last snapshot, `end`.
+    fn ended(&self, registry: &SupervisorRegistry, w: &Watch, end: &Snapshot) {
+        let (task, sup) = (w.task.as_str(), &w.sup);
+        let mut events = changes(task, &w.last, end, false);
         // Stopped on purpose (disconnect, rebind, shutdown): the registry no longer has it.
         let died = registry.get(task).is_some_and(|s| Arc::ptr_eq(&s, sup));
         if died {
@@ -256,88 +349,193 @@ impl Notifier {
                 .disconnect_reason
                 .clone()
                 .unwrap_or_else(|| "unknown reason".into());
-            self.log(
+            events.push(Event::new(
                 Level::ERROR,
                 json!({
                     "event": "supervisor_ended", "task_id": task, "reason": reason,
                     "message": format!("the supervisor of task {task:?} ended ({reason}); call browser_connect to start a new one"),
                 }),
+            ));
+        } else {
+            let mut stopped = Event::new(
+                Level::INFO,
+                json!({
+                    "event": "supervisor_stopped", "task_id": task,
+                    "message": format!("the supervisor of task {task:?} was stopped"),
+                }),
             );
+            stopped.logged = false;
+            events.push(stopped);
         }
-        let mut w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-        if w.get(task).is_some_and(|s| Arc::ptr_eq(s, sup)) {
-            w.remove(task);
+        self.publish(task, &events);
+        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        if watched.get(task).is_some_and(|s| Arc::ptr_eq(s, sup)) {
+            watched.remove(task);
         }
     }
+}
 
-    /// `alive`: false once the supervisor is stopping or ended (its last disconnect is no news).
-    fn report_changes(&self, task: &str, last: &Snapshot, next: &Snapshot, alive: bool) {
-        for d in next.pending_dialogs.iter() {
-            if !last.pending_dialogs.iter().any(|p| p.id == d.id) {
-                self.log(
-                    Level::WARNING,
-                    json!({
-                        "event": "dialog_opened", "task_id": task, "dialog": d.to_json(),
-                        "message": format!(
-                            "a {} dialog {} is open on task {task:?} ({:?}); the page is blocked until browser_dialog answers it",
-                            d.kind, d.id, d.message
-                        ),
-                    }),
-                );
-            }
-        }
-        for c in next.recent_dialogs.iter() {
-            if last
-                .recent_dialogs
-                .iter()
-                .any(|r| r.dialog.id == c.dialog.id)
-            {
-                continue;
-            }
-            let level = match c.closed_by {
-                ClosedBy::Watchdog => Level::WARNING,
-                ClosedBy::AutoPolicy => Level::NOTICE,
-                ClosedBy::Agent => Level::DEBUG,
-                _ => Level::INFO,
-            };
-            self.log(
-                level,
+/// What an agent should hear about between two snapshots of `task`. `alive`: false once the
+/// supervisor is stopping or ended (its last disconnect is no news).
+pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool) -> Vec<Event> {
+    let mut events = Vec::new();
+    for d in next.pending_dialogs.iter() {
+        if !last.pending_dialogs.iter().any(|p| p.id == d.id) {
+            events.push(Event::new(
+                Level::WARNING,
                 json!({
-                    "event": "dialog_closed", "task_id": task, "dialog": c.to_json(),
+                    "event": "dialog_opened", "task_id": task, "dialog": d.to_json(),
                     "message": format!(
-                        "the {} dialog {} of task {task:?} was closed by {}",
-                        c.dialog.kind, c.dialog.id, c.closed_by.as_str()
+                        "a {} dialog {} is open on task {task:?} ({:?}); the page is blocked until browser_dialog answers it",
+                        d.kind, d.id, d.message
                     ),
                 }),
-            );
+            ));
         }
-        if alive && last.is_active() && !next.is_active() {
-            let reason = next.disconnect_reason.clone().unwrap_or_default();
-            self.log(
-                Level::WARNING,
-                json!({
-                    "event": "connection_lost", "task_id": task, "reason": reason,
-                    "message": format!("task {task:?} lost its CDP connection ({reason}); reconnecting"),
-                }),
-            );
+    }
+    for c in next.recent_dialogs.iter() {
+        if last
+            .recent_dialogs
+            .iter()
+            .any(|r| r.dialog.id == c.dialog.id)
+        {
+            continue;
         }
-        if !last.is_active() && next.is_active() {
-            self.log(
-                Level::NOTICE,
-                json!({
-                    "event": "reconnected", "task_id": task,
-                    "message": format!("task {task:?} is connected again"),
-                }),
-            );
+        let level = match c.closed_by {
+            ClosedBy::Watchdog => Level::WARNING,
+            ClosedBy::AutoPolicy => Level::NOTICE,
+            ClosedBy::Agent => Level::DEBUG,
+            _ => Level::INFO,
+        };
+        events.push(Event::new(
+            level,
+            json!({
+                "event": "dialog_closed", "task_id": task, "dialog": c.to_json(),
+                "message": format!(
+                    "the {} dialog {} of task {task:?} was closed by {}",
+                    c.dialog.kind, c.dialog.id, c.closed_by.as_str()
+                ),
+            }),
+        ));
+    }
+    if alive && last.is_active() && !next.is_active() {
+        let reason = next.disconnect_reason.clone().unwrap_or_default();
+        events.push(Event::new(
+            Level::WARNING,
+            json!({
+                "event": "connection_lost", "task_id": task, "reason": reason,
+                "message": format!("task {task:?} lost its CDP connection ({reason}); reconnecting"),
+            }),
+        ));
+    }
+    // A drop and a reconnect between two snapshots the watcher saw (it reads the newest one,
+    // not each): both active, but the page's session is a new one.
+    let reattached = alive
+        && last.is_active()
+        && next.is_active()
+        && last.page_session_id.is_some()
+        && next.page_session_id.is_some()
+        && last.page_session_id != next.page_session_id;
+    if reattached {
+        let reason = next
+            .disconnect_reason
+            .clone()
+            .unwrap_or_else(|| "the connection dropped".into());
+        events.push(Event::new(
+            Level::WARNING,
+            json!({
+                "event": "connection_lost", "task_id": task, "reason": reason,
+                "message": format!("task {task:?} lost its CDP connection ({reason}); reconnecting"),
+            }),
+        ));
+    }
+    if (!last.is_active() && next.is_active()) || reattached {
+        events.push(Event::new(
+            Level::NOTICE,
+            json!({
+                "event": "reconnected", "task_id": task,
+                "message": format!("task {task:?} is connected again"),
+            }),
+        ));
+    }
+    if let (None, Some(b)) = (&last.blocked, &next.blocked) {
+        events.push(Event::new(
+            Level::WARNING,
+            json!({
+                "event": "page_blocked", "task_id": task, "blocked": b.to_json(),
+                "message": format!("the page of task {task:?} does not answer ({}): {}", b.reason, b.hint),
+            }),
+        ));
+    }
+    events
+}
+
+/// What happened to `task` during one request, from its snapshots before and after (`None`:
+/// no supervisor then): the request-scoped `notifications/message` of a 2026-07-28 request. A
+/// supervisor that started during the request counts from an empty page: its pending dialogs
+/// are news.
+pub(crate) fn changes_during(
+    task: &str,
+    before: Option<&Arc<Snapshot>>,
+    after: Option<&Arc<Snapshot>>,
+) -> Vec<Event> {
+    match (before, after) {
+        (Some(b), Some(a)) if Arc::ptr_eq(b, a) => Vec::new(),
+        (Some(b), Some(a)) if b.task_id == a.task_id && a.version >= b.version => {
+            changes(task, b, a, true)
         }
-        if let (None, Some(b)) = (&last.blocked, &next.blocked) {
-            self.log(
-                Level::WARNING,
-                json!({
-                    "event": "page_blocked", "task_id": task, "blocked": b.to_json(),
-                    "message": format!("the page of task {task:?} does not answer ({}): {}", b.reason, b.hint),
-                }),
-            );
+        (_, Some(a)) => {
+            let mut empty = Snapshot::clone(a);
+            empty.pending_dialogs = Arc::new([]);
+            empty.recent_dialogs = Arc::new([]);
+            empty.blocked = None;
+            changes(task, &empty, a, true)
         }
+        (_, None) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::SupervisorState;
+
+    fn names(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| e.data["event"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    fn attached(session: &str) -> Snapshot {
+        let mut s = Snapshot::empty("t", "ws://x");
+        s.page_session_id = Some(session.into());
+        s
+    }
+
+    #[test]
+    fn a_drop_and_reconnect_between_two_snapshots_is_still_reported() {
+        let before = attached("S1");
+        // Seen one by one: down, then up.
+        let mut down = attached("S1");
+        down.state = SupervisorState::Reconnecting { attempt: 1, of: 3 };
+        down.disconnect_reason = Some("the browser closed the connection".into());
+        assert_eq!(
+            names(&changes("t", &before, &down, true)),
+            ["connection_lost"]
+        );
+        assert_eq!(
+            names(&changes("t", &down, &attached("S2"), true)),
+            ["reconnected"]
+        );
+        // The watcher only saw the newest snapshot: a new page session says it happened.
+        let after = attached("S2");
+        assert_eq!(
+            names(&changes("t", &before, &after, true)),
+            ["connection_lost", "reconnected"]
+        );
+        // Same session, or a supervisor that is ending: no news.
+        assert!(changes("t", &before, &attached("S1"), true).is_empty());
+        assert!(changes("t", &before, &after, false).is_empty());
     }
 }

@@ -1,5 +1,7 @@
 //! The MCP server's workers: at most `max` tool calls in flight, each holding a [`Slot`] keyed
-//! by its request id, run on threads spawned as needed (never more than `max`).
+//! by its request id within its scope ([`Key`]), run on threads spawned as needed (never more
+//! than `max`). Every transport shares the one pool of its server, so the limit is the same on
+//! stdio and over HTTP.
 //!
 //! Nothing a handler does can shrink the pool for good:
 //! * a request's slot is freed by [`Slot::release`] when its answer is ready, and by the
@@ -23,8 +25,16 @@ use crate::cancel::CancelToken;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Requests in flight by the key of their id, each with its cancel token.
-type InFlight = Arc<Mutex<HashMap<IdKey, CancelToken>>>;
+/// A request in flight: the scope its id belongs to, and the id's key. Ids are the client's, so
+/// they are unique only within one client: stdio is scope [`STDIO`], a legacy HTTP session has
+/// a scope of its own, and each stateless HTTP request a fresh one.
+pub(crate) type Key = (u64, IdKey);
+
+/// The scope of the stdio client.
+pub(crate) const STDIO: u64 = 0;
+
+/// Requests in flight by their key, each with its cancel token.
+type InFlight = Arc<Mutex<HashMap<Key, CancelToken>>>;
 
 /// Why [`Pool::admit`] refused a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -64,7 +74,7 @@ impl std::fmt::Debug for Pool {
 #[derive(Debug)]
 pub(crate) struct Slot {
     in_flight: InFlight,
-    key: IdKey,
+    key: Key,
     token: CancelToken,
     freed: bool,
 }
@@ -103,7 +113,7 @@ impl Drop for Slot {
     }
 }
 
-fn lock(m: &InFlight) -> MutexGuard<'_, HashMap<IdKey, CancelToken>> {
+fn lock(m: &InFlight) -> MutexGuard<'_, HashMap<Key, CancelToken>> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -150,7 +160,7 @@ impl Pool {
     }
 
     /// Takes a place for the request `key`, with a fresh cancel token.
-    pub(crate) fn admit(&self, key: IdKey) -> Result<Slot, Refused> {
+    pub(crate) fn admit(&self, key: Key) -> Result<Slot, Refused> {
         let token = CancelToken::new();
         let mut map = lock(&self.in_flight);
         if map.contains_key(&key) {
@@ -168,8 +178,13 @@ impl Pool {
         })
     }
 
+    /// Whether the request `key` is in flight.
+    pub(crate) fn contains(&self, key: &Key) -> bool {
+        lock(&self.in_flight).contains_key(key)
+    }
+
     /// Cancels the request `key` if it is in flight; true when it was.
-    pub(crate) fn cancel(&self, key: &IdKey) -> bool {
+    pub(crate) fn cancel(&self, key: &Key) -> bool {
         let map = lock(&self.in_flight);
         match map.get(key) {
             Some(token) => {
@@ -177,6 +192,15 @@ impl Pool {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Cancels every request in flight of `channel` (an HTTP session that ended).
+    pub(crate) fn cancel_channel(&self, channel: u64) {
+        for ((c, _), token) in lock(&self.in_flight).iter() {
+            if *c == channel {
+                token.cancel();
+            }
         }
     }
 
@@ -253,8 +277,8 @@ mod tests {
 
     const WAIT: Duration = Duration::from_secs(5);
 
-    fn key(n: u32) -> IdKey {
-        IdKey::Num(format!("{n}e0"))
+    fn key(n: u32) -> Key {
+        (STDIO, IdKey::Num(format!("{n}e0")))
     }
 
     #[test]
@@ -351,6 +375,20 @@ mod tests {
         assert!(!pool.cancel(&key(2)), "a released request is not in flight");
         assert!(!three.release());
         assert_eq!(pool.in_flight(), 0);
+    }
+
+    #[test]
+    fn equal_ids_of_different_clients_are_different_requests() {
+        let pool = Pool::new(4, 256 * 1024);
+        let id = IdKey::Num("1e0".into());
+        let stdio = pool.admit((STDIO, id.clone())).unwrap();
+        let session = pool
+            .admit((7, id.clone()))
+            .expect("another scope, another request");
+        assert_eq!(pool.admit((7, id.clone())).unwrap_err(), Refused::Duplicate);
+        assert!(pool.cancel(&(7, id.clone())));
+        assert!(session.release(), "the scope's own request was cancelled");
+        assert!(!stdio.release(), "the other scope's request was not");
     }
 
     #[test]

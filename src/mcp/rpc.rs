@@ -219,6 +219,15 @@ pub(crate) fn error(id: Option<&Id>, code: i64, message: impl Into<String>) -> S
     )
 }
 
+/// A JSON-RPC error response with `data`, as one line of JSON text.
+pub(crate) fn error_with_data(id: Option<&Id>, code: i64, message: &str, data: &Value) -> String {
+    let error = json!({"code": code, "message": message, "data": data});
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#,
+        id.map_or("null", Id::raw)
+    )
+}
+
 /// A JSON-RPC success response, as one line of JSON text.
 pub(crate) fn result(id: &Id, result: &Value) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.raw())
@@ -558,13 +567,8 @@ impl Writer {
         }
     }
 
-    /// Writes `msg` as one line and flushes. False when the writer is closed or the write
-    /// failed (then it closes).
-    pub(crate) fn send(&self, msg: &Value) -> bool {
-        self.send_line(msg.to_string())
-    }
-
-    /// Writes `text` (one JSON message, no newline) as one line and flushes; as [`Writer::send`].
+    /// Writes `text` (one JSON message, no newline) as one line and flushes. False when the
+    /// writer is closed or the write failed (then it closes).
     pub(crate) fn send_line(&self, text: String) -> bool {
         let mut line = text.into_bytes();
         line.push(b'\n');

@@ -32,7 +32,7 @@ use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
 
 pub use args::check_args;
-pub(crate) use args::{failure, opt_str, shown};
+pub(crate) use args::{check_task, failure, kind_of, opt_str, shown};
 pub(crate) use snapshot::as_result as snapshot_result;
 
 /// Arguments of `browser_snapshot`.

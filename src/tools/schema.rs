@@ -11,7 +11,7 @@ fn task_schema() -> Value {
     json!({
         "type": "string",
         "minLength": 1,
-        "description": "Which browser task this call is about; each task has its own supervisor (and, without cdp_url, its own tab). Default \"default\"."
+        "description": "Which browser task this call is about; each task has its own supervisor (and, without cdp_url, its own tab). On stdio the default is \"default\". Over HTTP browser_connect without task_id creates a new task and returns its task_id, which every other call must pass."
     })
 }
 

@@ -9,8 +9,8 @@
 //! A transport is a [`Host`]: it lends its registry, names the task of a call by its own rule,
 //! and runs the tools only a server can (`browser_connect`, `browser_disconnect`: they launch
 //! browsers and watch supervisors). The MCP server on stdio is one (`mcp::handlers`); the
-//! Python binding's is a bare registry (`unversioned::tools::call`); the HTTP transport to come
-//! is another with its own task rule (SPEC §15).
+//! Python binding's is a bare registry (`unversioned::tools::call`); over HTTP the same server
+//! names tasks by a rule of its own (SPEC §15: `mcp::handlers`).
 
 use std::borrow::Cow;
 
@@ -79,7 +79,7 @@ enum Handler {
 const CONNECT: Spec = Spec {
     name: "browser_connect",
     title: "Connect to a browser",
-    description: "Attach a persistent CDP supervisor to a browser page for a task: it catches native JS dialogs (alert/confirm/prompt/beforeunload) and tracks frames, cross-origin iframes included. Without cdp_url the server launches one local headless Chromium (relaunched if it died) and gives each task a tab of its own, closed by browser_disconnect. Calling it again with the same arguments returns the same supervisor.",
+    description: "Attach a persistent CDP supervisor to a browser page for a task: it catches native JS dialogs (alert/confirm/prompt/beforeunload) and tracks frames, cross-origin iframes included. Without cdp_url the server launches one local headless Chromium (relaunched if it died) and gives each task a tab of its own, closed by browser_disconnect. Calling it again with the same arguments returns the same supervisor. Over HTTP, a call without task_id creates a new task with a fresh task_id (in the result): pass it to every later call.",
     annotations: Annotations {
         read_only: false,
         destructive: Some(false),
@@ -279,11 +279,10 @@ pub(crate) trait Host {
     /// The task a call of `tool` is about, from its `task_id` argument, or the failure to
     /// answer. This default is the rule of the MCP server on stdio and of the Python binding:
     /// absent or null is the task `"default"`. (Over HTTP, `browser_connect` without `task_id`
-    /// creates a task with a fresh id and every other tool needs one, SPEC §15: that host
-    /// overrides this.)
+    /// creates a task with a fresh id and every other tool needs one, SPEC §15: the MCP server
+    /// overrides this there, in `mcp::handlers`.)
     fn task_id<'a>(&self, tool: Tool, args: &'a Value) -> Result<Cow<'a, str>, Value> {
-        let _ = tool;
-        task_or_default(args)
+        default_task_id(tool, args)
     }
 
     /// Runs `tool` for `task` when this host runs it itself: the tools only a server can run,
@@ -299,6 +298,13 @@ pub(crate) trait Host {
         let _ = (tool, task, args, cancel);
         None
     }
+}
+
+/// The task of a call by the default rule ([`Host::task_id`]): `task_id`, `"default"` when
+/// absent or null.
+pub(crate) fn default_task_id(tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
+    let _ = tool;
+    task_or_default(args)
 }
 
 /// Runs one call of `tool` as every transport does (SPEC §10): the arguments must be an object,

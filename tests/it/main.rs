@@ -15,9 +15,9 @@
 //! Groups: `fake_*`, `fleet_starts`, `hardening_*`, `prop_hostile`, `scale_limits`,
 //! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
 //! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
-//! `mcp_stdio`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk` and `tmpdir_cleanup` run the
-//! binary; `measure_popups`, `measure_renderers`, `measure_browserless` and `measure_fleet` hold
-//! ignored measurements.
+//! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
+//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`
+//! and `measure_fleet` hold ignored measurements.
 
 mod common;
 
@@ -33,6 +33,7 @@ mod e2e_frames;
 mod e2e_hardening_dialogs;
 mod e2e_hardening_frames;
 mod e2e_orphan;
+mod e2e_own_page;
 mod e2e_popups;
 mod e2e_security;
 mod fake_blocked_calls;
@@ -40,6 +41,7 @@ mod fake_bridge;
 mod fake_dialogs;
 mod fake_faults;
 mod fake_frames;
+mod fake_own_page;
 mod fake_popups;
 mod fleet_starts;
 mod hardening_dialogs;
@@ -50,6 +52,8 @@ mod harness_selftest;
 mod idle;
 mod mcp_fleet;
 mod mcp_hardening;
+mod mcp_http;
+mod mcp_modern;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
@@ -58,6 +62,7 @@ mod measure_popups;
 mod measure_renderers;
 mod prop_hostile;
 mod read_cache;
+mod registry_entry;
 mod scale_limits;
 mod security_policy;
 mod start_cancel;

@@ -1,7 +1,14 @@
 //! The official MCP Python SDK (PyPI `mcp`, pinned in `tests/python/requirements.txt`) drives
-//! `cdp-supervisor mcp` through a whole agent session: `tests/python/mcp_sdk_flow.py` (initialize,
+//! `cdp-supervisor mcp` through a whole agent session: `tests/python/mcp_sdk_flow.py` (connect,
 //! tools/list with schema validation, connect with a launched Chromium, a prompt answered with
-//! text, disconnect, clean exit). This test runs that script on the binary Cargo just built.
+//! text, disconnect, clean exit). These tests run that script on the binary Cargo just built, once
+//! per way the SDK connects (`--mode`):
+//! * `session`: the low-level `ClientSession.initialize()` (the legacy handshake);
+//! * `legacy`: `mcp.Client(mode="legacy")`, the handshake through the high-level client (2025-11-25);
+//! * `auto`: `mcp.Client(mode="auto")` probes `server/discover` and must adopt 2026-07-28 (it would
+//!   fall back to the handshake if the probe failed), then also checks discover, -32022, the removed
+//!   `ping`, tools/list cache hints, request-scoped logs and a `subscriptions/listen` stream;
+//! * `2026-07-28`: `mcp.Client(mode="2026-07-28")` adopts the version without a probe, same checks.
 //!
 //! The Python it runs:
 //! * `CDP_SUPERVISOR_PYTHON`, when set (it must have the pinned `mcp`; a mismatch fails);
@@ -43,7 +50,7 @@ const FLOW_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Skips loudly (on the raw stderr handle: libtest captures `eprintln!` of passing tests), or
 /// fails under `CDP_SUPERVISOR_E2E=require`.
-fn skip(why: &str) {
+pub(crate) fn skip(why: &str) {
     if e2e_required() {
         panic!("CDP_SUPERVISOR_E2E=require, but {why}");
     }
@@ -52,6 +59,26 @@ fn skip(why: &str) {
 
 #[test]
 fn official_python_sdk_drives_a_whole_session() {
+    sdk_flow("session");
+}
+
+#[test]
+fn official_python_sdk_client_legacy_mode_uses_the_handshake() {
+    sdk_flow("legacy");
+}
+
+#[test]
+fn official_python_sdk_client_auto_mode_negotiates_2026_07_28() {
+    sdk_flow("auto");
+}
+
+#[test]
+fn official_python_sdk_client_pinned_2026_07_28_runs_statelessly() {
+    sdk_flow("2026-07-28");
+}
+
+/// Runs the flow script in `mode`; it must print a `PASS: ` line and exit 0.
+fn sdk_flow(mode: &str) {
     if chromium_path().is_none() {
         skip("no Chromium (the MCP Python SDK test needs the browser the server launches)");
         return;
@@ -64,17 +91,17 @@ fn official_python_sdk_drives_a_whole_session() {
         }
     };
     let mut cmd = Command::new(&python);
-    cmd.arg(SCRIPT).arg(BIN);
+    cmd.arg(SCRIPT).arg(BIN).args(["--mode", mode]);
     clean_config_env(&mut cmd);
     cmd.env("PYTHONUNBUFFERED", "1")
         .env("PYTHONDONTWRITEBYTECODE", "1");
     let out = run_bounded(cmd, FLOW_TIMEOUT)
-        .unwrap_or_else(|e| panic!("{} {SCRIPT}: {e}", python.display()));
+        .unwrap_or_else(|e| panic!("{} {SCRIPT} --mode {mode}: {e}", python.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stdout.lines().any(|l| l.starts_with("PASS: ")),
-        "{} {SCRIPT} {BIN} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        "{} {SCRIPT} {BIN} --mode {mode} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
         python.display(),
         out.status
     );
@@ -85,7 +112,7 @@ fn official_python_sdk_drives_a_whole_session() {
 }
 
 /// The Python to run the script with (see the module docs), or why there is none.
-fn sdk_python() -> Result<PathBuf, String> {
+pub(crate) fn sdk_python() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("CDP_SUPERVISOR_PYTHON").filter(|p| !p.is_empty()) {
         // Explicitly configured: whether it has the pinned SDK is checked by the script itself,
         // which then fails with a SETUP line (a misconfiguration is no reason to skip).
@@ -169,7 +196,7 @@ fn check(cmd: Command, timeout: Duration, what: &str, hint: &str) -> Result<(), 
 }
 
 /// The target directory: the binary is `<target>/<profile>/cdp-supervisor`.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     Path::new(BIN)
         .parent()
         .and_then(Path::parent)
@@ -179,7 +206,7 @@ fn target_dir() -> PathBuf {
 
 /// Runs `cmd` (stdin closed, output captured) in its own process group; on `timeout` the group
 /// is SIGKILLed and this fails.
-fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
+pub(crate) fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<Output, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

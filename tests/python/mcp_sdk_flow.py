@@ -1,24 +1,38 @@
 #!/usr/bin/env python3
 """Drives `cdp-supervisor mcp` with the official MCP Python SDK, as an agent host would.
 
-Usage: mcp_sdk_flow.py PATH/TO/cdp-supervisor
+Usage: mcp_sdk_flow.py PATH/TO/cdp-supervisor [--mode session|legacy|auto|2026-07-28]
 
 Run by tests/it/mcp_python_sdk.rs (the README's `cargo test`) with a Python that has the `mcp` pinned
-in requirements.txt beside this file. The flow:
+in requirements.txt beside this file. The mode says how the SDK connects:
 
-1. `stdio_client` spawns `cdp-supervisor mcp`; `ClientSession.initialize()`.
-2. `tools/list`: the five tools are there; each entry re-validates as the SDK's `Tool` type, and
-   its `inputSchema` (and `outputSchema`, when present) is a valid JSON Schema (the `jsonschema`
-   the SDK itself uses). Every later call's arguments are validated against the inputSchema, and
-   the SDK validates every successful `structuredContent` against the outputSchema by itself.
-3. A page served from `http.server` on 127.0.0.1 whose `ask()` calls `prompt('Your name?')`.
-4. `browser_connect` without `cdp_url` (the server launches Chromium), `browser_cdp`
+* `session` (default): `stdio_client` + `ClientSession.initialize()`, the SDK's low-level legacy path.
+* `legacy`, `auto`, `2026-07-28`: `mcp.Client(StdioServerParameters(...), mode=MODE)`, the SDK's
+  high-level client (mcp 2.3.0 spells it exactly so). `legacy` forces the `initialize` handshake
+  (negotiates 2025-11-25); `auto` probes `server/discover` first and must stay on 2026-07-28 (a
+  server that does not answer the probe makes the SDK fall back to `initialize`); `2026-07-28`
+  adopts that version without a probe. The 2026-07-28 modes also check: `server/discover` names
+  every supported version (and an unknown version gets -32022 naming them), `ping` is gone
+  (-32601), the cache hints on `tools/list` (the SDK validates the 2026-07-28 result shapes itself),
+  a `subscriptions/listen` stream on the task's resource (`cdp-supervisor://tasks/default`) that
+  reports the prompt opening and the task ending, with `resources/read` showing it, and the
+  request-scoped log of the prompt (the client asks for logs with `log_level`).
+
+The flow, in every mode:
+
+1. Connect; `tools/list`: the five tools are there; each entry re-validates as the SDK's `Tool`
+   type, and its `inputSchema` (and `outputSchema`, when present) is a valid JSON Schema (the
+   `jsonschema` the SDK itself uses). Every later call's arguments are validated against the
+   inputSchema, and the SDK validates every successful `structuredContent` against the
+   outputSchema by itself.
+2. A page served from `http.server` on 127.0.0.1 whose `ask()` calls `prompt('Your name?')`.
+3. `browser_connect` without `cdp_url` (the server launches Chromium), `browser_cdp`
    `Page.navigate` to the page with `target_id` = `page_target_id`, wait for `readyState`.
-5. `browser_cdp Runtime.evaluate ask()` with `timeout_s: 5`: a dialog-aware server fails it at
+4. `browser_cdp Runtime.evaluate ask()` with `timeout_s: 5`: a dialog-aware server fails it at
    once with `blocked_by_dialog`; an older one ends it at `timeout_s`. Both are accepted; the
    prompt must then show in `browser_snapshot`'s `pending_dialogs`.
-6. `browser_dialog accept` with `prompt_text: "Zoë"`; `window.r` is then "Zoë" in the page.
-7. `browser_disconnect`, the session closes, and the server exits by itself (status 0, within
+5. `browser_dialog accept` with `prompt_text: "Zoë"`; `window.r` is then "Zoë" in the page.
+6. `browser_disconnect`, the session closes, and the server exits by itself (status 0, within
    the SDK's 2 s grace after its stdin closes, before the SDK would signal it), with every process
    it started.
 
@@ -35,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import AsyncExitStack, asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import metadata
 from pathlib import Path
@@ -56,8 +71,9 @@ try:
     import jsonschema
     import mcp.client.stdio as sdk_stdio
     from jsonschema.validators import validator_for
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-    from mcp.types import CallToolResult, TextContent, Tool
+    from mcp import Client, ClientSession, MCPError, StdioServerParameters, stdio_client
+    from mcp.client.subscriptions import ResourceUpdated
+    from mcp.types import CallToolResult, DiscoverResult, TextContent, Tool
 except ImportError as e:  # pragma: no cover - setup
     print(f"SETUP: the official MCP SDK is not importable ({e}); pip install -r {HERE / 'requirements.txt'}")
     sys.exit(3)
@@ -68,6 +84,10 @@ if MCP_VERSION != pinned_mcp_version():
     sys.exit(3)
 
 TOOLS = {"browser_connect", "browser_snapshot", "browser_dialog", "browser_cdp", "browser_disconnect"}
+MODES = ("session", "legacy", "auto", "2026-07-28")
+MODERN = "2026-07-28"
+SUPPORTED = ["2026-07-28", "2025-11-25", "2025-06-18", "2024-11-05"]
+TASK_URI = "cdp-supervisor://tasks/default"
 ANSWER = "Zoë"
 PAGE = """<!doctype html>
 <html><head><meta charset="utf-8"><title>mcp sdk flow</title></head>
@@ -226,7 +246,110 @@ def value_of(data: dict[str, Any]) -> Any:
 # The flow.
 
 
-async def flow(binary: str, page_url: str, errlog) -> str:
+@asynccontextmanager
+async def connected(mode: str, params: StdioServerParameters, errlog, on_log):
+    """The SDK connected to the server in `mode`: yields (session, client or None)."""
+    if mode == "session":
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write, logging_callback=on_log) as session:
+                with anyio.fail_after(10):
+                    init = await session.initialize()
+                log(
+                    f"initialize: {init.server_info.name} {init.server_info.version}, protocol "
+                    f"{init.protocol_version}, capabilities {init.capabilities.model_dump(exclude_none=True)}"
+                )
+                assert init.capabilities.tools is not None, "the server declares no tools capability"
+                assert init.server_info.name == "cdp-supervisor", init.server_info
+                with anyio.fail_after(10):
+                    await session.send_ping()
+                yield session, None
+        return
+    # Ask for request-scoped logs (2026-07-28); no effect on a legacy connection. Each request of
+    # the SDK is bounded by read_timeout_seconds (the flow as a whole by main's deadline): a
+    # fail_after around `async with client` would cross the cancel scopes the client opens.
+    client = Client(params, mode=mode, logging_callback=on_log, log_level="warning", read_timeout_seconds=30)
+    # stdio_client takes errlog; Client builds it from the parameters alone, so swap in ours.
+    client._connect = _stdio_connector(params, errlog)  # noqa: SLF001
+    async with client:
+        version = client.protocol_version
+        caps = client.server_capabilities.model_dump(exclude_none=True)
+        log(f"mcp.Client(mode={mode!r}): protocol {version}, server {client.server_info}, capabilities {caps}")
+        if mode != MODERN:
+            # `auto` and `legacy` learnt these from the server (discover / initialize); a pinned
+            # version adopts a DiscoverResult the SDK makes up itself, so there is nothing to check.
+            assert client.server_info is not None and client.server_info.name == "cdp-supervisor", client.server_info
+            assert client.server_capabilities.tools is not None, caps
+            assert "browser_connect" in (client.instructions or ""), client.instructions
+        if mode == "legacy":
+            assert version == "2025-11-25", version
+            with anyio.fail_after(10):
+                await client.session.send_ping()
+        else:
+            assert version == MODERN, f"mode={mode!r} negotiated {version}"
+            await modern_protocol_checks(client, mode)
+        yield client.session, client
+
+
+def _stdio_connector(params: StdioServerParameters, errlog):
+    from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+
+    async def connect(exit_stack, _mode, _raise_exceptions):
+        read, write = await exit_stack.enter_async_context(stdio_client(params, errlog=errlog))
+        return JSONRPCDispatcher(read, write)
+
+    return connect
+
+
+async def modern_protocol_checks(client: Client, mode: str) -> None:
+    session = client.session
+    if mode == "auto":
+        found = session.discover_result
+        assert found is not None, "auto mode adopted no DiscoverResult: the SDK fell back to initialize"
+        assert found.supported_versions == SUPPORTED, found
+    with anyio.fail_after(10):
+        raw = await session.send_discover(MODERN)
+    found = DiscoverResult.model_validate(raw)
+    assert found.supported_versions == SUPPORTED, raw
+    assert found.result_type == "complete" and found.ttl_ms > 0 and found.cache_scope == "public", raw
+    assert found.capabilities.resources is not None and found.capabilities.resources.subscribe, raw
+    assert raw["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "cdp-supervisor", raw
+    try:
+        with anyio.fail_after(10):
+            await session.send_discover("1900-01-01")
+        raise AssertionError("an unknown protocol version was served")
+    except MCPError as e:
+        assert e.code == -32022, e.error
+        assert e.error.data == {"supported": SUPPORTED, "requested": "1900-01-01"}, e.error
+    try:
+        with anyio.fail_after(10):
+            await session.send_ping()
+        raise AssertionError("ping answered on a 2026-07-28 request")
+    except MCPError as e:
+        assert e.code == -32601, e.error
+    with anyio.fail_after(10):
+        listed = await client.list_tools(cache_mode="bypass")
+    assert listed.ttl_ms is not None and listed.ttl_ms > 0 and listed.cache_scope == "public", listed
+    log(f"server/discover: {found.supported_versions}; -32022 names them; ping -32601; tools/list ttlMs {listed.ttl_ms}")
+
+
+async def next_update(sub, what: str, deadline_s: float = 10.0) -> ResourceUpdated:
+    try:
+        with anyio.fail_after(deadline_s):
+            event = await sub.__anext__()
+    except TimeoutError:
+        raise AssertionError(f"no resources/updated for {what} within {deadline_s} s") from None
+    assert isinstance(event, ResourceUpdated) and event.uri == TASK_URI, event
+    return event
+
+
+async def read_task(client: Client) -> dict[str, Any]:
+    with anyio.fail_after(10):
+        res = await client.read_resource(TASK_URI, cache_mode="bypass")
+    assert res.contents and res.contents[0].uri == TASK_URI, res
+    return json.loads(res.contents[0].text)
+
+
+async def flow(binary: str, page_url: str, errlog, mode: str) -> str:
     env = {k: os.environ[k] for k in ("CHROME", "TMPDIR", "RUST_LOG") if os.environ.get(k)}
     params = StdioServerParameters(command=binary, args=["mcp"], env=env)
     pushed: list[str] = []
@@ -236,113 +359,132 @@ async def flow(binary: str, page_url: str, errlog) -> str:
 
     server_pid: int | None = None
     started: set[int] = set()
-    async with stdio_client(params, errlog=errlog) as (read, write):
-        async with ClientSession(read, write, logging_callback=on_log) as session:
-            with anyio.fail_after(10):
-                init = await session.initialize()
-            log(
-                f"initialize: {init.server_info.name} {init.server_info.version}, protocol "
-                f"{init.protocol_version}, capabilities {init.capabilities.model_dump(exclude_none=True)}"
-            )
-            assert init.capabilities.tools is not None, "the server declares no tools capability"
-            assert init.server_info.name == "cdp-supervisor", init.server_info
-            with anyio.fail_after(10):
-                await session.send_ping()
+    async with AsyncExitStack() as stack:
+        session, client = await stack.enter_async_context(connected(mode, params, errlog, on_log))
+        with anyio.fail_after(10):
+            listed = (await session.list_tools()).tools
+        names = {t.name for t in listed}
+        assert TOOLS <= names, f"tools/list lacks {TOOLS - names}: {names}"
+        for t in listed:
+            Tool.model_validate(t.model_dump(by_alias=True, exclude_none=True))
+            assert t.input_schema.get("type") == "object", f"{t.name}: inputSchema is not an object schema"
+            validator_for(t.input_schema).check_schema(t.input_schema)
+            if t.output_schema is not None:
+                assert t.output_schema.get("type") == "object", f"{t.name}: outputSchema type"
+                validator_for(t.output_schema).check_schema(t.output_schema)
+        with_output = sorted(t.name for t in listed if t.output_schema is not None)
+        log(f"tools/list: {sorted(names)}; schemas valid; outputSchema on {with_output or 'none'}")
+        tools = Tools(session, {t.name: t for t in listed})
+        try:
+            tools.input_validators["browser_dialog"].validate({"action": "maybe"})
+            raise AssertionError("browser_dialog's inputSchema accepts action 'maybe'")
+        except jsonschema.ValidationError:
+            pass
 
-            with anyio.fail_after(10):
-                listed = (await session.list_tools()).tools
-            names = {t.name for t in listed}
-            assert TOOLS <= names, f"tools/list lacks {TOOLS - names}: {names}"
-            for t in listed:
-                Tool.model_validate(t.model_dump(by_alias=True, exclude_none=True))
-                assert t.input_schema.get("type") == "object", f"{t.name}: inputSchema is not an object schema"
-                validator_for(t.input_schema).check_schema(t.input_schema)
-                if t.output_schema is not None:
-                    assert t.output_schema.get("type") == "object", f"{t.name}: outputSchema type"
-                    validator_for(t.output_schema).check_schema(t.output_schema)
-            with_output = sorted(t.name for t in listed if t.output_schema is not None)
-            log(f"tools/list: {sorted(names)}; schemas valid; outputSchema on {with_output or 'none'}")
-            tools = Tools(session, {t.name: t for t in listed})
-            try:
-                tools.input_validators["browser_dialog"].validate({"action": "maybe"})
-                raise AssertionError("browser_dialog's inputSchema accepts action 'maybe'")
-            except jsonschema.ValidationError:
-                pass
+        # Connect: the server launches Chromium.
+        conn = await tools.ok("browser_connect", {}, deadline_s=60)
+        page = conn.get("page_target_id")
+        assert isinstance(page, str) and page, f"browser_connect gave no page_target_id: {conn}"
+        server_pid = SPAWNED[-1].pid
+        started = descendants(server_pid)
+        log(f"browser_connect: page {page}; the server runs {len(started)} child processes")
 
-            # Connect: the server launches Chromium.
-            conn = await tools.ok("browser_connect", {}, deadline_s=60)
-            page = conn.get("page_target_id")
-            assert isinstance(page, str) and page, f"browser_connect gave no page_target_id: {conn}"
-            server_pid = SPAWNED[-1].pid
-            started = descendants(server_pid)
-            log(f"browser_connect: page {page}; the server runs {len(started)} child processes")
+        sub = None
+        if client is not None and mode != "legacy":
+            sub = await stack.enter_async_context(client.listen(resource_subscriptions=[TASK_URI]))
+            assert sub.honored.resource_subscriptions == [TASK_URI], sub.honored
+            log(f"subscriptions/listen {sub.subscription_id}: honored {sub.honored.model_dump(exclude_none=True)}")
 
-            nav = await tools.ok(
-                "browser_cdp", {"method": "Page.navigate", "target_id": page, "params": {"url": page_url}}
-            )
-            assert "errorText" not in nav.get("result", {}), f"navigation failed: {nav}"
+        nav = await tools.ok(
+            "browser_cdp", {"method": "Page.navigate", "target_id": page, "params": {"url": page_url}}
+        )
+        assert "errorText" not in nav.get("result", {}), f"navigation failed: {nav}"
 
-            async def loaded():
-                is_error, data = await tools.evaluate(page, "document.readyState + ' ' + typeof ask")
-                v = None if is_error else value_of(data)
-                return (v if v == "complete function" else None), data
+        async def loaded():
+            is_error, data = await tools.evaluate(page, "document.readyState + ' ' + typeof ask")
+            v = None if is_error else value_of(data)
+            return (v if v == "complete function" else None), data
 
-            await tools.poll("loaded page", 15, loaded)
-            log(f"navigated to {page_url}; loaded")
+        await tools.poll("loaded page", 15, loaded)
+        log(f"navigated to {page_url}; loaded")
 
-            # The prompt.
-            t = time.monotonic()
-            is_error, data = await tools.evaluate(page, "ask()", timeout_s=5)
-            took = time.monotonic() - t
-            assert is_error, f"ask() returned without a dialog: {data}"
-            if "blocked_by_dialog" in data:
-                blocked = data["blocked_by_dialog"]
-                assert blocked.get("type") == "prompt" and blocked.get("message") == "Your name?", data
-                assert "browser_dialog" in data.get("error", ""), data
-                outcome = f"blocked_by_dialog in {took * 1000:.0f} ms"
-            else:
-                outcome = f"no blocked_by_dialog (old server): failed after {took:.1f} s: {data.get('error')}"
-            log(f"Runtime.evaluate ask(): {outcome}")
+        # The prompt.
+        t = time.monotonic()
+        is_error, data = await tools.evaluate(page, "ask()", timeout_s=5)
+        took = time.monotonic() - t
+        assert is_error, f"ask() returned without a dialog: {data}"
+        if "blocked_by_dialog" in data:
+            blocked = data["blocked_by_dialog"]
+            assert blocked.get("type") == "prompt" and blocked.get("message") == "Your name?", data
+            assert "browser_dialog" in data.get("error", ""), data
+            outcome = f"blocked_by_dialog in {took * 1000:.0f} ms"
+        else:
+            outcome = f"no blocked_by_dialog (old server): failed after {took:.1f} s: {data.get('error')}"
+        log(f"Runtime.evaluate ask(): {outcome}")
 
-            async def prompt_pending():
-                is_error, snap = await tools.call("browser_snapshot", {}, 10)
-                assert not is_error, snap
-                found = [d for d in snap.get("pending_dialogs", []) if d.get("message") == "Your name?"]
-                return (found[0] if found else None), snap
+        if client is not None:
+            # The prompt reached the client as a log message: a request-scoped one on 2026-07-28
+            # (it opened during the call, which asked for warnings), a standing one on legacy.
+            async def logged():
+                found = [m for m in pushed if "dialog_opened" in m and "Your name?" in m]
+                return (found[0] if found else None), pushed
 
-            dialog = await tools.poll("pending prompt in browser_snapshot", 10, prompt_pending)
-            assert dialog["type"] == "prompt", dialog
-            log(f"browser_snapshot: pending {dialog['type']} {dialog['id']} {dialog['message']!r}")
+            note = await tools.poll("dialog_opened log message", 10, logged)
+            log(f"log message: {note[:100]}...")
+        if sub is not None:
+            await next_update(sub, "the prompt")
+            view = await read_task(client)
+            found = [d for d in view.get("pending_dialogs", []) if d.get("message") == "Your name?"]
+            assert found, f"resources/read after the update shows no prompt: {view}"
+            log(f"resources/updated {TASK_URI}; resources/read shows the pending prompt {found[0]['id']}")
 
-            answered = await tools.ok(
-                "browser_dialog", {"action": "accept", "prompt_text": ANSWER, "dialog_id": dialog["id"]}
-            )
-            assert answered.get("success") is True and answered.get("action") == "accept", answered
-            assert answered.get("dialog", {}).get("id") == dialog["id"], answered
-            log(f"browser_dialog: accepted {dialog['id']} with {ANSWER!r}")
+        async def prompt_pending():
+            is_error, snap = await tools.call("browser_snapshot", {}, 10)
+            assert not is_error, snap
+            found = [d for d in snap.get("pending_dialogs", []) if d.get("message") == "Your name?"]
+            return (found[0] if found else None), snap
 
-            async def page_got_answer():
-                is_error, data = await tools.evaluate(page, "window.r")
-                return (value_of(data) if not is_error and value_of(data) is not None else None), data
+        dialog = await tools.poll("pending prompt in browser_snapshot", 10, prompt_pending)
+        assert dialog["type"] == "prompt", dialog
+        log(f"browser_snapshot: pending {dialog['type']} {dialog['id']} {dialog['message']!r}")
 
-            got = await tools.poll("window.r", 10, page_got_answer)
-            assert got == ANSWER, f"prompt() returned {got!r} in the page, expected {ANSWER!r}"
-            log(f"the page's prompt() returned {got!r}")
+        answered = await tools.ok(
+            "browser_dialog", {"action": "accept", "prompt_text": ANSWER, "dialog_id": dialog["id"]}
+        )
+        assert answered.get("success") is True and answered.get("action") == "accept", answered
+        assert answered.get("dialog", {}).get("id") == dialog["id"], answered
+        log(f"browser_dialog: accepted {dialog['id']} with {ANSWER!r}")
 
-            snap = await tools.ok("browser_snapshot", {})
-            assert not snap.get("pending_dialogs"), f"a dialog is still pending: {snap}"
+        async def page_got_answer():
+            is_error, data = await tools.evaluate(page, "window.r")
+            return (value_of(data) if not is_error and value_of(data) is not None else None), data
 
-            bye = await tools.ok("browser_disconnect", {})
-            log(f"browser_disconnect: {bye}")
-            is_error, after = await tools.call("browser_snapshot", {}, 10)
-            assert is_error, f"browser_snapshot after disconnect: {after}"
-            started |= descendants(server_pid)
-        # The session is closed; leaving stdio_client closes the server's stdin and waits for it.
+        got = await tools.poll("window.r", 10, page_got_answer)
+        assert got == ANSWER, f"prompt() returned {got!r} in the page, expected {ANSWER!r}"
+        log(f"the page's prompt() returned {got!r}")
+
+        snap = await tools.ok("browser_snapshot", {})
+        assert not snap.get("pending_dialogs"), f"a dialog is still pending: {snap}"
+
+        bye = await tools.ok("browser_disconnect", {})
+        log(f"browser_disconnect: {bye}")
+        is_error, after = await tools.call("browser_snapshot", {}, 10)
+        assert is_error, f"browser_snapshot after disconnect: {after}"
+        if sub is not None:
+            # The end of the task reaches the listener (after the dialog's own updates).
+            while True:
+                await next_update(sub, "the end of the task")
+                view = await read_task(client)
+                if view.get("success") is False:
+                    break
+            log(f"resources/updated: the task ended; resources/read says {view.get('error')!r}")
+        started |= descendants(server_pid)
+        # Leaving closes the session, then stdio_client closes the server's stdin and waits for it.
         t_close = time.monotonic()
     closed_in = time.monotonic() - t_close
 
     process = SPAWNED[-1]
-    assert process.returncode is not None, "the server is still running after stdio_client closed"
+    assert process.returncode is not None, "the server is still running after the client closed"
     assert closed_in < sdk_stdio.PROCESS_TERMINATION_TIMEOUT, (
         f"the server took {closed_in:.2f} s to exit after its stdin closed: the SDK had to kill it"
     )
@@ -359,17 +501,22 @@ async def flow(binary: str, page_url: str, errlog) -> str:
 
 
 def main() -> int:
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    mode = "session"
+    if len(args) == 3 and args[1] == "--mode" and args[2] in MODES:
+        mode = args[2]
+        args = args[:1]
+    if len(args) != 1:
         print(__doc__)
         return 2
-    binary = sys.argv[1]
+    binary = args[0]
     httpd, page_url = serve_page()
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace") as errlog:
         try:
 
             async def bounded() -> str:
                 with anyio.fail_after(120):
-                    return await flow(binary, page_url, errlog)
+                    return await flow(binary, page_url, errlog, mode)
 
             outcome = anyio.run(bounded)
         except BaseException:
@@ -379,10 +526,11 @@ def main() -> int:
             raise
         finally:
             httpd.shutdown()
+    how = "ClientSession.initialize()" if mode == "session" else f"mcp.Client(mode={mode!r})"
     print(
         f"PASS: official MCP Python SDK mcp=={MCP_VERSION} (Python {sys.version.split()[0]}) drove "
-        f"cdp-supervisor mcp: initialize, tools/list schemas, connect, prompt ({outcome}) answered "
-        f"{ANSWER!r}, disconnect, clean exit",
+        f"cdp-supervisor mcp through {how}: connect, tools/list schemas, browser_connect, prompt "
+        f"({outcome}) answered {ANSWER!r}, disconnect, clean exit",
         flush=True,
     )
     return 0

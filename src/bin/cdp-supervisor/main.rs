@@ -48,8 +48,17 @@ enum Cmd {
         #[arg(long)]
         cdp_url: Option<String>,
     },
-    /// Model Context Protocol server on stdio (JSON-RPC 2.0, one message per line).
-    Mcp,
+    /// Model Context Protocol server: on stdio (JSON-RPC 2.0, one message per line), or with
+    /// --http over Streamable HTTP at http://ADDR/mcp.
+    Mcp {
+        /// Serve MCP over Streamable HTTP at http://ADDR/mcp instead of stdio. ADDR: HOST:PORT,
+        /// [IPV6]:PORT, HOST or PORT; without a value 127.0.0.1:8737. The Host header must name
+        /// the server (or an entry of mcp.allowed_hosts). With CDP_SUPERVISOR_MCP_TOKEN set
+        /// (environment only), every request needs Authorization: Bearer <token>; an address
+        /// other than loopback needs it.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = cdp_supervisor::mcp::http::DEFAULT_ADDR)]
+        http: Option<String>,
+    },
     /// Exit 0 when a CDP endpoint answers at URL within 5 s, else 1 with the reason on stderr.
     /// Connects as `watch` would (the configuration's `browser.ca_file` included).
     Check {
@@ -184,14 +193,15 @@ fn main() -> ExitCode {
             eprintln!("warning: cannot install the Ctrl-C handler: {e}");
         }
     }
-    if matches!(cli.command, Cmd::Demo | Cmd::Watch { .. } | Cmd::Mcp) {
+    if matches!(cli.command, Cmd::Demo | Cmd::Watch { .. } | Cmd::Mcp { .. }) {
         // Profiles left by a browser-launching run that was killed outright (SIGKILL, a crash).
         cdp_supervisor::unversioned::remove_stale_profiles_once();
     }
     let result = match cli.command {
         Cmd::Demo => demo::run(config, &cleanup),
         Cmd::Watch { cdp_url } => watch(config, cdp_url, &cleanup),
-        Cmd::Mcp => {
+        Cmd::Mcp { http: Some(addr) } => mcp_http(config, &addr, &cleanup),
+        Cmd::Mcp { http: None } => {
             let server = Arc::new(cdp_supervisor::mcp::McpServer::new(config));
             {
                 let server = Arc::clone(&server);
@@ -226,6 +236,36 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `mcp --http ADDR`: serves until a signal (whose handler shuts the server down and exits).
+fn mcp_http(config: Config, addr: &str, cleanup: &Cleanup) -> Result<(), String> {
+    use cdp_supervisor::mcp::http::{HttpOptions, HttpServer, TOKEN_ENV};
+    let token = match std::env::var(TOKEN_ENV) {
+        Ok(t) => Some(t),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(format!("{TOKEN_ENV} is not valid text"));
+        }
+    };
+    let options = HttpOptions::default().with_addr(addr).with_token(token);
+    let with_token = options.has_token();
+    let server = Arc::new(HttpServer::start(config, options).map_err(|e| e.to_string())?);
+    {
+        let server = Arc::clone(&server);
+        cleanup.on_cleanup(move || server.shutdown());
+    }
+    eprintln!(
+        "cdp-supervisor: MCP over HTTP at {} ({}; Ctrl-C to stop)",
+        server.url(),
+        if with_token {
+            "bearer token required"
+        } else {
+            "no token: loopback only"
+        }
+    );
+    server.wait();
+    Ok(())
 }
 
 /// Launches the configured/found browser, registering it for cleanup; returns its WebSocket URL.

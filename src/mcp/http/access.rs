@@ -1,0 +1,377 @@
+//! Who may talk to the HTTP server (SPEC §15): the `Host` and `Origin` rules against DNS
+//! rebinding, the bearer token, and the random ids (task ids, session ids) nobody can guess.
+//!
+//! * **Host.** A web page the user visits can make the browser send requests to
+//!   `127.0.0.1:PORT` under a name the attacker controls (DNS rebinding). The browser then sends
+//!   that name in `Host`, so a request is served only when `Host` names this server: `127.0.0.1`,
+//!   `localhost` or `[::1]` with the server's port, the bound address itself, or an entry of
+//!   `mcp.allowed_hosts` (`name` matches that name on any port, `name:port` exactly). Names are
+//!   compared without regard to case. Anything else is 403.
+//! * **Origin.** Present on every cross-site request a browser makes; when a request has one,
+//!   its `host[:port]` must pass the same rule (and its scheme be `http` or `https`), else 403.
+//!   `Origin: null` (sandboxed frames, `file:` pages) is refused too.
+//! * **Token.** With a token (`CDP_SUPERVISOR_MCP_TOKEN`), every request needs
+//!   `Authorization: Bearer <token>`, else 401 with `WWW-Authenticate: Bearer`. The comparison
+//!   is of SHA-256 digests in constant time, so neither the token's bytes nor its length show
+//!   in how long a refusal takes. The token is never logged and never echoed.
+
+use std::net::{IpAddr, SocketAddr};
+
+use ring::digest::{SHA256, digest};
+use ring::rand::{SecureRandom, SystemRandom};
+
+use super::wire::Head;
+
+/// Why a request is refused before anything reads its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// 400: no `Host` header (HTTP/1.1 requires one).
+    NoHost,
+    /// 403: `Host` names another server.
+    ForeignHost,
+    /// 403: `Origin` names another site.
+    ForeignOrigin,
+    /// 401: no bearer token, or another one.
+    Unauthorized {
+        /// A token was sent, but not this server's.
+        wrong: bool,
+    },
+}
+
+impl Refusal {
+    /// The HTTP status.
+    pub(super) fn status(&self) -> u16 {
+        match self {
+            Refusal::NoHost => 400,
+            Refusal::ForeignHost | Refusal::ForeignOrigin => 403,
+            Refusal::Unauthorized { .. } => 401,
+        }
+    }
+
+    /// What the client is told (never the token, never what it sent).
+    pub(super) fn message(&self) -> &'static str {
+        match self {
+            Refusal::NoHost => "bad request: a Host header is required",
+            Refusal::ForeignHost => {
+                "forbidden: the Host header does not name this server (127.0.0.1, localhost or \
+                 [::1] with its port, or an entry of mcp.allowed_hosts); see the README's MCP over \
+                 HTTP section"
+            }
+            Refusal::ForeignOrigin => {
+                "forbidden: the Origin header names another site (allowed: this server's own \
+                 host names, see mcp.allowed_hosts)"
+            }
+            Refusal::Unauthorized { wrong: false } => {
+                "unauthorized: this server needs Authorization: Bearer <token> (the value of \
+                 CDP_SUPERVISOR_MCP_TOKEN where it runs)"
+            }
+            Refusal::Unauthorized { wrong: true } => {
+                "unauthorized: the bearer token is not this server's"
+            }
+        }
+    }
+}
+
+/// The rules of one server (module doc).
+pub(super) struct Access {
+    /// The server's port (in `Host` values without one, port 80 is meant).
+    port: u16,
+    /// The bound IP, when it is a specific address (not `0.0.0.0`/`::`): its own name is fine.
+    bound: Option<IpAddr>,
+    /// `mcp.allowed_hosts`, lowercase.
+    allowed: Vec<String>,
+    /// SHA-256 of the token, when there is one.
+    token: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("port", &self.port)
+            .field("bound", &self.bound)
+            .field("allowed", &self.allowed)
+            .field("token", &self.token.map(|_| "***"))
+            .finish()
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest(&SHA256, bytes).as_ref());
+    out
+}
+
+/// Whether two digests are equal, looking at every byte whatever they hold.
+fn same_digest(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+impl Access {
+    pub(super) fn new(addr: SocketAddr, allowed: &[String], token: Option<&str>) -> Access {
+        Access {
+            port: addr.port(),
+            bound: Some(addr.ip()).filter(|ip| !ip.is_unspecified()),
+            allowed: allowed.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            token: token.map(|t| sha256(t.as_bytes())),
+        }
+    }
+
+    /// `Ok` when the request's head passes every rule (module doc).
+    pub(super) fn check(&self, head: &Head) -> Result<(), Refusal> {
+        let host = head.header("host").ok_or(Refusal::NoHost)?;
+        let host = std::str::from_utf8(host).map_err(|_| Refusal::ForeignHost)?;
+        if !self.host_ok(host.trim()) {
+            return Err(Refusal::ForeignHost);
+        }
+        if let Some(origin) = head.header("origin") {
+            let ok = std::str::from_utf8(origin).is_ok_and(|o| self.origin_ok(o.trim()));
+            if !ok {
+                return Err(Refusal::ForeignOrigin);
+            }
+        }
+        if let Some(want) = &self.token {
+            let sent = head.header("authorization").and_then(bearer);
+            match sent {
+                None => return Err(Refusal::Unauthorized { wrong: false }),
+                Some(t) if !same_digest(want, &sha256(t)) => {
+                    return Err(Refusal::Unauthorized { wrong: true });
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `value` (`name`, `name:port`, `[v6]`, `[v6]:port`) names this server.
+    fn host_ok(&self, value: &str) -> bool {
+        let value = value.to_ascii_lowercase();
+        let Some((name, port)) = split_host(&value) else {
+            return false;
+        };
+        let port_is_ours = port.unwrap_or(80) == self.port;
+        let loopback = matches!(name, "127.0.0.1" | "localhost" | "[::1]");
+        let bound = self.bound.is_some_and(|ip| match ip {
+            IpAddr::V4(v4) => name == v4.to_string(),
+            IpAddr::V6(v6) => name == format!("[{v6}]"),
+        });
+        if (loopback || bound) && port_is_ours {
+            return true;
+        }
+        self.allowed.iter().any(|entry| match split_host(entry) {
+            Some((n, None)) => n == name,
+            Some((n, Some(p))) => n == name && Some(p) == port,
+            None => false,
+        })
+    }
+
+    /// Whether an `Origin` value (`scheme://host[:port]`) is this server's own.
+    fn origin_ok(&self, origin: &str) -> bool {
+        let lower = origin.to_ascii_lowercase();
+        let (rest, default_port) = if let Some(r) = lower.strip_prefix("http://") {
+            (r, 80)
+        } else if let Some(r) = lower.strip_prefix("https://") {
+            (r, 443)
+        } else {
+            return false;
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '@', '?', '#']) {
+            return false;
+        }
+        match split_host(rest) {
+            // `https://localhost` means port 443: spell it out for the Host rule.
+            Some((name, None)) => self.host_ok(&format!("{name}:{default_port}")),
+            Some(_) => self.host_ok(rest),
+            None => false,
+        }
+    }
+}
+
+/// `name[:port]` or `[v6][:port]` into the name (brackets kept) and the port; `None` when the
+/// port is not a number.
+fn split_host(value: &str) -> Option<(&str, Option<u16>)> {
+    let (name, port) = if value.starts_with('[') {
+        let end = value.find(']')? + 1;
+        let (name, tail) = value.split_at(end);
+        match tail {
+            "" => (name, None),
+            t => (name, Some(t.strip_prefix(':')?)),
+        }
+    } else {
+        match value.split_once(':') {
+            Some((n, p)) => (n, Some(p)),
+            None => (value, None),
+        }
+    };
+    if name.is_empty() {
+        return None;
+    }
+    match port {
+        None => Some((name, None)),
+        Some(p) => p.parse::<u16>().ok().map(|p| (name, Some(p))),
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme in any case).
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let value = value.trim_ascii();
+    if value.len() < 7 || !value[..7].eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    Some(value[7..].trim_ascii()).filter(|t| !t.is_empty())
+}
+
+/// Why a token cannot be used (it must travel in a header): `None` when it can.
+pub(crate) fn token_problem(token: &str) -> Option<&'static str> {
+    if token.is_empty() {
+        Some("it is empty")
+    } else if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        Some("it must be printable ASCII without spaces (it travels in an HTTP header)")
+    } else {
+        None
+    }
+}
+
+/// `bytes` random bytes from the operating system, as lowercase hex.
+pub(crate) fn random_hex(bytes: usize) -> Result<String, String> {
+    let mut buf = vec![0u8; bytes];
+    SystemRandom::new()
+        .fill(&mut buf)
+        .map_err(|_| "the operating system's random source failed".to_string())?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::http::wire::Head;
+
+    fn head(headers: &[(&str, &str)]) -> Head {
+        Head::for_test("POST", "/mcp", headers)
+    }
+
+    fn access(token: Option<&str>) -> Access {
+        let addr: SocketAddr = "127.0.0.1:8737".parse().unwrap();
+        Access::new(
+            addr,
+            &["mcp.example.com".into(), "10.0.0.5:9000".into()],
+            token,
+        )
+    }
+
+    #[test]
+    fn host_must_name_this_server() {
+        let a = access(None);
+        for ok in [
+            "127.0.0.1:8737",
+            "localhost:8737",
+            "LOCALHOST:8737",
+            "[::1]:8737",
+            "mcp.example.com",
+            "mcp.example.com:443",
+            "10.0.0.5:9000",
+        ] {
+            assert_eq!(a.check(&head(&[("Host", ok)])), Ok(()), "{ok}");
+        }
+        for bad in [
+            "evil.example.com",
+            "evil.example.com:8737",
+            "localhost:8738",
+            "localhost",
+            "127.0.0.1.evil.example:8737",
+            "10.0.0.5:9001",
+            "[::1]",
+            "localhost:x",
+            "",
+        ] {
+            assert_eq!(
+                a.check(&head(&[("Host", bad)])),
+                Err(Refusal::ForeignHost),
+                "{bad}"
+            );
+        }
+        assert_eq!(a.check(&head(&[])), Err(Refusal::NoHost));
+    }
+
+    #[test]
+    fn a_specific_bound_address_is_its_own_name() {
+        let a = Access::new("192.0.2.7:8737".parse().unwrap(), &[], None);
+        assert_eq!(a.check(&head(&[("Host", "192.0.2.7:8737")])), Ok(()));
+        let any = Access::new("0.0.0.0:8737".parse().unwrap(), &[], None);
+        assert_eq!(
+            any.check(&head(&[("Host", "0.0.0.0:8737")])),
+            Err(Refusal::ForeignHost)
+        );
+    }
+
+    #[test]
+    fn origin_when_present_must_be_this_server() {
+        let a = access(None);
+        let with = |o: &str| a.check(&head(&[("Host", "localhost:8737"), ("Origin", o)]));
+        assert_eq!(with("http://localhost:8737"), Ok(()));
+        assert_eq!(with("http://127.0.0.1:8737/"), Ok(()));
+        assert_eq!(with("https://mcp.example.com"), Ok(()));
+        for bad in [
+            "http://evil.example.com",
+            "http://localhost:8738",
+            "null",
+            "file://",
+            "http://localhost:8737@evil.example",
+            "chrome-extension://abc",
+            "http://localhost",
+        ] {
+            assert_eq!(with(bad), Err(Refusal::ForeignOrigin), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_token_is_required_on_every_request_when_set() {
+        let a = access(Some("s3cret-token"));
+        let with = |auth: Option<&str>| {
+            let mut h = vec![("Host", "127.0.0.1:8737")];
+            if let Some(v) = auth {
+                h.push(("Authorization", v));
+            }
+            a.check(&head(&h))
+        };
+        assert_eq!(with(Some("Bearer s3cret-token")), Ok(()));
+        assert_eq!(with(Some("bearer  s3cret-token ")), Ok(()));
+        assert_eq!(with(None), Err(Refusal::Unauthorized { wrong: false }));
+        assert_eq!(
+            with(Some("Basic s3cret-token")),
+            Err(Refusal::Unauthorized { wrong: false })
+        );
+        assert_eq!(
+            with(Some("Bearer s3cret-tokeN")),
+            Err(Refusal::Unauthorized { wrong: true })
+        );
+        assert_eq!(
+            with(Some("Bearer s3cret-token-and-more")),
+            Err(Refusal::Unauthorized { wrong: true })
+        );
+        // The Host rule comes first: a foreign page learns nothing about the token.
+        assert_eq!(
+            a.check(&head(&[("Host", "evil.example.com")])),
+            Err(Refusal::ForeignHost)
+        );
+        assert!(!format!("{a:?}").contains("s3cret"));
+        for r in [
+            Refusal::Unauthorized { wrong: false },
+            Refusal::Unauthorized { wrong: true },
+        ] {
+            assert!(!r.message().contains("s3cret"));
+        }
+    }
+
+    #[test]
+    fn random_ids_are_long_and_differ() {
+        let a = random_hex(16).unwrap();
+        let b = random_hex(16).unwrap();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+        assert!(token_problem("").is_some());
+        assert!(token_problem("has space").is_some());
+        assert!(token_problem("ok-token_1").is_none());
+    }
+}

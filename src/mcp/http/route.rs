@@ -1,0 +1,862 @@
+//! What an HTTP request means, and one connection's loop.
+//!
+//! Only `/mcp` exists (anything else is 404 once the access rules pass). On it:
+//!
+//! * **POST** carries one JSON-RPC message (`Content-Type: application/json`, else 415). Its era
+//!   is read from the message itself:
+//!   - a request whose `params._meta` names a protocol version (2026-07-28 and later), or that
+//!     sends a 2026-07-28 `MCP-Protocol-Version` header, is served statelessly: its mirrored
+//!     headers must match the body (`MCP-Protocol-Version` = the `_meta` version, `Mcp-Method`
+//!     = the method, `Mcp-Name` = `params.name` for `tools/call`; else 400 with
+//!     `HeaderMismatch`, -32020), an `Mcp-Session-Id` is ignored, and the answer's JSON-RPC
+//!     error, if any, picks the status (-32601: 404; the envelope, params, header and version
+//!     errors: 400; otherwise 200), as the 2026-07-28 transport says. The answer is one JSON
+//!     body, or an SSE stream when notifications precede it (request-scoped logs the request
+//!     asked for with `_meta["io.modelcontextprotocol/logLevel"]`). A `subscriptions/listen`
+//!     request's answer is an SSE stream that stays open: its acknowledgement, then
+//!     `notifications/resources/updated` of the tasks it names, until the client closes the
+//!     connection (that ends the stream) or the server shuts down (that ends it with its
+//!     response);
+//!   - `initialize` without `_meta` starts a 2025-11-25 (or older) session: the answer carries
+//!     a fresh `Mcp-Session-Id` (128 random bits), and every later request of that client must
+//!     send it (unknown: 404, so the client initializes again; absent: 400). Its
+//!     `MCP-Protocol-Version`, when sent, must be the session's version (else 400). A session's
+//!     requests share a channel (`exchange::Exchange::channel`), so its
+//!     `notifications/cancelled` finds them;
+//!   - a notification (or a client's response) is accepted with 202.
+//! * **GET** is 405: this server offers no standalone stream (2025-11-25 allows that; 2026-07-28
+//!   has no GET at all). Dialog events still reach the agent in every tool result.
+//! * **DELETE** with an `Mcp-Session-Id` ends that session (200; unknown: 404) and cancels its
+//!   calls in flight.
+//!
+//! A request answered at once is written by the connection's thread; a tool call that runs on
+//! a worker is written by the worker, while the connection's thread watches for the client
+//! going away (module doc of `http`). Everything a request needs of the protocol goes through
+//! the seam of `exchange`: an [`Exchange`] in, an [`Answer`] out.
+
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::wire::{self, Head, Next, Reader, Response};
+use super::{ENDPOINT, Shared, random_hex};
+use crate::deadline::Deadline;
+use crate::mcp::dispatch::unreadable;
+use crate::mcp::exchange::{Answer, Exchange, LegacySession, Sink, Transport};
+use crate::mcp::pool::Key;
+use crate::mcp::protocol::meta::PROTOCOL_VERSION as META_VERSION;
+use crate::mcp::rpc::{self, Id, Incoming};
+use crate::mcp::{Inner, LEGACY_VERSIONS, MAX_LINE, MODERN_VERSIONS};
+
+/// HeaderMismatch (2026-07-28).
+const HEADER_MISMATCH: i64 = -32020;
+
+/// Legacy sessions kept at once; past it the least recently used one is dropped (its client
+/// gets 404 and initializes again, as 2025-11-25 prescribes).
+const MAX_SESSIONS: usize = 1024;
+
+/// A JSON-RPC error response's text; `id: None` is `null`.
+pub(super) fn error_body(id: Option<&Id>, code: i64, message: &str) -> String {
+    rpc::error(id, code, message)
+}
+
+/// The connection's writing half, shared by its thread, the worker answering its call and the
+/// notifier writing to its event stream.
+type Out = Arc<Mutex<TcpStream>>;
+
+fn send(out: &Out, bytes: &[u8]) -> bool {
+    let mut s = out.lock().unwrap_or_else(|e| e.into_inner());
+    wire::write_all(&mut s, bytes, wire::WRITE_TIMEOUT).is_ok()
+}
+
+/// One legacy (2025-11-25 and older) session.
+#[derive(Debug)]
+struct Session {
+    /// Its channel: its requests' pool keys, its cancellations.
+    channel: u64,
+    /// What `initialize` negotiated and `logging/setLevel` set.
+    legacy: Arc<LegacySession>,
+    used: Instant,
+}
+
+/// The legacy sessions by id.
+#[derive(Debug, Default)]
+pub(super) struct Sessions {
+    map: Mutex<HashMap<String, Session>>,
+}
+
+impl Sessions {
+    fn create(&self, channel: u64, legacy: Arc<LegacySession>) -> Result<String, String> {
+        let id = random_hex(16)?;
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= MAX_SESSIONS
+            && let Some(oldest) = map
+                .iter()
+                .min_by_key(|(_, s)| s.used)
+                .map(|(k, _)| k.clone())
+        {
+            map.remove(&oldest);
+        }
+        map.insert(
+            id.clone(),
+            Session {
+                channel,
+                legacy,
+                used: Instant::now(),
+            },
+        );
+        Ok(id)
+    }
+
+    /// The session's channel and state (and it counts as used now).
+    fn get(&self, id: &str) -> Option<(u64, Arc<LegacySession>)> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let s = map.get_mut(id)?;
+        s.used = Instant::now();
+        Some((s.channel, Arc::clone(&s.legacy)))
+    }
+
+    /// Ends the session; its channel when it existed.
+    fn remove(&self, id: &str) -> Option<u64> {
+        self.map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+            .map(|s| s.channel)
+    }
+}
+
+/// What a request comes to.
+enum Outcome {
+    /// This response, now. `close`: the connection ends after it (the request's body was not
+    /// read, or the client asked).
+    Now { response: Response, close: bool },
+    /// This answer of the protocol, now (a JSON body or an SSE stream).
+    Answered { answer: Answer, modern: bool },
+    /// A worker runs the call and writes its answer; `done` says when (disconnected: no answer
+    /// was written, the call was cancelled). The client's leaving cancels `key`.
+    Later { key: Key, done: Receiver<bool> },
+    /// A `subscriptions/listen` stream is open on the connection, on `channel`; `ended` says
+    /// when the server ended it (true: with its response, the connection may go on).
+    Stream { channel: u64, ended: Receiver<bool> },
+}
+
+fn now(response: Response) -> Outcome {
+    Outcome::Now {
+        response,
+        close: false,
+    }
+}
+
+/// Serves one connection until the client closes it, it idles out, or the server shuts down.
+pub(super) fn serve_connection(sh: &Arc<Shared>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let Ok(write_half) = stream.try_clone() else {
+        return;
+    };
+    let out: Out = Arc::new(Mutex::new(write_half));
+    let mut reader = Reader::new(stream);
+    let opts = &sh.options;
+    while !sh.closing.load(std::sync::atomic::Ordering::Acquire) {
+        let head = match reader.next_head(opts.idle_timeout, opts.header_timeout) {
+            Ok(Next::Head(h)) => h,
+            Ok(Next::Closed) => return,
+            Err(e) => {
+                log::debug!("MCP over HTTP: {}", e.why);
+                if let Some(status) = e.status {
+                    let response = Response::json(status, error_body(None, -32600, e.why));
+                    send(&out, &response.bytes(false));
+                }
+                return;
+            }
+        };
+        let keep_alive = head.keep_alive();
+        let go_on = match handle(sh, &head, &mut reader, &out, keep_alive) {
+            Outcome::Now { response, close } => {
+                let keep = keep_alive && !close;
+                send(&out, &response.bytes(keep)) && keep
+            }
+            Outcome::Answered { answer, modern } => {
+                write_answer(&out, answer, modern, keep_alive) && keep_alive
+            }
+            Outcome::Later { key, done } => {
+                wait_for_answer(sh, &mut reader, &key, &done) && keep_alive
+            }
+            Outcome::Stream { channel, ended } => {
+                follow_stream(sh, &mut reader, channel, &ended) && keep_alive
+            }
+        };
+        if !go_on {
+            return;
+        }
+    }
+}
+
+/// Writes a protocol answer: a JSON body when nothing precedes the response, else an SSE
+/// stream of the notifications then the response. The status of a 2026-07-28 JSON answer
+/// follows its error code (`modern_status`). False when the write failed.
+fn write_answer(out: &Out, answer: Answer, modern: bool, keep_alive: bool) -> bool {
+    let Some(line) = answer.line else {
+        // Only an open listen stream has no line, and it never comes here.
+        return false;
+    };
+    if answer.before.is_empty() {
+        let status = if modern { modern_status(&line) } else { 200 };
+        return send(out, &Response::json(status, line).bytes(keep_alive));
+    }
+    let mut headers = Vec::new();
+    if !keep_alive {
+        headers.push(("Connection", "close".to_string()));
+    }
+    let mut bytes = wire::sse_head(&headers);
+    for n in &answer.before {
+        bytes.extend(wire::sse_event(n));
+    }
+    bytes.extend(wire::sse_event(&line));
+    bytes.extend_from_slice(wire::LAST_CHUNK);
+    send(out, &bytes)
+}
+
+/// Waits for a worker's answer while watching the client: true when the answer was written
+/// and the connection may go on; false when it must close (the client left, and its call was
+/// cancelled; or no answer was written).
+fn wait_for_answer(sh: &Shared, reader: &mut Reader, key: &Key, done: &Receiver<bool>) -> bool {
+    loop {
+        match done.try_recv() {
+            Ok(written) => return written,
+            Err(TryRecvError::Disconnected) => return false,
+            Err(TryRecvError::Empty) => {}
+        }
+        match reader.watch(sh.options.idle_timeout) {
+            // The next request (pipelined) or the client's next bytes: answer this one first.
+            Ok(true) => return done.recv().unwrap_or(false),
+            Ok(false) => {
+                if done.try_recv().is_err() && sh.mcp.inner.pool.cancel(key) {
+                    log::debug!("MCP over HTTP: the client left; its call is cancelled");
+                }
+                return false;
+            }
+            Err(e) if wire::timed_out(&e) => {}
+            Err(_) => {
+                sh.mcp.inner.pool.cancel(key);
+                return false;
+            }
+        }
+    }
+}
+
+/// Keeps a `subscriptions/listen` stream open while watching the client: true when the server
+/// ended it with its response and the connection may go on; false when it must close (the
+/// client left or sent more on it, which ends the stream without a response).
+fn follow_stream(sh: &Shared, reader: &mut Reader, channel: u64, ended: &Receiver<bool>) -> bool {
+    loop {
+        match ended.try_recv() {
+            Ok(graceful) => return graceful,
+            Err(TryRecvError::Disconnected) => return false,
+            Err(TryRecvError::Empty) => {}
+        }
+        match reader.watch(sh.options.idle_timeout) {
+            Err(e) if wire::timed_out(&e) => {}
+            // Closed, failed, or a next request that cannot be answered behind an endless one.
+            _ => {
+                sh.mcp.inner.notifier.listens().drop_channel(channel);
+                return ended.try_recv().unwrap_or(false);
+            }
+        }
+    }
+}
+
+/// The SSE stream of one `subscriptions/listen` POST: its head goes out with the first frame
+/// (the acknowledgement); a response line (the graceful end) closes it.
+struct StreamSink {
+    out: Out,
+    keep_alive: bool,
+    /// Whether the head is out, and whether the stream has ended.
+    state: Mutex<(bool, bool)>,
+    /// Told once when the stream ends: true with its response, false when a write failed.
+    ended: Sender<bool>,
+}
+
+impl Sink for StreamSink {
+    fn send_line(&self, line: String) -> bool {
+        self.send(line, wire::STREAM_WRITE_TIMEOUT)
+    }
+
+    fn send_line_by(&self, line: String, by: Deadline) -> bool {
+        match by.remaining() {
+            None => self.send_line(line),
+            Some(left) if left.is_zero() => {
+                // The budget went on streams before this one: end it without its last line.
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if !state.1 {
+                    state.1 = true;
+                    let _ = self.ended.try_send(false);
+                }
+                false
+            }
+            Some(left) => self.send(line, left.min(wire::STREAM_WRITE_TIMEOUT)),
+        }
+    }
+}
+
+impl StreamSink {
+    /// Writes one line (the head first, if it is not out yet) within `timeout`.
+    fn send(&self, line: String, timeout: Duration) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (started, ended) = &mut *state;
+        if *ended {
+            return false;
+        }
+        let mut bytes = Vec::new();
+        if !*started {
+            let mut headers = Vec::new();
+            if !self.keep_alive {
+                headers.push(("Connection", "close".to_string()));
+            }
+            bytes = wire::sse_head(&headers);
+            *started = true;
+        }
+        bytes.extend(wire::sse_event(&line));
+        // A message without a method is the stream's own response: its end.
+        let response = serde_json::from_str::<Value>(&line)
+            .ok()
+            .is_some_and(|v| v.get("method").is_none());
+        if response {
+            bytes.extend_from_slice(wire::LAST_CHUNK);
+        }
+        let written = {
+            let mut s = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            wire::write_all(&mut s, &bytes, timeout).is_ok()
+        };
+        if response || !written {
+            *ended = true;
+            let _ = self.ended.try_send(written && response);
+        }
+        written
+    }
+}
+
+/// Whether the request has a body that was not read (then the connection must close).
+fn has_body(head: &Head) -> bool {
+    head.header("transfer-encoding").is_some()
+        || head
+            .text("content-length")
+            .is_some_and(|l| l.parse::<u64>() != Ok(0))
+}
+
+/// A response decided from the head alone: the connection closes when a body is left unread.
+fn before_body(head: &Head, response: Response) -> Outcome {
+    Outcome::Now {
+        response,
+        close: has_body(head),
+    }
+}
+
+fn handle(
+    sh: &Arc<Shared>,
+    head: &Head,
+    reader: &mut Reader,
+    out: &Out,
+    keep_alive: bool,
+) -> Outcome {
+    if let Err(refusal) = sh.access.check(head) {
+        log::debug!(
+            "MCP over HTTP: {} {} refused: {}",
+            head.method,
+            head.path,
+            refusal.message()
+        );
+        let mut response = Response::json(
+            refusal.status(),
+            error_body(None, -32600, refusal.message()),
+        );
+        if matches!(refusal, super::access::Refusal::Unauthorized { wrong } if !wrong) {
+            response = response.with("WWW-Authenticate", "Bearer realm=\"cdp-supervisor\"");
+        } else if matches!(refusal, super::access::Refusal::Unauthorized { .. }) {
+            response = response.with(
+                "WWW-Authenticate",
+                "Bearer realm=\"cdp-supervisor\", error=\"invalid_token\"",
+            );
+        }
+        // Nothing of a refused request is read further.
+        return Outcome::Now {
+            response,
+            close: true,
+        };
+    }
+    if head.path != ENDPOINT {
+        return before_body(
+            head,
+            Response::json(
+                404,
+                error_body(
+                    None,
+                    -32601,
+                    &format!("not found: the MCP endpoint is {ENDPOINT}"),
+                ),
+            ),
+        );
+    }
+    match head.method.as_str() {
+        "POST" => post(sh, head, reader, out, keep_alive),
+        "DELETE" => before_body(head, delete(sh, head)),
+        _ => before_body(
+            head,
+            Response::json(
+                405,
+                error_body(
+                    None,
+                    -32600,
+                    "method not allowed: send JSON-RPC messages with POST (this server offers \
+                     no standalone event stream; DELETE ends a 2025-11-25 session)",
+                ),
+            )
+            .with("Allow", "POST, DELETE"),
+        ),
+    }
+}
+
+fn delete(sh: &Shared, head: &Head) -> Response {
+    match head.text("mcp-session-id") {
+        None => Response::json(
+            400,
+            error_body(None, -32600, "bad request: DELETE needs an Mcp-Session-Id"),
+        ),
+        Some(id) => match sh.sessions.remove(id) {
+            Some(channel) => {
+                sh.mcp.inner.pool.cancel_channel(channel);
+                Response::empty(200)
+            }
+            None => Response::json(404, error_body(None, -32600, "no such session")),
+        },
+    }
+}
+
+/// Whether an `Accept` value admits JSON or an event stream (absent: anything goes).
+fn accepts_ours(head: &Head) -> bool {
+    head.text("accept").is_none_or(|a| {
+        a.split(',').any(|t| {
+            let t = t
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            matches!(
+                t.as_str(),
+                "application/json" | "text/event-stream" | "application/*" | "text/*" | "*/*"
+            )
+        })
+    })
+}
+
+fn post(
+    sh: &Arc<Shared>,
+    head: &Head,
+    reader: &mut Reader,
+    out: &Out,
+    keep_alive: bool,
+) -> Outcome {
+    let json = head.text("content-type").is_some_and(|t| {
+        t.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if !json {
+        return before_body(
+            head,
+            Response::json(
+                415,
+                error_body(
+                    None,
+                    -32600,
+                    "unsupported media type: POST one JSON-RPC message with Content-Type: application/json",
+                ),
+            ),
+        );
+    }
+    if !accepts_ours(head) {
+        return before_body(
+            head,
+            Response::json(
+                406,
+                error_body(
+                    None,
+                    -32600,
+                    "not acceptable: answers are application/json or text/event-stream",
+                ),
+            ),
+        );
+    }
+    if head
+        .text("expect")
+        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+    {
+        send(out, b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    let body = match reader.body(head, MAX_LINE, sh.options.body_timeout) {
+        Ok(b) => b,
+        Err(e) => {
+            log::debug!("MCP over HTTP: {}", e.why);
+            let response = Response::json(e.status.unwrap_or(400), error_body(None, -32600, e.why));
+            return Outcome::Now {
+                response,
+                close: true,
+            };
+        }
+    };
+    let session = head.text("mcp-session-id");
+    match rpc::classify(&body) {
+        None => now(Response::json(
+            400,
+            error_body(
+                None,
+                rpc::code::PARSE_ERROR,
+                "parse error: the body is empty",
+            ),
+        )),
+        Some(Incoming::Invalid(answer)) => now(Response::json(400, answer)),
+        Some(Incoming::Response) => now(Response::empty(202)),
+        Some(Incoming::Notification {
+            method, request_id, ..
+        }) => {
+            if let Some(id) = session {
+                match sh.sessions.get(id) {
+                    Some((channel, _)) => {
+                        sh.mcp
+                            .inner
+                            .notification(channel, &method, request_id.as_ref())
+                    }
+                    None => return now(no_session(None)),
+                }
+            }
+            now(Response::empty(202))
+        }
+        Some(Incoming::Unreadable { id, method, why }) => {
+            let line = unreadable(&id, &method, &why);
+            let status = if session.is_some() {
+                200
+            } else {
+                modern_status(&line)
+            };
+            now(Response::json(status, line))
+        }
+        Some(Incoming::Request { id, method, params }) => {
+            request(sh, head, out, keep_alive, id, &method, &params)
+        }
+    }
+}
+
+fn no_session(id: Option<&Id>) -> Response {
+    Response::json(
+        404,
+        error_body(
+            id,
+            -32600,
+            "session not found (it ended, or the server restarted): send initialize again",
+        ),
+    )
+}
+
+/// The protocol version a request's `_meta` names (`Some(None)`: `_meta` has the key but it is
+/// no string).
+fn meta_version(params: &Value) -> Option<Option<&str>> {
+    params.get("_meta")?.get(META_VERSION).map(|v| v.as_str())
+}
+
+fn request(
+    sh: &Arc<Shared>,
+    head: &Head,
+    out: &Out,
+    keep_alive: bool,
+    id: Id,
+    method: &str,
+    params: &Value,
+) -> Outcome {
+    let header_version = head.text("mcp-protocol-version");
+    let session = head.text("mcp-session-id");
+    if method == "initialize" && session.is_none() && meta_version(params).is_none() {
+        // The handshake (with the 2026-07-28 envelope it is a removed method: `protocol`).
+        return initialize(sh, id, params);
+    }
+    let stateless = meta_version(params).is_some()
+        || header_version.is_some_and(|v| MODERN_VERSIONS.contains(&v));
+    if stateless {
+        if let Err(why) = mirrored_headers_match(head, method, params) {
+            return now(Response::json(
+                400,
+                error_body(
+                    Some(&id),
+                    HEADER_MISMATCH,
+                    &format!("header mismatch: {why}"),
+                ),
+            ));
+        }
+        if meta_version(params).is_none() {
+            // A 2026-07-28 header on a body without the envelope: not a request of any era.
+            return now(Response::json(
+                400,
+                error_body(
+                    Some(&id),
+                    rpc::code::INVALID_PARAMS,
+                    &format!(
+                        "invalid params: a {} request carries params._meta[\"{META_VERSION}\"] \
+                         and params._meta[\"io.modelcontextprotocol/clientCapabilities\"]",
+                        MODERN_VERSIONS[0]
+                    ),
+                ),
+            ));
+        }
+        let x = Exchange {
+            transport: Transport::Http,
+            channel: sh.channel(),
+            legacy: None,
+            stream: None,
+        };
+        if method == "subscriptions/listen" {
+            return listen(sh, out, keep_alive, x, id, params);
+        }
+        return dispatch(sh, out, keep_alive, x, id, method, params, true);
+    }
+    if let Some(sid) = session {
+        let Some((channel, legacy)) = sh.sessions.get(sid) else {
+            return now(no_session(Some(&id)));
+        };
+        let version = legacy.version().unwrap_or(LEGACY_VERSIONS[0]);
+        if let Some(v) = header_version
+            && v != version
+        {
+            return now(Response::json(
+                400,
+                error_body(
+                    Some(&id),
+                    -32600,
+                    &format!(
+                        "bad request: MCP-Protocol-Version {v:?} is not this session's version ({version})"
+                    ),
+                ),
+            ));
+        }
+        // No stream: this server keeps no standalone stream (GET is 405), and a session's
+        // notifications/message would carry every task's events to every session.
+        let x = Exchange {
+            transport: Transport::Http,
+            channel,
+            legacy: Some(legacy),
+            stream: None,
+        };
+        return dispatch(sh, out, keep_alive, x, id, method, params, false);
+    }
+    now(Response::json(
+        400,
+        error_body(
+            Some(&id),
+            -32600,
+            &format!(
+                "bad request: no Mcp-Session-Id: send initialize first (MCP {}), or send \
+                 MCP {} requests with params._meta[\"{META_VERSION}\"] and the \
+                 MCP-Protocol-Version header",
+                LEGACY_VERSIONS[0], MODERN_VERSIONS[0]
+            ),
+        ),
+    ))
+}
+
+/// A legacy `initialize`: answered at once; a successful one starts a session.
+fn initialize(sh: &Arc<Shared>, id: Id, params: &Value) -> Outcome {
+    let legacy = Arc::new(LegacySession::default());
+    let x = Exchange {
+        transport: Transport::Http,
+        channel: sh.channel(),
+        legacy: Some(Arc::clone(&legacy)),
+        stream: None,
+    };
+    let answer = sh.mcp.inner.answer(
+        &id,
+        "initialize",
+        params,
+        &x,
+        &crate::cancel::CancelToken::new(),
+    );
+    let line = answer.line.unwrap_or_default();
+    if legacy.version().is_none() {
+        return now(Response::json(200, line));
+    }
+    match sh.sessions.create(x.channel, legacy) {
+        Ok(session) => now(Response::json(200, line).with("Mcp-Session-Id", session)),
+        Err(why) => now(Response::json(
+            500,
+            error_body(Some(&id), -32603, &format!("cannot start a session: {why}")),
+        )),
+    }
+}
+
+/// Opens a `subscriptions/listen` stream on this POST's connection.
+fn listen(
+    sh: &Arc<Shared>,
+    out: &Out,
+    keep_alive: bool,
+    mut x: Exchange,
+    id: Id,
+    params: &Value,
+) -> Outcome {
+    let (tx, ended) = bounded(1);
+    let sink = Arc::new(StreamSink {
+        out: Arc::clone(out),
+        keep_alive,
+        state: Mutex::new((false, false)),
+        ended: tx,
+    });
+    x.stream = Some(Arc::clone(&sink) as Arc<dyn Sink>);
+    let answer = sh.mcp.inner.answer(
+        &id,
+        "subscriptions/listen",
+        params,
+        &x,
+        &crate::cancel::CancelToken::new(),
+    );
+    if answer.line.is_some() {
+        // Refused (a bad filter, too many streams): a plain answer, nothing was streamed.
+        return Outcome::Answered {
+            answer,
+            modern: true,
+        };
+    }
+    Outcome::Stream {
+        channel: x.channel,
+        ended,
+    }
+}
+
+/// Checks the headers a 2026-07-28 request mirrors from its body.
+fn mirrored_headers_match(head: &Head, method: &str, params: &Value) -> Result<(), String> {
+    for name in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
+        if head.count(name) > 1 {
+            return Err(format!("{name} is sent more than once"));
+        }
+    }
+    let header_version = head.text("mcp-protocol-version");
+    match (meta_version(params), header_version) {
+        (_, None) => return Err("the MCP-Protocol-Version header is missing".into()),
+        (Some(Some(body)), Some(h)) if body != h => {
+            return Err(format!(
+                "MCP-Protocol-Version {h:?} does not match params._meta's {body:?}"
+            ));
+        }
+        _ => {}
+    }
+    match head.text("mcp-method") {
+        None => return Err("the Mcp-Method header is missing".into()),
+        Some(m) if m != method => {
+            return Err(format!(
+                "Mcp-Method {m:?} does not match the method {method:?}"
+            ));
+        }
+        Some(_) => {}
+    }
+    let named = match method {
+        "tools/call" | "prompts/get" => params.get("name"),
+        "resources/read" => params.get("uri"),
+        _ => None,
+    };
+    if let Some(body_name) = named.and_then(Value::as_str) {
+        match head.text("mcp-name").map(decode_header_value) {
+            None => return Err("the Mcp-Name header is missing".into()),
+            Some(Some(h)) if h == body_name => {}
+            Some(_) => {
+                return Err(format!(
+                    "Mcp-Name does not match the request's name {body_name:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A header value as 2026-07-28 encodes it: as is, or `=?base64?...?=` (`None`: a broken
+/// encoding, which matches nothing).
+fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        None => Some(value.to_string()),
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+    }
+}
+
+/// The HTTP status of a 2026-07-28 answer: its JSON-RPC error code decides.
+fn modern_status(line: &str) -> u16 {
+    #[derive(Deserialize)]
+    struct Reply {
+        error: Option<Code>,
+    }
+    #[derive(Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    match serde_json::from_str::<Reply>(line) {
+        Ok(Reply {
+            error: Some(Code { code }),
+        }) => match code {
+            -32601 => 404,
+            -32700 | -32600 | -32602 | -32020 | -32021 | -32022 => 400,
+            _ => 200,
+        },
+        _ => 200,
+    }
+}
+
+/// Runs a request through the server: at once, or on a worker that writes the answer.
+#[allow(clippy::too_many_arguments)]
+fn dispatch(
+    sh: &Arc<Shared>,
+    out: &Out,
+    keep_alive: bool,
+    x: Exchange,
+    id: Id,
+    method: &str,
+    params: &Value,
+    modern: bool,
+) -> Outcome {
+    let (tx, rx) = bounded(1);
+    let responder = Responder {
+        out: Arc::clone(out),
+        keep_alive,
+        modern,
+        done: tx,
+    };
+    let key = (x.channel, id.key());
+    let inner: &Arc<Inner> = &sh.mcp.inner;
+    let reply = Box::new(move |answer: Answer| responder.answer(answer));
+    match Inner::serve_with(inner, id, method, params, &x, reply) {
+        Some(answer) => Outcome::Answered { answer, modern },
+        None => Outcome::Later { key, done: rx },
+    }
+}
+
+/// Writes a worker's answer on the request's connection.
+struct Responder {
+    out: Out,
+    keep_alive: bool,
+    modern: bool,
+    /// Sent `true` once written (`false`: the write failed); dropped unsent when the call was
+    /// cancelled.
+    done: Sender<bool>,
+}
+
+impl Responder {
+    fn answer(self, answer: Answer) {
+        let written = write_answer(&self.out, answer, self.modern, self.keep_alive);
+        let _ = self.done.send(written);
+    }
+}

@@ -1,0 +1,769 @@
+//! The HTTP server in process, driven with raw HTTP/1.1 over TCP: the access rules, keep-alive,
+//! deadlines and caps, legacy sessions, the 2026-07-28 header checks, tasks per client (on the
+//! fake browser), a call cancelled by its client leaving, and shutdown with a call in flight.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::fake::{FakeBrowser, Rule};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// An answer as the client reads it.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: HashMap<String, String>,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+}
+
+/// One client connection.
+struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    host: String,
+}
+
+impl Client {
+    fn new(server: &HttpServer) -> Client {
+        let stream = TcpStream::connect(server.local_addr()).unwrap();
+        stream.set_read_timeout(Some(WAIT)).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+            host: server.local_addr().to_string(),
+        }
+    }
+
+    fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) {
+        let mut req = format!("{method} {path} HTTP/1.1\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            req.push_str(&format!("Host: {}\r\n", self.host));
+        }
+        for (n, v) in headers {
+            req.push_str(&format!("{n}: {v}\r\n"));
+        }
+        if method == "POST" {
+            req.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        self.stream.write_all(req.as_bytes()).unwrap();
+    }
+
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 8192];
+        match self.stream.read(&mut chunk) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                true
+            }
+        }
+    }
+
+    /// The next answer; `None` when the server closed the connection first.
+    fn read(&mut self) -> Option<Reply> {
+        let end = loop {
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i;
+            }
+            if !self.fill() {
+                return None;
+            }
+        };
+        let head = String::from_utf8(self.buf[..end].to_vec()).unwrap();
+        self.buf.drain(..end + 4);
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap()[9..12].parse().unwrap();
+        let headers: HashMap<String, String> = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+            .collect();
+        let len: usize = headers
+            .get("content-length")
+            .map_or(0, |l| l.parse().unwrap());
+        while self.buf.len() < len {
+            assert!(self.fill(), "the body ended early");
+        }
+        let body = String::from_utf8(self.buf.drain(..len).collect()).unwrap();
+        Some(Reply {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    fn post(&mut self, headers: &[(&str, &str)], body: &Value) -> Reply {
+        self.send("POST", ENDPOINT, headers, &body.to_string());
+        self.read().expect("an answer")
+    }
+
+    /// True once the server has closed the connection (within `WAIT`).
+    fn closed(&mut self) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < WAIT {
+            if !self.fill() {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn start(config: Config, options: HttpOptions) -> HttpServer {
+    HttpServer::start(config, options.with_addr("127.0.0.1:0")).expect("the server starts")
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+/// A 2026-07-28 request and its mirrored headers.
+fn modern(id: u64, method: &str, params: Value) -> (Value, Vec<(&'static str, String)>) {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut headers = vec![
+        ("MCP-Protocol-Version", "2026-07-28".to_string()),
+        ("Mcp-Method", method.to_string()),
+    ];
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        headers.push(("Mcp-Name", name.to_string()));
+    }
+    (
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        headers,
+    )
+}
+
+fn post_modern(c: &mut Client, id: u64, method: &str, params: Value) -> Reply {
+    let (body, headers) = modern(id, method, params);
+    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    c.post(&h, &body)
+}
+
+fn tool(c: &mut Client, id: u64, name: &str, args: Value) -> Value {
+    let r = post_modern(
+        c,
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": args}),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    r.json()["result"]["structuredContent"].clone()
+}
+
+#[test]
+fn host_origin_and_token_rules_hold_before_anything_else() {
+    let server = start(
+        Config::default().with_allowed_hosts(["mcp.example.test"]),
+        HttpOptions::default().with_token(Some("tok-42".into())),
+    );
+    let port = server.local_addr().port();
+    let own = format!("localhost:{port}");
+    let auth = ("Authorization", "Bearer tok-42");
+
+    let r = Client::new(&server).post(&[("Host", "evil.example:80"), auth], &initialize());
+    assert_eq!(r.status, 403, "{r:?}");
+    let r = Client::new(&server).post(
+        &[("Host", &own), ("Origin", "http://evil.example"), auth],
+        &initialize(),
+    );
+    assert_eq!(r.status, 403, "{r:?}");
+    let r = Client::new(&server).post(&[("Host", &own)], &initialize());
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(r.header("www-authenticate").unwrap().starts_with("Bearer"));
+    let r = Client::new(&server).post(
+        &[("Host", &own), ("Authorization", "Bearer tok-43")],
+        &initialize(),
+    );
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(!r.body.contains("tok-4"), "{r:?}");
+    // Even an unknown path needs the token.
+    let mut c = Client::new(&server);
+    c.send("GET", "/elsewhere", &[("Host", &own)], "");
+    assert_eq!(c.read().unwrap().status, 401);
+
+    let mut c = Client::new(&server);
+    let r = c.post(
+        &[("Host", &own), ("Origin", &format!("http://{own}")), auth],
+        &initialize(),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.header("mcp-session-id").is_some_and(|s| s.len() == 32));
+    let r = c.post(&[("Host", "mcp.example.test"), auth], &initialize());
+    assert_eq!(r.status, 200, "an allowed host: {r:?}");
+    let r = c.post(&[("Host", &format!("[::1]:{port}")), auth], &initialize());
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[test]
+fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
+    let server = start(Config::default(), HttpOptions::default());
+    let mut c = Client::new(&server);
+    let init = c.post(&[], &initialize());
+    let session = init.header("mcp-session-id").unwrap().to_string();
+    let s = [("Mcp-Session-Id", session.as_str())];
+    assert_eq!(
+        c.post(
+            &s,
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .status,
+        202
+    );
+    for id in 2..12 {
+        let r = c.post(
+            &s,
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}),
+        );
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["id"], id);
+        assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 5);
+    }
+    c.send("GET", ENDPOINT, &[], "");
+    let r = c.read().unwrap();
+    assert_eq!((r.status, r.header("allow")), (405, Some("POST, DELETE")));
+    c.send("GET", "/nothing-here", &[], "");
+    assert_eq!(c.read().unwrap().status, 404);
+    // A request of a session that ended, or none at all.
+    let r = c.post(
+        &[("Mcp-Session-Id", "0000")],
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    );
+    assert_eq!(r.status, 404, "{r:?}");
+    let r = c.post(
+        &[],
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    );
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(r.body.contains("initialize"), "{r:?}");
+    let r = c.post(
+        &[
+            ("Mcp-Session-Id", &session),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    );
+    assert_eq!(r.status, 400, "another version than the session's: {r:?}");
+    c.send("POST", ENDPOINT, &[], "{not json");
+    let r = c.read().unwrap();
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (400, json!(-32700))
+    );
+    c.send("DELETE", ENDPOINT, &s, "");
+    assert_eq!(c.read().unwrap().status, 200);
+    let r = c.post(
+        &s,
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+    );
+    assert_eq!(r.status, 404, "the session ended: {r:?}");
+
+    // A body of another type is refused, and the connection closes (its body is unread).
+    let mut c = Client::new(&server);
+    c.stream
+        .write_all(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nhi",
+                c.host
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(c.read().unwrap().status, 415);
+    assert!(c.closed());
+}
+
+#[test]
+fn trickling_and_oversized_requests_are_cut_off() {
+    let server = start(
+        Config::default(),
+        HttpOptions::default()
+            .with_header_timeout(Duration::from_millis(300))
+            .with_body_timeout(Duration::from_millis(300)),
+    );
+    let mut c = Client::new(&server);
+    c.stream.write_all(b"POST /mcp HTTP/1.1\r\nHo").unwrap();
+    let t = Instant::now();
+    let r = c.read().expect("an answer before the close");
+    assert_eq!(r.status, 408);
+    assert!(c.closed());
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+    let mut c = Client::new(&server);
+    c.stream
+        .write_all(
+            format!(
+                "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                c.host,
+                crate::mcp::MAX_LINE + 1
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    assert_eq!(c.read().unwrap().status, 413);
+}
+
+#[test]
+fn a_stateless_request_must_mirror_its_body_in_its_headers() {
+    let server = start(Config::default(), HttpOptions::default());
+    let mut c = Client::new(&server);
+    let (body, _) = modern(5, "tools/list", json!({}));
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (&[("Mcp-Method", "tools/list")], "MCP-Protocol-Version"),
+        (
+            &[
+                ("MCP-Protocol-Version", "2025-11-25"),
+                ("Mcp-Method", "tools/list"),
+            ],
+            "does not match",
+        ),
+        (&[("MCP-Protocol-Version", "2026-07-28")], "Mcp-Method"),
+        (
+            &[
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+            ],
+            "Mcp-Method",
+        ),
+    ];
+    for (headers, says) in cases {
+        let r = c.post(headers, &body);
+        assert_eq!(r.status, 400, "{headers:?}: {r:?}");
+        assert_eq!(r.json()["error"]["code"], -32020, "{r:?}");
+        assert_eq!(r.json()["id"], 5);
+        assert!(r.body.contains(says), "{says}: {r:?}");
+    }
+    let (call, _) = modern(
+        6,
+        "tools/call",
+        json!({"name": "browser_snapshot", "arguments": {"task_id": "x"}}),
+    );
+    let base = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+    ];
+    let r = c.post(&[base[0], base[1], ("Mcp-Name", "browser_cdp")], &call);
+    assert_eq!(r.status, 400, "{r:?}");
+    // The base64 form of the name is the same name.
+    let r = c.post(
+        &[
+            base[0],
+            base[1],
+            ("Mcp-Name", "=?base64?YnJvd3Nlcl9zbmFwc2hvdA==?="),
+        ],
+        &call,
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["result"]["isError"], true, "no such task: {r:?}");
+    // The handshake is no 2026-07-28 method: 404 with -32601, and no session.
+    let r = post_modern(&mut c, 9, "initialize", initialize()["params"].clone());
+    assert_eq!(
+        (r.status, r.json()["error"]["code"].clone()),
+        (404, json!(-32601)),
+        "{r:?}"
+    );
+    assert!(r.header("mcp-session-id").is_none(), "{r:?}");
+    // A session id on a stateless request is ignored.
+    let r = c.post(
+        &[
+            base[0],
+            base[1],
+            ("Mcp-Name", "browser_snapshot"),
+            ("Mcp-Session-Id", "nope"),
+        ],
+        &call,
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[test]
+fn clients_that_name_no_task_get_fresh_tasks_of_their_own() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let (mut a, mut b) = (Client::new(&server), Client::new(&server));
+    let ta = tool(&mut a, 1, "browser_connect", json!({}));
+    let tb = tool(&mut b, 1, "browser_connect", json!({}));
+    let (ta, tb) = (
+        ta["task_id"].as_str().unwrap(),
+        tb["task_id"].as_str().unwrap(),
+    );
+    assert_ne!(ta, tb);
+    for t in [ta, tb] {
+        assert!(t.starts_with("task-") && t.len() == 37, "{t}");
+        assert!(server.mcp().registry().get(t).is_some());
+    }
+    for name in [
+        "browser_snapshot",
+        "browser_dialog",
+        "browser_cdp",
+        "browser_disconnect",
+    ] {
+        let out = tool(
+            &mut a,
+            2,
+            name,
+            json!({"action": "accept", "method": "Page.enable"}),
+        );
+        assert_eq!(out["success"], false, "{name}: {out}");
+        assert!(
+            out["error"]
+                .as_str()
+                .unwrap()
+                .contains("task_id is required"),
+            "{name}: {out}"
+        );
+    }
+    let snap = tool(&mut a, 3, "browser_snapshot", json!({"task_id": ta}));
+    assert!(
+        snap["success"] != false && snap.get("frame_tree").is_some(),
+        "{snap}"
+    );
+    let bye = tool(&mut b, 3, "browser_disconnect", json!({"task_id": tb}));
+    assert_eq!(bye["stopped"], true, "{bye}");
+    assert!(server.mcp().registry().get(ta).is_some(), "a's task is a's");
+}
+
+#[test]
+fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Runtime.evaluate", Rule::Ignore);
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let pool = &server.mcp().inner.pool;
+    let mut c = Client::new(&server);
+    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hang = json!({"name": "browser_cdp", "arguments": {
+        "task_id": task, "method": "Runtime.evaluate", "params": {"expression": "1"}, "timeout_s": 60}});
+    let (body, headers) = modern(2, "tools/call", hang.clone());
+    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    c.send("POST", ENDPOINT, &h, &body.to_string());
+    let running = crate::deadline::Deadline::after(WAIT);
+    while pool.in_flight() != 1 {
+        assert!(!running.passed(), "the call never started");
+        std::thread::yield_now();
+    }
+    drop(c);
+    let cancelled = crate::deadline::Deadline::after(Duration::from_secs(2));
+    while pool.in_flight() != 0 {
+        assert!(!cancelled.passed(), "the call outlived its client");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // Another call in flight, then shutdown: no answer, the connection closes.
+    let mut c = Client::new(&server);
+    c.send("POST", ENDPOINT, &h, &body.to_string());
+    let running = crate::deadline::Deadline::after(WAIT);
+    while pool.in_flight() != 1 {
+        assert!(!running.passed(), "the call never started");
+        std::thread::yield_now();
+    }
+    let t = Instant::now();
+    server.shutdown();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(c.read().is_none(), "a call in flight got an answer");
+    assert!(
+        TcpStream::connect(server.local_addr()).is_err() || {
+            // The port may still accept for a moment; nothing answers there.
+            let mut late = Client::new(&server);
+            late.send("POST", ENDPOINT, &[], &initialize().to_string());
+            late.read().is_none()
+        }
+    );
+}
+
+#[test]
+fn connections_past_the_limit_are_answered_503() {
+    let server = start(
+        Config::default(),
+        HttpOptions::default().with_max_connections(2),
+    );
+    let mut held: Vec<Client> = (0..2).map(|_| Client::new(&server)).collect();
+    for c in &mut held {
+        assert_eq!(c.post(&[], &initialize()).status, 200);
+    }
+    let mut third = Client::new(&server);
+    assert_eq!(third.read().expect("a 503").status, 503);
+    drop(held);
+    let again = crate::deadline::Deadline::after(WAIT);
+    loop {
+        let mut c = Client::new(&server);
+        c.send("POST", ENDPOINT, &[], &initialize().to_string());
+        if c.read().is_some_and(|r| r.status == 200) {
+            break;
+        }
+        assert!(!again.passed(), "the places never came back");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn addresses_default_to_loopback_and_port_8737() {
+    assert_eq!(resolve("9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
+    assert_eq!(
+        resolve("127.0.0.1").unwrap(),
+        "127.0.0.1:8737".parse().unwrap()
+    );
+    assert_eq!(resolve("[::1]").unwrap(), "[::1]:8737".parse().unwrap());
+    assert_eq!(resolve("[::1]:7").unwrap(), "[::1]:7".parse().unwrap());
+    assert!(resolve(DEFAULT_ADDR).unwrap().ip().is_loopback());
+    assert!(resolve("localhost:1").unwrap().ip().is_loopback());
+    let e = resolve("no such host name.invalid:1").unwrap_err();
+    assert!(e.to_string().contains("mcp --http"), "{e}");
+}
+
+#[test]
+fn a_public_address_without_a_token_refuses_to_start() {
+    let e = HttpServer::start(
+        Config::default(),
+        HttpOptions::default().with_addr("0.0.0.0:0"),
+    )
+    .unwrap_err();
+    let t = e.to_string();
+    assert!(
+        t.contains("without a token") && t.contains(TOKEN_ENV),
+        "{t}"
+    );
+    let e = HttpServer::start(
+        Config::default(),
+        HttpOptions::default()
+            .with_addr("127.0.0.1:0")
+            .with_token(Some(String::new())),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    // With a token it starts, and Debug never shows the token.
+    let server = HttpServer::start(
+        Config::default(),
+        HttpOptions::default()
+            .with_addr("0.0.0.0:0")
+            .with_token(Some("tok-123".into())),
+    )
+    .expect("a token allows a public address");
+    assert!(!format!("{server:?}").contains("tok-123"));
+    server.shutdown();
+}
+
+impl Client {
+    /// The head of the next answer (status and headers), its body left unread.
+    fn read_head(&mut self) -> (u16, HashMap<String, String>) {
+        let end = loop {
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i;
+            }
+            assert!(self.fill(), "the connection closed before a head");
+        };
+        let head = String::from_utf8(self.buf[..end].to_vec()).unwrap();
+        self.buf.drain(..end + 4);
+        let mut lines = head.split("\r\n");
+        let status = lines.next().unwrap()[9..12].parse().unwrap();
+        let headers = lines
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
+            .collect();
+        (status, headers)
+    }
+
+    /// The next event of a chunked SSE body, as JSON; `None` at its last chunk.
+    fn next_event(&mut self) -> Option<Value> {
+        let line_end = loop {
+            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                break i;
+            }
+            assert!(self.fill(), "the stream ended without its last chunk");
+        };
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&self.buf[..line_end]).unwrap().trim(),
+            16,
+        )
+        .unwrap();
+        while self.buf.len() < line_end + 2 + size + 2 {
+            assert!(self.fill(), "a chunk ended early");
+        }
+        let chunk: Vec<u8> = self.buf.drain(..line_end + 2 + size + 2).collect();
+        if size == 0 {
+            return None;
+        }
+        let text = String::from_utf8(chunk[line_end + 2..line_end + 2 + size].to_vec()).unwrap();
+        let data = text
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap_or_else(|| panic!("no data in {text:?}"));
+        Some(serde_json::from_str(data).unwrap())
+    }
+}
+
+/// Posts a 2026-07-28 request with `_meta` additions.
+fn send_modern(c: &mut Client, id: u64, method: &str, params: Value, meta: Value) {
+    let (mut body, headers) = modern(id, method, params);
+    for (k, v) in meta.as_object().unwrap() {
+        body["params"]["_meta"][k] = v.clone();
+    }
+    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    c.send("POST", ENDPOINT, &h, &body.to_string());
+}
+
+#[test]
+fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Runtime.evaluate", Rule::Ignore);
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let mut c = Client::new(&server);
+    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Without the opt-in: one JSON body, even when a dialog opens during the call.
+    for (id, meta) in [
+        (2, json!({})),
+        (3, json!({"io.modelcontextprotocol/logLevel": "info"})),
+    ] {
+        let expression = format!("alert({id})");
+        let call = json!({"name": "browser_cdp", "arguments": {
+            "task_id": task, "method": "Runtime.evaluate", "params": {"expression": expression},
+            "timeout_s": 10}});
+        send_modern(&mut c, id, "tools/call", call, meta.clone());
+        let sent = fake.wait_for_command(
+            |m| m["method"] == "Runtime.evaluate" && m["params"]["expression"] == expression,
+            WAIT,
+        );
+        assert!(sent.is_some(), "the call reached the browser");
+        fake.open_dialog("alert", &format!("hello {id}"), "");
+        let (status, headers) = c.read_head();
+        assert_eq!(status, 200);
+        let events: Vec<Value> = if meta.as_object().unwrap().is_empty() {
+            assert_eq!(headers["content-type"], "application/json", "{headers:?}");
+            let len: usize = headers["content-length"].parse().unwrap();
+            while c.buf.len() < len {
+                assert!(c.fill());
+            }
+            let body: Vec<u8> = c.buf.drain(..len).collect();
+            vec![serde_json::from_slice(&body).unwrap()]
+        } else {
+            assert_eq!(headers["content-type"], "text/event-stream", "{headers:?}");
+            std::iter::from_fn(|| c.next_event()).collect()
+        };
+        let (last, before) = events.split_last().unwrap();
+        assert_eq!(last["id"], id, "{events:?}");
+        assert_eq!(last["result"]["resultType"], "complete", "{last}");
+        if id == 3 {
+            assert!(
+                before
+                    .iter()
+                    .any(|n| n["method"] == "notifications/message"
+                        && n.to_string().contains("hello 3")),
+                "the dialog that opened during the call is logged first: {events:?}"
+            );
+        }
+        assert!(before.iter().all(|n| n.get("id").is_none()), "{events:?}");
+        fake.close_dialog_remotely();
+    }
+    // The connection carries on after the stream.
+    let snap = tool(&mut c, 4, "browser_snapshot", json!({"task_id": task}));
+    assert!(snap.get("frame_tree").is_some(), "{snap}");
+}
+
+#[test]
+fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_server_ends_it() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let mut c = Client::new(&server);
+    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let uri = crate::mcp::resources::uri(&task);
+    let listen = json!({"notifications": {"resourceSubscriptions": [uri]}});
+    let open = |id: u64| {
+        let mut l = Client::new(&server);
+        send_modern(
+            &mut l,
+            id,
+            "subscriptions/listen",
+            listen.clone(),
+            json!({}),
+        );
+        let (status, headers) = l.read_head();
+        assert_eq!(
+            (status, headers["content-type"].as_str()),
+            (200, "text/event-stream")
+        );
+        let ack = l.next_event().expect("the acknowledgement");
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        assert_eq!(
+            ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            id
+        );
+        l
+    };
+    let mut l = open(7);
+    fake.open_dialog("confirm", "sure?", "");
+    let update = l.next_event().expect("an update");
+    assert_eq!(
+        update["method"], "notifications/resources/updated",
+        "{update}"
+    );
+    assert_eq!(update["params"]["uri"], uri.as_str(), "{update}");
+    // The client leaves: its stream is dropped (no writes to a closed socket pile up).
+    drop(l);
+    let listens = server.mcp().inner.notifier.listens();
+    let gone = crate::deadline::Deadline::after(WAIT);
+    while format!("{listens:?}") != "Listens { open: 0 }" {
+        assert!(
+            !gone.passed(),
+            "the stream outlived its client: {listens:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Shutdown ends an open stream with its response and the last chunk.
+    let mut l = open(8);
+    server.shutdown();
+    let end = l.next_event().expect("the response");
+    assert_eq!(
+        (end["id"].clone(), end["result"]["resultType"].clone()),
+        (json!(8), json!("complete")),
+        "{end}"
+    );
+    assert!(l.next_event().is_none(), "the stream's last chunk");
+}
