@@ -80,6 +80,11 @@ pub(crate) fn attach_page(
     deadline: Deadline,
     cancel: Option<&CancelToken>,
 ) -> Result<String, Error> {
+    if matches!(choice, Choice::NewPage) {
+        // No list to choose from: `Target.getTargets` would only cost a reply that grows with
+        // every page the browser holds (issue 24).
+        return attach_new_page(sh, deadline, cancel);
+    }
     let targets = call(
         sh,
         Command::new("Target.getTargets", json!({})),
@@ -106,16 +111,25 @@ pub(crate) fn attach_page(
         Choice::NewPage => None,
     };
     let Some(target_id) = chosen else {
-        let created = create_page(sh, deadline, cancel)?;
-        return match attach_to(sh, &created, deadline, cancel) {
-            Ok(()) => Ok(created),
-            Err(e) => {
-                close_target(sh, &created);
-                Err(e)
-            }
-        };
+        return attach_new_page(sh, deadline, cancel);
     };
     attach_to(sh, &target_id, deadline, cancel).map(|()| target_id)
+}
+
+/// Creates a page and attaches to it; the page is closed again when the attach fails.
+fn attach_new_page(
+    sh: &Shared,
+    deadline: Deadline,
+    cancel: Option<&CancelToken>,
+) -> Result<String, Error> {
+    let created = create_page(sh, deadline, cancel)?;
+    match attach_to(sh, &created, deadline, cancel) {
+        Ok(()) => Ok(created),
+        Err(e) => {
+            close_target(sh, &created);
+            Err(e)
+        }
+    }
 }
 
 /// How long cleaning up after a failed or cancelled attach may wait for the browser: the

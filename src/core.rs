@@ -53,7 +53,7 @@ pub use dialogs::answer_command;
 use frames::Frames;
 use pages::Pages;
 pub(crate) use policy::{ORPHAN_FRAME_HINT, ORPHAN_HINT, UNRESPONSIVE_HINT};
-pub use session::{SessionKind, session_setup};
+pub use session::{SessionKind, auto_attach_params, session_setup};
 use sessions::{Session, Sessions};
 
 /// Something the reader thread must do for the state machine.
@@ -78,6 +78,11 @@ pub struct CoreSettings {
     pub bridge: BridgeMode,
     /// `browser.follow_popups`: follow the pages the task's page opens (issue 14).
     pub follow_popups: bool,
+    /// Whether the supervisor turns browser-level auto-attach on itself to catch those pages.
+    /// False when the registry's popup watcher of the browser hands them over instead
+    /// (`crate::registry::popups`, issue 24): the task's connection then attaches to each one
+    /// and it is followed the same way.
+    pub browser_auto_attach: bool,
 }
 
 /// The single-writer model of one supervisor: the dispatch and the state that is no part's.

@@ -79,8 +79,8 @@
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs, stop) and `supervisor/calls.rs` (the
 //!   call path: routing, the dialog-aware rules, the security policy).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
-//!   under one lock, and a lock-free read path with a per-thread cache
-//!   (`registry/read_cache.rs`).
+//!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
+//!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
 //!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on
@@ -183,7 +183,14 @@ pub mod unversioned {
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
     pub use crate::transport::{ConnectOptions, Transport};
 
-    use crate::{FrameRecord, PendingDialog};
+    use crate::{Config, FrameRecord, PendingDialog, SupervisorRegistry};
+
+    /// A registry whose tasks each follow their popups with browser-level auto-attach on their
+    /// own connection, as before issue 24 (the default registry has one popup watcher per
+    /// browser): what the fake's popup tests model, and the "before" of the fleet measurements.
+    pub fn registry_without_popup_watcher(config: Config) -> SupervisorRegistry {
+        SupervisorRegistry::with_popup_watcher(config, false)
+    }
 
     /// The session that owns a frame's document (routing internals).
     pub fn owner_session(frame: &FrameRecord) -> &str {

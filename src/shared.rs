@@ -17,7 +17,7 @@
 //! (`Supervisor::is_alive`, `is_active`, `ensure_alive`, and through it `tools::live`).
 
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
 use crossbeam_channel::Sender;
@@ -75,6 +75,9 @@ impl StopPhase {
     }
 }
 
+/// Run by the reader thread after each publish (see [`Shared::on_publish`]): it must not block.
+pub(crate) type PublishHook = Box<dyn Fn() + Send + Sync>;
+
 /// State shared by one supervisor's threads.
 pub(crate) struct Shared {
     /// The live connection; replaced by the reader after a reconnect, through
@@ -103,6 +106,9 @@ pub(crate) struct Shared {
     change_lock: Mutex<()>,
     /// Notified after every publish while someone waits.
     changed: Condvar,
+    /// Run after every publish; set once, by [`Shared::on_publish`] (the MCP server's notifier:
+    /// one thread hears every task's changes instead of one `wait_for` thread per task).
+    publish_hook: OnceLock<PublishHook>,
 }
 
 impl Shared {
@@ -125,6 +131,7 @@ impl Shared {
             waiters: AtomicUsize::new(0),
             change_lock: Mutex::new(()),
             changed: Condvar::new(),
+            publish_hook: OnceLock::new(),
         }
     }
 
@@ -211,6 +218,16 @@ impl Shared {
             let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
             self.changed.notify_all();
         }
+        if let Some(hook) = self.publish_hook.get() {
+            hook();
+        }
+    }
+
+    /// Has `hook` run after every publish from now on, on the reader thread (so it must not
+    /// block: a send on an unbounded channel, a flag). False, and `hook` dropped, when one is
+    /// set already.
+    pub fn on_publish(&self, hook: PublishHook) -> bool {
+        self.publish_hook.set(hook).is_ok()
     }
 
     /// Blocks until a published snapshot satisfies `pred` or `deadline` passes; `None` at once

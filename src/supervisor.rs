@@ -149,7 +149,7 @@ impl Supervisor {
         config: &Config,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_with(task_id, cdp_url, config, options, None)
+        Supervisor::start_with(task_id, cdp_url, config, options, None, false)
     }
 
     /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
@@ -167,7 +167,22 @@ impl Supervisor {
         options: StartOptions,
         cancel: &CancelToken,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_with(task_id, cdp_url, config, options, Some(cancel))
+        Supervisor::start_with(task_id, cdp_url, config, options, Some(cancel), false)
+    }
+
+    /// The registry's start: like [`Supervisor::start_cancellable`] (without a cancel when
+    /// `cancel` is `None`). With `popups_elsewhere` the supervisor does not turn browser-level
+    /// auto-attach on: the registry then has its popup watcher hand it its popups, or calls
+    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`).
+    pub(crate) fn start_served(
+        task_id: &str,
+        cdp_url: &str,
+        config: &Config,
+        options: StartOptions,
+        cancel: Option<&CancelToken>,
+        popups_elsewhere: bool,
+    ) -> Result<Arc<Supervisor>, Error> {
+        Supervisor::start_with(task_id, cdp_url, config, options, cancel, popups_elsewhere)
     }
 
     fn start_with(
@@ -176,6 +191,7 @@ impl Supervisor {
         config: &Config,
         options: StartOptions,
         cancel: Option<&CancelToken>,
+        popups_elsewhere: bool,
     ) -> Result<Arc<Supervisor>, Error> {
         crate::task_id::check(task_id)?;
         let cancelled = |during: &str| Error::StartCancelled {
@@ -208,6 +224,7 @@ impl Supervisor {
                 limits: config.limits.clone(),
                 bridge: config.dialog_bridge,
                 follow_popups: config.follow_popups,
+                browser_auto_attach: !popups_elsewhere,
             },
         );
         let first = Snapshot::empty(task_id, &transport.url_redacted);
@@ -288,6 +305,44 @@ impl Supervisor {
         self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Takes over a page the popup watcher holds paused (`crate::registry::popups`): this
+    /// connection attaches to it, and the reader sets it up as a popup it follows (or lets it
+    /// go) before the reply is delivered; then a browser-level round trip proves the browser has
+    /// dispatched that set-up, so the watcher may resume the page.
+    pub(crate) fn adopt_page(&self, target_id: &str, deadline: Deadline) -> Result<(), Error> {
+        let attach = Command::new(
+            "Target.attachToTarget",
+            json!({"targetId": target_id, "flatten": true}),
+        );
+        self.shared.round_trip(attach, deadline)?;
+        self.shared
+            .round_trip(Command::new("Browser.getVersion", json!({})), deadline)?;
+        Ok(())
+    }
+
+    /// Whether this connection's browser knows `target_id` (`Target.getTargetInfo`): a browser
+    /// that answers it (Chromium does) can hand a popup over from the registry's watcher.
+    pub(crate) fn browser_knows(&self, target_id: &str, deadline: Deadline) -> bool {
+        let info = Command::new("Target.getTargetInfo", json!({ "targetId": target_id }));
+        self.shared.round_trip(info, deadline).is_ok()
+    }
+
+    /// Turns browser-level auto-attach on for this connection, when popups are followed: no
+    /// popup watcher hands this task its popups (none could serve it, or it has gone).
+    pub(crate) fn follow_popups_itself(&self) {
+        if self.config.follow_popups {
+            // Answered before it returns: the start it ends says the task follows its popups
+            // from now on (a page the browser holds is only handed over once, at once).
+            let cmd = Command::new("Target.setAutoAttach", crate::core::auto_attach_params());
+            if let Err(e) = self
+                .shared
+                .round_trip(cmd, Deadline::after(Duration::from_secs(2)))
+            {
+                log::debug!("task {}: Target.setAutoAttach: {e}", self.task_id);
+            }
+        }
+    }
+
     /// The task this supervisor serves.
     pub fn task_id(&self) -> &str {
         &self.task_id
@@ -344,6 +399,13 @@ impl Supervisor {
         pred: impl Fn(&Snapshot) -> bool,
     ) -> Option<Arc<Snapshot>> {
         self.shared.wait_for(Deadline::after(timeout), pred)
+    }
+
+    /// Has `hook` run after every publish of a new snapshot, on the reader thread (it must not
+    /// block), including the last one (`stopped`, `dead`). Once per supervisor: false when a
+    /// hook is set already.
+    pub(crate) fn on_publish(&self, hook: crate::shared::PublishHook) -> bool {
+        self.shared.on_publish(hook)
     }
 
     /// Waits until a dialog is pending and returns the first one.

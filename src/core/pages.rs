@@ -25,6 +25,12 @@
 //! handed: those of other clients and tasks, the task's own page again. Nothing waits: each
 //! page costs a few fire-and-forget commands.
 //!
+//! A task of a `SupervisorRegistry` does not turn it on (`CoreSettings::browser_auto_attach`):
+//! the registry's popup watcher of the browser holds each new page paused and has the task's
+//! connection attach to the task's popups (`crate::registry::popups`, issue 24). Such a page
+//! arrives here the same way, a browser-level `Target.attachedToTarget`, only not paused on
+//! this connection, and is followed, watched or let go by the same rules.
+//!
 //! # Past the cap: watched, not followed (SPEC §8 "No silent wedge")
 //!
 //! A popup past `limits.pages_max` may still share the task's renderer (a same-site popup
@@ -244,9 +250,10 @@ impl Pages {
 }
 
 impl Core {
-    /// Turns browser-level auto-attach on (module doc), once the page session is known.
+    /// Turns browser-level auto-attach on (module doc), once the page session is known, unless
+    /// a popup watcher hands this task its pages (`CoreSettings::browser_auto_attach`).
     pub(super) fn follow_popups_from_now(&mut self) {
-        if self.settings.follow_popups {
+        if self.settings.follow_popups && self.settings.browser_auto_attach {
             self.command("Target.setAutoAttach", session::auto_attach_params(), None);
         }
     }

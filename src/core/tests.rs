@@ -26,6 +26,7 @@ fn settings(policy: DialogPolicy, bridge: BridgeMode) -> CoreSettings {
         limits: Limits::default(),
         bridge,
         follow_popups: false,
+        browser_auto_attach: true,
     }
 }
 
@@ -1536,6 +1537,55 @@ fn blocked_by(rx: &Receiver<CallResult>) -> String {
         Error::BlockedByDialog { dialog, .. } => dialog.id,
         other => panic!("expected BlockedByDialog, got {other:?}"),
     }
+}
+
+/// Issue 24: a task whose popups a watcher hands over sends no browser-level auto-attach, and a
+/// popup its own connection attached to (not paused on it: the watcher holds the pause) is
+/// followed like one its own auto-attach handed it.
+#[test]
+fn a_popup_handed_over_by_the_watcher_is_followed_without_browser_level_auto_attach() {
+    let mut sim = Sim::new(CoreSettings {
+        follow_popups: true,
+        browser_auto_attach: false,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": S1}));
+    let out = sim.step();
+    assert!(
+        !out.methods().contains(&("Target.setAutoAttach", None)),
+        "{:?}",
+        out.methods()
+    );
+    sim.event(
+        None,
+        "Target.attachedToTarget",
+        json!({"sessionId": "P2", "waitingForDebugger": false,
+               "targetInfo": {"targetId": "POPUP", "type": "page", "url": "about:blank",
+                              "openerId": PAGE, "canAccessOpener": true}}),
+    );
+    let out = sim.step();
+    let methods = out.methods();
+    for m in [
+        "Page.enable",
+        "Runtime.enable",
+        "Runtime.runIfWaitingForDebugger",
+    ] {
+        assert!(methods.contains(&(m, Some("P2"))), "{m}: {methods:?}");
+    }
+    assert!(
+        !methods.contains(&("Target.detachFromTarget", None)),
+        "{methods:?}"
+    );
+    let snap = sim.snap();
+    let pages: Vec<&str> = snap.pages.iter().map(|p| p.target_id.as_str()).collect();
+    assert_eq!(pages, [PAGE, "POPUP"]);
 }
 
 /// What the call path decides from the published snapshot, for a call made now: the pending

@@ -136,6 +136,7 @@ impl FakeBrowser {
             accepted: 0,
             upgraded_at: Vec::new(),
             new_browser_per_connection: false,
+            auto_attach_pages: false,
             silent: false,
             stop_reading: false,
             shutdown: false,
@@ -292,6 +293,16 @@ impl FakeBrowser {
     /// (`PAGE-n`, a new id), and the earlier pages are gone.
     pub fn set_new_browser_per_connection(&self, on: bool) {
         self.shared.update(|st| st.new_browser_per_connection = on);
+    }
+
+    /// Behave like Chromium on a browser-level `Target.setAutoAttach {autoAttach: true}`: attach
+    /// every page the browser holds to that connection at once (one `Target.attachedToTarget`
+    /// each, with a new session, not waiting for the debugger) before answering, and answer
+    /// `Target.detachFromTarget` (with `Target.detachedFromTarget`) and `Target.getTargetInfo`
+    /// (with which a registry connects its popup watcher). Off by default; the fleet bench turns
+    /// it on to show what a connect costs while the browser holds many pages.
+    pub fn set_auto_attach_pages(&self, on: bool) {
+        self.shared.update(|st| st.auto_attach_pages = on);
     }
 
     /// The ids of the page targets the browser has now.

@@ -154,6 +154,36 @@ fn default_answer(shared: &Shared, conn: &Conn, cmd: &Value) -> Result<Value, Cd
         "Target.createTarget" => Ok(create_target(shared, &params)),
         "Target.closeTarget" => close_target(shared, &params),
         "Target.attachToTarget" => attach_to_target(shared, conn, &params),
+        "Target.setAutoAttach" if session.is_none() && shared.state().auto_attach_pages => {
+            if params.get("autoAttach").and_then(Value::as_bool) == Some(true) {
+                attach_every_page(shared, conn);
+            }
+            Ok(json!({}))
+        }
+        "Target.getTargetInfo" if shared.state().auto_attach_pages => {
+            let target_id = params
+                .get("targetId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match shared.target(target_id) {
+                Some(t) => Ok(json!({"targetInfo": t.info(false)})),
+                None => Err(CdpError::new(-32602, "No target with given id found")),
+            }
+        }
+        "Target.detachFromTarget" if shared.state().auto_attach_pages => {
+            let sid = params
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            match conn.remove_session(sid) {
+                Some(target) => {
+                    let event = json!({"sessionId": sid, "targetId": target});
+                    shared.send_event(conn, None, "Target.detachedFromTarget", event);
+                    Ok(json!({}))
+                }
+                None => Err(CdpError::new(-32602, "No session with given id")),
+            }
+        }
         "Browser.getVersion" => Ok(json!({
             "protocolVersion": "1.3",
             "product": PRODUCT,
@@ -273,6 +303,22 @@ fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Valu
     });
     shared.send_event(conn, None, "Target.attachedToTarget", event);
     Ok(json!({"sessionId": session}))
+}
+
+/// A browser-level auto-attach (`FakeBrowser::set_auto_attach_pages`): every page the browser
+/// holds is attached to `conn`, as Chromium does, each with a session of its own.
+fn attach_every_page(shared: &Shared, conn: &Conn) {
+    let targets = shared.state().targets.clone();
+    for target in targets {
+        let session = shared.new_session_id();
+        conn.add_session(&session, &target.id);
+        let event = json!({
+            "sessionId": session,
+            "targetInfo": target.info(true),
+            "waitingForDebugger": false,
+        });
+        shared.send_event(conn, None, "Target.attachedToTarget", event);
+    }
 }
 
 /// `Page.getFrameTree` for a page target.

@@ -76,6 +76,15 @@ impl Conn {
         lock(&self.sessions).page.clone()
     }
 
+    /// Forgets a session; returns its target.
+    pub(super) fn remove_session(&self, session_id: &str) -> Option<String> {
+        let mut sessions = lock(&self.sessions);
+        if sessions.page.as_deref() == Some(session_id) {
+            sessions.page = None;
+        }
+        sessions.targets.remove(session_id)
+    }
+
     /// Records a new session; the first one on the default page becomes the
     /// page session.
     pub(super) fn add_session(&self, session_id: &str, target_id: &str) {
@@ -104,6 +113,8 @@ pub(super) struct State {
     pub(super) upgraded_at: Vec<Instant>,
     /// Each new WebSocket connection gets a browser of its own: one new page, new ids.
     pub(super) new_browser_per_connection: bool,
+    /// A browser-level `Target.setAutoAttach` attaches every page (`set_auto_attach_pages`).
+    pub(super) auto_attach_pages: bool,
     pub(super) silent: bool,
     pub(super) stop_reading: bool,
     pub(super) shutdown: bool,

@@ -160,6 +160,56 @@ fn attach_flow() {
 }
 
 #[test]
+fn browser_level_auto_attach_hands_over_every_page_when_asked_to() {
+    let fake = FakeBrowser::start().expect("start");
+    let mut c = Client::connect(&fake);
+    c.command(
+        1,
+        "Target.createTarget",
+        json!({"url": "about:blank"}),
+        None,
+    );
+    assert_eq!(c.recv()["id"], 1);
+    // Off (the default): nothing attached.
+    let auto = json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true});
+    c.command(2, "Target.setAutoAttach", auto.clone(), None);
+    assert_eq!(c.recv()["id"], 2);
+
+    fake.set_auto_attach_pages(true);
+    c.command(3, "Target.setAutoAttach", auto, None);
+    let mut attached = Vec::new();
+    let reply = loop {
+        let m = c.recv();
+        if m["method"] == "Target.attachedToTarget" {
+            assert_eq!(m["params"]["waitingForDebugger"], false);
+            attached.push((
+                m["params"]["sessionId"].as_str().expect("sid").to_string(),
+                m["params"]["targetInfo"]["targetId"].clone(),
+            ));
+        } else {
+            break m;
+        }
+    };
+    assert_eq!(reply["id"], 3);
+    let targets: Vec<&Value> = attached.iter().map(|(_, t)| t).collect();
+    assert_eq!(targets, [DEFAULT_PAGE_ID, "PAGE-2"]);
+
+    let (sid, target) = attached[1].clone();
+    c.command(
+        4,
+        "Target.detachFromTarget",
+        json!({"sessionId": sid}),
+        None,
+    );
+    let event = c.recv();
+    assert_eq!(event["method"], "Target.detachedFromTarget");
+    assert_eq!(event["params"]["targetId"], target);
+    assert_eq!(c.recv()["id"], 4);
+    c.command(5, "Page.enable", json!({}), Some(&sid));
+    assert_eq!(c.recv()["error"]["code"], -32001);
+}
+
+#[test]
 fn dialog_flow() {
     let fake = FakeBrowser::start().expect("start");
     let mut c = Client::connect(&fake);

@@ -12,15 +12,19 @@
 //!   (`cdp-supervisor://tasks/{task_id}`, see `resources`) on the `subscriptions/listen`
 //!   streams that asked for it (`listen`), with the event in our `_meta` key.
 //!
-//! One watcher thread per connected supervisor blocks in [`Supervisor::wait_for`] until the
-//! next publish (no polling; an idle task costs no wake-ups beyond a 10-minute re-check), diffs
-//! the new snapshot against the last one it saw ([`changes`]) and publishes what an agent
-//! should hear about. It ends with its supervisor.
+//! The server adds no thread per task (issue 24): each connected supervisor gets a publish hook
+//! (`Supervisor::on_publish`) that, run on its reader thread, puts the task's key on one
+//! unbounded channel (at most once until the notifier has looked: a flag per task coalesces a
+//! burst of publishes). The one `mcp-notify` thread, started with the first watch, blocks on
+//! that channel (no polling; idle tasks cost no wake-ups), diffs the task's new snapshot against
+//! the last one it saw ([`changes`]) and publishes what an agent should hear about. A task is
+//! forgotten after its last publish (`stopped`, `dead`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
 
 use serde_json::{Value, json};
 
@@ -122,6 +126,31 @@ pub(crate) struct Notifier {
     legacy: Mutex<Vec<LegacyOutput>>,
     /// The open `subscriptions/listen` streams.
     listens: Listens,
+    /// The notifier thread's queue once `watch` has started it.
+    thread: Mutex<Option<Sender<Wake>>>,
+    /// The next watch's key.
+    next_key: AtomicU64,
+}
+
+/// What the notifier thread is told.
+enum Wake {
+    /// Follow a new supervisor under this key.
+    Watch(u64, Watch),
+    /// The supervisor followed under this key published.
+    Changed(u64),
+    /// The server shuts down.
+    Close,
+}
+
+/// One supervisor the notifier thread follows (owned by that thread).
+struct Watch {
+    task: String,
+    sup: Arc<Supervisor>,
+    /// The last snapshot reported on.
+    last: Arc<Snapshot>,
+    /// Set by the publish hook when it sends [`Wake::Changed`], cleared by the notifier before
+    /// it reads the snapshot.
+    pending: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -140,6 +169,8 @@ impl Notifier {
             watched: Mutex::new(HashMap::new()),
             legacy: Mutex::new(Vec::new()),
             listens: Listens::default(),
+            thread: Mutex::new(None),
+            next_key: AtomicU64::new(0),
         }
     }
 
@@ -177,6 +208,14 @@ impl Notifier {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();
+        if let Some(tx) = self
+            .thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            let _ = tx.send(Wake::Close);
+        }
     }
 
     /// Tells every legacy session that wants it (`logged` events at or above its level) and
@@ -197,8 +236,8 @@ impl Notifier {
         self.listens.push(task, events);
     }
 
-    /// Starts a watcher for `sup` (task `task`) unless one already follows it; a new one tells
-    /// the task's listeners that it is connected.
+    /// Has the notifier thread follow `sup` (task `task`) unless it follows it already; a new
+    /// watch tells the task's listeners that it is connected.
     pub(crate) fn watch(
         self: &Arc<Self>,
         registry: &Arc<SupervisorRegistry>,
@@ -224,34 +263,85 @@ impl Notifier {
         );
         connected.logged = false;
         self.publish(task, &[connected]);
-        let me = Arc::clone(self);
-        let registry = Arc::clone(registry);
-        let sup = Arc::clone(sup);
-        let task = task.to_string();
-        let spawned = std::thread::Builder::new()
-            .name("mcp-watch".into())
-            .stack_size(256 * 1024)
-            .spawn(move || me.follow(&registry, &task, &sup));
-        if let Err(e) = spawned {
-            log::warn!("cannot start the MCP dialog watcher: {e}; dialogs are not pushed");
+        let Some(wakes) = self.wakes(registry) else {
+            return;
+        };
+        let key = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let pending = Arc::new(AtomicBool::new(false));
+        let watch = Watch {
+            task: task.to_string(),
+            sup: Arc::clone(sup),
+            last: sup.snapshot(),
+            pending: Arc::clone(&pending),
+        };
+        // The watch reaches the thread before any wake-up the hook sends (one channel).
+        let _ = wakes.send(Wake::Watch(key, watch));
+        let hook = move || {
+            if !pending.swap(true, Ordering::AcqRel) {
+                let _ = wakes.send(Wake::Changed(key));
+            }
+        };
+        if !sup.on_publish(Box::new(hook)) {
+            log::debug!("task {task}: its supervisor is followed already");
         }
     }
 
-    fn follow(&self, registry: &SupervisorRegistry, task: &str, sup: &Arc<Supervisor>) {
-        let mut last = sup.snapshot();
-        loop {
-            let seen = last.version;
-            match sup.wait_for(Duration::from_secs(600), |s| s.version != seen) {
-                Some(next) => {
-                    self.publish(task, &changes(task, &last, &next, sup.is_alive()));
-                    last = next;
+    /// The notifier thread's queue, starting the thread with the first watch.
+    fn wakes(self: &Arc<Self>, registry: &Arc<SupervisorRegistry>) -> Option<Sender<Wake>> {
+        let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tx) = thread.as_ref() {
+            return Some(tx.clone());
+        }
+        let (tx, rx) = unbounded();
+        let me = Arc::clone(self);
+        let registry = Arc::clone(registry);
+        let spawned = std::thread::Builder::new()
+            .name("mcp-notify".into())
+            .stack_size(256 * 1024)
+            .spawn(move || me.follow(&registry, &rx));
+        if let Err(e) = spawned {
+            log::warn!("cannot start the MCP dialog notifier: {e}; dialogs are not pushed");
+            return None;
+        }
+        *thread = Some(tx.clone());
+        Some(tx)
+    }
+
+    /// The notifier thread: diffs a task's snapshot against the last one it saw whenever the
+    /// task publishes, until the task's last publish or the server's shutdown.
+    fn follow(&self, registry: &SupervisorRegistry, wakes: &Receiver<Wake>) {
+        let mut watches: HashMap<u64, Watch> = HashMap::new();
+        for wake in wakes {
+            let key = match wake {
+                Wake::Close => break,
+                Wake::Watch(key, watch) => {
+                    watches.insert(key, watch);
+                    key // a publish may have come before the hook was set
                 }
-                None if sup.is_alive() => {}
-                None => break,
+                Wake::Changed(key) => key,
+            };
+            let Some(w) = watches.get_mut(&key) else {
+                continue;
+            };
+            // Cleared before reading: a publish from here on sends a new wake-up.
+            w.pending.store(false, Ordering::Release);
+            let next = w.sup.snapshot();
+            if next.state.is_final() {
+                if let Some(w) = watches.remove(&key) {
+                    self.ended(registry, &w, &next);
+                }
+            } else if next.version != w.last.version {
+                let alive = w.sup.is_alive();
+                self.publish(&w.task, &changes(&w.task, &w.last, &next, alive));
+                w.last = next;
             }
         }
-        let end = sup.snapshot();
-        let mut events = changes(task, &last, &end, false);
+    }
+
+    /// A followed supervisor published its last snapshot, `end`.
+    fn ended(&self, registry: &SupervisorRegistry, w: &Watch, end: &Snapshot) {
+        let (task, sup) = (w.task.as_str(), &w.sup);
+        let mut events = changes(task, &w.last, end, false);
         // Stopped on purpose (disconnect, rebind, shutdown): the registry no longer has it.
         let died = registry.get(task).is_some_and(|s| Arc::ptr_eq(&s, sup));
         if died {
@@ -278,9 +368,9 @@ impl Notifier {
             events.push(stopped);
         }
         self.publish(task, &events);
-        let mut w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
-        if w.get(task).is_some_and(|s| Arc::ptr_eq(s, sup)) {
-            w.remove(task);
+        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        if watched.get(task).is_some_and(|s| Arc::ptr_eq(s, sup)) {
+            watched.remove(task);
         }
     }
 }

@@ -8,6 +8,11 @@
 //! sessions it does not know with `-32001`, fine for fire-and-forget automation; what the
 //! supervisor sent is read back with `fake.received()`. `barrier` (tests/it/common/fakes.rs) makes
 //! "did not happen" assertions possible without sleeping.
+//!
+//! The registry here is `registry_without_popup_watcher`: each task turns browser-level
+//! auto-attach on itself, which is what the fake models (the way a task without the registry's
+//! popup watcher follows its popups; the watcher's hand-off is tested on Chromium, in
+//! `e2e_popups`).
 
 use crate::common;
 
@@ -15,6 +20,7 @@ use std::sync::Arc;
 
 use crate::common::fakes::{WAIT, barrier, methods, sent_on, wait_pending, wait_snapshot};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::unversioned::registry_without_popup_watcher;
 use cdp_supervisor::{
     BridgeMode, ClosedBy, Config, Error, Route, StartOptions, Supervisor, SupervisorRegistry, tools,
 };
@@ -25,7 +31,7 @@ const PAGE: &str = "PAGE-1";
 
 fn setup_with(config: Config) -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     let fake = FakeBrowser::start().expect("fake browser");
-    let reg = SupervisorRegistry::new(config);
+    let reg = registry_without_popup_watcher(config);
     let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)
@@ -346,7 +352,7 @@ fn an_input_event_on_the_page_is_not_blocked_by_a_popup_dialog() {
 #[test]
 fn with_the_bridge_on_a_popup_gets_it_before_it_resumes() {
     let fake = FakeBrowser::start().expect("fake browser");
-    let reg = SupervisorRegistry::new(Config::default());
+    let reg = registry_without_popup_watcher(Config::default());
     let options = StartOptions::default().with_dialog_bridge(BridgeMode::On);
     let sup = reg
         .get_or_start_with("task", &fake.ws_url(), options)

@@ -37,6 +37,7 @@ fn core() -> Core {
         dialog_timeout: Duration::from_secs(300),
         bridge: BridgeMode::Off,
         follow_popups: false,
+        browser_auto_attach: true,
         limits: Limits::default(),
     };
     let mut core = Core::new("t", "ws://x/", settings);

@@ -12,11 +12,12 @@
 //! The few tests that need the whole process to themselves are in `tests/solo` (its docs say
 //! why each is there).
 //!
-//! Groups: `fake_*`, `hardening_*`, `prop_hostile`, `scale_limits`, `security_policy` and
-//! `start_cancel` drive the scripted fake browser; `discovery` and `wss` put scripted HTTP and
-//! TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`, `mcp_stdio`, `mcp_modern`,
-//! `mcp_hardening`, `mcp_python_sdk`, `mcp_http` and `tmpdir_cleanup` run the binary;
-//! `measure_popups`, `measure_renderers` and `measure_browserless` hold ignored measurements.
+//! Groups: `fake_*`, `fleet_starts`, `hardening_*`, `prop_hostile`, `scale_limits`,
+//! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
+//! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
+//! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
+//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`
+//! and `measure_fleet` hold ignored measurements.
 
 mod common;
 
@@ -42,18 +43,21 @@ mod fake_faults;
 mod fake_frames;
 mod fake_own_page;
 mod fake_popups;
+mod fleet_starts;
 mod hardening_dialogs;
 mod hardening_frames;
 mod hardening_reconnect;
 mod hardening_transport;
 mod harness_selftest;
 mod idle;
+mod mcp_fleet;
 mod mcp_hardening;
 mod mcp_http;
 mod mcp_modern;
 mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
+mod measure_fleet;
 mod measure_popups;
 mod measure_renderers;
 mod prop_hostile;

@@ -128,6 +128,7 @@ fn settings(policy: DialogPolicy) -> CoreSettings {
         dialog_timeout: Duration::from_secs(300),
         bridge: BridgeMode::Auto,
         follow_popups: true,
+        browser_auto_attach: true,
         limits: Limits::default()
             .with_frame_tree_max_entries(5)
             .with_recent_dialogs_max(3)
