@@ -26,45 +26,6 @@ pub const BACKOFF_START: Duration = Duration::from_millis(250);
 /// The longest reconnect back-off.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// Whether `s` may be an entry of `mcp.allowed_hosts`: `name` or `name:port` as a `Host`
-/// header carries it (letters, digits, `-`, `.`, `_`, or an IPv6 address in brackets), with no
-/// scheme, path or user.
-pub(crate) fn host_name_ok(s: &str) -> bool {
-    let (host, port) = match s.strip_prefix('[') {
-        Some(rest) => {
-            let Some((ip, tail)) = rest.split_once(']') else {
-                return false;
-            };
-            let ip_ok = !ip.is_empty()
-                && ip
-                    .chars()
-                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
-            match (ip_ok, tail) {
-                (false, _) => return false,
-                (true, "") => (ip, None),
-                (true, t) => match t.strip_prefix(':') {
-                    Some(p) => (ip, Some(p)),
-                    None => return false,
-                },
-            }
-        }
-        None => {
-            let (h, p) = match s.split_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (s, None),
-            };
-            let name_ok = !h.is_empty()
-                && h.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
-            if !name_ok {
-                return false;
-            }
-            (h, p)
-        }
-    };
-    !host.is_empty() && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0))
-}
-
 /// The longest deadline a single CDP call may have (SPEC §8): `supervisor.call_timeout_s` is at
 /// most this, and a call's own timeout is clamped to it.
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);

@@ -76,8 +76,9 @@
 //! * `attach`: attaching to the task's page (start and after a reconnect).
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
-//! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs, stop) and `supervisor/calls.rs` (the
-//!   call path: routing, the dialog-aware rules, the security policy).
+//! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
+//!   path: routing, the dialog-aware rules, the security policy) and `supervisor/stop.rs` (the
+//!   stop: pending dialogs dismissed, the task's own page closed for good, threads joined).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
 //!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).
@@ -102,7 +103,13 @@
 //! * [`mcp`]: the server and its reading loop (`mcp/mod.rs`), what each request means
 //!   (`mcp/dispatch.rs`), the worker pool (`mcp/pool.rs`), the snapshot fast path
 //!   (`mcp/fast_path.rs`), the server's own tools (`mcp/handlers.rs`: `browser_connect`,
-//!   `browser_disconnect`), JSON-RPC framing (`mcp/rpc.rs`), logging (`mcp/notify.rs`).
+//!   `browser_disconnect`), JSON-RPC framing (`mcp/rpc.rs`), the protocol generations
+//!   (`mcp/protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the
+//!   transport seam (`mcp/exchange.rs`), events (`mcp/notify.rs`, one thread for every task;
+//!   `mcp/listen.rs`, the `subscriptions/listen` streams; `mcp/resources.rs`), and Streamable
+//!   HTTP (`mcp/http/`: `wire.rs` the HTTP/1.1 framing with deadlines, `access.rs` the
+//!   Host/Origin/token rules, `route.rs` what a request means, with `route/checks.rs`,
+//!   `route/sessions.rs`, `route/stream.rs`, `route/responder.rs`).
 //! * [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 

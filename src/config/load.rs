@@ -263,7 +263,7 @@ fn get_hosts(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
     let mut out = Vec::new();
     for item in list {
         let s = item.to_string().trim().to_ascii_lowercase();
-        if !crate::config::host_name_ok(&s) {
+        if !host_name_ok(&s) {
             return Err(invalid(key, &item.to_string(), allowed));
         }
         out.push(s);
@@ -273,4 +273,43 @@ fn get_hosts(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
 
 fn non_empty(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.trim().is_empty())
+}
+
+/// Whether `s` may be an entry of `mcp.allowed_hosts`: `name` or `name:port` as a `Host`
+/// header carries it (letters, digits, `-`, `.`, `_`, or an IPv6 address in brackets), with no
+/// scheme, path or user.
+fn host_name_ok(s: &str) -> bool {
+    let (host, port) = match s.strip_prefix('[') {
+        Some(rest) => {
+            let Some((ip, tail)) = rest.split_once(']') else {
+                return false;
+            };
+            let ip_ok = !ip.is_empty()
+                && ip
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.');
+            match (ip_ok, tail) {
+                (false, _) => return false,
+                (true, "") => (ip, None),
+                (true, t) => match t.strip_prefix(':') {
+                    Some(p) => (ip, Some(p)),
+                    None => return false,
+                },
+            }
+        }
+        None => {
+            let (h, p) = match s.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (s, None),
+            };
+            let name_ok = !h.is_empty()
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'));
+            if !name_ok {
+                return false;
+            }
+            (h, p)
+        }
+    };
+    !host.is_empty() && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|n| n > 0))
 }

@@ -53,12 +53,18 @@ use crate::mcp::protocol::meta::PROTOCOL_VERSION as META_VERSION;
 use crate::mcp::rpc::{self, Id, Incoming};
 use crate::mcp::{Inner, LEGACY_VERSIONS, MAX_LINE, MODERN_VERSIONS};
 
+mod checks;
+mod responder;
+mod sessions;
+mod stream;
+
+use checks::*;
+use responder::*;
+pub(super) use sessions::Sessions;
+use stream::*;
+
 /// HeaderMismatch (2026-07-28).
 const HEADER_MISMATCH: i64 = -32020;
-
-/// Legacy sessions kept at once; past it the least recently used one is dropped (its client
-/// gets 404 and initializes again, as 2025-11-25 prescribes).
-const MAX_SESSIONS: usize = 1024;
 
 /// A JSON-RPC error response's text; `id: None` is `null`.
 pub(super) fn error_body(id: Option<&Id>, code: i64, message: &str) -> String {
@@ -72,63 +78,6 @@ type Out = Arc<Mutex<TcpStream>>;
 fn send(out: &Out, bytes: &[u8]) -> bool {
     let mut s = out.lock().unwrap_or_else(|e| e.into_inner());
     wire::write_all(&mut s, bytes, wire::WRITE_TIMEOUT).is_ok()
-}
-
-/// One legacy (2025-11-25 and older) session.
-#[derive(Debug)]
-struct Session {
-    /// Its channel: its requests' pool keys, its cancellations.
-    channel: u64,
-    /// What `initialize` negotiated and `logging/setLevel` set.
-    legacy: Arc<LegacySession>,
-    used: Instant,
-}
-
-/// The legacy sessions by id.
-#[derive(Debug, Default)]
-pub(super) struct Sessions {
-    map: Mutex<HashMap<String, Session>>,
-}
-
-impl Sessions {
-    fn create(&self, channel: u64, legacy: Arc<LegacySession>) -> Result<String, String> {
-        let id = random_hex(16)?;
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_SESSIONS
-            && let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.used)
-                .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
-        map.insert(
-            id.clone(),
-            Session {
-                channel,
-                legacy,
-                used: Instant::now(),
-            },
-        );
-        Ok(id)
-    }
-
-    /// The session's channel and state (and it counts as used now).
-    fn get(&self, id: &str) -> Option<(u64, Arc<LegacySession>)> {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let s = map.get_mut(id)?;
-        s.used = Instant::now();
-        Some((s.channel, Arc::clone(&s.legacy)))
-    }
-
-    /// Ends the session; its channel when it existed.
-    fn remove(&self, id: &str) -> Option<u64> {
-        self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-            .map(|s| s.channel)
-    }
 }
 
 /// What a request comes to.
@@ -250,97 +199,6 @@ fn wait_for_answer(sh: &Shared, reader: &mut Reader, key: &Key, done: &Receiver<
     }
 }
 
-/// Keeps a `subscriptions/listen` stream open while watching the client: true when the server
-/// ended it with its response and the connection may go on; false when it must close (the
-/// client left or sent more on it, which ends the stream without a response).
-fn follow_stream(sh: &Shared, reader: &mut Reader, channel: u64, ended: &Receiver<bool>) -> bool {
-    loop {
-        match ended.try_recv() {
-            Ok(graceful) => return graceful,
-            Err(TryRecvError::Disconnected) => return false,
-            Err(TryRecvError::Empty) => {}
-        }
-        match reader.watch(sh.options.idle_timeout) {
-            Err(e) if wire::timed_out(&e) => {}
-            // Closed, failed, or a next request that cannot be answered behind an endless one.
-            _ => {
-                sh.mcp.inner.notifier.listens().drop_channel(channel);
-                return ended.try_recv().unwrap_or(false);
-            }
-        }
-    }
-}
-
-/// The SSE stream of one `subscriptions/listen` POST: its head goes out with the first frame
-/// (the acknowledgement); a response line (the graceful end) closes it.
-struct StreamSink {
-    out: Out,
-    keep_alive: bool,
-    /// Whether the head is out, and whether the stream has ended.
-    state: Mutex<(bool, bool)>,
-    /// Told once when the stream ends: true with its response, false when a write failed.
-    ended: Sender<bool>,
-}
-
-impl Sink for StreamSink {
-    fn send_line(&self, line: String) -> bool {
-        self.send(line, wire::STREAM_WRITE_TIMEOUT)
-    }
-
-    fn send_line_by(&self, line: String, by: Deadline) -> bool {
-        match by.remaining() {
-            None => self.send_line(line),
-            Some(left) if left.is_zero() => {
-                // The budget went on streams before this one: end it without its last line.
-                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                if !state.1 {
-                    state.1 = true;
-                    let _ = self.ended.try_send(false);
-                }
-                false
-            }
-            Some(left) => self.send(line, left.min(wire::STREAM_WRITE_TIMEOUT)),
-        }
-    }
-}
-
-impl StreamSink {
-    /// Writes one line (the head first, if it is not out yet) within `timeout`.
-    fn send(&self, line: String, timeout: Duration) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let (started, ended) = &mut *state;
-        if *ended {
-            return false;
-        }
-        let mut bytes = Vec::new();
-        if !*started {
-            let mut headers = Vec::new();
-            if !self.keep_alive {
-                headers.push(("Connection", "close".to_string()));
-            }
-            bytes = wire::sse_head(&headers);
-            *started = true;
-        }
-        bytes.extend(wire::sse_event(&line));
-        // A message without a method is the stream's own response: its end.
-        let response = serde_json::from_str::<Value>(&line)
-            .ok()
-            .is_some_and(|v| v.get("method").is_none());
-        if response {
-            bytes.extend_from_slice(wire::LAST_CHUNK);
-        }
-        let written = {
-            let mut s = self.out.lock().unwrap_or_else(|e| e.into_inner());
-            wire::write_all(&mut s, &bytes, timeout).is_ok()
-        };
-        if response || !written {
-            *ended = true;
-            let _ = self.ended.try_send(written && response);
-        }
-        written
-    }
-}
-
 /// Whether the request has a body that was not read (then the connection must close).
 fn has_body(head: &Head) -> bool {
     head.header("transfer-encoding").is_some()
@@ -435,24 +293,6 @@ fn delete(sh: &Shared, head: &Head) -> Response {
             None => Response::json(404, error_body(None, -32600, "no such session")),
         },
     }
-}
-
-/// Whether an `Accept` value admits JSON or an event stream (absent: anything goes).
-fn accepts_ours(head: &Head) -> bool {
-    head.text("accept").is_none_or(|a| {
-        a.split(',').any(|t| {
-            let t = t
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            matches!(
-                t.as_str(),
-                "application/json" | "text/event-stream" | "application/*" | "text/*" | "*/*"
-            )
-        })
-    })
 }
 
 fn post(
@@ -561,12 +401,6 @@ fn no_session(id: Option<&Id>) -> Response {
             "session not found (it ended, or the server restarted): send initialize again",
         ),
     )
-}
-
-/// The protocol version a request's `_meta` names (`Some(None)`: `_meta` has the key but it is
-/// no string).
-fn meta_version(params: &Value) -> Option<Option<&str>> {
-    params.get("_meta")?.get(META_VERSION).map(|v| v.as_str())
 }
 
 fn request(
@@ -733,89 +567,6 @@ fn listen(
     }
 }
 
-/// Checks the headers a 2026-07-28 request mirrors from its body.
-fn mirrored_headers_match(head: &Head, method: &str, params: &Value) -> Result<(), String> {
-    for name in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
-        if head.count(name) > 1 {
-            return Err(format!("{name} is sent more than once"));
-        }
-    }
-    let header_version = head.text("mcp-protocol-version");
-    match (meta_version(params), header_version) {
-        (_, None) => return Err("the MCP-Protocol-Version header is missing".into()),
-        (Some(Some(body)), Some(h)) if body != h => {
-            return Err(format!(
-                "MCP-Protocol-Version {h:?} does not match params._meta's {body:?}"
-            ));
-        }
-        _ => {}
-    }
-    match head.text("mcp-method") {
-        None => return Err("the Mcp-Method header is missing".into()),
-        Some(m) if m != method => {
-            return Err(format!(
-                "Mcp-Method {m:?} does not match the method {method:?}"
-            ));
-        }
-        Some(_) => {}
-    }
-    let named = match method {
-        "tools/call" | "prompts/get" => params.get("name"),
-        "resources/read" => params.get("uri"),
-        _ => None,
-    };
-    if let Some(body_name) = named.and_then(Value::as_str) {
-        match head.text("mcp-name").map(decode_header_value) {
-            None => return Err("the Mcp-Name header is missing".into()),
-            Some(Some(h)) if h == body_name => {}
-            Some(_) => {
-                return Err(format!(
-                    "Mcp-Name does not match the request's name {body_name:?}"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A header value as 2026-07-28 encodes it: as is, or `=?base64?...?=` (`None`: a broken
-/// encoding, which matches nothing).
-fn decode_header_value(value: &str) -> Option<String> {
-    use base64::Engine;
-    match value
-        .strip_prefix("=?base64?")
-        .and_then(|v| v.strip_suffix("?="))
-    {
-        None => Some(value.to_string()),
-        Some(b64) => base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .ok()
-            .and_then(|bytes| String::from_utf8(bytes).ok()),
-    }
-}
-
-/// The HTTP status of a 2026-07-28 answer: its JSON-RPC error code decides.
-fn modern_status(line: &str) -> u16 {
-    #[derive(Deserialize)]
-    struct Reply {
-        error: Option<Code>,
-    }
-    #[derive(Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    match serde_json::from_str::<Reply>(line) {
-        Ok(Reply {
-            error: Some(Code { code }),
-        }) => match code {
-            -32601 => 404,
-            -32700 | -32600 | -32602 | -32020 | -32021 | -32022 => 400,
-            _ => 200,
-        },
-        _ => 200,
-    }
-}
-
 /// Runs a request through the server: at once, or on a worker that writes the answer.
 #[allow(clippy::too_many_arguments)]
 fn dispatch(
@@ -841,22 +592,5 @@ fn dispatch(
     match Inner::serve_with(inner, id, method, params, &x, reply) {
         Some(answer) => Outcome::Answered { answer, modern },
         None => Outcome::Later { key, done: rx },
-    }
-}
-
-/// Writes a worker's answer on the request's connection.
-struct Responder {
-    out: Out,
-    keep_alive: bool,
-    modern: bool,
-    /// Sent `true` once written (`false`: the write failed); dropped unsent when the call was
-    /// cancelled.
-    done: Sender<bool>,
-}
-
-impl Responder {
-    fn answer(self, answer: Answer) {
-        let written = write_answer(&self.out, answer, self.modern, self.keep_alive);
-        let _ = self.done.send(written);
     }
 }
