@@ -105,7 +105,7 @@
 //!   (`mcp/fast_path.rs`), the server's own tools (`mcp/handlers.rs`: `browser_connect`,
 //!   `browser_disconnect`), JSON-RPC framing (`mcp/rpc.rs`), the protocol generations
 //!   (`mcp/protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the
-//!   transport seam (`mcp/exchange.rs`), events (`mcp/notify.rs`, one thread for every task;
+//!   transport seam (`mcp/exchange.rs`), events (`mcp/events.rs` their vocabulary; `mcp/notify.rs`, one thread for every task;
 //!   `mcp/listen.rs`, the `subscriptions/listen` streams; `mcp/resources.rs`), and Streamable
 //!   HTTP (`mcp/http/`: `wire.rs` the HTTP/1.1 framing with deadlines, `access.rs` the
 //!   Host/Origin/token rules, `route.rs` what a request means, with `route/checks.rs`,

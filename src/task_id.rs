@@ -20,6 +20,8 @@
 //! Lookups (`get`, `snapshot`, `stop`, ...) do not check: an id that fails the check is never
 //! registered, so they find nothing for it.
 
+use ring::rand::{SecureRandom, SystemRandom};
+
 use crate::error::Error;
 
 /// Longest task id accepted, in bytes of UTF-8.
@@ -140,6 +142,20 @@ pub(crate) fn thread_label(task_id: &str) -> String {
     } else {
         label
     }
+}
+
+/// `bytes` random bytes from the operating system, as lowercase hex.
+pub(crate) fn random_hex(bytes: usize) -> Result<String, String> {
+    let mut buf = vec![0u8; bytes];
+    SystemRandom::new()
+        .fill(&mut buf)
+        .map_err(|_| "the operating system's random source failed".to_string())?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// A fresh task id (`browser_connect` without `task_id` over HTTP): 128 random bits.
+pub(crate) fn fresh() -> Result<String, String> {
+    random_hex(16).map(|h| format!("task-{h}"))
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::events::{self, Level};
 use super::exchange::{Answer, Exchange, Served, Transport};
-use super::notify::{self, Level};
+use super::notify;
 use super::pool::Refused;
 use super::protocol::{self, Era, Modern};
 use super::resources;
@@ -109,7 +110,7 @@ impl Inner {
                         code::INVALID_PARAMS,
                         format!(
                             "invalid params: unknown level {l:?}; use one of {}",
-                            notify::LEVELS.join(", ")
+                            events::LEVELS.join(", ")
                         ),
                     ),
                 },
@@ -301,7 +302,7 @@ impl Inner {
             answer.before = notify::changes_during(task, before.as_ref(), after.as_ref())
                 .iter()
                 .filter(|e| e.level >= level)
-                .map(notify::Event::log_line)
+                .map(events::Event::log_line)
                 .collect();
         }
         answer

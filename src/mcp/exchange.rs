@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use serde_json::Value;
 
 use super::Inner;
-use super::notify::Level;
+use super::events::Level;
 use super::protocol::LEGACY_VERSIONS;
 use super::rpc::Writer;
 use crate::cancel::CancelToken;

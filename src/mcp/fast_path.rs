@@ -117,7 +117,7 @@ mod tests {
     use crate::config::Config;
     use crate::mcp::McpServer;
     use crate::mcp::dispatch::tool_result;
-    use crate::mcp::notify::Level;
+    use crate::mcp::events::Level;
     use crate::mcp::protocol::Modern;
     use crate::tools::table;
 

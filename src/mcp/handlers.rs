@@ -29,9 +29,9 @@ use crate::tools::{check_args, check_task, failure, kind_of, opt_str, shown};
 pub(super) fn task_per_client(tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
     match args.get("task_id") {
         Some(Value::String(s)) => check_task(s).map(|()| Cow::Borrowed(s.as_str())),
-        None | Some(Value::Null) if tool == Tool::Connect => super::http::fresh_task_id()
-            .map(Cow::Owned)
-            .map_err(failure),
+        None | Some(Value::Null) if tool == Tool::Connect => {
+            crate::task_id::fresh().map(Cow::Owned).map_err(failure)
+        }
         None | Some(Value::Null) => Err(failure(format!(
             "task_id is required over HTTP: {} needs the task_id that browser_connect returned \
              (browser_connect without task_id creates a new task)",

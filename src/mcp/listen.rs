@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use super::events::Event;
 use super::exchange::Sink;
-use super::notify::Event;
 use super::protocol::meta;
 use super::resources;
 use super::rpc::{self, Id, IdKey, code};
@@ -243,7 +243,7 @@ pub(crate) fn no_stream(id: &Id) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::notify::Level;
+    use crate::mcp::events::Level;
 
     /// A sink that keeps what it gets, and fails once told to.
     #[derive(Default)]

@@ -57,6 +57,7 @@
 
 mod browser;
 mod dispatch;
+mod events;
 mod exchange;
 mod fast_path;
 mod handlers;

@@ -33,7 +33,7 @@
 
 use serde_json::{Value, json};
 
-use super::notify::{LEVELS, Level};
+use super::events::{LEVELS, Level};
 use super::rpc::{self, Id, code};
 
 /// The stateless protocol revisions, newest first.

@@ -18,7 +18,6 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ring::digest::{SHA256, digest};
-use ring::rand::{SecureRandom, SystemRandom};
 
 use super::wire::Head;
 
@@ -233,19 +232,11 @@ pub(crate) fn token_problem(token: &str) -> Option<&'static str> {
     }
 }
 
-/// `bytes` random bytes from the operating system, as lowercase hex.
-pub(crate) fn random_hex(bytes: usize) -> Result<String, String> {
-    let mut buf = vec![0u8; bytes];
-    SystemRandom::new()
-        .fill(&mut buf)
-        .map_err(|_| "the operating system's random source failed".to_string())?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::mcp::http::wire::Head;
+    use crate::task_id::random_hex;
 
     fn head(headers: &[(&str, &str)]) -> Head {
         Head::for_test("POST", "/mcp", headers)

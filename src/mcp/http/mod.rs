@@ -61,7 +61,7 @@ use crate::config::Config;
 use crate::error::Error;
 use route::Sessions;
 
-pub(crate) use access::random_hex;
+pub(crate) use crate::task_id::random_hex;
 
 /// Where `mcp --http` listens without an address: loopback, port 8737.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8737";
@@ -185,11 +185,6 @@ fn resolve(addr: &str) -> Result<SocketAddr, Error> {
         .map_err(|e| wrong(e.to_string()))?
         .next()
         .ok_or_else(|| wrong("it resolves to no address".into()))
-}
-
-/// A fresh task id for `browser_connect` without `task_id` over HTTP: 128 random bits.
-pub(crate) fn fresh_task_id() -> Result<String, String> {
-    random_hex(16).map(|h| format!("task-{h}"))
 }
 
 /// The MCP server over HTTP: its listener, its connections and the MCP server they share.
