@@ -167,10 +167,17 @@ fn main() {
         event_by(
             &mut plain,
             "Page.javascriptDialogClosed",
-            Instant::now() + STEP,
+            Instant::now()
+                .checked_add(STEP)
+                .expect("a deadline within range"),
         );
         plain.events.clear();
-        no_dialog_by(&sup, Instant::now() + STEP);
+        no_dialog_by(
+            &sup,
+            Instant::now()
+                .checked_add(STEP)
+                .expect("a deadline within range"),
+        );
     }
     for o in observers {
         o.stop();
@@ -516,7 +523,12 @@ fn supervised_answer(sup: &Supervisor, trig: &mut RawClient, session: &str) -> D
     sup.respond_to_dialog(DialogAction::Accept, None, Some(&did))
         .expect("respond_to_dialog");
     let el = t.elapsed();
-    no_dialog_by(sup, Instant::now() + STEP);
+    no_dialog_by(
+        sup,
+        Instant::now()
+            .checked_add(STEP)
+            .expect("a deadline within range"),
+    );
     el
 }
 
@@ -572,7 +584,9 @@ fn new_window(c: &mut RawClient) -> String {
         .expect("Target.createTarget's targetId")
         .to_string();
     let s = bare_session(c, &target);
-    let deadline = Instant::now() + STEP;
+    let deadline = Instant::now()
+        .checked_add(STEP)
+        .expect("a deadline within range");
     while !page_state(c, &s).starts_with("complete") {
         assert!(
             Instant::now() < deadline,
@@ -793,7 +807,9 @@ impl Observer {
             .spawn(move || {
                 let mut last = String::new();
                 while go_rx.recv().is_ok() {
-                    let deadline = Instant::now() + STEP;
+                    let deadline = Instant::now()
+                        .checked_add(STEP)
+                        .expect("a deadline within range");
                     a.store(true, Ordering::Release);
                     let found = match mode {
                         Mode::Wait => {
@@ -837,7 +853,9 @@ impl Observer {
             .expect("observer running")
             .send(())
             .expect("the observer thread is gone");
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let deadline = Instant::now()
+            .checked_add(Duration::from_secs(1))
+            .expect("a deadline within range");
         while !self.armed.load(Ordering::Acquire) {
             assert!(
                 Instant::now() < deadline,

@@ -182,7 +182,9 @@ fn main() {
     // Snapshot reads of random tasks.
     let mut h_read = new_hist();
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let t_end = Instant::now() + Duration::from_secs(1);
+    let t_end = Instant::now()
+        .checked_add(Duration::from_secs(1))
+        .expect("a deadline within range");
     let live = &ids[..started_n];
     let mut picks = [0usize; BATCH as usize];
     while Instant::now() < t_end {

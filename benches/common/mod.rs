@@ -302,7 +302,9 @@ impl PeerConn {
 
     /// The page session handed out on this connection, once the client attached.
     pub fn wait_page_session(&self, timeout: Duration) -> Option<String> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         let mut s = lock(&self.page_session);
         while s.is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -381,7 +383,9 @@ impl Peer {
 
     /// The `i`-th accepted WebSocket connection (waits up to 5 s for it).
     pub fn conn(&self, i: usize) -> Arc<PeerConn> {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now()
+            .checked_add(Duration::from_secs(5))
+            .expect("a deadline within range");
         let mut c = lock(&self.shared.conns);
         while c.len() <= i {
             let left = deadline.saturating_duration_since(Instant::now());

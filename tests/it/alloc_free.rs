@@ -85,7 +85,9 @@ fn snapshot_reads_allocate_nothing_while_the_writer_publishes() {
     let mut total = 0usize;
     let mut reads = 0usize;
     // Generous: the other tests of the binary compete for the cores; the loop ends at 500.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now()
+        .checked_add(Duration::from_secs(20))
+        .expect("a deadline within range");
     // Read until the writer has published plenty of new snapshots under our feet.
     while sup.with_snapshot(|s| s.version) - v0 < 500 && std::time::Instant::now() < deadline {
         for _ in 0..1000 {

@@ -105,7 +105,9 @@ impl Proc {
     /// Final stdout and stderr after the process exited: waits (at most 5 s) for both pipes to
     /// reach their end, then returns what was read.
     fn outputs(&self) -> (String, String) {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now()
+            .checked_add(Duration::from_secs(5))
+            .expect("a deadline within range");
         self.out
             .wait_end(deadline.saturating_duration_since(Instant::now()));
         self.err

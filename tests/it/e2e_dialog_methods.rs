@@ -129,7 +129,9 @@ impl Recorder {
         if let Some(i) = self.log[from.min(self.log.len())..].iter().position(&pred) {
             return Some(from + i);
         }
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -514,7 +516,9 @@ fn methods_answered_while_a_dialog_is_open() {
         .into_iter()
         .map(|(m, p)| (m, r.send(m, p, None)))
         .collect();
-    let window_end = Instant::now() + ANSWER_WINDOW;
+    let window_end = Instant::now()
+        .checked_add(ANSWER_WINDOW)
+        .expect("a deadline within range");
     // The ones expected to answer may take longer than the window on a loaded machine.
     for &(m, id) in &on_page {
         if expected_to_answer(m) {
@@ -1124,7 +1128,9 @@ fn http_get(port: u16, path: &str) -> String {
     .unwrap();
     let mut raw = Vec::new();
     let mut buf = [0u8; 64 * 1024];
-    let deadline = Instant::now() + T;
+    let deadline = Instant::now()
+        .checked_add(T)
+        .expect("a deadline within range");
     let body_start = loop {
         assert!(Instant::now() < deadline, "GET {path} timed out");
         let n = stream.read(&mut buf).expect("read DevTools HTTP");
@@ -1191,7 +1197,9 @@ fn sweep(
         .iter()
         .map(|m| r.send(m, json!({}), session))
         .collect();
-    let deadline = Instant::now() + SWEEP_TIMEOUT;
+    let deadline = Instant::now()
+        .checked_add(SWEEP_TIMEOUT)
+        .expect("a deadline within range");
     let replies: Vec<Option<usize>> = ids
         .iter()
         .map(|&id| r.reply_index(id, deadline.saturating_duration_since(Instant::now())))

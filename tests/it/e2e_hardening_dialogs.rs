@@ -144,7 +144,15 @@ fn pump(
                 Message::Close(_) => break,
                 _ => continue,
             }
-            if tx.send((Instant::now() + delay, msg)).is_err() {
+            if tx
+                .send((
+                    Instant::now()
+                        .checked_add(delay)
+                        .expect("a deadline within range"),
+                    msg,
+                ))
+                .is_err()
+            {
                 break;
             }
         }

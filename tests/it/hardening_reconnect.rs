@@ -148,7 +148,9 @@ fn record_snapshots(sup: &Arc<Supervisor>) -> std::thread::JoinHandle<Vec<Value>
     let mut v = sup.snapshot().version;
     std::thread::spawn(move || {
         let mut seen: Vec<Value> = Vec::new();
-        let deadline = Instant::now() + WAIT;
+        let deadline = Instant::now()
+            .checked_add(WAIT)
+            .expect("a deadline within range");
         while Instant::now() < deadline {
             let Some(s) = sup.wait_for(WAIT, |s| s.version != v) else {
                 break;

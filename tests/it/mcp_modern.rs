@@ -206,7 +206,9 @@ fn call_blocked_by_a_dialog(
         panic!("the call never reached the browser");
     }
     fake.open_dialog("prompt", "Your name?", "");
-    let deadline = Instant::now() + T;
+    let deadline = Instant::now()
+        .checked_add(T)
+        .expect("a deadline within range");
     let mut lines = Vec::new();
     loop {
         let line = mcp.next(

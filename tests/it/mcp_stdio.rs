@@ -145,7 +145,9 @@ impl Mcp {
 
     /// The response to request `id`, waiting at most `timeout`.
     pub(crate) fn response(&mut self, id: &Value, timeout: Duration, waiting_for: &str) -> Value {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         loop {
             if let Some(v) = self.responses.remove(&id.to_string()) {
                 return v;
@@ -161,7 +163,9 @@ impl Mcp {
 
     /// Asserts that no response to `id` arrives within `within`.
     pub(crate) fn assert_no_response(&mut self, id: &Value, within: Duration) {
-        let deadline = Instant::now() + within;
+        let deadline = Instant::now()
+            .checked_add(within)
+            .expect("a deadline within range");
         while self.pump(deadline) {}
         assert!(
             !self.responses.contains_key(&id.to_string()),
@@ -176,7 +180,9 @@ impl Mcp {
         timeout: Duration,
         pred: impl Fn(&Value) -> bool,
     ) -> Option<Value> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         let mut seen = 0;
         loop {
             if let Some(n) = self.notes[seen..].iter().find(|n| pred(n)) {
@@ -1212,7 +1218,9 @@ fn tasks_without_cdp_url_get_own_tabs_and_dialogs_and_browser_close_relaunches()
     assert_eq!(d["stopped"], true, "{d}");
     // The close was sent before the disconnect answered; under load the browser may list the
     // closing tab a moment longer, so look again until it is gone (bounded).
-    let deadline = Instant::now() + T;
+    let deadline = Instant::now()
+        .checked_add(T)
+        .expect("a deadline within range");
     loop {
         let targets = mcp.ok_tool(
             "browser_cdp",

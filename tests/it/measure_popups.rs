@@ -21,7 +21,9 @@ fn server() -> HttpServer {
 
 fn dump(cdp: &mut RawCdp, secs: u64) -> Vec<Value> {
     let mut out = Vec::new();
-    let end = std::time::Instant::now() + Duration::from_secs(secs);
+    let end = std::time::Instant::now()
+        .checked_add(Duration::from_secs(secs))
+        .expect("a deadline within range");
     while let Ok(Some(m)) =
         cdp.next_message(end.saturating_duration_since(std::time::Instant::now()))
     {

@@ -149,7 +149,9 @@ impl Lab {
     }
 
     fn pump(&mut self, d: Duration) {
-        let end = Instant::now() + d;
+        let end = Instant::now()
+            .checked_add(d)
+            .expect("a deadline within range");
         while let Ok(Some(m)) = self
             .cdp
             .next_message(end.saturating_duration_since(Instant::now()))
@@ -163,7 +165,9 @@ impl Lab {
     }
 
     fn wait_reply(&mut self, id: u64, timeout: Duration) -> Option<Value> {
-        let end = Instant::now() + timeout;
+        let end = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         loop {
             if let Some((_, m)) = self.replies.remove(&id) {
                 return Some(m);
@@ -263,7 +267,9 @@ impl Lab {
         self.dialogs.clear();
         let r = self.evaluate(&xs.sid, "setTimeout(() => alert('x'), 0); 1");
         assert_eq!(r, Some(json!(1)), "evaluate in {}", xs.name);
-        let end = Instant::now() + T;
+        let end = Instant::now()
+            .checked_add(T)
+            .expect("a deadline within range");
         while self.dialogs.is_empty() && Instant::now() < end {
             self.pump(Duration::from_millis(20));
         }

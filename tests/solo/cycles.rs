@@ -35,7 +35,9 @@ fn thread_names() -> Vec<String> {
 /// Waits (with a deadline) until the thread and descriptor counts are back at the baseline.
 /// Exiting threads give no signal to wait on, so this re-reads /proc every few milliseconds.
 fn settle(base_threads: usize, base_fds: usize) -> (usize, usize) {
-    let deadline = Instant::now() + WAIT;
+    let deadline = Instant::now()
+        .checked_add(WAIT)
+        .expect("a deadline within range");
     loop {
         let (t, f) = (threads(), fds());
         if (t <= base_threads && f <= base_fds) || Instant::now() >= deadline {

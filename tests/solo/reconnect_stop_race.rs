@@ -31,7 +31,9 @@ fn threads() -> usize {
 /// Waits (with a deadline) until the thread count is back at `base`. Exiting threads give no
 /// signal to wait on, so this re-reads /proc every few milliseconds.
 fn settle(base: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now()
+        .checked_add(Duration::from_secs(10))
+        .expect("a deadline within range");
     loop {
         let t = threads();
         if t <= base || Instant::now() >= deadline {

@@ -39,7 +39,9 @@ pub(crate) fn racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_
             checks
         })
     };
-    let end = Instant::now() + Duration::from_secs(2);
+    let end = Instant::now()
+        .checked_add(Duration::from_secs(2))
+        .expect("a deadline within range");
     let workers: Vec<_> = (0..16)
         .map(|i| {
             let (reg, urls, seen) = (reg.clone(), urls.clone(), seen.clone());
@@ -108,7 +110,9 @@ pub(crate) fn racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_
     }
     // A thread's exit signals nothing we can wait on (the fake's connection threads end after
     // their sockets close), so re-read /proc under a deadline.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now()
+        .checked_add(Duration::from_secs(5))
+        .expect("a deadline within range");
     while thread_count() > baseline && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -383,7 +383,9 @@ impl Browser {
             keeper: Some(keeper),
         };
 
-        let deadline = Instant::now() + LAUNCH_TIMEOUT;
+        let deadline = Instant::now()
+            .checked_add(LAUNCH_TIMEOUT)
+            .expect("a deadline within range");
         let failure = loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
             match line_rx.recv_timeout(remaining) {
@@ -566,7 +568,9 @@ impl RawCdp {
         session_id: Option<&str>,
         timeout: Duration,
     ) -> Result<Value, String> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         let id = self.next_id;
         self.next_id += 1;
         let mut msg = json!({ "id": id, "method": method, "params": params });
@@ -626,7 +630,9 @@ impl RawCdp {
         timeout: Duration,
         mut pred: impl FnMut(&Value) -> bool,
     ) -> Option<Value> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         if let Some(pos) = self.events.iter().position(&mut pred) {
             return self.events.remove(pos);
         }
@@ -686,7 +692,9 @@ impl RawCdp {
     /// for that navigation's `load` lifecycle event (so subframes are loaded
     /// too). Returns `(target_id, session_id)`.
     pub fn open_page(&mut self, url: &str, timeout: Duration) -> Result<(String, String), String> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         let left = || deadline.saturating_duration_since(Instant::now());
         let target_id = self.new_page("about:blank")?;
         let sid = self.attach(&target_id)?;
@@ -756,8 +764,13 @@ impl RawCdp {
         if let Some(sid) = session_id {
             msg["sessionId"] = Value::from(sid);
         }
-        self.send(&msg, Instant::now() + DEFAULT_TIMEOUT)
-            .map_err(|e| format!("{method}: {e}"))?;
+        self.send(
+            &msg,
+            Instant::now()
+                .checked_add(DEFAULT_TIMEOUT)
+                .expect("a deadline within range"),
+        )
+        .map_err(|e| format!("{method}: {e}"))?;
         Ok(id)
     }
 
@@ -768,7 +781,11 @@ impl RawCdp {
         if let Some(ev) = self.events.pop_front() {
             return Ok(Some(ev));
         }
-        self.read_message(Instant::now() + timeout)
+        self.read_message(
+            Instant::now()
+                .checked_add(timeout)
+                .expect("a deadline within range"),
+        )
     }
 
     fn send(&mut self, msg: &Value, deadline: Instant) -> Result<(), String> {
@@ -1203,7 +1220,9 @@ pub fn js(s: &str) -> String {
 /// once more at the deadline. The one sanctioned poll, for conditions that
 /// have no event to wait on (e.g. a snapshot changing).
 pub fn wait_until<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now()
+        .checked_add(timeout)
+        .expect("a deadline within range");
     let mut backoff = Duration::from_millis(1);
     loop {
         if let Some(v) = f() {

@@ -64,7 +64,9 @@ impl Lines {
 
     /// The first line (from now) for which `f` returns `Some`, within `timeout`.
     pub fn find<T>(&self, timeout: Duration, mut f: impl FnMut(&str) -> Option<T>) -> Option<T> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .expect("a deadline within range");
         loop {
             let line = self
                 .rx
