@@ -206,14 +206,18 @@ fn get_bool(c: &config::Config, key: &str) -> Result<Option<bool>, Error> {
     }
 }
 
-/// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).
-fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
-    let allowed = "a list of CDP method patterns such as [\"Browser.close\", \"Storage.*\", \"*\"]";
+/// Reads a list setting: a TOML array, or (from the environment) a comma-separated string;
+/// each item goes through `item` (its value kept, or `None`: refused). Absent: empty.
+fn get_list(
+    c: &config::Config,
+    key: &str,
+    allowed: &str,
+    item: impl Fn(String) -> Option<String>,
+) -> Result<Vec<String>, Error> {
     let list = match c.get::<config::Value>(key) {
         Ok(v) => match v.kind {
             config::ValueKind::Nil => return Ok(Vec::new()),
             config::ValueKind::Array(items) => items,
-            // From the environment: a comma-separated string.
             config::ValueKind::String(s) => s
                 .split(',')
                 .filter(|p| !p.trim().is_empty())
@@ -224,51 +228,36 @@ fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
         Err(config::ConfigError::NotFound(_)) => return Ok(Vec::new()),
         Err(e) => return Err(invalid(key, "?", &e.to_string())),
     };
-    let mut out = Vec::new();
-    for item in list {
-        let s = item.to_string();
+    list.into_iter()
+        .map(|v| {
+            let s = v.to_string();
+            item(s.clone()).ok_or_else(|| invalid(key, &s, allowed))
+        })
+        .collect()
+}
+
+/// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).
+fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
+    let allowed = "a list of CDP method patterns such as [\"Browser.close\", \"Storage.*\", \"*\"]";
+    get_list(c, key, allowed, |s| {
         let ok = s == "*"
             || s.split_once('.').is_some_and(|(d, m)| {
                 !d.is_empty()
                     && d.chars().all(|c| c.is_ascii_alphanumeric())
                     && (m == "*" || (!m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric())))
             });
-        if !ok {
-            return Err(invalid(key, &s, allowed));
-        }
-        out.push(s);
-    }
-    Ok(out)
+        ok.then_some(s)
+    })
 }
 
 /// Reads a list of host names for `Host`/`Origin` checks: `name` or `name:port`, an IPv6
 /// address in brackets (`[fd00::1]:8737`); kept lowercase.
 fn get_hosts(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
     let allowed = "a list of host names such as [\"mcp.example.com\", \"10.0.0.5:8737\"] (no scheme, no path)";
-    let list = match c.get::<config::Value>(key) {
-        Ok(v) => match v.kind {
-            config::ValueKind::Nil => return Ok(Vec::new()),
-            config::ValueKind::Array(items) => items,
-            // From the environment: a comma-separated string.
-            config::ValueKind::String(s) => s
-                .split(',')
-                .filter(|p| !p.trim().is_empty())
-                .map(|p| config::Value::new(None, p.trim()))
-                .collect(),
-            _ => return Err(invalid(key, &v.to_string(), allowed)),
-        },
-        Err(config::ConfigError::NotFound(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(invalid(key, "?", &e.to_string())),
-    };
-    let mut out = Vec::new();
-    for item in list {
-        let s = item.to_string().trim().to_ascii_lowercase();
-        if !host_name_ok(&s) {
-            return Err(invalid(key, &item.to_string(), allowed));
-        }
-        out.push(s);
-    }
-    Ok(out)
+    get_list(c, key, allowed, |s| {
+        let s = s.trim().to_ascii_lowercase();
+        host_name_ok(&s).then_some(s)
+    })
 }
 
 fn non_empty(s: Option<String>) -> Option<String> {
