@@ -43,6 +43,7 @@ const NEXT_PAGE: &str =
     r#"<!doctype html><html><head><title>next</title></head><body>next</body></html>"#;
 
 struct Fixture {
+    later_tab: String,
     _a: HttpServer,
     _b: HttpServer,
     cdp: RawCdp,
@@ -68,10 +69,14 @@ impl Fixture {
         });
         let mut cdp = RawCdp::connect(ws_url).expect("connect a raw CDP client");
         let (page, _session) = cdp
-            .open_page(&a.url("127.0.0.1", "/"), T)
+            .open_visible_page(&a.url("127.0.0.1", "/"), T)
             .expect("open the test page");
+        // What another test does at any moment: open a page in the default context after
+        // ours. Our page, alone in its own context, stays visible and keeps drawing.
+        let later_tab = cdp.new_page("about:blank").expect("open another tab");
         let next_url = a.url("127.0.0.1", "/next");
         Fixture {
+            later_tab,
             _a: a,
             _b: b,
             cdp,
@@ -136,6 +141,7 @@ impl Drop for Fixture {
     fn drop(&mut self) {
         self.reg.stop_all();
         let _ = self.cdp.close_page(&self.page);
+        let _ = self.cdp.close_page(&self.later_tab);
     }
 }
 
@@ -206,6 +212,7 @@ fn click_whose_handler_alerts_returns_blocked_on_the_page_and_in_a_cross_origin_
     // The button inside the OOPIF: the click goes to the page, the dialog opens in the iframe.
     // The browser routes a click into an OOPIF by the hit-test data of the frames it has
     // drawn: until the iframe has drawn, a click there lands on the page (seen under load).
+    // Only a visible page draws: hence the page's own browser context (see `Fixture::open`).
     let drawn = fx.cdp(
         json!({"method": "Runtime.evaluate", "frame_id": oopif, "params": {
         "expression": "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => \

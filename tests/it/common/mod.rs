@@ -692,11 +692,47 @@ impl RawCdp {
     /// for that navigation's `load` lifecycle event (so subframes are loaded
     /// too). Returns `(target_id, session_id)`.
     pub fn open_page(&mut self, url: &str, timeout: Duration) -> Result<(String, String), String> {
+        self.open_page_in(url, None, timeout)
+    }
+
+    /// Like [`RawCdp::open_page`], in a new browser context of its own (disposed when this
+    /// connection closes). Headless Chromium shows one tab per window: a page in the default
+    /// context is hidden as soon as another test opens a page there, and a hidden page draws
+    /// nothing (no `requestAnimationFrame`, no hit-test data for its OOPIFs). A page alone in
+    /// its context keeps its window and stays visible. Returns `(target_id, session_id)`.
+    pub fn open_visible_page(
+        &mut self,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<(String, String), String> {
+        let res = self.call(
+            "Target.createBrowserContext",
+            json!({ "disposeOnDetach": true }),
+            None,
+            DEFAULT_TIMEOUT,
+        )?;
+        let context = str_field(&res, "browserContextId")?;
+        self.open_page_in(url, Some(&context), timeout)
+    }
+
+    fn open_page_in(
+        &mut self,
+        url: &str,
+        context: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(String, String), String> {
         let deadline = Instant::now()
             .checked_add(timeout)
             .expect("a deadline within range");
         let left = || deadline.saturating_duration_since(Instant::now());
-        let target_id = self.new_page("about:blank")?;
+        let mut params = json!({ "url": "about:blank" });
+        if let Some(context) = context {
+            params["browserContextId"] = json!(context);
+        }
+        let target_id = str_field(
+            &self.call("Target.createTarget", params, None, DEFAULT_TIMEOUT)?,
+            "targetId",
+        )?;
         let sid = self.attach(&target_id)?;
         self.call("Page.enable", json!({}), Some(&sid), left())?;
         self.call(
