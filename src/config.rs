@@ -498,9 +498,11 @@ pub struct StartOptions {
     pub dialog_timeout: Option<Duration>,
     /// Override `browser.dialog_bridge` for this task.
     pub dialog_bridge: Option<BridgeMode>,
-    /// Give the task a page of its own: `Target.createTarget {url: "about:blank"}` at start
-    /// (ignored when `target_id` is set), and `Target.closeTarget` when the supervisor stops.
-    /// Two tasks on one browser then never share a tab (nor each other's dialogs).
+    /// Give the task a page of its own: `Target.createTarget {url: "about:blank"}` in a window
+    /// of its own at start (ignored when `target_id` is set), and `Target.closeTarget` when the
+    /// supervisor stops. Two tasks on one browser then never share a tab (nor each other's
+    /// dialogs), and each task's page stays visible: it draws, runs `requestAnimationFrame` and
+    /// routes clicks into its out-of-process iframes while other tasks open theirs.
     pub new_page: bool,
 }
 

@@ -103,3 +103,47 @@ fn own_page_is_closed_when_the_stop_meets_a_cross_site_navigation() {
         "rounds (number, stop ms after B's request) whose page stayed open: {left_open:?}"
     );
 }
+
+/// Pages the supervisor creates each get a window of their own, so each stays visible while
+/// other tasks open theirs: headless Chromium shows one tab per window, and a tab behind
+/// another is hidden (no `requestAnimationFrame`, slow screenshots, no hit-test data for its
+/// OOPIFs). Before, every task's page was a background tab of the first window: hidden from
+/// the start.
+#[test]
+fn own_pages_of_several_tasks_each_stay_visible_and_draw() {
+    if common::shared_browser().is_none() {
+        return;
+    }
+    // A browser of its own: another test's tab opened into one of these windows would hide
+    // that page (which is the browser's rule, not ours).
+    let browser = common::Browser::launch().expect("launch a Chromium");
+    let reg = SupervisorRegistry::new(Config::default());
+    let sups: Vec<_> = (0..3)
+        .map(|i| {
+            reg.get_or_start_with(
+                &format!("visible-{i}"),
+                &browser.ws_url,
+                StartOptions::default().with_new_page(true),
+            )
+            .expect("start with a page of its own")
+        })
+        .collect();
+    for (i, sup) in sups.iter().enumerate() {
+        let drawn = sup
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": "new Promise(r => { \
+                       requestAnimationFrame(() => r(document.visibilityState + ', drew')); \
+                       setTimeout(() => r(document.visibilityState + ', no frame in 5 s'), 5000) })",
+                       "awaitPromise": true, "returnByValue": true}),
+                Route::Page,
+                T,
+            )
+            .expect("evaluate in the task's page");
+        assert_eq!(
+            drawn["result"]["value"], "visible, drew",
+            "task {i}: {drawn}"
+        );
+    }
+    reg.stop_all();
+}
