@@ -106,8 +106,8 @@ fn own_page_is_closed_when_the_stop_meets_a_cross_site_navigation() {
 
 /// Pages the supervisor creates each get a window of their own, so each stays visible while
 /// other tasks open theirs: headless Chromium shows one tab per window, and a tab behind
-/// another is hidden (no `requestAnimationFrame`, slow screenshots, no hit-test data for its
-/// OOPIFs). Before, every task's page was a background tab of the first window: hidden from
+/// another is hidden (no `requestAnimationFrame`, screenshots that wait for a frame, no
+/// hit-test data for its OOPIFs). Before, every task's page was a background tab of the first window: hidden from
 /// the start.
 #[test]
 fn own_pages_of_several_tasks_each_stay_visible_and_draw() {
@@ -143,6 +143,15 @@ fn own_pages_of_several_tasks_each_stay_visible_and_draw() {
         assert_eq!(
             drawn["result"]["value"], "visible, drew",
             "task {i}: {drawn}"
+        );
+        // A hidden tab's screenshot waits for a frame that never comes (measured: 2 s, 16 s,
+        // or past a 60 s deadline).
+        let shot = sup
+            .call("Page.captureScreenshot", json!({}), Route::Page, T)
+            .unwrap_or_else(|e| panic!("task {i}: screenshot: {e}"));
+        assert!(
+            shot["data"].as_str().is_some_and(|d| d.len() > 100),
+            "task {i}: a PNG"
         );
     }
     reg.stop_all();

@@ -11,7 +11,9 @@
 //! * a bare CDP client's attach sequence on a fresh connection: open the socket,
 //!   `Target.getTargets`, `Target.createTarget`, `Target.attachToTarget`, `Page.enable`,
 //!   `Runtime.enable`, page-level `Target.setAutoAttach`: the floor a supervisor's connect can
-//!   reach.
+//!   reach; once with a tab (`createTarget {url}`, what most clients open) and once with the
+//!   page a task gets (`createTarget {url, background, newWindow}`: a window of its own, so that
+//!   it stays visible).
 //!
 //! Then, for each of the three, the time from `Target.createTarget` of a page on the
 //! loopback server to its script reporting in (`/report`), with no task connected and with
@@ -59,13 +61,22 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The bare attach sequence on a fresh connection; closes its page again.
-fn bare_attach(ws_url: &str) -> Duration {
+/// The bare attach sequence on a fresh connection, on a new tab or (`window`) on a page in a
+/// window of its own as a task's; closes its page again.
+fn bare_attach(ws_url: &str, window: bool) -> Duration {
     let t0 = Instant::now();
     let mut cdp = RawCdp::connect(ws_url).expect("connect");
     cdp.call("Target.getTargets", json!({}), None, T)
         .expect("getTargets");
-    let target = cdp.new_page("about:blank").expect("createTarget");
+    let params = if window {
+        json!({"url": "about:blank", "background": true, "newWindow": true})
+    } else {
+        json!({"url": "about:blank"})
+    };
+    let created = cdp
+        .call("Target.createTarget", params, None, T)
+        .expect("createTarget");
+    let target = created["targetId"].as_str().expect("targetId").to_string();
     let sid = cdp.attach(&target).expect("attach");
     cdp.call("Page.enable", json!({}), Some(&sid), T)
         .expect("Page.enable");
@@ -133,7 +144,7 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
     let mut fillers: Vec<String> = Vec::new();
     eprintln!(
         "per-task connect, median of {REPS} (ms): pages | after (popup watcher) | before (own \
-         auto-attach) | follow_popups=false | bare CDP attach"
+         auto-attach) | follow_popups=false | bare CDP attach: tab | own window"
     );
     let regs: Vec<SupervisorRegistry> = WAYS.iter().map(|w| registry(w)).collect();
     let mut at_one = Vec::new();
@@ -147,7 +158,7 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
             );
         }
         while srv.wait_report(Duration::ZERO).is_some() {}
-        let mut figs = vec![Vec::new(); WAYS.len() + 1];
+        let mut figs = vec![Vec::new(); WAYS.len() + 2];
         for r in 0..REPS {
             for (i, (reg, way)) in regs.iter().zip(WAYS).enumerate() {
                 figs[i].push(ms(task_connect(
@@ -156,24 +167,28 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
                     &format!("m24-{way}-{n}-{r}"),
                 )));
             }
-            figs[WAYS.len()].push(ms(bare_attach(&browser.ws_url)));
+            figs[WAYS.len()].push(ms(bare_attach(&browser.ws_url, false)));
+            figs[WAYS.len() + 1].push(ms(bare_attach(&browser.ws_url, true)));
         }
         let fig: Vec<f64> = figs.into_iter().map(median).collect();
         if n == 1 {
             at_one = fig.clone();
         }
-        let bare = fig[WAYS.len()];
+        let (bare_tab, bare) = (fig[WAYS.len()], fig[WAYS.len() + 1]);
         let cols: Vec<String> = (0..WAYS.len())
             .map(|i| {
                 format!(
-                    "{:>6.1} ({:.2}x N=1, {:.2}x bare)",
+                    "{:>6.1} ({:.2}x N=1, {:.2}x bare own window)",
                     fig[i],
                     fig[i] / at_one[i],
                     fig[i] / bare
                 )
             })
             .collect();
-        eprintln!("  N={n:>4} | {} | {bare:>6.1}", cols.join(" | "));
+        eprintln!(
+            "  N={n:>4} | {} | {bare_tab:>6.1} | {bare:>6.1}",
+            cols.join(" | ")
+        );
     }
     drop(regs);
     for f in fillers.drain(..) {
