@@ -199,6 +199,12 @@ pub mod unversioned {
         SupervisorRegistry::with_popup_watcher(config, false)
     }
 
+    /// Whether a task follows its popups itself after its registry's popup watcher has gone
+    /// (or could not serve it): then each of its connections turns browser-level auto-attach on.
+    pub fn follows_popups_itself(sup: &crate::Supervisor) -> bool {
+        sup.follows_popups_itself()
+    }
+
     /// The session that owns a frame's document (routing internals).
     pub fn owner_session(frame: &FrameRecord) -> &str {
         &frame.owner_session

@@ -16,6 +16,7 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -353,6 +354,11 @@ impl Reader {
                 match attach_page(&shared, choice, Deadline::after(timeout), None) {
                     Ok(t) => {
                         info!("re-attached to page {t}");
+                        // A task whose popup watcher has gone follows its popups itself on
+                        // this connection too (its core leaves that to the watcher).
+                        if shared.follows_popups_itself.load(Ordering::Acquire) {
+                            shared.auto_attach_browser_level();
+                        }
                         let _ = outcome.set(Reattached::Attached);
                     }
                     Err(Error::UnknownTarget(t)) => {

@@ -16,7 +16,7 @@
 //! [`Shared::with_state`] folds the two into the state every check matches on
 //! (`Supervisor::is_alive`, `is_active`, `ensure_alive`, and through it `tools::live`).
 
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -109,6 +109,10 @@ pub(crate) struct Shared {
     /// Run after every publish; set once, by [`Shared::on_publish`] (the MCP server's notifier:
     /// one thread hears every task's changes instead of one `wait_for` thread per task).
     publish_hook: OnceLock<PublishHook>,
+    /// Set once a task served by the registry's popup watcher follows its popups itself (the
+    /// watcher has gone, or could not serve it): every later connection of the task turns
+    /// browser-level auto-attach on again after its re-attach (`reader.rs`).
+    pub follows_popups_itself: AtomicBool,
 }
 
 impl Shared {
@@ -132,6 +136,7 @@ impl Shared {
             change_lock: Mutex::new(()),
             changed: Condvar::new(),
             publish_hook: OnceLock::new(),
+            follows_popups_itself: AtomicBool::new(false),
         }
     }
 

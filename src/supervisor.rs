@@ -16,6 +16,7 @@
 //! The call path itself (routing, the dialog-aware rules of SPEC §8, crashes, the security
 //! policy, waiting with a cancel token) is in `supervisor/calls.rs`.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -328,19 +329,23 @@ impl Supervisor {
         self.shared.round_trip(info, deadline).is_ok()
     }
 
-    /// Turns browser-level auto-attach on for this connection, when popups are followed: no
-    /// popup watcher hands this task its popups (none could serve it, or it has gone).
+    /// Whether [`Supervisor::follow_popups_itself`] has been called (and popups are followed).
+    pub(crate) fn follows_popups_itself(&self) -> bool {
+        self.shared.follows_popups_itself.load(Ordering::Acquire)
+    }
+
+    /// Turns browser-level auto-attach on for this connection and every later one (after a
+    /// reconnect), when popups are followed: no popup watcher hands this task its popups (none
+    /// could serve it, or it has gone).
     pub(crate) fn follow_popups_itself(&self) {
         if self.config.follow_popups {
+            // Before the round trip: a reconnect that re-attaches meanwhile turns it on again.
+            self.shared
+                .follows_popups_itself
+                .store(true, Ordering::Release);
             // Answered before it returns: the start it ends says the task follows its popups
             // from now on (a page the browser holds is only handed over once, at once).
-            let cmd = Command::new("Target.setAutoAttach", crate::core::auto_attach_params());
-            if let Err(e) = self
-                .shared
-                .round_trip(cmd, Deadline::after(Duration::from_secs(2)))
-            {
-                log::debug!("task {}: Target.setAutoAttach: {e}", self.task_id);
-            }
+            self.shared.auto_attach_browser_level();
         }
     }
 

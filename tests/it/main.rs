@@ -36,6 +36,7 @@ mod e2e_orphan;
 mod e2e_own_page;
 mod e2e_popups;
 mod e2e_security;
+mod e2e_watcher;
 mod fake_blocked_calls;
 mod fake_bridge;
 mod fake_dialogs;

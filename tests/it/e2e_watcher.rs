@@ -1,0 +1,174 @@
+//! The registry's popup watcher going away, on real Chromium (issue 24): its tasks follow their
+//! popups themselves from then on, and keep doing so on every connection after a reconnect.
+//!
+//! A private Chromium (the watcher's browser-level auto-attach would see every other test's
+//! pages) behind a TCP proxy that can cut one connection: the task's connection is the first the
+//! proxy accepts, the popup watcher's the second.
+
+use crate::common;
+
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::common::pages::wait_pick;
+use crate::common::{Browser, HttpServer, Response};
+use cdp_supervisor::unversioned::follows_popups_itself;
+use cdp_supervisor::{
+    Config, DialogAction, Route, StartOptions, SupervisorRegistry, SupervisorState,
+};
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(10);
+
+/// Forwards each connection to `upstream` as it is; [`CutProxy::cut`] closes one.
+struct CutProxy {
+    addr: SocketAddr,
+    /// Both ends of every connection, in the order they were accepted.
+    conns: Arc<Mutex<Vec<(TcpStream, TcpStream)>>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl CutProxy {
+    fn start(upstream: SocketAddr) -> CutProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+        let addr = listener.local_addr().expect("the proxy's address");
+        let conns: Arc<Mutex<Vec<(TcpStream, TcpStream)>>> = Arc::default();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (list, stop) = (Arc::clone(&conns), Arc::clone(&stopping));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if stop.load(Ordering::Acquire) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(up) = TcpStream::connect(upstream) else {
+                    continue;
+                };
+                let ends = (client.try_clone(), up.try_clone());
+                let (Ok(c), Ok(u)) = ends else { continue };
+                list.lock().unwrap().push((c, u));
+                let (c2, u2) = match (client.try_clone(), up.try_clone()) {
+                    (Ok(c2), Ok(u2)) => (c2, u2),
+                    _ => continue,
+                };
+                std::thread::spawn(move || pump(client, up));
+                std::thread::spawn(move || pump(u2, c2));
+            }
+        });
+        CutProxy {
+            addr,
+            conns,
+            stopping,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.conns.lock().unwrap().len()
+    }
+
+    /// Closes connection `i` (0-based, in accept order) at both ends.
+    fn cut(&self, i: usize) {
+        let conns = self.conns.lock().unwrap();
+        let (c, u) = &conns[i];
+        let _ = c.shutdown(Shutdown::Both);
+        let _ = u.shutdown(Shutdown::Both);
+    }
+}
+
+impl Drop for CutProxy {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Release);
+        let _ = TcpStream::connect(self.addr);
+        for (c, u) in self.conns.lock().unwrap().iter() {
+            let _ = c.shutdown(Shutdown::Both);
+            let _ = u.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Copies `from` into `to` until either ends, then closes both.
+fn pump(mut from: TcpStream, mut to: TcpStream) {
+    let _ = io::copy(&mut from, &mut to);
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+#[test]
+fn a_task_whose_popup_watcher_has_gone_follows_its_popups_after_a_reconnect() {
+    if common::shared_browser().is_none() {
+        return;
+    }
+    let browser = Browser::launch().expect("launch a Chromium");
+    let rest = browser
+        .ws_url
+        .strip_prefix("ws://")
+        .expect("a ws:// DevTools URL");
+    let (host_port, path) = rest.split_at(rest.find('/').expect("a path"));
+    let upstream: SocketAddr = host_port.parse().expect("an IP address and port");
+    let proxy = CutProxy::start(upstream);
+    let url = format!("ws://{}{path}", proxy.addr);
+    let srv = HttpServer::start(|req| match req.path.as_str() {
+        "/popup" => Response::html(
+            "<!doctype html><title>popup</title><script>alert('after the reconnect')</script>",
+        ),
+        _ => Response::not_found(),
+    });
+    let reg = SupervisorRegistry::new(Config::default());
+    let sup = reg
+        .get_or_start_with(
+            "watcher-gone",
+            &url,
+            StartOptions::default().with_new_page(true),
+        )
+        .expect("start with a page of its own");
+    let page = sup.snapshot().page_target_id.clone().expect("its page");
+    assert_eq!(
+        proxy.count(),
+        2,
+        "the task's connection, then the popup watcher's"
+    );
+    assert!(!follows_popups_itself(&sup), "the watcher serves it");
+
+    proxy.cut(1);
+    common::wait_until(T, || follows_popups_itself(&sup).then_some(()))
+        .expect("the task follows its popups itself once the watcher has gone");
+    proxy.cut(0);
+    common::wait_until(T, || {
+        (proxy.count() >= 3 && sup.snapshot().state == SupervisorState::Active).then_some(())
+    })
+    .expect("the task reconnected and re-attached to its page");
+    assert_eq!(proxy.count(), 3, "no new watcher");
+
+    let popup_url = srv.url("127.0.0.1", "/popup");
+    let opened = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!("window.open({}) ? 1 : 0", common::js(&popup_url)),
+                   "userGesture": true, "returnByValue": true}),
+            Route::Page,
+            T,
+        )
+        .expect("window.open from the task's page");
+    assert_eq!(opened["result"]["value"], 1, "{opened}");
+    let d = wait_pick(&sup, T, "the popup's alert", |s| {
+        s.pending_dialogs
+            .iter()
+            .find(|d| d.message == "after the reconnect")
+            .cloned()
+    });
+    assert_ne!(d.target_id, page, "the alert is the popup's");
+    let snap = sup.snapshot();
+    assert!(
+        snap.pages
+            .iter()
+            .any(|p| p.target_id == d.target_id && p.opener_target_id.as_deref() == Some(&page)),
+        "the popup is followed: {}",
+        snap.to_json()
+    );
+    sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+        .expect("answer the popup's alert");
+    reg.stop_all();
+}
