@@ -29,16 +29,6 @@ impl Shared {
         self.start_call(cmd, deadline)?.wait()
     }
 
-    /// Turns browser-level auto-attach on for the live connection (a task that follows its
-    /// popups itself), waiting at most 2 s for the answer; a failure is only logged (the
-    /// connection is going away, and its re-attach turns it on again).
-    pub fn auto_attach_browser_level(&self) {
-        let cmd = Command::new("Target.setAutoAttach", crate::core::auto_attach_params());
-        if let Err(e) = self.round_trip(cmd, Deadline::after(Duration::from_secs(2))) {
-            log::debug!("{}: Target.setAutoAttach: {e}", self.url_redacted);
-        }
-    }
-
     /// Sends `cmd`, returning its [`Reply`] to wait on (pipelined calls).
     pub fn start_call(&self, cmd: Command, deadline: Deadline) -> Result<Reply, Error> {
         let (tx, rx) = bounded(1);

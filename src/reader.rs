@@ -133,6 +133,11 @@ impl Reader {
                 break; // `stop` came while connecting: it refused the new connection
             }
             let prefer = self.core.reset_for_reconnect();
+            if self.shared.follows_popups_itself.load(Ordering::Acquire) {
+                // Its popup watcher has gone: the re-attach turns browser-level auto-attach on
+                // (written before the task is published active again).
+                self.core.follow_popups_itself_from_now();
+            }
             self.flush(Now::read());
             reattach = Arc::new(OnceLock::new());
             attachers.extend(self.spawn_reattach(prefer, Arc::clone(&reattach)));
@@ -354,11 +359,6 @@ impl Reader {
                 match attach_page(&shared, choice, Deadline::after(timeout), None) {
                     Ok(t) => {
                         info!("re-attached to page {t}");
-                        // A task whose popup watcher has gone follows its popups itself on
-                        // this connection too (its core leaves that to the watcher).
-                        if shared.follows_popups_itself.load(Ordering::Acquire) {
-                            shared.auto_attach_browser_level();
-                        }
                         let _ = outcome.set(Reattached::Attached);
                     }
                     Err(Error::UnknownTarget(t)) => {

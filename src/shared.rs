@@ -110,8 +110,8 @@ pub(crate) struct Shared {
     /// one thread hears every task's changes instead of one `wait_for` thread per task).
     publish_hook: OnceLock<PublishHook>,
     /// Set once a task served by the registry's popup watcher follows its popups itself (the
-    /// watcher has gone, or could not serve it): every later connection of the task turns
-    /// browser-level auto-attach on again after its re-attach (`reader.rs`).
+    /// watcher has gone, or could not serve it): the reader then has the core turn
+    /// browser-level auto-attach on again at each re-attach (`reader.rs`).
     pub follows_popups_itself: AtomicBool,
 }
 

@@ -345,7 +345,13 @@ impl Supervisor {
                 .store(true, Ordering::Release);
             // Answered before it returns: the start it ends says the task follows its popups
             // from now on (a page the browser holds is only handed over once, at once).
-            self.shared.auto_attach_browser_level();
+            let cmd = Command::new("Target.setAutoAttach", crate::core::auto_attach_params());
+            if let Err(e) = self
+                .shared
+                .round_trip(cmd, Deadline::after(Duration::from_secs(2)))
+            {
+                log::debug!("task {}: Target.setAutoAttach: {e}", self.task_id);
+            }
         }
     }
 

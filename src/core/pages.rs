@@ -258,6 +258,13 @@ impl Core {
         }
     }
 
+    /// This task follows its popups itself from now on (its registry's popup watcher has gone,
+    /// or could not serve it): every later attach of its page, after a reconnect, turns
+    /// browser-level auto-attach on before the task is published active again.
+    pub fn follow_popups_itself_from_now(&mut self) {
+        self.settings.browser_auto_attach = true;
+    }
+
     /// Whether `sid` is the session of a page: the task's page, a followed or a watched one.
     pub(super) fn is_page_session(&self, sid: &str) -> bool {
         self.page_session_id.as_deref() == Some(sid)

@@ -1588,6 +1588,44 @@ fn a_popup_handed_over_by_the_watcher_is_followed_without_browser_level_auto_att
     assert_eq!(pages, [PAGE, "POPUP"]);
 }
 
+/// A task whose popup watcher has gone follows its popups itself: each re-attach of its page
+/// turns browser-level auto-attach on, in the step that makes it active again (the reader
+/// writes a step's commands before it publishes), so no popup opened after the task is seen
+/// active again can slip past.
+#[test]
+fn a_task_whose_watcher_has_gone_turns_auto_attach_on_when_it_re_attaches() {
+    let mut sim = Sim::new(CoreSettings {
+        follow_popups: true,
+        browser_auto_attach: false,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    let attach_page = |sim: &mut Sim, sid: &str| {
+        let attach = sim.register(
+            "Target.attachToTarget",
+            None,
+            CallKind::AttachPage {
+                target_id: PAGE.into(),
+            },
+        );
+        sim.reply(attach, json!({ "sessionId": sid }));
+        sim.step()
+    };
+    let out = attach_page(&mut sim, S1);
+    assert!(!out.methods().contains(&("Target.setAutoAttach", None)));
+    sim.core.follow_popups_itself_from_now();
+    sim.core.on_disconnect("gone", sim.now);
+    sim.core.reconnecting(1, 3);
+    sim.core.reset_for_reconnect();
+    assert!(!sim.snap().is_active());
+    let out = attach_page(&mut sim, "S2");
+    assert!(
+        out.methods().contains(&("Target.setAutoAttach", None)),
+        "{:?}",
+        out.methods()
+    );
+    assert_eq!(sim.snap().state, SupervisorState::Active);
+}
+
 /// What the call path decides from the published snapshot, for a call made now: the pending
 /// dialogs that block a call of `method` on `sid` (`crate::core::policy`).
 fn blocking_in_snapshot(snap: &Snapshot, sid: &str, method: &str) -> Vec<String> {
