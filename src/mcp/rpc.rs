@@ -22,7 +22,9 @@
 //!
 //! JSON's grammar allows `"\ud800"`, which is no Unicode text. Such an escape (a high surrogate
 //! without its low one, or a low one alone) is read as U+FFFD, so the request is answered with
-//! its own id instead of a parse error; the id itself is still echoed exactly as sent.
+//! its own id instead of a parse error; the id itself is still echoed exactly as sent, and
+//! compared as JavaScript or Python read it, by UTF-16 code units: `"\ud800"` and `"\ud801"`
+//! are two ids, `"\ud83d\ude00"` and `"😀"` one.
 
 use std::borrow::Cow;
 use std::io::{BufRead, Write};
@@ -31,6 +33,9 @@ use std::sync::Mutex;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+
+mod id_key;
+pub(crate) use id_key::IdKey;
 
 /// JSON-RPC error codes we answer with.
 pub(crate) mod code {
@@ -51,16 +56,6 @@ pub(crate) struct Id {
     raw: Box<str>,
 }
 
-/// What an id is equal to (module doc): a string by its value, a number by its exact value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum IdKey {
-    /// A string id, unescaped.
-    Str(String),
-    /// A number id in canonical form (`-?<digits without leading or trailing zeros>e<exp>`,
-    /// `0` for zero); `literal:<text>` when the exponent does not fit in an `i64`.
-    Num(String),
-}
-
 impl Id {
     /// The id's JSON text as the client sent it.
     pub(crate) fn raw(&self) -> &str {
@@ -70,7 +65,7 @@ impl Id {
     /// What it compares by (computed when asked: only calls that run on a worker need it).
     pub(crate) fn key(&self) -> IdKey {
         // `classify` checked that the id is a string or a number.
-        IdKey::of(&lone_surrogates_replaced(&self.raw)).unwrap_or(IdKey::Str(String::new()))
+        IdKey::of(&self.raw).unwrap_or(IdKey::Str(Vec::new()))
     }
 }
 
@@ -116,49 +111,6 @@ fn string(raw: &RawValue) -> Option<String> {
     match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
         Some(plain) if !plain.contains('\\') => Some(plain.to_string()),
         _ => serde_json::from_str(raw).ok(),
-    }
-}
-
-impl IdKey {
-    /// The key of the JSON value `raw` (valid JSON text, lone surrogates already replaced).
-    fn of(raw: &str) -> Result<IdKey, NotAnId> {
-        match raw.as_bytes().first() {
-            Some(b'"') => serde_json::from_str::<String>(raw)
-                .map(IdKey::Str)
-                .map_err(|_| NotAnId::WrongType),
-            Some(b'-' | b'0'..=b'9') => Ok(IdKey::Num(canonical_number(raw))),
-            Some(b'n') => Err(NotAnId::Null),
-            _ => Err(NotAnId::WrongType),
-        }
-    }
-}
-
-/// The exact value of a JSON number in one spelling: sign, significant digits, exponent
-/// (`1.50e1` -> `15e0`, `-0.0` -> `0`). Falls back to the literal text when the exponent does
-/// not fit in an `i64` (such ids then match only the same text).
-fn canonical_number(text: &str) -> String {
-    let (negative, rest) = match text.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, text),
-    };
-    let (mantissa, exponent) = match rest.find(['e', 'E']) {
-        Some(i) => (&rest[..i], &rest[i + 1..]),
-        None => (rest, "0"),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits: String = [int, frac].concat();
-    let significant = digits.trim_start_matches('0');
-    if significant.is_empty() {
-        return "0".into();
-    }
-    let trimmed = significant.trim_end_matches('0');
-    let exp = exponent.parse::<i64>().ok().and_then(|e| {
-        e.checked_sub(i64::try_from(frac.len()).ok()?)?
-            .checked_add(i64::try_from(significant.len() - trimmed.len()).ok()?)
-    });
-    match exp {
-        Some(e) => format!("{}{trimmed}e{e}", if negative { "-" } else { "" }),
-        None => format!("literal:{text}"),
     }
 }
 
@@ -498,7 +450,7 @@ pub(crate) fn classify(line: &[u8]) -> Option<Incoming> {
         (None, Params::Raw(Some(p))) => serde_json::from_str::<NamesRequest<'_>>(p.get())
             .ok()
             .and_then(|n| n.request_id)
-            .and_then(|r| IdKey::of(r.get()).ok()),
+            .and_then(|r| IdKey::of(as_sent(text, readable, r.get())).ok()),
         _ => None,
     };
     let params = match params {

@@ -779,8 +779,14 @@ fn cancellation_and_duplicates_compare_ids_as_json_rpc_does() {
                 assert_eq!(a["error"]["code"], -32700, "{a}");
                 continue;
             }
+            // Duplicate detection answers at once: another id is no duplicate.
+            assert!(!in_flight(&mut mcp, other), "{other} is not {id}");
             cancel(&mut mcp, other);
-            assert!(in_flight(&mut mcp, id), "{other} must not cancel {id}");
+            if !in_flight(&mut mcp, id) {
+                let lines = mcp.out.all();
+                let tail = &lines[lines.len().saturating_sub(8)..];
+                panic!("{other} must not cancel {id}; the server's last lines: {tail:#?}");
+            }
         }
         cancel(&mut mcp, same);
         // The cancelled call frees its id at once and never gets a response.

@@ -187,7 +187,15 @@ fn ids_compare_as_json_rpc_says() {
     assert_eq!(key(r#""ab""#), key(r#""a\u0062""#));
     assert_ne!(key(r#""1""#), key("1"));
     assert_ne!(key(r#""a""#), key(r#""A""#));
-    assert_eq!(key(r#""\ud800""#), IdKey::Str("\u{fffd}".into()));
+    // By UTF-16 code units: lone surrogates stay themselves, a pair is its character.
+    assert_eq!(key(r#""\ud800""#), IdKey::Str(vec![0xd800]));
+    assert_ne!(key(r#""\ud800""#), key(r#""\ud801""#));
+    assert_ne!(key(r#""\ud800""#), key(r#""\ufffd""#));
+    assert_eq!(key(r#""\ud83d\ude00""#), key("\"\u{1f600}\""));
+    assert_eq!(
+        key(r#""\"\\\/\b\f\n\r\t""#),
+        key(r#""\u0022\u005c/\u0008\u000c\u000a\u000d\u0009""#)
+    );
     // An exponent beyond i64 falls back to the literal.
     assert_eq!(key("1e99999999999999999999"), key("1e99999999999999999999"));
     assert_ne!(
@@ -213,6 +221,15 @@ fn cancellation_names_its_request_by_raw_value() {
     assert_ne!(
         note(r#"{"requestId":18446744073709551616}"#).as_ref(),
         Some(&big.key())
+    );
+    let lone = request_id(r#"{"jsonrpc":"2.0","id":"\ud800","method":"ping"}"#);
+    assert_eq!(
+        note(r#"{"requestId":"\ud800"}"#).as_ref(),
+        Some(&lone.key())
+    );
+    assert_ne!(
+        note(r#"{"requestId":"\ud801"}"#).as_ref(),
+        Some(&lone.key())
     );
     assert_eq!(note(r#"{"requestId":null}"#), None);
     assert_eq!(note(r#"{"requestId":{}}"#), None);
