@@ -74,11 +74,17 @@ class Chromium:
         ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.insert(1, "--no-sandbox")
+        # Chromium's own temporary directory (its singleton socket's, which a killed Chromium
+        # leaves behind) goes into the profile and away with it, as src/launch.rs does.
+        tmp = Path(self.profile) / "t"
+        tmp.mkdir()
+        env = dict(os.environ, TMPDIR=str(tmp))
         self.proc = subprocess.Popen(
             args,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            env=env,
         )
         port_file = Path(self.profile) / "DevToolsActivePort"
         deadline = time.monotonic() + 20

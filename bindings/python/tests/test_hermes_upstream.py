@@ -23,13 +23,14 @@ import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Iterator
+from typing import Dict, Iterator, List
 from xml.etree import ElementTree
 
 import pytest
@@ -68,8 +69,16 @@ def test_hermes_own_supervisor_tests_pass_against_the_drop_in(tmp_path: Path) ->
     env["PYTHONPATH"] = os.pathsep.join([str(SHIM), env.get("PYTHONPATH", "")])
     env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
     env["HERMES_E2E_BROWSER"] = "1"
-    with hermes_port_lock():
-        run = run_hermes_file(tmp_path, env)
+    # Hermes's fixture makes its Chromium profile with tempfile.mkdtemp and removes it while
+    # Chromium may still be writing its "Default" folder: it goes into a directory of ours,
+    # removed once no process uses it.
+    scratch = Path(tempfile.mkdtemp(prefix="cdps-hermes-"))
+    env["TMPDIR"] = str(scratch)
+    try:
+        with hermes_port_lock():
+            run = run_hermes_file(tmp_path, env)
+    finally:
+        remove_when_unused(scratch)
     print(run.stdout[-4000:], run.stderr[-2000:], sep="\n")
     assert run.returncode == 0, run.stdout[-4000:]
     cases = ElementTree.parse(tmp_path / "report.xml").getroot().iter("testcase")
@@ -80,6 +89,35 @@ def test_hermes_own_supervisor_tests_pass_against_the_drop_in(tmp_path: Path) ->
     skipped = {name for name, outcome in outcomes.items() if outcome == "skipped"}
     assert skipped <= EXPECTED_SKIPS, f"skipped: {sorted(skipped - EXPECTED_SKIPS)}"
     assert sum(o == "ran" for o in outcomes.values()) >= 5, outcomes
+
+
+def remove_when_unused(scratch: Path, timeout: float = 10.0) -> None:
+    """Removes `scratch` once no process names it on its command line (Hermes's Chromium and
+    its helpers, still exiting): waits up to `timeout` seconds, then kills what is left."""
+    deadline = time.monotonic() + timeout
+    while True:
+        users = processes_naming(str(scratch))
+        if not users:
+            break
+        if time.monotonic() >= deadline:
+            for pid in users:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def processes_naming(text: str) -> List[int]:
+    """The pids whose command line contains `text` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if text.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+    return found
 
 
 @contextlib.contextmanager
