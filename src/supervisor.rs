@@ -151,7 +151,7 @@ impl Supervisor {
         config: &Config,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_with(task_id, cdp_url, config, options, None, false)
+        Supervisor::start_served(task_id, cdp_url, config, options, None, false)
     }
 
     /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
@@ -169,7 +169,7 @@ impl Supervisor {
         options: StartOptions,
         cancel: &CancelToken,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_with(task_id, cdp_url, config, options, Some(cancel), false)
+        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false)
     }
 
     /// The registry's start: like [`Supervisor::start_cancellable`] (without a cancel when
@@ -177,17 +177,6 @@ impl Supervisor {
     /// auto-attach on: the registry then has its popup watcher hand it its popups, or calls
     /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`).
     pub(crate) fn start_served(
-        task_id: &str,
-        cdp_url: &str,
-        config: &Config,
-        options: StartOptions,
-        cancel: Option<&CancelToken>,
-        popups_elsewhere: bool,
-    ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_with(task_id, cdp_url, config, options, cancel, popups_elsewhere)
-    }
-
-    fn start_with(
         task_id: &str,
         cdp_url: &str,
         config: &Config,

@@ -294,6 +294,12 @@ fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Valu
     let Some(target) = shared.target(target_id) else {
         return Err(CdpError::new(-32602, "No target with given id found"));
     };
+    let session = attach_session(shared, conn, &target);
+    Ok(json!({"sessionId": session}))
+}
+
+/// Gives `conn` a new session on `target` and tells it so (`Target.attachedToTarget`).
+fn attach_session(shared: &Shared, conn: &Conn, target: &Target) -> String {
     let session = shared.new_session_id();
     conn.add_session(&session, &target.id);
     let event = json!({
@@ -302,7 +308,7 @@ fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Valu
         "waitingForDebugger": false,
     });
     shared.send_event(conn, None, "Target.attachedToTarget", event);
-    Ok(json!({"sessionId": session}))
+    session
 }
 
 /// A browser-level auto-attach (`FakeBrowser::set_auto_attach_pages`): every page the browser
@@ -310,14 +316,7 @@ fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Valu
 fn attach_every_page(shared: &Shared, conn: &Conn) {
     let targets = shared.state().targets.clone();
     for target in targets {
-        let session = shared.new_session_id();
-        conn.add_session(&session, &target.id);
-        let event = json!({
-            "sessionId": session,
-            "targetInfo": target.info(true),
-            "waitingForDebugger": false,
-        });
-        shared.send_event(conn, None, "Target.attachedToTarget", event);
+        attach_session(shared, conn, &target);
     }
 }
 
