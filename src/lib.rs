@@ -93,6 +93,7 @@
 //!   the core.
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
 //!   reaches a thread name.
+//! * `quote`: the one way an error or log line quotes a caller's value (bounded, escaped).
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
 //!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
@@ -143,6 +144,7 @@ mod measured;
 mod net;
 mod outbound;
 mod protocol;
+mod quote;
 mod reader;
 mod redact;
 mod registry;
@@ -183,6 +185,10 @@ pub mod unversioned {
         pub use crate::tools::table::call;
     }
     pub use crate::clock::Now;
+    /// The one way a message quotes a caller's value (the binding's errors use it too).
+    pub mod quote {
+        pub use crate::quote::{QUOTE_MAX, Quoted, quoted, quoted_json};
+    }
     pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
     pub use crate::deadline::Deadline;
