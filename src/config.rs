@@ -9,8 +9,8 @@
 //! from `Default` and the `with_*` setters (every struct here is `#[non_exhaustive]`, so new
 //! settings can come without breaking anyone; its fields stay readable).
 //!
-//! This module depends on nothing of the crate but [`crate::error`] and [`crate::redact`]; the
-//! `[security]` rules themselves ([`Security::check`]) live on the call path, in `security.rs`.
+//! This module depends on nothing of the crate but [`crate::error`], [`crate::quote`] and
+//! [`crate::redact`]; the `[security]` rules themselves ([`Security::check`]) live on the call path, in `security.rs`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,8 +18,12 @@ use std::time::Duration;
 use crate::error::Error;
 
 mod load;
+mod rules;
 #[cfg(test)]
 mod tests;
+
+use rules::invalid;
+pub use rules::{check_seconds, seconds_setting};
 
 /// The first reconnect back-off (SPEC §3); doubles per attempt up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -57,17 +61,16 @@ impl DialogPolicy {
             DialogPolicy::AutoAccept => "auto_accept",
         }
     }
+    /// What [`DialogPolicy::parse`] takes, for an error.
+    pub(crate) const ALLOWED: &str = "one of must_respond, auto_dismiss, auto_accept";
+
     /// Parses the config spelling.
     pub fn parse(s: &str) -> Result<Self, Error> {
         match s {
             "must_respond" => Ok(DialogPolicy::MustRespond),
             "auto_dismiss" => Ok(DialogPolicy::AutoDismiss),
             "auto_accept" => Ok(DialogPolicy::AutoAccept),
-            _ => Err(invalid(
-                "browser.dialog_policy",
-                s,
-                "one of must_respond, auto_dismiss, auto_accept",
-            )),
+            _ => Err(invalid("browser.dialog_policy", s, Self::ALLOWED)),
         }
     }
 }
@@ -93,13 +96,16 @@ impl BridgeMode {
             BridgeMode::Auto => "auto",
         }
     }
+    /// What [`BridgeMode::parse`] takes, for an error.
+    pub(crate) const ALLOWED: &str = "one of off, on, auto";
+
     /// Parses the config spelling.
     pub fn parse(s: &str) -> Result<Self, Error> {
         match s {
             "off" => Ok(BridgeMode::Off),
             "on" => Ok(BridgeMode::On),
             "auto" => Ok(BridgeMode::Auto),
-            _ => Err(invalid("browser.dialog_bridge", s, "one of off, on, auto")),
+            _ => Err(invalid("browser.dialog_bridge", s, Self::ALLOWED)),
         }
     }
 }
@@ -544,54 +550,5 @@ impl StartOptions {
             check_seconds("dialog_timeout_s", t, MAX_DIALOG_TIMEOUT)?;
         }
         Ok(())
-    }
-}
-
-/// The one rule of every setting in seconds, wherever it is given (the configuration file, a
-/// task's override, a tool's or the Python binding's argument): more than zero and at most
-/// `max`. `key` names the setting as its giver spelled it (`browser.dialog_timeout_s`,
-/// `dialog_timeout_s`); the error is an [`Error::Config`] with the value as given.
-pub fn seconds_setting(key: &str, secs: f64, max: Duration) -> Result<Duration, Error> {
-    positive_seconds(secs, max)
-        .ok_or_else(|| invalid(key, &secs.to_string(), &seconds_allowed(max)))
-}
-
-/// [`seconds_setting`] for a value given as a [`Duration`] ([`Duration::MAX`] as `max`: no upper
-/// bound).
-pub fn check_seconds(key: &str, d: Duration, max: Duration) -> Result<Duration, Error> {
-    if d.is_zero() || d > max {
-        return Err(invalid(
-            key,
-            &d.as_secs_f64().to_string(),
-            &seconds_allowed(max),
-        ));
-    }
-    Ok(d)
-}
-
-/// `secs` as a duration when it is more than zero and at most `max` (never for NaN).
-fn positive_seconds(secs: f64, max: Duration) -> Option<Duration> {
-    if secs > 0.0 && secs <= max.as_secs_f64() {
-        Duration::try_from_secs_f64(secs).ok()
-    } else {
-        None
-    }
-}
-
-/// What [`seconds_setting`] allows, for its error.
-fn seconds_allowed(max: Duration) -> String {
-    if max == Duration::MAX {
-        "a number of seconds > 0".into()
-    } else {
-        format!("a number of seconds > 0 and <= {}", max.as_secs())
-    }
-}
-
-/// The error for a setting's invalid value.
-fn invalid(key: &str, value: &str, allowed: &str) -> Error {
-    Error::Config {
-        key: key.to_string(),
-        value: value.to_string(),
-        allowed: allowed.to_string(),
     }
 }

@@ -187,7 +187,7 @@ pub mod unversioned {
     pub use crate::clock::Now;
     /// The one way a message quotes a caller's value (the binding's errors use it too).
     pub mod quote {
-        pub use crate::quote::{QUOTE_MAX, Quoted, quoted, quoted_json};
+        pub use crate::quote::{Clipped, QUOTE_MAX, Quoted, clipped, quoted, quoted_json};
     }
     pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
