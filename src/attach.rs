@@ -29,6 +29,7 @@ use crate::core::{CallKind, Command, SessionKind, session_setup};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::protocol;
+use crate::quote::quoted;
 use crate::shared::Shared;
 use crate::snapshot::{Blocked, BlockedReason};
 
@@ -97,7 +98,9 @@ pub(crate) fn attach_page(
     let chosen = match choice {
         Choice::Exactly(id) => Some(
             find(id)
-                .ok_or_else(|| Error::NoPage(format!("the browser has no target with id {id:?}")))?
+                .ok_or_else(|| {
+                    Error::NoPage(format!("the browser has no target with id {}", quoted(id)))
+                })?
                 .target_id
                 .clone(),
         ),

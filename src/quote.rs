@@ -2,8 +2,8 @@
 //! small, printable, and built in time linear in what it shows, never in what it was given.
 //!
 //! [`quoted`] shows a string in double quotes with control and invisible characters escaped
-//! (`\n`, `\u{202e}`), at most [`QUOTE_MAX`] characters of it; when it had more, `…` and its
-//! full length follow the closing quote: `"xxxx"… (1000000 bytes)`. [`clipped`] does the same
+//! (`\n`, `\u{202e}`), as much of it as fits in [`QUOTE_MAX`] characters once escaped; when it
+//! had more, `…` and its full length follow the closing quote: `"xxxx"… (1000000 bytes)`. [`clipped`] does the same
 //! for text that is already in a syntax of its own (a JSON-RPC id as sent, a number as written):
 //! no quotes around it, so a short clean text shows exactly as it is. [`quoted_json`] does the
 //! same for a JSON value's text without ever serialising more of it than it shows (a value
@@ -18,7 +18,7 @@ use std::fmt::{self, Write as _};
 
 use serde_json::Value;
 
-/// The most characters of a value a message shows.
+/// The most characters of a value a message shows (escapes included).
 pub const QUOTE_MAX: usize = 64;
 
 /// `s` as a message shows it: see the module doc.
@@ -114,21 +114,36 @@ impl std::io::Write for Head {
     }
 }
 
-/// Writes at most [`QUOTE_MAX`] characters of `s`, escaped (and `"`, `\` too when `in_quotes`);
-/// true when `s` had more.
+/// Writes the head of `s` that fits in [`QUOTE_MAX`] characters once escaped (and `"`, `\`
+/// too when `in_quotes`); true when `s` had more.
 fn write_head(f: &mut impl fmt::Write, s: &str, in_quotes: bool) -> Result<bool, fmt::Error> {
-    for (i, c) in s.chars().enumerate() {
-        if i == QUOTE_MAX {
+    let mut width = 0;
+    for c in s.chars() {
+        let escape = match c {
+            '"' if in_quotes => Some('"'),
+            '\\' if in_quotes => Some('\\'),
+            '\n' => Some('n'),
+            '\r' => Some('r'),
+            '\t' => Some('t'),
+            _ => None,
+        };
+        let hex_digits = (32 - (c as u32 | 1).leading_zeros()).div_ceil(4) as usize;
+        let unicode = escape.is_none() && needs_escape(c);
+        width += match (escape, unicode) {
+            (Some(_), _) => 2,
+            (None, true) => hex_digits + 4,
+            (None, false) => 1,
+        };
+        if width > QUOTE_MAX {
             return Ok(true);
         }
-        match c {
-            '"' if in_quotes => f.write_str("\\\"")?,
-            '\\' if in_quotes => f.write_str("\\\\")?,
-            '\n' => f.write_str("\\n")?,
-            '\r' => f.write_str("\\r")?,
-            '\t' => f.write_str("\\t")?,
-            c if needs_escape(c) => write!(f, "\\u{{{:x}}}", c as u32)?,
-            c => f.write_char(c)?,
+        match escape {
+            Some(e) => {
+                f.write_char('\\')?;
+                f.write_char(e)?;
+            }
+            None if unicode => write!(f, "\\u{{{:x}}}", c as u32)?,
+            None => f.write_char(c)?,
         }
     }
     Ok(false)
@@ -203,6 +218,21 @@ mod tests {
     }
 
     #[test]
+    fn escapes_count_in_what_is_shown() {
+        let q = quoted(&"\u{202e}x".repeat(1000)).to_string();
+        assert_eq!(q, format!("\"{}\"… (4000 bytes)", "\\u{202e}x".repeat(7)));
+        let q = quoted(&"\u{e0041}".repeat(100)).to_string();
+        assert!(q.starts_with("\"\\u{e0041}\\u{e0041}"), "{q}");
+        assert!(q.chars().count() <= QUOTE_MAX + 20, "{q}");
+        assert_eq!(quoted(&"\n".repeat(32)).to_string().len(), QUOTE_MAX + 2);
+        assert!(
+            quoted(&"\n".repeat(33))
+                .to_string()
+                .ends_with("… (33 bytes)")
+        );
+    }
+
+    #[test]
     fn a_long_value_is_clipped_with_its_length() {
         let long = "é".repeat(1_000_000);
         let q = quoted(&long).to_string();
@@ -213,6 +243,60 @@ mod tests {
             quoted(&"x".repeat(QUOTE_MAX)).to_string().len(),
             QUOTE_MAX + 2
         );
+    }
+
+    /// The crate's errors show what a caller chose (ids, methods, config values) through this
+    /// module: a message stays short whatever it was given.
+    #[test]
+    fn errors_show_caller_values_clipped() {
+        use crate::error::Error;
+        use std::time::Duration;
+        let huge = "\u{202e}x".repeat(500_000);
+        let s = || huge.clone();
+        for e in [
+            Error::UnknownFrame(s()),
+            Error::UnknownTarget(s()),
+            Error::NotActive(s()),
+            Error::UnknownDialog {
+                id: s(),
+                known: "d-1".into(),
+            },
+            Error::Timeout {
+                method: s(),
+                after: Duration::from_secs(1),
+            },
+            Error::Cdp {
+                method: s(),
+                code: -32601,
+                message: "not found".into(),
+            },
+            Error::Refused {
+                method: s(),
+                option: "security.cdp_deny".into(),
+                detail: "no".into(),
+            },
+            Error::TargetCrashed {
+                what: "the page".into(),
+                method: s(),
+            },
+            Error::UndecodableReply {
+                method: s(),
+                reason: "deep".into(),
+            },
+            Error::Cancelled(s()),
+            Error::StartCancelled {
+                task_id: s(),
+                during: "connecting".into(),
+            },
+            crate::config::seconds_setting("k", f64::MAX, Duration::from_secs(1)).unwrap_err(),
+        ] {
+            let text = e.to_string();
+            assert!(text.len() < 600 && !text.contains('\u{202e}'), "{text}");
+            assert!(
+                text.contains("(1500000 bytes)") || text.contains('…'),
+                "{text}"
+            );
+        }
     }
 
     #[test]

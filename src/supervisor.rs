@@ -124,15 +124,13 @@ impl DialogAction {
         match action {
             "accept" => Ok(DialogAction::Accept),
             "dismiss" => Ok(DialogAction::Dismiss),
-            _ => Err(invalid_action(&serde_json::Value::from(action))),
+            _ => Err(invalid_action(crate::quote::quoted(action))),
         }
     }
 }
 
-/// The error for an action that is neither, `given` as a JSON value of any kind: at most 60
-/// characters of its JSON text (it may be huge).
-pub(crate) fn invalid_action(given: &serde_json::Value) -> Error {
-    let shown: String = given.to_string().chars().take(60).collect();
+/// The error for an action that is neither, `shown` through [`crate::quote`] (it may be huge).
+pub(crate) fn invalid_action(shown: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!(
         "invalid action {shown}: use \"accept\" or \"dismiss\""
     ))
@@ -500,7 +498,14 @@ impl Supervisor {
                             count: n,
                             pending: pending
                                 .iter()
-                                .map(|d| format!("{} ({}: {:?})", d.id, d.kind, d.message))
+                                .map(|d| {
+                                    format!(
+                                        "{} ({}: {})",
+                                        d.id,
+                                        d.kind,
+                                        crate::quote::quoted(&d.message)
+                                    )
+                                })
                                 .collect::<Vec<_>>()
                                 .join(", "),
                         });

@@ -20,10 +20,11 @@ use super::browser::Launched;
 use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
+use crate::quote::quoted_json;
 use crate::redact::redact_url;
 use crate::supervisor::Supervisor;
 use crate::tools::table::Tool;
-use crate::tools::{check_args, check_task, failure, kind_of, opt_str, shown};
+use crate::tools::{check_args, check_task, failure, kind_of, opt_str};
 
 /// The task of a call over HTTP (module doc).
 pub(super) fn task_per_client(tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
@@ -134,7 +135,7 @@ fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), Value> 
                 return Err(failure(format!(
                     "dialog_timeout_s must be a number of seconds > 0 and <= {}, got {}",
                     MAX_DIALOG_TIMEOUT.as_secs(),
-                    shown(v, 40)
+                    quoted_json(v)
                 )));
             }
         },

@@ -334,7 +334,7 @@ pub(crate) fn dispatch(
 
 /// The result of a call of a tool the host does not have.
 fn unknown(name: &str) -> Value {
-    failure(format!("unknown tool {name:?}"))
+    failure(format!("unknown tool {}", crate::quote::quoted(name)))
 }
 
 /// The host of the Python binding: a registry and nothing else, so it serves the tools that

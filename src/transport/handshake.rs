@@ -112,8 +112,8 @@ pub(super) fn websocket(
     })?;
     if head.code != Some(101) {
         return Err(format!(
-            "WebSocket handshake failed: the server answered {:?} instead of 101 Switching Protocols",
-            head.status
+            "WebSocket handshake failed: the server answered {} instead of 101 Switching Protocols",
+            crate::quote::quoted(&head.status)
         ));
     }
     let expected = tungstenite::handshake::derive_accept_key(key.as_bytes());

@@ -170,7 +170,10 @@ impl Transport {
             other => {
                 return Err(Error::InvalidUrl {
                     url: url_redacted,
-                    reason: format!("scheme {other:?} is not a WebSocket scheme (ws:// or wss://)"),
+                    reason: format!(
+                        "scheme {} is not a WebSocket scheme (ws:// or wss://)",
+                        crate::quote::quoted(other)
+                    ),
                 });
             }
         };
