@@ -319,7 +319,8 @@ impl PySupervisor {
             "dismiss" => DialogAction::Dismiss,
             other => {
                 return Err(invalid_argument(format!(
-                    "invalid action {other:?}: use \"accept\" or \"dismiss\""
+                    "invalid action {}: use \"accept\" or \"dismiss\"",
+                    cdp_supervisor::unversioned::quote::quoted(other)
                 )));
             }
         };

@@ -61,9 +61,12 @@ class ConfigError(InvalidArgument):
     """A configuration value is invalid."""
 
     key: str
-    """The setting, e.g. ``browser.dialog_policy``."""
+    """The setting, e.g. ``browser.dialog_policy``; an item of a list names its position, e.g.
+    ``security.cdp_deny[2]``."""
     value: str
-    """The value given."""
+    """The value given, as the message shows it: a string quoted (at most 64 characters of it,
+    then its length), a number as written, or the kind of a value of the wrong kind
+    (``a list``, ``a table``), never its contents."""
     allowed: str
     """What is allowed."""
 
