@@ -158,9 +158,9 @@ pub enum Error {
         /// The key, e.g. `browser.dialog_policy`; an item of a list names its position, e.g.
         /// `security.cdp_deny[2]`.
         key: String,
-        /// The value given, as the message shows it: a string quoted and clipped
-        /// ([`crate::quote`]), a number or boolean as written, or the kind of a value of the
-        /// wrong kind (`a list`, `a table`: never its contents).
+        /// The value given, as the message shows it: a string quoted (at most 64 characters of
+        /// it, escaped, then its length), a number or boolean as written, or the kind of a value
+        /// of the wrong kind (`a list`, `a table`: never its contents).
         value: String,
         /// What is allowed.
         allowed: String,
