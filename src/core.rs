@@ -18,6 +18,7 @@
 //! the call table is `core/calls.rs`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,12 +31,15 @@ use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
 use crate::error::Error;
 use crate::protocol::{self, CdpError, Incoming};
-use crate::snapshot::{Blocked, BlockedReason, Snapshot, SupervisorState};
+use crate::snapshot::{Blocked, BlockedReason, MainDocument, Snapshot, SupervisorState};
 use crate::watchdog::WatchdogMsg;
 
 mod calls;
+mod choosers;
 mod console;
 mod dialogs;
+mod document;
+mod downloads;
 pub(crate) mod frames;
 mod pages;
 pub(crate) mod policy;
@@ -47,9 +51,12 @@ mod targets;
 mod tests;
 
 pub use calls::{CallKind, CallResult, Command, PendingCall};
+use choosers::Choosers;
 use console::Console;
 use dialogs::Dialogs;
 pub use dialogs::answer_command;
+use downloads::Downloads;
+pub use downloads::FilesSettings;
 use frames::Frames;
 use pages::Pages;
 pub(crate) use policy::{ORPHAN_FRAME_HINT, ORPHAN_HINT, UNRESPONSIVE_HINT};
@@ -63,6 +70,15 @@ pub enum Outgoing {
     Command(Command),
     /// Tell the watchdog: arm it for a `must_respond` dialog, or cancel it for one that closed.
     Watchdog(WatchdogMsg),
+    /// Move download `guid`'s file from where the browser wrote it (`from`) to where the
+    /// snapshot says it is (`to`, in the task's download directory), before publishing; a
+    /// failed rename is told to [`Core::download_move_failed`].
+    #[allow(missing_docs)]
+    MoveDownload {
+        guid: String,
+        from: PathBuf,
+        to: PathBuf,
+    },
 }
 
 /// Per-task settings the state machine applies.
@@ -111,6 +127,16 @@ pub struct Core {
     frames: Frames,
     /// Followed and watched popups.
     pages: Pages,
+    /// The task's downloads.
+    downloads: Downloads,
+    /// File choosers waiting for files, and the last one refused.
+    choosers: Choosers,
+    /// The task's page's current document (what a navigation waits for).
+    document: Option<MainDocument>,
+    /// The task's own page that was gone after a reconnect, replaced by a new one.
+    page_replaced: Option<String>,
+    /// Sent whenever the page is attached ([`FilesSettings::download_behavior`]).
+    download_behavior: Option<Value>,
     /// What makes the page (or one of its iframes) unusable, when something does (SPEC §4.5).
     blocked: Option<Blocked>,
     /// The session whose hanging `Page.enable` `blocked` is about: its answer, or the session
@@ -148,6 +174,11 @@ impl Core {
             console: Console::new(limits.console_errors_max),
             frames: Frames::new(limits.clone()),
             pages: Pages::new(limits, settings.follow_popups),
+            downloads: Downloads::new(None),
+            choosers: Choosers::new(limits.pending_dialogs_max, false),
+            document: None,
+            page_replaced: None,
+            download_behavior: None,
             blocked: None,
             blocked_session: None,
             bridge_active: settings.bridge == BridgeMode::On,
@@ -221,7 +252,11 @@ impl Core {
             | set(&mut p.state, &self.state)
             | set(&mut p.disconnect_reason, &self.disconnect_reason)
             | set(&mut p.blocked, &self.blocked)
-            | set(&mut p.crashed, &crashed);
+            | set(&mut p.crashed, &crashed)
+            | set(&mut p.document, &self.document)
+            | set(&mut p.page_replaced, &self.page_replaced);
+        changed |= self.refresh_files();
+        let p = &mut self.published;
         let dialogs = self.dialogs.take_published();
         if let Some((pending, unanswerable)) = dialogs.open {
             p.pending_dialogs = pending;
@@ -370,6 +405,10 @@ impl Core {
                             self.frames.seed(&session_id, &tree.frame_tree, is_page);
                         }
                     }
+                    CallKind::ChooserDone { id } => {
+                        let id = id.clone();
+                        self.file_chooser_done(&id);
+                    }
                     CallKind::PageEnable { session_id } => {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
@@ -429,6 +468,7 @@ impl Core {
             if self.bridge_active {
                 self.bridge_setup(session_id);
             }
+            self.page_attached(target_id);
             self.page_session_id = Some(session_id.to_string());
             self.page_target_id = Some(target_id.to_string());
             if matches!(self.state, SupervisorState::Reconnecting { .. }) {
@@ -490,6 +530,14 @@ impl Core {
                 }
             }
             "Fetch.requestPaused" => self.request_paused(session, params, now),
+            "Page.downloadWillBegin" | "Browser.downloadWillBegin" => {
+                self.download_will_begin(session_id, params, now)
+            }
+            "Page.downloadProgress" | "Browser.downloadProgress" => {
+                self.download_progress(params, now)
+            }
+            "Page.fileChooserOpened" => self.file_chooser_opened(session, params, now),
+            "Page.loadEventFired" => self.document_loaded(session),
             "Runtime.consoleAPICalled" => self.console_api(session, params, now),
             "Runtime.exceptionThrown" => self.exception_thrown(session, params, now),
             "Target.attachedToTarget" => {

@@ -67,7 +67,7 @@ impl Inner {
             }),
             Tool::Disconnect => Some(disconnect(self, task, args)),
             Tool::Cdp => Some(cdp(self, task, args, cancel)),
-            Tool::Snapshot | Tool::Dialog => None,
+            Tool::Snapshot | Tool::Dialog | Tool::Navigate => None,
         }
     }
 }

@@ -85,7 +85,10 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
-        if let Err((option, detail)) = self.config.security.check(method, &params) {
+        let own_downloads = self.download_dir.as_deref();
+        if let Err((option, detail)) =
+            crate::security::check_for_task(&self.config.security, method, &params, own_downloads)
+        {
             return Err(Error::Refused {
                 method: method.to_string(),
                 option: option.to_string(),

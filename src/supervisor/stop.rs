@@ -70,6 +70,11 @@ impl Supervisor {
                 let _ = t.join();
             }
         }
+        if let Some(dir) = &self.download_dir
+            && !self.config.downloads.keep
+        {
+            crate::local_files::remove_task_dir(dir);
+        }
     }
 }
 

@@ -66,6 +66,7 @@ fn tools_are_found_by_name_and_listed_once_in_table_order() {
             "browser_snapshot",
             "browser_dialog",
             "browser_cdp",
+            "browser_navigate",
             "browser_disconnect"
         ]
     );

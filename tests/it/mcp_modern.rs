@@ -91,7 +91,7 @@ fn both_protocol_generations_are_served_on_one_stdio_process() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names.len(), 5, "{a}");
+    assert_eq!(names.len(), 6, "{a}");
     assert!(r["ttlMs"].as_u64().is_some_and(|t| t > 0), "{a}");
     assert_eq!(r["cacheScope"], "public", "{a}");
     // The list is the same on every call (cacheable).
