@@ -492,6 +492,17 @@ impl Snapshot {
         self.state == SupervisorState::Active
     }
 
+    /// The `loaderId` of the navigation that brought the page's current main document, when
+    /// known (what [`Navigation::loader_id`](crate::Navigation::loader_id) names).
+    pub fn document_loader(&self) -> Option<&str> {
+        self.document.as_ref().map(|d| d.loader_id.as_str())
+    }
+
+    /// Whether the page's current main document has fired its `load` event.
+    pub fn document_loaded(&self) -> bool {
+        self.document.as_ref().is_some_and(|d| d.loaded)
+    }
+
     /// The most recent closed record of dialog `id`, if it is still in the ring.
     pub fn closed_dialog(&self, id: &str) -> Option<&ClosedDialog> {
         self.recent_dialogs

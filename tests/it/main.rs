@@ -32,6 +32,7 @@ mod e2e_endpoints;
 mod e2e_frames;
 mod e2e_hardening_dialogs;
 mod e2e_hardening_frames;
+mod e2e_navigate;
 mod e2e_orphan;
 mod e2e_own_page;
 mod e2e_popups;
