@@ -101,19 +101,32 @@ fn navigate_returns_frame_and_loader_and_commit_does_not_wait_for_load() {
     assert_eq!(eval(&sup, "document.readyState"), "complete");
 
     // The tool: the same shape, with its schema's fields.
-    let out = tools::browser_navigate(&reg, "nav-basic", &json!({"url": url, "wait_until": "commit"}));
+    let out = tools::browser_navigate(
+        &reg,
+        "nav-basic",
+        &json!({"url": url, "wait_until": "commit"}),
+    );
     assert_eq!(out["success"], true, "{out}");
     assert_eq!(out["frame_id"], json!(page), "{out}");
     assert!(out["loader_id"].is_string(), "{out}");
-    let out = tools::browser_navigate(&reg, "nav-basic", &json!({"url": url, "wait_until": "soon"}));
+    let out = tools::browser_navigate(
+        &reg,
+        "nav-basic",
+        &json!({"url": url, "wait_until": "soon"}),
+    );
     assert_eq!(out["success"], false, "{out}");
-    assert!(out["error"].as_str().unwrap().contains("\"commit\" or \"load\""), "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"commit\" or \"load\""),
+        "{out}"
+    );
     reg.stop_all();
 }
 
 #[test]
-fn an_alert_while_the_page_loads_ends_the_navigation_within_a_second_and_a_second_wait_completes()
-{
+fn an_alert_while_the_page_loads_ends_the_navigation_within_a_second_and_a_second_wait_completes() {
     let Some(browser) = common::shared_browser() else {
         return;
     };
@@ -131,7 +144,10 @@ fn an_alert_while_the_page_loads_ends_the_navigation_within_a_second_and_a_secon
         panic!("not BlockedByDialog: {err:?}");
     };
     assert!(took < Duration::from_secs(1), "{took:?}");
-    assert_eq!((&dialog.kind, dialog.message.as_str()), (&DialogKind::Alert, "loading"));
+    assert_eq!(
+        (&dialog.kind, dialog.message.as_str()),
+        (&DialogKind::Alert, "loading")
+    );
     assert!(err.to_string().contains(&dialog.id), "{err}");
     // Still loading: the alert holds the parser.
     assert!(
@@ -151,7 +167,10 @@ fn an_alert_while_the_page_loads_ends_the_navigation_within_a_second_and_a_secon
         nav.loader_id,
         sup.snapshot().document_loader().map(str::to_string)
     );
-    assert_eq!(eval(&sup, "document.getElementById('after').textContent"), "after the alert");
+    assert_eq!(
+        eval(&sup, "document.getElementById('after').textContent"),
+        "after the alert"
+    );
 
     // The tool says the same: blocked_by_dialog names the dialog.
     let t = Instant::now();
@@ -257,7 +276,11 @@ fn network_errors_are_named_and_the_policy_judges_the_url() {
 
     // Refused before it reaches the browser: the page stays where it was.
     sup.navigate(&plain, WaitUntil::Load, LONG).expect("plain");
-    for url in ["file:///etc/passwd", " FILE:///etc/hostname", "chrome://version"] {
+    for url in [
+        "file:///etc/passwd",
+        " FILE:///etc/hostname",
+        "chrome://version",
+    ] {
         let e = sup
             .navigate(url, WaitUntil::Load, LONG)
             .expect_err("refused");

@@ -204,7 +204,10 @@ fn two_tasks_on_a_browser_holding_pages_get_two_new_tabs_and_touch_no_other() {
     })
     .expect("the other page loaded");
     let before = pages(&mut cdp);
-    assert!(before.len() >= 2, "the browser holds pages already: {before:?}");
+    assert!(
+        before.len() >= 2,
+        "the browser holds pages already: {before:?}"
+    );
     let reg = SupervisorRegistry::new(Config::default());
     let started: Vec<_> = ["own-a", "own-b"]
         .iter()
@@ -225,7 +228,10 @@ fn two_tasks_on_a_browser_holding_pages_get_two_new_tabs_and_touch_no_other() {
     let after = pages(&mut cdp);
     eprintln!("pages before: {before:?}\npages after: {after:?}");
     for id in &ids {
-        assert!(!before.iter().any(|(t, _, _)| t == id), "{id} is a new page");
+        assert!(
+            !before.iter().any(|(t, _, _)| t == id),
+            "{id} is a new page"
+        );
         let (_, url, _) = after
             .iter()
             .find(|(t, _, _)| t == id)
@@ -292,7 +298,8 @@ fn own_page_is_reattached_after_a_reconnect_and_replaced_only_when_gone() {
     let session = again.page_session_id.clone().expect("its session");
     let conns = proxy.count();
     proxy.cut(conns - 1);
-    cdp.close_page(&page).expect("close the task's page behind its back");
+    cdp.close_page(&page)
+        .expect("close the task's page behind its back");
     let replaced = sup
         .wait_for(T, |s| {
             s.is_active() && s.page_session_id.as_deref().is_some_and(|x| x != session)

@@ -90,4 +90,3 @@ fn pump(mut from: TcpStream, mut to: TcpStream) {
     let _ = from.shutdown(Shutdown::Both);
     let _ = to.shutdown(Shutdown::Both);
 }
-
