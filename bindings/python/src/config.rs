@@ -39,6 +39,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("allow_page_protocol", "security"),
     ("cdp_deny", "security"),
     ("cdp_allow", "security"),
+    ("upload_dirs", "security"),
+    ("dir", "downloads"),
+    ("keep", "downloads"),
 ];
 
 /// A TOML basic string.
@@ -257,6 +260,24 @@ impl PyConfig {
     #[getter]
     fn cdp_allow(&self) -> Vec<String> {
         self.inner.security.cdp_allow.clone()
+    }
+
+    /// `security.upload_dirs`.
+    #[getter]
+    fn upload_dirs(&self) -> Vec<PathBuf> {
+        self.inner.security.upload_dirs.clone()
+    }
+
+    /// `downloads.dir` (`None`: the system temp directory).
+    #[getter]
+    fn downloads_dir(&self) -> Option<PathBuf> {
+        self.inner.downloads.dir.clone()
+    }
+
+    /// `downloads.keep`.
+    #[getter]
+    fn keep_downloads(&self) -> bool {
+        self.inner.downloads.keep
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

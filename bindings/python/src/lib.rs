@@ -10,7 +10,7 @@
 //! * `config`: keyword arguments to `Config` through `Config::from_toml`.
 //! * `convert`: JSON values to Python and back.
 //! * `testing`, `tools`, `bench`: the fake browser, the JSON tools, the bench's Rust side.
-//! * `hermes`: the page the Hermes drop-in attaches to.
+//! * `files`: navigation, downloads and file choosers of a supervisor (issue 31).
 #![deny(unsafe_code)]
 
 use std::time::Duration;
@@ -22,7 +22,7 @@ mod blocking;
 mod config;
 mod convert;
 mod errors;
-mod hermes;
+mod files;
 mod registry;
 mod snapshot;
 mod testing;
@@ -56,10 +56,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<snapshot::PyConsoleEntry>()?;
     m.add_class::<snapshot::PyBlocked>()?;
     m.add_class::<snapshot::PyPageInfo>()?;
+    m.add_class::<snapshot::PyDownload>()?;
+    m.add_class::<snapshot::PyFileChooser>()?;
     m.add_class::<testing::PyFakeBrowser>()?;
     m.add_function(wrap_pyfunction!(tools::call_tool, m)?)?;
     m.add_function(wrap_pyfunction!(bench::detect_rust, m)?)?;
-    m.add_function(wrap_pyfunction!(hermes::first_page_target, m)?)?;
     m.add_function(wrap_pyfunction!(errors::error_samples, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

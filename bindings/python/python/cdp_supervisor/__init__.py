@@ -30,6 +30,8 @@ from ._native import (
     ClosedDialog,
     Config,
     ConsoleEntry,
+    Download,
+    FileChooser,
     FrameEntry,
     FrameTree,
     PageInfo,
@@ -70,6 +72,8 @@ from .errors import (
     UndecodableReply,
     Cancelled,
     StartCancelled,
+    NavigationFailed,
+    NoDownload,
     IoError,
 )
 
@@ -78,6 +82,8 @@ __all__ = [
     "ClosedDialog",
     "Config",
     "ConsoleEntry",
+    "Download",
+    "FileChooser",
     "FrameEntry",
     "FrameTree",
     "PageInfo",
@@ -117,5 +123,7 @@ __all__ = [
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "NavigationFailed",
+    "NoDownload",
     "IoError",
 ]
