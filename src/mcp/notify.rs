@@ -539,4 +539,46 @@ mod tests {
         assert!(changes("t", &before, &attached("S1"), true).is_empty());
         assert!(changes("t", &before, &after, false).is_empty());
     }
+
+    #[test]
+    fn a_download_is_news_when_it_begins_and_when_it_ends() {
+        use crate::snapshot::{Download, DownloadState};
+        let download = |state| {
+            Arc::new(Download {
+                guid: "G".into(),
+                url: "http://a.test/f".into(),
+                suggested_filename: "f.bin".into(),
+                state,
+                received_bytes: 3,
+                total_bytes: Some(3),
+                path: None,
+                frame_id: None,
+                started_at: 1.0,
+                ended_at: None,
+            })
+        };
+        let with = |state: Option<DownloadState>| {
+            let mut s = attached("S1");
+            s.downloads = state.map(download).into_iter().collect();
+            s
+        };
+        let none = with(None);
+        let going = with(Some(DownloadState::InProgress));
+        let done = with(Some(DownloadState::Completed));
+        assert_eq!(
+            names(&changes("t", &none, &going, true)),
+            ["download_started"]
+        );
+        assert!(changes("t", &going, &going, true).is_empty());
+        let ended = changes("t", &going, &done, true);
+        assert_eq!(names(&ended), ["download_finished"]);
+        assert_eq!(ended[0].data["download"]["state"], "completed");
+        // Begun and ended between two looks: both.
+        assert_eq!(
+            names(&changes("t", &none, &done, true)),
+            ["download_started", "download_finished"]
+        );
+        let failed = changes("t", &going, &with(Some(DownloadState::Canceled)), true);
+        assert_eq!(failed[0].level, Level::WARNING);
+    }
 }
