@@ -1,5 +1,6 @@
 //! The local file system, for what crosses between the page and the machine (issue 31): each
-//! task's download directory (made at start, removed at stop unless `downloads.keep`), moving a
+//! task's download directory (named at start, made by the browser when the first download lands
+//! there, removed at stop unless `downloads.keep`), moving a
 //! completed download into it (the reader, before it publishes: `core/downloads.rs` says why),
 //! and which files may answer a file chooser (`security.upload_dirs`, judged by real paths).
 
@@ -13,9 +14,12 @@ use crate::quote::quoted;
 /// How every task's download directory is named: `cdp-downloads-<task>-<pid>-<n>`.
 const PREFIX: &str = "cdp-downloads-";
 
-/// Makes task `task_id`'s download directory under `downloads.dir` (the system temp directory
-/// when unset). The task id is reduced to letters, digits, `-` and `_` (at most 32).
-pub(crate) fn make_task_dir(downloads: &Downloads, task_id: &str) -> Result<PathBuf, Error> {
+/// Names task `task_id`'s download directory under `downloads.dir` (the system temp directory
+/// when unset), a name nothing has yet. Nothing is made: the browser makes the directory when
+/// the first download lands there (measured on Chromium 148, nested directories included), so a
+/// task that downloads nothing leaves no trace. The task id is reduced to letters, digits, `-`
+/// and `_` (at most 32).
+pub(crate) fn task_dir(downloads: &Downloads, task_id: &str) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let parent = downloads.dir.clone().unwrap_or_else(std::env::temp_dir);
     let label: String = task_id
@@ -23,20 +27,11 @@ pub(crate) fn make_task_dir(downloads: &Downloads, task_id: &str) -> Result<Path
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
         .take(32)
         .collect();
-    let failed = |e: std::io::Error, dir: &Path| {
-        Error::Io(format!(
-            "cannot make the task's download directory {} (downloads.dir): {e}",
-            dir.display()
-        ))
-    };
-    std::fs::create_dir_all(&parent).map_err(|e| failed(e, &parent))?;
     loop {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = parent.join(format!("{PREFIX}{label}-{}-{n}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(failed(e, &dir)),
+        if std::fs::symlink_metadata(&dir).is_err() {
+            return dir;
         }
     }
 }
@@ -134,8 +129,14 @@ mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
-        let d = make_task_dir(&Downloads::default(), name).unwrap();
-        assert!(d.is_dir());
+        let d = task_dir(&Downloads::default(), name);
+        assert!(!d.exists(), "named, not made");
+        std::fs::create_dir(&d).unwrap();
+        assert_ne!(
+            task_dir(&Downloads::default(), name),
+            d,
+            "a name nothing has"
+        );
         d
     }
 

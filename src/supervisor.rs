@@ -212,7 +212,7 @@ impl Supervisor {
                 other => other?,
             },
         };
-        let (download_dir, files) = files::files_settings(task_id, &config)?;
+        let (download_dir, files) = files::files_settings(task_id, &config);
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let (wake_reader_tx, wake_reader) = bounded::<()>(0);

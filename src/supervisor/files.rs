@@ -19,7 +19,8 @@ use crate::snapshot::{ChooserMode, ChooserRefused, Download, FileChooser, Snapsh
 pub const DOWNLOAD_BEGIN_GRACE: Duration = Duration::from_secs(2);
 
 impl Supervisor {
-    /// The task's download directory (`[downloads] dir`), where completed downloads are.
+    /// The task's download directory (under `[downloads] dir`), where completed downloads are;
+    /// the browser makes it when the first download lands there.
     pub fn download_dir(&self) -> Option<&std::path::Path> {
         self.download_dir.as_deref()
     }
@@ -140,37 +141,28 @@ impl Supervisor {
     }
 }
 
-/// The task's download directory, made now, and what its core does with files: the
-/// `Browser.setDownloadBehavior` that points the browser there (judged by the security
-/// policy, which lets a task's own directory through), and whether file choosers wait for the
-/// agent (`security.allow_file_access`).
+/// The task's download directory (named now; the browser makes it with the first download),
+/// and what its core does with files: the supervisor's own `Browser.setDownloadBehavior` that
+/// points the browser there (the security policy's download-path rule lets a task's own
+/// directory through, for raw calls too: `security::check_for_task`; like every command of the
+/// supervisor's own, it is not subject to `cdp_deny`/`cdp_allow`), and whether file choosers
+/// wait for the agent (`security.allow_file_access`).
 pub(super) fn files_settings(
     task_id: &str,
     config: &crate::config::Config,
-) -> Result<(Option<std::path::PathBuf>, FilesSettings), Error> {
-    let dir = crate::local_files::make_task_dir(&config.downloads, task_id)?;
+) -> (Option<std::path::PathBuf>, FilesSettings) {
+    let dir = crate::local_files::task_dir(&config.downloads, task_id);
     let params = json!({
         "behavior": "allowAndName",
         "downloadPath": dir.display().to_string(),
         "eventsEnabled": true,
     });
-    let method = "Browser.setDownloadBehavior";
-    if let Err((option, detail)) =
-        crate::security::check_for_task(&config.security, method, &params, Some(&dir))
-    {
-        crate::local_files::remove_task_dir(&dir);
-        return Err(Error::Refused {
-            method: method.into(),
-            option: option.into(),
-            detail,
-        });
-    }
     let files = FilesSettings {
         download_dir: Some(dir.clone()),
         download_behavior: Some(params),
         answer_file_choosers: config.security.allow_file_access,
     };
-    Ok((Some(dir), files))
+    (Some(dir), files)
 }
 
 /// The pending chooser `id` names, or the only one.

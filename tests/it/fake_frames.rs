@@ -190,6 +190,7 @@ fn child_iframe_target_is_enabled_pipelined_then_resumed() {
             "Target.setAutoAttach",
             "Page.getFrameTree",
             "Runtime.getIsolateId",
+            "Page.setInterceptFileChooserDialog",
             "Runtime.runIfWaitingForDebugger",
         ],
         "commands on the child session, in order"
