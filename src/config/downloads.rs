@@ -1,6 +1,7 @@
 //! `[downloads]` (issue 31): where each task's downloads go. Every task gets a directory of its
-//! own under [`Downloads::dir`] (the system temp directory when unset), made at start and removed
-//! at stop unless [`Downloads::keep`]; what fills it is `crate::downloads`.
+//! own under [`Downloads::dir`] (the system temp directory when unset), named at start, made by
+//! the browser with the first download, and removed at stop unless [`Downloads::keep`]; what
+//! fills it is `crate::core` (downloads) and `crate::local_files`.
 
 use std::path::PathBuf;
 
