@@ -36,15 +36,28 @@ pub(crate) fn task_dir(downloads: &Downloads, task_id: &str) -> PathBuf {
     }
 }
 
-/// Removes a task's download directory and what it holds, best effort (logged).
-pub(crate) fn remove_task_dir(dir: &Path) {
-    if let Err(e) = std::fs::remove_dir_all(dir)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        log::warn!(
-            "cannot remove the task's download directory {}: {e}",
+/// Removes what the task put in its download directory (`files`: its downloads' files, and the
+/// browser's own names for them, their guids), then the directory if that left it empty. Nothing
+/// else is removed: the browser's download directory is one per browser context, so a file of
+/// another task, or of a person using the same browser, may have landed there meanwhile; it stays
+/// (and so does the directory, logged).
+pub(crate) fn remove_task_dir<'a>(dir: &Path, files: impl IntoIterator<Item = &'a Path>) {
+    for f in files {
+        if f.parent() == Some(dir)
+            && let Err(e) = std::fs::remove_file(f)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            log::debug!("cannot remove the download {}: {e}", f.display());
+        }
+    }
+    match std::fs::remove_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::warn!(
+            "the task's download directory {} is left in place: {e} (files the task did not \
+             download are in it)",
             dir.display()
-        );
+        ),
     }
 }
 
@@ -175,8 +188,7 @@ mod tests {
         assert!(e.to_string().contains("security.upload_dirs"), "{e}");
         let e = upload_files(&[allowed.join("missing.txt")], &dirs).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-        remove_task_dir(&root);
-        assert!(!root.exists());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
@@ -191,6 +203,13 @@ mod tests {
         move_download(&theirs.join("guid-1"), &mine.join("report (1).txt")).unwrap();
         assert_eq!(std::fs::read(mine.join("report (1).txt")).unwrap(), b"one");
         assert!(!theirs.exists(), "the other task's empty directory is gone");
-        remove_task_dir(&mine);
+        // The stop removes the task's own files, and the directory once empty; never another's.
+        std::fs::write(mine.join("not-mine.bin"), b"other").unwrap();
+        let own = [mine.join("report.txt"), mine.join("report (1).txt")];
+        remove_task_dir(&mine, own.iter().map(PathBuf::as_path));
+        assert!(!own[0].exists() && !own[1].exists());
+        assert_eq!(std::fs::read(mine.join("not-mine.bin")).unwrap(), b"other");
+        remove_task_dir(&mine, [mine.join("not-mine.bin").as_path()]);
+        assert!(!mine.exists(), "empty: removed");
     }
 }
