@@ -225,7 +225,7 @@ pub enum Error {
     /// it stopped where it was and left nothing behind (no supervisor, no threads, no page it
     /// had created).
     #[error(
-        "the start of task {task_id:?} was cancelled while {during}; nothing of it was kept          (no supervisor, no page it created)"
+        "the start of task {task_id:?} was cancelled while {during}; nothing of it was kept (no supervisor, no page it created)"
     )]
     StartCancelled {
         /// The task.
@@ -233,4 +233,8 @@ pub enum Error {
         /// What the start was doing: `connecting`, `attaching`, ...
         during: String,
     },
+    /// A start on a registry that was closed ([`crate::SupervisorRegistry::close`]). Carries
+    /// the task id.
+    #[error("the registry is closed and starts no supervisor (task {0:?}): make a new registry")]
+    RegistryClosed(String),
 }

@@ -148,6 +148,7 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 ("during", Attr::Str(during)),
             ],
         ),
+        Error::RegistryClosed(task) => ("RegistryClosed", vec![("task_id", Attr::Str(task))]),
         // A variant newer than this binding (`Error` is non-exhaustive):
         // `tests/test_errors.py` fails until it gets a class of its own.
         _ => ("CdpSupervisorError", vec![]),
@@ -316,6 +317,7 @@ pub fn error_samples(
                 during: s("connecting"),
             },
         ),
+        ("RegistryClosed", Error::RegistryClosed(s("task-1"))),
     ];
     samples
         .into_iter()

@@ -66,6 +66,7 @@ EXPECTED: Dict[str, Tuple[Type[errors.CdpSupervisorError], Dict[str, Any]]] = {
     "UndecodableReply": (errors.UndecodableReply, {"method": "Runtime.evaluate"}),
     "Cancelled": (errors.Cancelled, {"method": "Page.reload"}),
     "StartCancelled": (errors.StartCancelled, {"task_id": "task-1", "during": "connecting"}),
+    "RegistryClosed": (errors.RegistryClosed, {"task_id": "task-1"}),
 }
 
 

@@ -70,6 +70,7 @@ from .errors import (
     UndecodableReply,
     Cancelled,
     StartCancelled,
+    RegistryClosed,
     IoError,
 )
 
@@ -117,5 +118,6 @@ __all__ = [
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "RegistryClosed",
     "IoError",
 ]

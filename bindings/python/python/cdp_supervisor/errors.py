@@ -45,6 +45,7 @@ __all__ = [
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "RegistryClosed",
     "IoError",
 ]
 
@@ -236,6 +237,14 @@ class StartCancelled(CdpSupervisorError):
     task_id: str
     during: str
     """What the start was doing: ``connecting``, ``attaching to the page``, ..."""
+
+
+class RegistryClosed(CdpSupervisorError):
+    """The registry was closed (``close()``, or the end of its ``with`` block): it starts no
+    supervisor any more. Make a new registry."""
+
+    task_id: str
+    """The task whose start was refused."""
 
 
 class IoError(CdpSupervisorError, OSError):
