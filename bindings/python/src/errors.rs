@@ -167,6 +167,26 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
     Ok(PyErr::from_value(exc))
 }
 
+/// `UsedAfterFork`: an object made in process `made_in` (a `what`: `SupervisorRegistry`,
+/// `Supervisor`, `FakeBrowser`) used in process `now`, a child of that one (see `crate::fork`).
+pub fn used_after_fork(what: &str, made_in: u32, now: u32) -> PyErr {
+    let message = format!(
+        "this {what} was made in process {made_in} and cannot be used in process {now}, a child \
+         made by fork(): its connections and threads stayed with the parent, and nothing of it \
+         was touched. Make a new SupervisorRegistry in the child (or start children with \
+         multiprocessing's \"spawn\" or \"forkserver\" method)"
+    );
+    Python::attach(|py| {
+        let built = class(py, "UsedAfterFork").and_then(|cls| {
+            let exc = cls.call1((message,))?;
+            exc.setattr("made_in_pid", made_in)?;
+            exc.setattr("pid", now)?;
+            Ok(PyErr::from_value(exc))
+        });
+        built.unwrap_or_else(|failed| failed)
+    })
+}
+
 /// `InvalidArgument(message)`.
 pub fn invalid_argument(message: impl Into<String>) -> PyErr {
     to_py_err(Error::InvalidArgument(message.into()))

@@ -71,6 +71,7 @@ from .errors import (
     Cancelled,
     StartCancelled,
     RegistryClosed,
+    UsedAfterFork,
     IoError,
 )
 
@@ -119,5 +120,6 @@ __all__ = [
     "Cancelled",
     "StartCancelled",
     "RegistryClosed",
+    "UsedAfterFork",
     "IoError",
 ]
