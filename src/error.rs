@@ -246,4 +246,8 @@ pub enum Error {
         /// What the start was doing: `connecting`, `attaching`, ...
         during: String,
     },
+    /// A start on a registry that was closed ([`crate::SupervisorRegistry::close`]). Carries
+    /// the task id.
+    #[error("the registry is closed and starts no supervisor (task {}): make a new registry", quoted(.0))]
+    RegistryClosed(String),
 }

@@ -9,11 +9,19 @@
 //! zombie. A [`StartGuard`] owns the `starting` mark: its `Drop` clears it, so a start that
 //! fails, returns early or panics never leaves its task stuck starting.
 //!
+//! A stop does not wait for the start it beat: every start runs with a [`CancelToken`] of its
+//! slot (a child of the caller's, if any), which the stop cancels, so the start returns
+//! [`Error::StartCancelled`] at once from wherever it waits (connecting to a black hole,
+//! attaching to a page that never answers). [`SupervisorRegistry::close`] marks the slots
+//! closed under the same lock: every start in progress is cancelled that way, and every later
+//! start is refused with [`Error::RegistryClosed`].
+//!
 //! Reads (`get`, `snapshot`, `with_snapshot`) never lock: they go through the read side in
 //! `registry/read_cache.rs`, an arc-swapped `task -> supervisor` map that only the holder of
 //! the slot lock replaces, with a per-thread cache in front of it.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -47,6 +55,12 @@ struct Starting {
     ticket: u64,
     /// Disconnects when that start ends, however it ends.
     done: Receiver<()>,
+    /// The start's own token: cancelled by [`SupervisorRegistry::remove_slot`] (a stop, a
+    /// close), so that the start returns at once instead of finishing for nothing.
+    cancel: CancelToken,
+    /// Set by [`SupervisorRegistry::remove_slot`] with `cancel`: callers waiting for this start
+    /// were stopped too (`cancel` alone may be the starting caller's own cancel).
+    stopped: Arc<AtomicBool>,
 }
 
 /// Everything behind the registry's one lock.
@@ -55,6 +69,8 @@ struct Slots {
     tasks: HashMap<String, Slot>,
     /// The next start's ticket.
     next_ticket: u64,
+    /// Set by [`SupervisorRegistry::close`]: no slot is added any more.
+    closed: bool,
 }
 
 impl Slots {
@@ -88,6 +104,8 @@ struct StartGuard<'a> {
     registry: &'a SupervisorRegistry,
     task_id: &'a str,
     ticket: u64,
+    /// The token the start runs with (the slot's [`Starting::cancel`]).
+    cancel: CancelToken,
     /// Dropped last: waiters wake once the slot says how the start ended.
     _done: Sender<()>,
 }
@@ -98,13 +116,14 @@ impl StartGuard<'_> {
     fn publish(self, sup: Arc<Supervisor>) -> Result<Arc<Supervisor>, Error> {
         let mut slots = self.registry.lock();
         let Some(slot) = slots.started_by(self.task_id, self.ticket) else {
+            let closed = slots.closed;
             drop(slots);
             log::info!(
                 "task {}: stopped while it was starting; its new supervisor stops too",
                 self.task_id
             );
             sup.stop();
-            return Err(Error::NotActive(self.task_id.to_string()));
+            return Err(stopped_start(self.task_id, "finishing", closed));
         };
         slot.starting = None;
         slot.current = Some(Arc::clone(&sup));
@@ -247,6 +266,9 @@ impl SupervisorRegistry {
         );
         let (guard, old) = loop {
             let mut slots = self.lock();
+            if slots.closed {
+                return Err(Error::RegistryClosed(task_id.to_string()));
+            }
             if let Some(slot) = slots.tasks.get(task_id) {
                 if let Some(cur) = &slot.current
                     && cur.cdp_url_raw() == cdp_url
@@ -257,19 +279,25 @@ impl SupervisorRegistry {
                 }
                 if let Some(starting) = &slot.starting {
                     let done = starting.done.clone();
+                    let stopped = Arc::clone(&starting.stopped);
                     drop(slots);
                     let never = crossbeam_channel::never();
                     let cancelled = cancel.map_or(&never, CancelToken::receiver);
+                    const WAITING: &str = "waiting for another caller's start of the task";
                     crossbeam_channel::select! {
                         recv(done) -> _ => {}
                         recv(cancelled) -> _ => return Err(Error::StartCancelled {
                             task_id: task_id.to_string(),
-                            during: "waiting for another caller's start of the task".into(),
+                            during: WAITING.into(),
                         }),
                         recv(wait_deadline.alarm()) -> _ => return Err(Error::StartTimeout(
                             config.start_timeout,
                             "another caller's start of this task did not finish".into(),
                         )),
+                    }
+                    if stopped.load(Ordering::Acquire) {
+                        // The stop was meant for this call too: it does not start again.
+                        return Err(stopped_start(task_id, WAITING, self.lock().closed));
                     }
                     continue;
                 }
@@ -282,6 +310,8 @@ impl SupervisorRegistry {
             let ticket = slots.next_ticket;
             slots.next_ticket += 1;
             let (done_tx, done_rx) = bounded::<()>(0);
+            // Cancelled by the caller's token, or on its own by a stop of the task.
+            let token = cancel.map_or_else(CancelToken::new, CancelToken::child);
             slots.tasks.insert(
                 task_id.to_string(),
                 Slot {
@@ -289,6 +319,8 @@ impl SupervisorRegistry {
                     starting: Some(Starting {
                         ticket,
                         done: done_rx,
+                        cancel: token.clone(),
+                        stopped: Arc::default(),
                     }),
                 },
             );
@@ -296,6 +328,7 @@ impl SupervisorRegistry {
                 registry: self,
                 task_id,
                 ticket,
+                cancel: token,
                 _done: done_tx,
             };
             break (guard, old);
@@ -308,13 +341,29 @@ impl SupervisorRegistry {
             old.stop();
         }
         let served = config.follow_popups && self.popup_watcher;
-        let sup = Supervisor::start_served(task_id, cdp_url, config, options, cancel, served)?;
-        if served && let Err(e) = self.serve_popups(&sup, cdp_url, config, cancel) {
-            sup.stop();
-            self.popups.close_idle();
-            return Err(e);
+        let token = Some(&guard.cancel);
+        let started = Supervisor::start_served(task_id, cdp_url, config, options, token, served)
+            .and_then(|sup| match served {
+                true => match self.serve_popups(&sup, cdp_url, config, token) {
+                    Ok(()) => Ok(sup),
+                    Err(e) => {
+                        sup.stop();
+                        self.popups.close_idle();
+                        Err(e)
+                    }
+                },
+                false => Ok(sup),
+            });
+        match started {
+            Ok(sup) => guard.publish(sup),
+            // Called off by a stop or a close rather than by the caller: say so.
+            Err(Error::StartCancelled { during, .. })
+                if !cancel.is_some_and(CancelToken::is_cancelled) =>
+            {
+                Err(stopped_start(task_id, &during, self.lock().closed))
+            }
+            Err(e) => Err(e),
         }
-        guard.publish(sup)
     }
 
     /// Has the popup watcher of `sup`'s browser hand it its popups, connecting one for the
@@ -414,6 +463,10 @@ impl SupervisorRegistry {
     /// the lock is released.
     fn remove_slot(&self, slots: &mut Slots, task_id: &str) -> Option<Slot> {
         let slot = slots.tasks.remove(task_id)?;
+        if let Some(starting) = &slot.starting {
+            starting.stopped.store(true, Ordering::Release);
+            starting.cancel.cancel();
+        }
         if let Some(sup) = &slot.current {
             sup.request_stop();
             self.reads.set(slots, task_id, None);
@@ -448,7 +501,8 @@ impl SupervisorRegistry {
     }
 
     /// Stops `task_id`'s supervisor (dismissing pending dialogs first) and forgets it. Returns
-    /// whether there was one. A start in progress for the task is cancelled.
+    /// whether there was one. A start in progress for the task is cancelled: it returns
+    /// [`Error::StartCancelled`] at once, wherever it was waiting, and leaves nothing behind.
     pub fn stop(&self, task_id: &str) -> bool {
         let Some(slot) = self.remove_slot(&mut self.lock(), task_id) else {
             return false;
@@ -462,12 +516,28 @@ impl SupervisorRegistry {
         }
     }
 
-    /// Stops every supervisor.
+    /// Stops every supervisor, and cancels every start in progress (as [`stop`](Self::stop)
+    /// does). The registry stays open: later starts run as usual.
     pub fn stop_all(&self) {
         for t in self.tasks() {
             self.stop(&t);
         }
         self.popups.close_idle();
+    }
+
+    /// Closes the registry: every start in progress is cancelled ([`Error::StartCancelled`],
+    /// at once), every supervisor stopped, the popup watchers closed, and every later start
+    /// refused with [`Error::RegistryClosed`] (lookups, snapshots and `stop` still answer).
+    /// Idempotent; dropping the registry closes it too.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.stop_all();
+        self.popups.close_all();
+    }
+
+    /// True once [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 
     /// Task ids with a slot (live or starting).
@@ -478,8 +548,21 @@ impl SupervisorRegistry {
 
 impl Drop for SupervisorRegistry {
     fn drop(&mut self) {
-        self.stop_all();
-        self.popups.close_all();
+        self.close();
+    }
+}
+
+/// The error of a start that a stop of its task (or the registry's close) called off while it
+/// was `during` something.
+fn stopped_start(task_id: &str, during: &str, closed: bool) -> Error {
+    let by = if closed {
+        "the registry was closed"
+    } else {
+        "the task was stopped"
+    };
+    Error::StartCancelled {
+        task_id: task_id.to_string(),
+        during: format!("{during} ({by})"),
     }
 }
 

@@ -148,6 +148,7 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 ("during", Attr::Str(during)),
             ],
         ),
+        Error::RegistryClosed(task) => ("RegistryClosed", vec![("task_id", Attr::Str(task))]),
         // A variant newer than this binding (`Error` is non-exhaustive):
         // `tests/test_errors.py` fails until it gets a class of its own.
         _ => ("CdpSupervisorError", vec![]),
@@ -164,6 +165,26 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         exc.setattr(key, value)?;
     }
     Ok(PyErr::from_value(exc))
+}
+
+/// `UsedAfterFork`: an object made in process `made_in` (a `what`: `SupervisorRegistry`,
+/// `Supervisor`, `FakeBrowser`) used in process `now`, a child of that one (see `crate::fork`).
+pub fn used_after_fork(what: &str, made_in: u32, now: u32) -> PyErr {
+    let message = format!(
+        "this {what} was made in process {made_in} and cannot be used in process {now}, a child \
+         made by fork(): its connections and threads stayed with the parent, and nothing of it \
+         was touched. Make a new SupervisorRegistry in the child (or start children with \
+         multiprocessing's \"spawn\" or \"forkserver\" method)"
+    );
+    Python::attach(|py| {
+        let built = class(py, "UsedAfterFork").and_then(|cls| {
+            let exc = cls.call1((message,))?;
+            exc.setattr("made_in_pid", made_in)?;
+            exc.setattr("pid", now)?;
+            Ok(PyErr::from_value(exc))
+        });
+        built.unwrap_or_else(|failed| failed)
+    })
 }
 
 /// `InvalidArgument(message)`.
@@ -316,6 +337,7 @@ pub fn error_samples(
                 during: s("connecting"),
             },
         ),
+        ("RegistryClosed", Error::RegistryClosed(s("task-1"))),
     ];
     samples
         .into_iter()

@@ -70,6 +70,8 @@ from .errors import (
     UndecodableReply,
     Cancelled,
     StartCancelled,
+    RegistryClosed,
+    UsedAfterFork,
     IoError,
 )
 
@@ -117,5 +119,7 @@ __all__ = [
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "RegistryClosed",
+    "UsedAfterFork",
     "IoError",
 ]

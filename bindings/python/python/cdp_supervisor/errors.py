@@ -45,6 +45,8 @@ __all__ = [
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "RegistryClosed",
+    "UsedAfterFork",
     "IoError",
 ]
 
@@ -239,6 +241,28 @@ class StartCancelled(CdpSupervisorError):
     task_id: str
     during: str
     """What the start was doing: ``connecting``, ``attaching to the page``, ..."""
+
+
+class RegistryClosed(CdpSupervisorError):
+    """The registry was closed (``close()``, or the end of its ``with`` block): it starts no
+    supervisor any more. Make a new registry."""
+
+    task_id: str
+    """The task whose start was refused."""
+
+
+class UsedAfterFork(CdpSupervisorError, RuntimeError):
+    """An object made before ``os.fork()`` (a :class:`~cdp_supervisor.SupervisorRegistry`, its
+    supervisors, a :class:`~cdp_supervisor.testing.FakeBrowser`) was used in the child. Its
+    connections and threads stayed with the parent, so in the child it refuses every call at
+    once and touches nothing of the parent's. Make a new ``SupervisorRegistry`` in the child
+    (its plain values still read: ``reg.config``, ``fake.ws_url``), or start children with
+    ``multiprocessing``'s ``spawn`` or ``forkserver`` method."""
+
+    made_in_pid: int
+    """The process the object was made in (the parent)."""
+    pid: int
+    """The process it was used in (the child)."""
 
 
 class IoError(CdpSupervisorError, OSError):
