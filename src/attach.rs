@@ -52,8 +52,9 @@ pub(crate) enum Choice<'a> {
     /// [`Error::UnknownTarget`]: the endpoint gave a new browser (Browserless starts one per
     /// connection) or the page was closed, and the page is gone for good.
     Same(&'a str),
-    /// The first usable page; a new `about:blank` when there is none.
-    FirstPage,
+    /// The first usable page not among these (pages other tasks own, with
+    /// `security.isolate_tasks`); a new `about:blank` when there is none.
+    FirstPage(&'a [String]),
     /// Always a new `about:blank` page (the task's own).
     NewPage,
 }
@@ -93,7 +94,6 @@ pub(crate) fn attach_page(
     )?;
     let targets: protocol::GetTargets = serde_json::from_value(targets).unwrap_or_default();
     let find = |id: &str| targets.target_infos.iter().find(|t| t.target_id == id);
-    let first_page = targets.target_infos.iter().find(|t| is_usable_page(t));
     let chosen = match choice {
         Choice::Exactly(id) => Some(
             find(id)
@@ -107,7 +107,11 @@ pub(crate) fn attach_page(
                 .target_id
                 .clone(),
         ),
-        Choice::FirstPage => first_page.map(|t| t.target_id.clone()),
+        Choice::FirstPage(taken) => targets
+            .target_infos
+            .iter()
+            .find(|t| is_usable_page(t) && !taken.contains(&t.target_id))
+            .map(|t| t.target_id.clone()),
         Choice::NewPage => None,
     };
     let Some(target_id) = chosen else {
@@ -362,6 +366,7 @@ fn probe_blocked(
         reason,
         hint: hint.into(),
         frame_id: frame_id.map(str::to_string),
+        target_ids: Vec::new(),
     };
     let kind = CallKind::ProbeBlocked {
         session_id: session_id.to_string(),

@@ -35,6 +35,7 @@ use crate::watchdog::WatchdogMsg;
 
 mod calls;
 mod console;
+mod created;
 mod dialogs;
 pub(crate) mod frames;
 mod pages;
@@ -48,6 +49,7 @@ mod tests;
 
 pub use calls::{CallKind, CallResult, Command, PendingCall};
 use console::Console;
+use created::Created;
 use dialogs::Dialogs;
 pub use dialogs::answer_command;
 use frames::Frames;
@@ -111,6 +113,8 @@ pub struct Core {
     frames: Frames,
     /// Followed and watched popups.
     pages: Pages,
+    /// The pages and browser contexts the task created (`core/created.rs`).
+    created: Created,
     /// What makes the page (or one of its iframes) unusable, when something does (SPEC §4.5).
     blocked: Option<Blocked>,
     /// The session whose hanging `Page.enable` `blocked` is about: its answer, or the session
@@ -148,6 +152,7 @@ impl Core {
             console: Console::new(limits.console_errors_max),
             frames: Frames::new(limits.clone()),
             pages: Pages::new(limits, settings.follow_popups),
+            created: Created::default(),
             blocked: None,
             blocked_session: None,
             bridge_active: settings.bridge == BridgeMode::On,
@@ -252,6 +257,12 @@ impl Core {
             p.pages = pages.pages;
             p.pages_truncated = pages.truncated;
             p.watched_pages = pages.watched;
+            p.popups_let_go = pages.let_go;
+            changed = true;
+        }
+        if let Some((targets, contexts)) = self.created.take_published() {
+            p.created_targets = targets;
+            p.created_contexts = contexts;
             changed = true;
         }
         // A renderer depends on the sessions (their isolates, the pages' groups, a watched
@@ -418,6 +429,9 @@ impl Core {
                 } else {
                     Ok(Value::Null)
                 };
+                if let Ok(v) = &value {
+                    self.note_created(&call.method, v);
+                }
                 self.deliver(call, value);
             }
         }

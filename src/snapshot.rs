@@ -345,6 +345,9 @@ pub struct Blocked {
     pub hint: String,
     /// The out-of-process iframe that does not answer; `None` when it is the page itself.
     pub frame_id: Option<String>,
+    /// For `dialog_in_unfollowed_page`: the open pages the task opened but no longer watches,
+    /// one of which shows the dialog (closing it clears the block). Empty otherwise.
+    pub target_ids: Vec<String>,
 }
 
 /// An immutable view of one supervisor's state. Cheap to read from any thread.
@@ -397,6 +400,15 @@ pub struct Snapshot {
     /// The renderer behind each page and OOPIF session, for the dialog rule
     /// (`crate::core::policy`).
     pub(crate) renderers: Arc<HashMap<String, Renderer>>,
+    /// The pages the task created through raw calls (`Target.createTarget`), oldest first, for
+    /// `security.isolate_tasks` (`crate::security::isolation`).
+    pub(crate) created_targets: Arc<[String]>,
+    /// The browser contexts it created (`Target.createBrowserContext`), likewise.
+    pub(crate) created_contexts: Arc<[String]>,
+    /// Popups were let go past `limits.pages_max` + `limits.watched_pages_max`: a dialog in one
+    /// of them may freeze the task's renderer unseen, which a call into it that stops answering
+    /// then probes for (`crate::supervisor`, SPEC §8 "No silent wedge").
+    pub(crate) popups_let_go: bool,
 }
 
 /// What is known of the renderer process behind one page or OOPIF session: the input of the
@@ -453,6 +465,9 @@ impl Snapshot {
             watched_pages: Arc::from(Vec::new()),
             unanswerable: Arc::from(Vec::new()),
             renderers: Arc::new(HashMap::new()),
+            created_targets: Arc::from(Vec::new()),
+            created_contexts: Arc::from(Vec::new()),
+            popups_let_go: false,
         }
     }
 

@@ -308,6 +308,8 @@ fn rebuilt(core: &Core) -> Snapshot {
         .map(|t| (t, core.page_session_id.as_deref().unwrap_or_default()));
     let pages = core.pages.published(main, &core.frames);
     (s.pages, s.pages_truncated, s.watched_pages) = (pages.pages, pages.truncated, pages.watched);
+    s.popups_let_go = pages.let_go;
+    (s.created_targets, s.created_contexts) = core.created.published();
     s.renderers = Arc::new(core.renderers());
     s
 }
@@ -332,6 +334,9 @@ fn assert_same_content(a: &Snapshot, b: &Snapshot) {
     assert_eq!(a.pages_truncated, b.pages_truncated);
     assert_eq!(a.watched_pages, b.watched_pages);
     assert_eq!(a.renderers, b.renderers);
+    assert_eq!(a.created_targets, b.created_targets);
+    assert_eq!(a.created_contexts, b.created_contexts);
+    assert_eq!(a.popups_let_go, b.popups_let_go);
 }
 
 fn ok(rx: &Receiver<CallResult>) -> Value {
@@ -2168,6 +2173,7 @@ fn blocked_refuses_what_it_proves_and_names_its_cause() {
             reason,
             hint: hint.into(),
             frame_id: None,
+            target_ids: Vec::new(),
         };
         let probe = sim.register(
             "Browser.getVersion",
@@ -2194,6 +2200,7 @@ fn blocked_refuses_what_it_proves_and_names_its_cause() {
             reason,
             hint: String::new(),
             frame_id: Some("F".into()),
+            target_ids: Vec::new(),
         })
     };
     assert!(matches!(
@@ -2242,4 +2249,39 @@ fn a_sessions_site_follows_its_own_documents_origin() {
     // Its parent removes the frame before the browser detaches its session.
     sim.event(Some(S1), "Page.frameDetached", json!({"frameId": "FB"}));
     assert_eq!(sim.snap().renderers["C1"].site, None);
+}
+
+/// Issue 28: what a task creates through raw calls is its own (`security.isolate_tasks`): the
+/// page and browser-context ids the browser answered are in the snapshot by the time the reply
+/// is handed over (the reader publishes before it delivers). Failed calls and other methods
+/// record nothing, and the record keeps the newest `CREATED_MAX` of each kind.
+#[test]
+fn pages_and_contexts_the_task_creates_are_its_own_when_their_reply_arrives() {
+    let mut sim = Sim::must_respond();
+    let (id, page) = sim.send(Command::new(
+        "Target.createTarget",
+        json!({"url": "about:blank"}),
+    ));
+    sim.reply(id, json!({"targetId": "NEW"}));
+    assert_eq!(ok(&page)["targetId"], "NEW");
+    let (id, context) = sim.send(Command::new("Target.createBrowserContext", json!({})));
+    sim.reply(id, json!({"browserContextId": "CTX"}));
+    ok(&context);
+    let (id, failed) = sim.send(Command::new("Target.createTarget", json!({})));
+    sim.error(id, "Failed to open a new tab");
+    err(&failed);
+    let (id, other) = sim.send(Command::new("Target.getTargetInfo", json!({})));
+    sim.reply(id, json!({"targetId": "NOT-CREATED"}));
+    ok(&other);
+    let snap = sim.snap();
+    assert_eq!(&*snap.created_targets, ["NEW".to_string()]);
+    assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
+    for i in 0..super::created::CREATED_MAX {
+        let (id, _) = sim.send(Command::new("Target.createTarget", json!({})));
+        sim.reply(id, json!({"targetId": format!("T{i}")}));
+    }
+    let snap = sim.snap();
+    assert_eq!(snap.created_targets.len(), super::created::CREATED_MAX);
+    assert_eq!(snap.created_targets[0], "T0", "the oldest went");
+    assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
 }

@@ -15,6 +15,7 @@ use crate::core::{CallKind, CallResult, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::Reply;
+use crate::security::isolation;
 use crate::snapshot::Snapshot;
 
 impl Supervisor {
@@ -85,13 +86,37 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
-        if let Err((option, detail)) = self.config.security.check(method, &params) {
+        let isolate = self.config.security.isolate_tasks;
+        let refusal = self.config.security.check(method, &params).and_then(|()| {
+            if isolate {
+                isolation::check(&*self.snapshot(), method, &params)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err((option, detail)) = refusal {
             return Err(Error::Refused {
                 method: method.to_string(),
                 option: option.to_string(),
                 detail,
             });
         }
+        let mut answer = self.call_admitted(method, params, route, timeout, cancel);
+        if isolate && let Ok((result, _)) = &mut answer {
+            isolation::filter_reply(&*self.snapshot(), method, result);
+        }
+        answer
+    }
+
+    /// [`Supervisor::call_with`] once the security policy has let the call through.
+    fn call_admitted(
+        &self,
+        method: &str,
+        mut params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(Value, Option<String>), Error> {
         if cancel.is_some_and(CancelToken::is_cancelled) {
             return Err(Error::Cancelled(method.to_string()));
         }

@@ -11,7 +11,7 @@ fn task_schema() -> Value {
     json!({
         "type": "string",
         "minLength": 1,
-        "description": "Which browser task this call is about; each task has its own supervisor (and, without cdp_url, its own tab). On stdio the default is \"default\". Over HTTP browser_connect without task_id creates a new task and returns its task_id, which every other call must pass."
+        "description": "Which browser task this call is about; each task has its own supervisor and its own tab. On stdio the default is \"default\". Over HTTP browser_connect without task_id creates a new task and returns its task_id, which every other call must pass."
     })
 }
 
@@ -62,7 +62,7 @@ pub(super) fn connect_input() -> Value {
     json!({
         "cdp_url": {"type": "string", "description": "CDP endpoint: ws://, wss:// or http://host:port (what --remote-debugging-port prints). Omit to use the configured one, else a local Chromium launched by the server."},
         "task_id": task_schema(),
-        "target_id": {"type": "string", "description": "Attach to this page target instead of the first page (or, without cdp_url, instead of a new tab)"},
+        "target_id": {"type": "string", "description": "Attach to this existing page target instead of a new tab of the task's own (refused when another task owns it, unless security.isolate_tasks is false)"},
         "dialog_policy": {"type": "string", "enum": ["must_respond", "auto_dismiss", "auto_accept"], "description": "must_respond (default): dialogs wait for browser_dialog; auto_dismiss / auto_accept: answered at once and recorded"},
         "dialog_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "With must_respond: seconds after which an unanswered dialog is dismissed (default from the configuration, 300)"},
         "dialog_bridge": {"type": "string", "enum": ["off", "on", "auto"], "description": "Dialog bridge for CDP proxies that auto-close native dialogs: auto (default) turns it on when that is detected"}

@@ -49,6 +49,7 @@ class Config:
         allow_page_protocol: Optional[bool] = ...,
         cdp_deny: Optional[Union[List[str], Tuple[str, ...]]] = ...,
         cdp_allow: Optional[Union[List[str], Tuple[str, ...]]] = ...,
+        isolate_tasks: Optional[bool] = ...,
     ) -> None: ...
     @staticmethod
     def load(path: Optional[Union[str, "PathLike[str]"]] = None) -> Config:
@@ -84,6 +85,9 @@ class Config:
     def cdp_deny(self) -> List[str]: ...
     @property
     def cdp_allow(self) -> List[str]: ...
+    @property
+    def isolate_tasks(self) -> bool:
+        """A task reaches only its own pages (``security.isolate_tasks``, default true)."""
     def __eq__(self, other: object) -> bool: ...
 
 @final
