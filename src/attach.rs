@@ -231,7 +231,7 @@ fn attach_to(
     let (mut page_enable, mut tree, mut auto_attach) = (None, None, None);
     for c in session_setup(&session, SessionKind::Page, false) {
         let slot = match c.kind {
-            CallKind::PageEnable { .. } => &mut page_enable,
+            CallKind::Responds { .. } => &mut page_enable,
             CallKind::SeedFrameTree { .. } => &mut tree,
             CallKind::Plain => &mut auto_attach,
             _ => {
@@ -301,7 +301,7 @@ fn probe_frames(
     for (frame_id, session_id) in oopifs {
         // A second `Page.enable` on the session (the reader sent the first, fire-and-forget):
         // harmless when it is enabled already, and queued behind the first when it hangs.
-        let kind = CallKind::PageEnable {
+        let kind = CallKind::Responds {
             session_id: session_id.clone(),
         };
         let cmd = Command::new("Page.enable", json!({}))

@@ -226,6 +226,7 @@ impl Core {
             | set(&mut p.state, &self.state)
             | set(&mut p.disconnect_reason, &self.disconnect_reason)
             | set(&mut p.blocked, &self.blocked)
+            | set(&mut p.blocked_session, &self.blocked_session)
             | set(&mut p.crashed, &crashed);
         let dialogs = self.dialogs.take_published();
         if let Some((pending, unanswerable)) = dialogs.open {
@@ -381,7 +382,7 @@ impl Core {
                             self.frames.seed(&session_id, &tree.frame_tree, is_page);
                         }
                     }
-                    CallKind::PageEnable { session_id } => {
+                    CallKind::Responds { session_id } => {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
                     }
@@ -397,7 +398,7 @@ impl Core {
                         blocked,
                     } => {
                         let still_hangs = self.calls.values().any(|c| {
-                            matches!(&c.kind, CallKind::PageEnable { session_id: s } if s == session_id)
+                            matches!(&c.kind, CallKind::Responds { session_id: s } if s == session_id)
                         });
                         if still_hangs && self.blocked.is_none() {
                             warn!(
@@ -407,14 +408,23 @@ impl Core {
                                     .frame_id
                                     .as_deref()
                                     .map_or("the page".to_string(), |f| format!("iframe {f}")),
-                                if blocked.reason == BlockedReason::OrphanedDialog {
-                                    "a dialog opened by a client that went away is blocking it"
-                                } else {
-                                    "a busy script, or a dialog no client can answer"
+                                match blocked.reason {
+                                    BlockedReason::OrphanedDialog => {
+                                        "a dialog opened by a client that went away is blocking it"
+                                    }
+                                    BlockedReason::DialogInUnfollowedPage => {
+                                        "a dialog in a page the supervisor does not watch is \
+                                         blocking its renderer"
+                                    }
+                                    _ => "a busy script, or a dialog no client can answer",
                                 }
                             );
                             self.blocked = Some(blocked.clone());
                             self.blocked_session = Some(session_id.clone());
+                            if blocked.reason == BlockedReason::DialogInUnfollowedPage {
+                                let session_id = session_id.clone();
+                                self.fail_calls_in_renderer_of(&session_id);
+                            }
                         }
                     }
                     _ => {}

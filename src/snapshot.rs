@@ -122,15 +122,21 @@ pub enum BlockedReason {
     Unresponsive,
     /// A dialog the browser no longer lets CDP answer (SPEC §11).
     UnanswerableDialog,
+    /// A dialog in a page the supervisor does not watch (a popup past `limits.pages_max` +
+    /// `limits.watched_pages_max`) freezes the renderer it shares with the task's pages (SPEC
+    /// §8 "No silent wedge"): `target_ids` lists the candidates to close.
+    DialogInUnfollowedPage,
 }
 
 impl BlockedReason {
-    /// `orphaned_dialog`, `unresponsive` or `unanswerable_dialog`.
+    /// `orphaned_dialog`, `unresponsive`, `unanswerable_dialog` or
+    /// `dialog_in_unfollowed_page`.
     pub fn as_str(self) -> &'static str {
         match self {
             BlockedReason::OrphanedDialog => "orphaned_dialog",
             BlockedReason::Unresponsive => "unresponsive",
             BlockedReason::UnanswerableDialog => "unanswerable_dialog",
+            BlockedReason::DialogInUnfollowedPage => "dialog_in_unfollowed_page",
         }
     }
 }
@@ -377,6 +383,8 @@ pub struct Snapshot {
     pub console_errors: Arc<[Arc<ConsoleEntry>]>,
     /// Set when the page is wedged by an orphaned dialog.
     pub blocked: Option<Blocked>,
+    /// The session whose document `blocked` is about (its renderer is the one it blocks).
+    pub(crate) blocked_session: Option<String>,
     /// The page's renderer crashed (`"crashed": true`); calls into the page fail at once, except
     /// `Page.navigate` and `Page.reload`, which recover it.
     pub crashed: bool,
@@ -457,6 +465,7 @@ impl Snapshot {
             frames: Arc::new(HashMap::new()),
             console_errors: Arc::from(Vec::new()),
             blocked: None,
+            blocked_session: None,
             crashed: false,
             disconnect_reason: None,
             pages: Arc::from(Vec::new()),

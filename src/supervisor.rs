@@ -40,6 +40,7 @@ use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
+mod stall;
 mod stop;
 
 /// Where a CDP call goes (SPEC §8).

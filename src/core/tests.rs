@@ -299,6 +299,7 @@ fn rebuilt(core: &Core) -> Snapshot {
     s.page_target_id = core.page_target_id.clone();
     s.page_session_id = core.page_session_id.clone();
     s.blocked = core.blocked.clone();
+    s.blocked_session = core.blocked_session.clone();
     s.crashed = (core.page_session_id.as_deref()).is_some_and(|p| core.sessions.is_crashed(p));
     (s.pending_dialogs, s.unanswerable) = core.dialogs.published_open();
     s.recent_dialogs = core.dialogs.published_recent();
@@ -323,6 +324,7 @@ fn assert_same_content(a: &Snapshot, b: &Snapshot) {
     assert_eq!(a.page_target_id, b.page_target_id);
     assert_eq!(a.page_session_id, b.page_session_id);
     assert_eq!(a.blocked, b.blocked);
+    assert_eq!(a.blocked_session, b.blocked_session);
     assert_eq!(a.crashed, b.crashed);
     assert_eq!(a.pending_dialogs, b.pending_dialogs);
     assert_eq!(a.unanswerable, b.unanswerable);
@@ -1047,7 +1049,7 @@ fn session_setup_lists_per_kind() {
     assert_eq!(
         kinds,
         [
-            CallKind::PageEnable {
+            CallKind::Responds {
                 session_id: "S".into()
             },
             CallKind::Automatic,
@@ -2161,7 +2163,7 @@ fn blocked_refuses_what_it_proves_and_names_its_cause() {
         sim.register(
             "Page.enable",
             Some(S1),
-            CallKind::PageEnable {
+            CallKind::Responds {
                 session_id: S1.into(),
             },
         );
@@ -2284,4 +2286,93 @@ fn pages_and_contexts_the_task_creates_are_its_own_when_their_reply_arrives() {
     assert_eq!(snap.created_targets.len(), super::created::CREATED_MAX);
     assert_eq!(snap.created_targets[0], "T0", "the oldest went");
     assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
+}
+
+/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, and the
+/// snapshot says so (calls into the task's renderer then probe it when they stall). Once the
+/// probe has proved a dialog there (its `Runtime.getIsolateId` unanswered, its verdict a
+/// `ProbeBlocked`), `blocked` says `dialog_in_unfollowed_page` with the page to close; calls in
+/// flight into that renderer fail at once (not those Chromium answers with a dialog open, nor
+/// those into another renderer), later ones are refused before they are sent, and the task may
+/// close that page. The renderer answering again clears it all.
+#[test]
+fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_its_renderer() {
+    use crate::security::isolation::Reach as _;
+    let mut sim = Sim::attached(CoreSettings {
+        follow_popups: true,
+        limits: Limits {
+            pages_max: 1,
+            watched_pages_max: 1,
+            ..Limits::default()
+        },
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.isolate(S1, "I-A");
+    sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
+    sim.isolate("P2", "I-A");
+    sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
+    sim.isolate("P3", "I-B");
+    assert!(!sim.snap().popups_let_go);
+    let out = sim.popup("P4", "LET-GO", PAGE, true, "about:blank");
+    assert_eq!(
+        out.methods(),
+        [
+            ("Runtime.runIfWaitingForDebugger", Some("P4")),
+            ("Target.detachFromTarget", None)
+        ]
+    );
+    assert!(sim.snap().popups_let_go);
+    let eval = sim.agent("Runtime.evaluate", S1, &[]);
+    let in_popup = sim.agent("DOM.getDocument", "P2", &[]);
+    let navigate = sim.agent("Page.navigate", S1, &[]);
+    let elsewhere = sim.agent("Runtime.evaluate", "P3", &[]);
+    // The probe: its renderer call stays unanswered, then its verdict.
+    let alive = sim.register(
+        "Runtime.getIsolateId",
+        Some(S1),
+        CallKind::Responds {
+            session_id: S1.into(),
+        },
+    );
+    let blocked = Blocked {
+        reason: BlockedReason::DialogInUnfollowedPage,
+        hint: policy::UNFOLLOWED_HINT.into(),
+        frame_id: None,
+        target_ids: vec!["LET-GO".into()],
+    };
+    let verdict = sim.register(
+        "Browser.getVersion",
+        None,
+        CallKind::ProbeBlocked {
+            session_id: S1.into(),
+            blocked: blocked.clone(),
+        },
+    );
+    sim.reply(verdict, json!({}));
+    let snap = sim.snap();
+    assert_eq!(snap.blocked.as_ref(), Some(&blocked));
+    let shown = &snap.to_json()["blocked"];
+    assert_eq!(shown["reason"], "dialog_in_unfollowed_page");
+    assert_eq!(shown["target_id"], "LET-GO");
+    assert_eq!(shown["target_ids"], json!(["LET-GO"]));
+    let frozen = |e: Error| matches!(e, Error::DialogInUnfollowedPage { ref target_ids } if target_ids == &["LET-GO"]);
+    assert!(frozen(err(&eval)), "the call in flight fails at once");
+    assert!(
+        frozen(err(&in_popup)),
+        "so does one into the popup of that renderer"
+    );
+    nothing_yet(&navigate);
+    nothing_yet(&elsewhere);
+    for (sid, method) in [(S1, "Runtime.evaluate"), ("P2", "Input.dispatchMouseEvent")] {
+        let refused = policy::admit(&snap, true, sid, method).map(|_| ());
+        assert!(frozen(refused.expect_err(method)), "{sid} {method}");
+    }
+    assert!(policy::admit(&snap, true, S1, "Page.navigate").is_ok());
+    assert!(policy::admit(&snap, true, "P3", "Runtime.evaluate").is_ok());
+    assert!(snap.owns_target("LET-GO"), "the task may close it");
+    // The page was closed: the renderer answers again.
+    sim.reply(alive, json!({"id": "I-A"}));
+    let snap = sim.snap();
+    assert_eq!(snap.blocked, None);
+    assert!(policy::admit(&snap, true, S1, "Runtime.evaluate").is_ok());
 }

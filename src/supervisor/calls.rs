@@ -16,6 +16,8 @@ use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::Reply;
 use crate::security::isolation;
+
+use super::stall::STALL_AFTER;
 use crate::snapshot::Snapshot;
 
 impl Supervisor {
@@ -166,7 +168,37 @@ impl Supervisor {
                 other => return other.map(|v| (v, Some(sid))),
             }
         }
-        wait_agent_reply(&reply, deadline, cancel).map(|v| (v, Some(sid)))
+        self.wait_in_renderer(&reply, deadline, cancel, &sid, method)
+            .map(|v| (v, Some(sid)))
+    }
+
+    /// Waits for the reply of an agent call into session `sid` until `deadline`, in steps of
+    /// [`STALL_AFTER`], then twice as long, and so on: after a step without a reply, if popups
+    /// run unwatched by then, the renderer is probed for a dialog in a page the supervisor does
+    /// not watch, which fails the call at once (`supervisor/stall.rs`). (A waiting caller's
+    /// thread wakes a few times per call; an idle supervisor never.)
+    fn wait_in_renderer(
+        &self,
+        reply: &Reply,
+        deadline: Deadline,
+        cancel: Option<&CancelToken>,
+        sid: &str,
+        method: &str,
+    ) -> CallResult {
+        let mut step = STALL_AFTER;
+        loop {
+            match wait_agent_reply(reply, deadline.within(step), cancel) {
+                Err(Error::Timeout { .. }) if !deadline.passed() => {
+                    if self.with_snapshot(|s| s.popups_let_go)
+                        && let Some(e) = self.probe_stall(sid, method)
+                    {
+                        return Err(e);
+                    }
+                    step = step.saturating_mul(2);
+                }
+                other => return other,
+            }
+        }
     }
 }
 

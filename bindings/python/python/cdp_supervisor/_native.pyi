@@ -215,11 +215,15 @@ class Blocked:
 
     @property
     def reason(self) -> str:
-        """``orphaned_dialog``, ``unresponsive`` or ``unanswerable_dialog``."""
+        """``orphaned_dialog``, ``unresponsive``, ``unanswerable_dialog`` or
+        ``dialog_in_unfollowed_page``."""
     @property
     def hint(self) -> str: ...
     @property
     def frame_id(self) -> Optional[str]: ...
+    @property
+    def target_ids(self) -> List[str]:
+        """For ``dialog_in_unfollowed_page``: the pages to close (one shows the dialog)."""
     def to_dict(self) -> Dict[str, Any]: ...
 
 @final
