@@ -18,7 +18,10 @@
 //!   renderer is held in a dialog; a busy renderer acknowledges only once its script yields;
 //! * a fresh client's `Page.handleJavaScriptDialog` on the popup answers "No dialog is
 //!   showing": that dialog cannot be answered over CDP, and nothing tells which page shows it;
-//!   `Target.closeTarget` on it unfreezes the renderer at once (the opener answered 9 ms later).
+//!   `Target.closeTarget` on it unfreezes the renderer at once (the opener answered 9 ms later);
+//! * such a dialog is Chromium's own (no client has `Page` enabled there): a new tab or window of
+//!   the browser dismisses it (the opener answered 4–130 ms after `Target.createTarget`), so the
+//!   freeze may end by itself; `blocked` then goes as the probe's renderer call answers.
 //!
 //! So: the input acknowledged at once, `Runtime.getIsolateId` unanswered, the browser answering,
 //! and no dialog the supervisor knows of that explains it, prove a dialog in a page it does not

@@ -243,3 +243,52 @@ fn target_methods_on_a_page_session() {
     let _ = cdp.close_page(&other);
     let _ = cdp.close_page(&page);
 }
+
+#[test]
+#[ignore = "measurement"]
+fn unwatched_alert_and_a_new_window() {
+    let Some(_) = common::shared_browser() else {
+        return;
+    };
+    let b = common::Browser::launch().expect("a Chromium of its own");
+    let srv = HttpServer::start(|_| Response::html("<!doctype html><title>Opener</title><p>x"));
+    let mut cdp = RawCdp::connect(&b.ws_url).expect("connect");
+    let (page, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).expect("open");
+    cdp.call(
+        "Runtime.evaluate",
+        json!({"expression": "window.w = window.open('about:blank'); w.document.write('<script>setTimeout(() => alert(\\'frozen\\'), 200)<\\/script>'); 1", "userGesture": true}),
+        Some(&sid),
+        T,
+    )
+    .expect("open w");
+    std::thread::sleep(Duration::from_millis(600));
+    timed(
+        &mut cdp,
+        "Runtime.evaluate",
+        json!({"expression": "1"}),
+        Some(&sid),
+        Duration::from_secs(2),
+    );
+    for (what, params) in [
+        ("a tab", json!({"url": "about:blank"})),
+        (
+            "a background window",
+            json!({"url": "about:blank", "newWindow": true, "background": true}),
+        ),
+        ("a window", json!({"url": "about:blank", "newWindow": true})),
+    ] {
+        let t = cdp
+            .call("Target.createTarget", params, None, T)
+            .expect("create");
+        eprintln!(" after {what}:");
+        timed(
+            &mut cdp,
+            "Runtime.evaluate",
+            json!({"expression": "1"}),
+            Some(&sid),
+            Duration::from_secs(2),
+        );
+        let _ = cdp.close_page(t["targetId"].as_str().unwrap_or_default());
+    }
+    let _ = cdp.close_page(&page);
+}
