@@ -60,7 +60,8 @@
 //!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
 //!   (`core/dialogs/state.rs`; the dialog events and who closed what: `core/dialogs.rs`),
 //!   frames (`core/frames.rs`), console (`core/console.rs`), followed and watched popups
-//!   (`core/pages.rs`), the tracked sessions, their crashes and renderers
+//!   (`core/pages.rs`), what the task created through raw calls (`core/created.rs`), the
+//!   tracked sessions, their crashes and renderers
 //!   (`core/sessions.rs`; what each kind of session is sent: `core/session.rs`). Also child
 //!   targets and frame events (`core/targets.rs`), the call table (`core/calls.rs`),
 //!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
@@ -77,18 +78,21 @@
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
-//!   path: routing, the dialog-aware rules, the security policy) and `supervisor/stop.rs` (the
+//!   path: routing, the dialog-aware rules, the security policy), `supervisor/stall.rs` (a call
+//!   into a renderer frozen by a dialog in a popup nobody watches) and `supervisor/stop.rs` (the
 //!   stop: pending dialogs dismissed, the task's own page closed for good, threads joined).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
 //!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
-//!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on
-//!   `error` and `redact`.
+//!   `config/load.rs` reads the layers (defaults, TOML file, environment), `config/security.rs`
+//!   holds the `[security]` settings. It depends only on `error` and `redact`.
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
-//!   parameter, nested `Target.sendMessageToTarget` commands included); `url_policy`: how
-//!   Chromium will read a URL (a local file? a privileged page?).
+//!   parameter, nested `Target.sendMessageToTarget` commands included), and in
+//!   `security/isolation.rs` the one rule that keeps tasks apart (`security.isolate_tasks`: what
+//!   a task reaches, for calls, starts and the task endpoint); `url_policy`: how Chromium will
+//!   read a URL (a local file? a privileged page?).
 //! * `clock`: `Now`, the time the reader reads once per batch and passes into
 //!   the core.
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that

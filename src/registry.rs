@@ -32,6 +32,7 @@ use crate::config::{Config, StartOptions, check_seconds};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::redact::redact_url;
+use crate::security::isolation::{self, Reach as _};
 use crate::snapshot::Snapshot;
 use crate::supervisor::Supervisor;
 
@@ -61,6 +62,9 @@ struct Starting {
     /// Set by [`SupervisorRegistry::remove_slot`] with `cancel`: callers waiting for this start
     /// were stopped too (`cancel` alone may be the starting caller's own cancel).
     stopped: Arc<AtomicBool>,
+    /// The page it was told to attach to (`StartOptions::target_id`), which no other task may
+    /// take meanwhile (`security.isolate_tasks`).
+    claim: Option<String>,
 }
 
 /// Everything behind the registry's one lock.
@@ -79,6 +83,52 @@ impl Slots {
         self.tasks
             .get_mut(task_id)
             .filter(|s| s.starting.as_ref().is_some_and(|s| s.ticket == ticket))
+    }
+
+    /// Whether a task other than `task_id` owns `target_id` (its published snapshot reaches it:
+    /// `crate::security::isolation`) or is starting on it. O(tasks), at start only.
+    fn owned_elsewhere(&self, task_id: &str, target_id: &str) -> bool {
+        self.others(task_id).any(|slot| {
+            slot.current
+                .as_ref()
+                .is_some_and(|s| s.with_snapshot(|snap| snap.owns_target(target_id)))
+                || slot
+                    .starting
+                    .as_ref()
+                    .is_some_and(|s| s.claim.as_deref() == Some(target_id))
+        })
+    }
+
+    /// The pages tasks other than `task_id` own or are starting on (which a start that takes
+    /// the browser's first page skips).
+    fn taken_pages(&self, task_id: &str) -> Vec<String> {
+        let mut taken = Vec::new();
+        for slot in self.others(task_id) {
+            if let Some(sup) = &slot.current {
+                sup.with_snapshot(|snap| {
+                    taken.extend(isolation::pages_of(snap).map(str::to_string));
+                });
+            }
+            taken.extend(slot.starting.as_ref().and_then(|s| s.claim.clone()));
+        }
+        taken
+    }
+
+    fn others<'a>(&'a self, task_id: &'a str) -> impl Iterator<Item = &'a Slot> {
+        self.tasks
+            .iter()
+            .filter(move |(t, _)| t.as_str() != task_id)
+            .map(|(_, slot)| slot)
+    }
+}
+
+/// The error of a start on a page another task owns (`security.isolate_tasks`).
+fn refused_page(target_id: &str) -> Error {
+    let (option, detail) = isolation::another_tasks_target(target_id);
+    Error::Refused {
+        method: "Target.attachToTarget".into(),
+        option: option.into(),
+        detail,
     }
 }
 
@@ -112,10 +162,12 @@ struct StartGuard<'a> {
 
 impl StartGuard<'_> {
     /// Publishes `sup` as the task's supervisor, unless a stop came while it was starting: then
-    /// it stops it (no zombie) and says so.
-    fn publish(self, sup: Arc<Supervisor>) -> Result<Arc<Supervisor>, Error> {
+    /// it stops it (no zombie) and says so. With `isolate` (`security.isolate_tasks`), a
+    /// supervisor on a page it did not create is stopped too when another task took that page
+    /// meanwhile (two starts racing for one page: the first to publish keeps it).
+    fn publish(self, sup: Arc<Supervisor>, isolate: bool) -> Result<Arc<Supervisor>, Error> {
         let mut slots = self.registry.lock();
-        let Some(slot) = slots.started_by(self.task_id, self.ticket) else {
+        if slots.started_by(self.task_id, self.ticket).is_none() {
             let closed = slots.closed;
             drop(slots);
             log::info!(
@@ -123,6 +175,19 @@ impl StartGuard<'_> {
                 self.task_id
             );
             sup.stop();
+            return Err(stopped_start(self.task_id, "finishing", closed));
+        }
+        let fresh_page = sup.options().new_page && sup.options().target_id.is_none();
+        if isolate && !fresh_page {
+            let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
+            if slots.owned_elsewhere(self.task_id, &page) {
+                drop(slots);
+                sup.stop();
+                return Err(refused_page(&page));
+            }
+        }
+        let closed = slots.closed;
+        let Some(slot) = slots.started_by(self.task_id, self.ticket) else {
             return Err(stopped_start(self.task_id, "finishing", closed));
         };
         slot.starting = None;
@@ -264,7 +329,8 @@ impl SupervisorRegistry {
                 .saturating_mul(2)
                 .saturating_add(Duration::from_secs(2)),
         );
-        let (guard, old) = loop {
+        let isolate = config.security.isolate_tasks;
+        let (guard, old, taken) = loop {
             let mut slots = self.lock();
             if slots.closed {
                 return Err(Error::RegistryClosed(task_id.to_string()));
@@ -302,6 +368,17 @@ impl SupervisorRegistry {
                     continue;
                 }
             }
+            if isolate
+                && let Some(t) = &options.target_id
+                && slots.owned_elsewhere(task_id, t)
+            {
+                return Err(refused_page(t));
+            }
+            let taken = if isolate && options.target_id.is_none() && !options.new_page {
+                slots.taken_pages(task_id)
+            } else {
+                Vec::new()
+            };
             // This caller starts the supervisor; the one it replaces (rebind, new options,
             // dead) is not alive from here on.
             let old = self
@@ -321,6 +398,7 @@ impl SupervisorRegistry {
                         done: done_rx,
                         cancel: token.clone(),
                         stopped: Arc::default(),
+                        claim: options.target_id.clone(),
                     }),
                 },
             );
@@ -331,7 +409,7 @@ impl SupervisorRegistry {
                 cancel: token,
                 _done: done_tx,
             };
-            break (guard, old);
+            break (guard, old, taken);
         };
         if let Some(old) = old {
             log::info!(
@@ -342,20 +420,21 @@ impl SupervisorRegistry {
         }
         let served = config.follow_popups && self.popup_watcher;
         let token = Some(&guard.cancel);
-        let started = Supervisor::start_served(task_id, cdp_url, config, options, token, served)
-            .and_then(|sup| match served {
-                true => match self.serve_popups(&sup, cdp_url, config, token) {
-                    Ok(()) => Ok(sup),
-                    Err(e) => {
-                        sup.stop();
-                        self.popups.close_idle();
-                        Err(e)
-                    }
-                },
-                false => Ok(sup),
-            });
+        let started =
+            Supervisor::start_served(task_id, cdp_url, config, options, token, served, &taken)
+                .and_then(|sup| match served {
+                    true => match self.serve_popups(&sup, cdp_url, config, token) {
+                        Ok(()) => Ok(sup),
+                        Err(e) => {
+                            sup.stop();
+                            self.popups.close_idle();
+                            Err(e)
+                        }
+                    },
+                    false => Ok(sup),
+                });
         match started {
-            Ok(sup) => guard.publish(sup),
+            Ok(sup) => guard.publish(sup, isolate),
             // Called off by a stop or a close rather than by the caller: say so.
             Err(Error::StartCancelled { during, .. })
                 if !cancel.is_some_and(CancelToken::is_cancelled) =>

@@ -40,6 +40,7 @@ use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
+mod stall;
 mod stop;
 
 /// Where a CDP call goes (SPEC §8).
@@ -149,7 +150,7 @@ impl Supervisor {
         config: &Config,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, None, false)
+        Supervisor::start_served(task_id, cdp_url, config, options, None, false, &[])
     }
 
     /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
@@ -167,13 +168,15 @@ impl Supervisor {
         options: StartOptions,
         cancel: &CancelToken,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false)
+        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false, &[])
     }
 
     /// The registry's start: like [`Supervisor::start_cancellable`] (without a cancel when
     /// `cancel` is `None`). With `popups_elsewhere` the supervisor does not turn browser-level
     /// auto-attach on: the registry then has its popup watcher hand it its popups, or calls
-    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`).
+    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`). A start that takes the
+    /// browser's first page skips the pages in `taken` (other tasks' pages, with
+    /// `security.isolate_tasks`).
     pub(crate) fn start_served(
         task_id: &str,
         cdp_url: &str,
@@ -181,6 +184,7 @@ impl Supervisor {
         options: StartOptions,
         cancel: Option<&CancelToken>,
         popups_elsewhere: bool,
+        taken: &[String],
     ) -> Result<Arc<Supervisor>, Error> {
         crate::task_id::check(task_id)?;
         let cancelled = |during: &str| Error::StartCancelled {
@@ -245,7 +249,7 @@ impl Supervisor {
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
             None if sup.options.new_page => Choice::NewPage,
-            None => Choice::FirstPage,
+            None => Choice::FirstPage(taken),
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
         if let Err(e) = attached {

@@ -161,6 +161,7 @@ impl Config {
             ("security.allow_file_urls", &mut sec.allow_file_urls),
             ("security.allow_file_access", &mut sec.allow_file_access),
             ("security.allow_page_protocol", &mut sec.allow_page_protocol),
+            ("security.isolate_tasks", &mut sec.isolate_tasks),
         ] {
             if let Some(b) = get_bool(c, key)? {
                 *value = b;

@@ -93,6 +93,7 @@ fn a_stop_between_attach_and_publish_publishes_nothing() {
                     done: done_rx,
                     cancel: cancel.clone(),
                     stopped: Arc::default(),
+                    claim: None,
                 }),
             },
         );
@@ -110,7 +111,7 @@ fn a_stop_between_attach_and_publish_publishes_nothing() {
         cancel.is_cancelled(),
         "the stop cancelled the start's token"
     );
-    match guard.publish(Arc::clone(&sup)) {
+    match guard.publish(Arc::clone(&sup), true) {
         Err(Error::StartCancelled { during, .. }) => {
             assert_eq!(during, "finishing (the task was stopped)")
         }

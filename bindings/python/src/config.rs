@@ -39,6 +39,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("allow_page_protocol", "security"),
     ("cdp_deny", "security"),
     ("cdp_allow", "security"),
+    ("isolate_tasks", "security"),
 ];
 
 /// A TOML basic string.
@@ -257,6 +258,11 @@ impl PyConfig {
     #[getter]
     fn cdp_allow(&self) -> Vec<String> {
         self.inner.security.cdp_allow.clone()
+    }
+
+    #[getter]
+    fn isolate_tasks(&self) -> bool {
+        self.inner.security.isolate_tasks
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

@@ -27,6 +27,7 @@ enum Attr {
     Int(i64),
     Float(f64),
     Dialog(Box<cdp_supervisor::PendingDialog>),
+    List(Vec<String>),
 }
 
 /// The Python exception for `e`: its class, its message (the Rust error's), its fields.
@@ -83,6 +84,10 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         ),
         Error::OrphanedDialog => ("OrphanedDialog", vec![]),
         Error::PageUnresponsive => ("PageUnresponsive", vec![]),
+        Error::DialogInUnfollowedPage { target_ids } => (
+            "DialogInUnfollowedPage",
+            vec![("target_ids", Attr::List(target_ids))],
+        ),
         Error::AnswerAppliedToOtherDialog { named, received } => (
             "AnswerAppliedToOtherDialog",
             vec![
@@ -161,6 +166,7 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             Attr::Int(i) => i.into_pyobject(py)?.into_any(),
             Attr::Float(f) => f.into_pyobject(py)?.into_any(),
             Attr::Dialog(d) => Bound::new(py, PyPendingDialog::new(py, &d)?)?.into_any(),
+            Attr::List(l) => l.into_pyobject(py)?.into_any(),
         };
         exc.setattr(key, value)?;
     }
@@ -270,6 +276,12 @@ pub fn error_samples(
         ),
         ("OrphanedDialog", Error::OrphanedDialog),
         ("PageUnresponsive", Error::PageUnresponsive),
+        (
+            "DialogInUnfollowedPage",
+            Error::DialogInUnfollowedPage {
+                target_ids: vec![s("T1"), s("T2")],
+            },
+        ),
         (
             "AnswerAppliedToOtherDialog",
             Error::AnswerAppliedToOtherDialog {

@@ -39,6 +39,7 @@ EXPECTED: Dict[str, Tuple[Type[errors.CdpSupervisorError], Dict[str, Any]]] = {
     "DialogAlreadyClosed": (errors.DialogAlreadyClosed, {"dialog_id": "d-1", "closed_by": "remote"}),
     "OrphanedDialog": (errors.OrphanedDialog, {}),
     "PageUnresponsive": (errors.PageUnresponsive, {}),
+    "DialogInUnfollowedPage": (errors.DialogInUnfollowedPage, {"target_ids": ["T1", "T2"]}),
     "AnswerAppliedToOtherDialog": (
         errors.AnswerAppliedToOtherDialog,
         {"named": "d-0", "received": DIALOG},

@@ -49,6 +49,7 @@ class Config:
         allow_page_protocol: Optional[bool] = ...,
         cdp_deny: Optional[Union[List[str], Tuple[str, ...]]] = ...,
         cdp_allow: Optional[Union[List[str], Tuple[str, ...]]] = ...,
+        isolate_tasks: Optional[bool] = ...,
     ) -> None: ...
     @staticmethod
     def load(path: Optional[Union[str, "PathLike[str]"]] = None) -> Config:
@@ -84,6 +85,9 @@ class Config:
     def cdp_deny(self) -> List[str]: ...
     @property
     def cdp_allow(self) -> List[str]: ...
+    @property
+    def isolate_tasks(self) -> bool:
+        """A task reaches only its own pages (``security.isolate_tasks``, default true)."""
     def __eq__(self, other: object) -> bool: ...
 
 @final
@@ -211,11 +215,15 @@ class Blocked:
 
     @property
     def reason(self) -> str:
-        """``orphaned_dialog``, ``unresponsive`` or ``unanswerable_dialog``."""
+        """``orphaned_dialog``, ``unresponsive``, ``unanswerable_dialog`` or
+        ``dialog_in_unfollowed_page``."""
     @property
     def hint(self) -> str: ...
     @property
     def frame_id(self) -> Optional[str]: ...
+    @property
+    def target_ids(self) -> List[str]:
+        """For ``dialog_in_unfollowed_page``: the pages to close (one shows the dialog)."""
     def to_dict(self) -> Dict[str, Any]: ...
 
 @final

@@ -9,7 +9,7 @@ Raised by the native module (its Rust errors become these); every class derives 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 if TYPE_CHECKING:
     from ._native import PendingDialog
@@ -40,6 +40,7 @@ __all__ = [
     "PageBlocked",
     "OrphanedDialog",
     "PageUnresponsive",
+    "DialogInUnfollowedPage",
     "SecurityPolicy",
     "TargetCrashed",
     "UndecodableReply",
@@ -203,6 +204,14 @@ class OrphanedDialog(PageBlocked):
 
 class PageUnresponsive(PageBlocked):
     """The page does not answer: a busy script, or a dialog nobody owns. Wait, then reload."""
+
+
+class DialogInUnfollowedPage(PageBlocked):
+    """A dialog in a page the supervisor does not watch (a popup past ``limits.pages_max`` +
+    ``limits.watched_pages_max``) freezes the page's renderer: close the page that shows it."""
+
+    target_ids: List[str]
+    """The pages the task opened and no longer watches, one of which shows the dialog."""
 
 
 class SecurityPolicy(CdpSupervisorError):
