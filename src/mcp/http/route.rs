@@ -73,8 +73,8 @@ const HEADER_MISMATCH: i64 = -32020;
 
 /// What a request comes to.
 pub(super) enum Outcome {
-    /// This response, now. `close`: the connection ends after it (the request's body was not
-    /// read, or the client asked).
+    /// This response, now. `close`: a body of the request may be left unread, so the
+    /// connection ends after it (once what the client still sends is read, `conn.rs`).
     Now { response: Response, close: bool },
     /// This answer of the protocol, now (a JSON body or an SSE stream).
     Answered { answer: Answer, modern: bool },
