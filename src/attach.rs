@@ -57,8 +57,9 @@ pub(crate) enum Choice<'a> {
     /// target while it exists; a new `about:blank` (reported by the core as `page_replaced`)
     /// only when it is gone.
     SameOrNew(&'a str),
-    /// The first usable page; a new `about:blank` when there is none.
-    FirstPage,
+    /// The first usable page not among these (pages other tasks own, with
+    /// `security.isolate_tasks`); a new `about:blank` when there is none.
+    FirstPage(&'a [String]),
     /// Always a new `about:blank` page (the task's own).
     NewPage,
 }
@@ -98,7 +99,6 @@ pub(crate) fn attach_page(
     )?;
     let targets: protocol::GetTargets = serde_json::from_value(targets).unwrap_or_default();
     let find = |id: &str| targets.target_infos.iter().find(|t| t.target_id == id);
-    let first_page = targets.target_infos.iter().find(|t| is_usable_page(t));
     let chosen = match choice {
         Choice::Exactly(id) => Some(
             find(id)
@@ -115,7 +115,11 @@ pub(crate) fn attach_page(
                 .clone(),
         ),
         Choice::SameOrNew(id) => find(id).map(|t| t.target_id.clone()),
-        Choice::FirstPage => first_page.map(|t| t.target_id.clone()),
+        Choice::FirstPage(taken) => targets
+            .target_infos
+            .iter()
+            .find(|t| is_usable_page(t) && !taken.contains(&t.target_id))
+            .map(|t| t.target_id.clone()),
         Choice::NewPage => None,
     };
     let Some(target_id) = chosen else {
@@ -235,7 +239,7 @@ fn attach_to(
     let (mut page_enable, mut tree, mut auto_attach) = (None, None, None);
     for c in session_setup(&session, SessionKind::Page, false) {
         let slot = match c.kind {
-            CallKind::PageEnable { .. } => &mut page_enable,
+            CallKind::Responds { .. } => &mut page_enable,
             CallKind::SeedFrameTree { .. } => &mut tree,
             CallKind::Plain => &mut auto_attach,
             _ => {
@@ -305,7 +309,7 @@ fn probe_frames(
     for (frame_id, session_id) in oopifs {
         // A second `Page.enable` on the session (the reader sent the first, fire-and-forget):
         // harmless when it is enabled already, and queued behind the first when it hangs.
-        let kind = CallKind::PageEnable {
+        let kind = CallKind::Responds {
             session_id: session_id.clone(),
         };
         let cmd = Command::new("Page.enable", json!({}))
@@ -370,6 +374,7 @@ fn probe_blocked(
         reason,
         hint: hint.into(),
         frame_id: frame_id.map(str::to_string),
+        target_ids: Vec::new(),
     };
     let kind = CallKind::ProbeBlocked {
         session_id: session_id.to_string(),

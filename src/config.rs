@@ -20,12 +20,14 @@ use crate::error::Error;
 mod downloads;
 mod load;
 mod rules;
+mod security;
 #[cfg(test)]
 mod tests;
 
 pub use downloads::Downloads;
 use rules::invalid;
 pub use rules::{check_seconds, seconds_setting};
+pub use security::Security;
 
 /// The first reconnect back-off (SPEC §3); doubles per attempt up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -37,6 +39,8 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest `browser.dialog_timeout_s`, and a task's dialog timeout (one day).
 pub const MAX_DIALOG_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest `mcp.http_head_timeout_s`.
+pub const MAX_HTTP_HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `supervisor.start_timeout_s` in the configuration file (and the Python binding's
 /// `start_timeout_s`). A start given its own bound in code
 /// ([`crate::SupervisorRegistry::get_or_start_within`]) has no cap: only zero is refused.
@@ -212,36 +216,15 @@ pub struct Config {
     /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
     /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
     pub allowed_hosts: Vec<String>,
-}
-
-/// What raw CDP calls through `browser_cdp` may do (SPEC §14). A page that prompt-injects an
-/// agent could ask it for anything; these narrow it. The rules themselves are in
-/// `src/security.rs`. Build one from `Security::default()` and the `with_*` setters (every
-/// field is a setting of the `[security]` section; more may come).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Security {
-    /// `security.allow_file_urls`: URLs that may read a local file (`file:`, `filesystem:`, a
-    /// path, in any spelling Chromium normalises) in navigations, new targets and the other
-    /// methods that load a URL, and download paths, are refused unless true.
-    pub allow_file_urls: bool,
-    /// `security.allow_file_access`: methods that hand local files to the page
-    /// (`DOM.setFileInputFiles`, `Input.dispatchDragEvent` with files, the file-chooser
-    /// interception path, …) are refused unless true.
-    pub allow_file_access: bool,
-    /// `security.allow_page_protocol`: handing the DevTools protocol to a page
-    /// (`Target.exposeDevToolsProtocol`, the DevTools frontend, the browser's own pages) and
-    /// commands for targets the supervisor does not route (`Target.sendMessageToTarget`) are
-    /// refused unless true.
-    pub allow_page_protocol: bool,
-    /// `security.cdp_deny`: method patterns (`Browser.close`, `Browser.*`, `*`) always refused.
-    pub cdp_deny: Vec<String>,
-    /// `security.cdp_allow`: when not empty, only methods matching one of these patterns pass.
-    pub cdp_allow: Vec<String>,
-    /// `security.upload_dirs`: the directories whose files may answer a page's file chooser
-    /// (with `allow_file_access`); a file is judged by its real path (symlinks resolved).
-    /// Empty: no file may.
-    pub upload_dirs: Vec<PathBuf>,
+    /// `mcp.http_head_timeout_s`: how long a request's head may take over HTTP (a connection's
+    /// first from the moment it opens, a later one from its first byte); then it is closed.
+    pub http_head_timeout: Duration,
+    /// `mcp.http_max_new_connections`: HTTP connections that have not yet sent a request the
+    /// access rules let in, at most this many at once (past it the oldest is closed).
+    pub http_max_new_connections: usize,
+    /// `mcp.http_max_listen_streams`: `subscriptions/listen` streams open over HTTP at once
+    /// (their connections count here, not toward the connection limit).
+    pub http_max_listen_streams: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -265,6 +248,9 @@ impl std::fmt::Debug for Config {
             .field("security", &self.security)
             .field("downloads", &self.downloads)
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("http_head_timeout", &self.http_head_timeout)
+            .field("http_max_new_connections", &self.http_max_new_connections)
+            .field("http_max_listen_streams", &self.http_max_listen_streams)
             .finish()
     }
 }
@@ -287,6 +273,9 @@ impl Default for Config {
             security: Security::default(),
             downloads: Downloads::default(),
             allowed_hosts: Vec::new(),
+            http_head_timeout: Duration::from_secs(5),
+            http_max_new_connections: 128,
+            http_max_listen_streams: 16,
         }
     }
 }
@@ -454,64 +443,6 @@ impl Config {
     }
 }
 
-impl Security {
-    /// Whether `pattern` (`*`, `Domain.*` or `Domain.method`) matches `method`.
-    pub fn pattern_matches(pattern: &str, method: &str) -> bool {
-        match pattern.strip_suffix(".*") {
-            _ if pattern == "*" => true,
-            Some(domain) => method
-                .strip_prefix(domain)
-                .is_some_and(|rest| rest.starts_with('.')),
-            None => pattern == method,
-        }
-    }
-
-    /// Sets [`allow_file_urls`](Security::allow_file_urls).
-    pub fn with_allow_file_urls(mut self, allow: bool) -> Security {
-        self.allow_file_urls = allow;
-        self
-    }
-
-    /// Sets [`allow_file_access`](Security::allow_file_access).
-    pub fn with_allow_file_access(mut self, allow: bool) -> Security {
-        self.allow_file_access = allow;
-        self
-    }
-
-    /// Sets [`allow_page_protocol`](Security::allow_page_protocol).
-    pub fn with_allow_page_protocol(mut self, allow: bool) -> Security {
-        self.allow_page_protocol = allow;
-        self
-    }
-
-    /// Sets [`cdp_deny`](Security::cdp_deny).
-    pub fn with_cdp_deny(
-        mut self,
-        patterns: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Security {
-        self.cdp_deny = patterns.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets [`cdp_allow`](Security::cdp_allow).
-    pub fn with_cdp_allow(
-        mut self,
-        patterns: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Security {
-        self.cdp_allow = patterns.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets [`upload_dirs`](Security::upload_dirs).
-    pub fn with_upload_dirs(
-        mut self,
-        dirs: impl IntoIterator<Item = impl Into<PathBuf>>,
-    ) -> Security {
-        self.upload_dirs = dirs.into_iter().map(Into::into).collect();
-        self
-    }
-}
-
 /// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
 /// applied by [`Config::with_overrides`]. Build one from `StartOptions::default()` and the
 /// `with_*` setters.
@@ -520,7 +451,8 @@ impl Security {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct StartOptions {
-    /// Attach to this target instead of the first page.
+    /// Attach to this target instead of the first page (refused, with
+    /// `security.isolate_tasks`, when another task of the registry owns it).
     pub target_id: Option<String>,
     /// Override `browser.dialog_policy` for this task.
     pub dialog_policy: Option<DialogPolicy>,

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use log::{debug, info, warn};
+use log::debug;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -31,12 +31,13 @@ use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
 use crate::error::Error;
 use crate::protocol::{self, CdpError, Incoming};
-use crate::snapshot::{Blocked, BlockedReason, MainDocument, Snapshot, SupervisorState};
+use crate::snapshot::{Blocked, MainDocument, Snapshot, SupervisorState};
 use crate::watchdog::WatchdogMsg;
 
 mod calls;
 mod choosers;
 mod console;
+mod created;
 mod dialogs;
 mod document;
 mod downloads;
@@ -53,6 +54,7 @@ mod tests;
 pub use calls::{CallKind, CallResult, Command, PendingCall};
 use choosers::Choosers;
 use console::Console;
+use created::Created;
 use dialogs::Dialogs;
 pub use dialogs::answer_command;
 use downloads::Downloads;
@@ -127,6 +129,8 @@ pub struct Core {
     frames: Frames,
     /// Followed and watched popups.
     pages: Pages,
+    /// The pages and browser contexts the task created (`core/created.rs`).
+    created: Created,
     /// The task's downloads.
     downloads: Downloads,
     /// File choosers waiting for files, and the last one refused.
@@ -174,6 +178,7 @@ impl Core {
             console: Console::new(limits.console_errors_max),
             frames: Frames::new(limits.clone()),
             pages: Pages::new(limits, settings.follow_popups),
+            created: Created::default(),
             downloads: Downloads::new(None),
             choosers: Choosers::new(limits.pending_dialogs_max, false),
             document: None,
@@ -252,6 +257,7 @@ impl Core {
             | set(&mut p.state, &self.state)
             | set(&mut p.disconnect_reason, &self.disconnect_reason)
             | set(&mut p.blocked, &self.blocked)
+            | set(&mut p.blocked_session, &self.blocked_session)
             | set(&mut p.crashed, &crashed)
             | set(&mut p.document, &self.document)
             | set(&mut p.page_replaced, &self.page_replaced);
@@ -287,6 +293,12 @@ impl Core {
             p.pages = pages.pages;
             p.pages_truncated = pages.truncated;
             p.watched_pages = pages.watched;
+            p.popups_let_go = pages.let_go;
+            changed = true;
+        }
+        if let Some((targets, contexts)) = self.created.take_published() {
+            p.created_targets = targets;
+            p.created_contexts = contexts;
             changed = true;
         }
         // A renderer depends on the sessions (their isolates, the pages' groups, a watched
@@ -328,19 +340,6 @@ impl Core {
             .collect();
         for s in sessions {
             self.bridge_setup(&s);
-        }
-    }
-
-    /// Clears `blocked` when it is about `session_id` (its `Page.enable` answered, or the
-    /// session went away).
-    fn unblock(&mut self, session_id: &str, why: &str) {
-        if self.blocked.is_some() && self.blocked_session.as_deref() == Some(session_id) {
-            let what = match self.blocked.take().and_then(|b| b.frame_id) {
-                Some(f) => format!("iframe {f}"),
-                None => "the page".into(),
-            };
-            self.blocked_session = None;
-            info!("task {}: {what} {why}; no longer blocked", self.task_id);
         }
     }
 
@@ -409,7 +408,7 @@ impl Core {
                         let id = id.clone();
                         self.file_chooser_done(&id);
                     }
-                    CallKind::PageEnable { session_id } => {
+                    CallKind::Responds { session_id } => {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
                     }
@@ -424,26 +423,8 @@ impl Core {
                         session_id,
                         blocked,
                     } => {
-                        let still_hangs = self.calls.values().any(|c| {
-                            matches!(&c.kind, CallKind::PageEnable { session_id: s } if s == session_id)
-                        });
-                        if still_hangs && self.blocked.is_none() {
-                            warn!(
-                                "task {}: {} does not answer while the browser does: {}",
-                                self.task_id,
-                                blocked
-                                    .frame_id
-                                    .as_deref()
-                                    .map_or("the page".to_string(), |f| format!("iframe {f}")),
-                                if blocked.reason == BlockedReason::OrphanedDialog {
-                                    "a dialog opened by a client that went away is blocking it"
-                                } else {
-                                    "a busy script, or a dialog no client can answer"
-                                }
-                            );
-                            self.blocked = Some(blocked.clone());
-                            self.blocked_session = Some(session_id.clone());
-                        }
+                        let (session_id, blocked) = (session_id.clone(), blocked.clone());
+                        self.probe_verdict(&session_id, blocked);
                     }
                     _ => {}
                 }
@@ -457,6 +438,9 @@ impl Core {
                 } else {
                     Ok(Value::Null)
                 };
+                if let Ok(v) = &value {
+                    self.note_created(&call.method, v);
+                }
                 self.deliver(call, value);
             }
         }

@@ -107,6 +107,19 @@ pub enum Error {
          seconds and retry; if it stays blocked, reload the page (browser_cdp Page.reload)"
     )]
     PageUnresponsive,
+    /// A dialog in a page the supervisor does not watch (a popup past `limits.pages_max` +
+    /// `limits.watched_pages_max`) freezes the renderer the call needs (SPEC §8 "No silent
+    /// wedge"); closing the page that shows it (one of `target_ids`) clears it.
+    #[error(
+        "a JavaScript dialog in a page the supervisor does not watch (a popup past \
+         limits.pages_max + limits.watched_pages_max) blocks this page's renderer, so the call \
+         would hang; close the page that shows it (browser_cdp Target.closeTarget{}) to clear it",
+        if target_ids.is_empty() { String::new() } else { format!(" with one of {}", target_ids.join(", ")) }
+    )]
+    DialogInUnfollowedPage {
+        /// The pages the task opened and no longer watches, one of which shows the dialog.
+        target_ids: Vec<String>,
+    },
     /// The browser applied the answer to a different dialog than the one it named (SPEC §5):
     /// Chromium answers whichever dialog the session shows, and the named one had already been
     /// closed by something else when the answer arrived. `recent_dialogs` records the named
@@ -263,4 +276,8 @@ pub enum Error {
         /// What the start was doing: `connecting`, `attaching`, ...
         during: String,
     },
+    /// A start on a registry that was closed ([`crate::SupervisorRegistry::close`]). Carries
+    /// the task id.
+    #[error("the registry is closed and starts no supervisor (task {}): make a new registry", quoted(.0))]
+    RegistryClosed(String),
 }

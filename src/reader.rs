@@ -153,7 +153,7 @@ impl Reader {
         }
         let end = match (self.core.fatal(), page_gone) {
             // The page went while a stop was under way: most often the stop closed it
-            // (`StartOptions::new_page`), and the supervisor stopped on purpose either way.
+            // (`StartOptions::own_page`), and the supervisor stopped on purpose either way.
             (Some(_), _) if self.shared.stop_requested() => SupervisorState::Stopped,
             (Some(f), _) => SupervisorState::Dead {
                 reason: f.to_string(),
@@ -374,7 +374,7 @@ impl Reader {
                     Some(t) if own_page => Choice::SameOrNew(t),
                     Some(t) => Choice::Same(t),
                     None if own_page => Choice::NewPage,
-                    None => Choice::FirstPage,
+                    None => Choice::FirstPage(&[]),
                 };
                 match attach_page(&shared, choice, Deadline::after(timeout), None) {
                     Ok(t) => {

@@ -238,19 +238,26 @@ fn nested(sec: &Security, message: &str, depth: usize) -> Result<(), Refusal> {
     if depth >= MAX_NESTING {
         return Err(unreadable("Target.sendMessageToTarget nested too deeply"));
     }
+    let (method, params) = read_command(message).map_err(|why| unreadable(&why))?;
+    check_at(sec, &method, &params, depth + 1)
+        .map_err(|(option, why)| (option, format!("its nested {}: {why}", clipped(&method))))
+}
+
+/// The command (method, params) a `Target.sendMessageToTarget` message carries, read exactly as
+/// Chromium reads it; `Err(why)` when it cannot be (not one JSON object without duplicate keys,
+/// no method, params not an object).
+pub(crate) fn read_command(message: &str) -> Result<(String, Value), String> {
     let Strict(command) = serde_json::from_str(message)
-        .map_err(|e| unreadable(&format!("not one JSON object without duplicate keys: {e}")))?;
+        .map_err(|e| format!("not one JSON object without duplicate keys: {e}"))?;
     let Some(method) = command.get("method").and_then(Value::as_str) else {
-        return Err(unreadable("no method"));
+        return Err("no method".into());
     };
-    let empty = Value::Object(Map::new());
     let params = match command.get("params") {
-        None | Some(Value::Null) => &empty,
-        Some(p @ Value::Object(_)) => p,
-        Some(_) => return Err(unreadable("params is not an object")),
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(_) => return Err("params is not an object".into()),
     };
-    check_at(sec, method, params, depth + 1)
-        .map_err(|(option, why)| (option, format!("its nested {}: {why}", clipped(method))))
+    Ok((method.to_string(), params))
 }
 
 /// The first option that refuses anything (the one a message that cannot be checked is refused
@@ -335,5 +342,6 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+pub(crate) mod isolation;
 #[cfg(test)]
 mod tests;

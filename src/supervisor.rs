@@ -42,6 +42,7 @@ use crate::watchdog::{self, WatchdogMsg};
 mod calls;
 mod files;
 mod navigate;
+mod stall;
 mod stop;
 
 pub use files::DOWNLOAD_BEGIN_GRACE;
@@ -160,7 +161,7 @@ impl Supervisor {
         config: &Config,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, None, false)
+        Supervisor::start_served(task_id, cdp_url, config, options, None, false, &[])
     }
 
     /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
@@ -178,13 +179,15 @@ impl Supervisor {
         options: StartOptions,
         cancel: &CancelToken,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false)
+        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false, &[])
     }
 
     /// The registry's start: like [`Supervisor::start_cancellable`] (without a cancel when
     /// `cancel` is `None`). With `popups_elsewhere` the supervisor does not turn browser-level
     /// auto-attach on: the registry then has its popup watcher hand it its popups, or calls
-    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`).
+    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`). A start that takes the
+    /// browser's first page skips the pages in `taken` (other tasks' pages, with
+    /// `security.isolate_tasks`).
     pub(crate) fn start_served(
         task_id: &str,
         cdp_url: &str,
@@ -192,6 +195,7 @@ impl Supervisor {
         options: StartOptions,
         cancel: Option<&CancelToken>,
         popups_elsewhere: bool,
+        taken: &[String],
     ) -> Result<Arc<Supervisor>, Error> {
         crate::task_id::check(task_id)?;
         let cancelled = |during: &str| Error::StartCancelled {
@@ -262,7 +266,7 @@ impl Supervisor {
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
             None if sup.options.owns_page() => Choice::NewPage,
-            None => Choice::FirstPage,
+            None => Choice::FirstPage(taken),
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
         if let Err(e) = attached {

@@ -418,6 +418,7 @@ impl Core {
                 reason: BlockedReason::UnanswerableDialog,
                 hint: UNANSWERABLE_HINT.into(),
                 frame_id: frame_id.clone(),
+                target_ids: Vec::new(),
             });
         }
         // Calls in flight into its renderer, even those made while it was pending (a method

@@ -34,7 +34,7 @@ use crate::tools::table::{self, Host, Tool};
 const STATIC_TTL_MS: u64 = 3_600_000;
 
 /// What `initialize` and `server/discover` tell the model about using this server.
-const INSTRUCTIONS: &str = "Call browser_connect first (without cdp_url it launches a local headless Chromium and opens a tab for the task). Every tool result lists pending_dialogs: a JS dialog blocks the page until browser_dialog answers it, and browser_cdp calls it blocks fail at once with blocked_by_dialog. State across calls is the task_id argument (on stdio a call without one is the task \"default\").";
+const INSTRUCTIONS: &str = "Call browser_connect first (without cdp_url it launches a local headless Chromium; each task gets a tab of its own). Every tool result lists pending_dialogs: a JS dialog blocks the page until browser_dialog answers it, and browser_cdp calls it blocks fail at once with blocked_by_dialog. State across calls is the task_id argument (on stdio a call without one is the task \"default\").";
 
 impl Inner {
     /// Handles a notification from the client on `channel`: `notifications/cancelled` cancels

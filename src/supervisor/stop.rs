@@ -110,7 +110,7 @@ fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Deadline) {
 /// closing anyway is harmless.
 const CLOSE_RETRY_AFTER: Duration = Duration::from_millis(100);
 
-/// Closes the page the supervisor created for its task (`StartOptions::new_page`) and checks
+/// Closes the page the supervisor created for its task (`StartOptions::own_page`) and checks
 /// that it went, all by `budget`.
 ///
 /// Chromium 156 answers `{success: true}` to a `Target.closeTarget` that reaches it while the

@@ -42,6 +42,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("upload_dirs", "security"),
     ("dir", "downloads"),
     ("keep", "downloads"),
+    ("isolate_tasks", "security"),
 ];
 
 /// A TOML basic string.
@@ -278,6 +279,12 @@ impl PyConfig {
     #[getter]
     fn keep_downloads(&self) -> bool {
         self.inner.downloads.keep
+    }
+
+    /// `security.isolate_tasks`.
+    #[getter]
+    fn isolate_tasks(&self) -> bool {
+        self.inner.security.isolate_tasks
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

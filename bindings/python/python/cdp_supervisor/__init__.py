@@ -67,6 +67,7 @@ from .errors import (
     PageBlocked,
     OrphanedDialog,
     PageUnresponsive,
+    DialogInUnfollowedPage,
     SecurityPolicy,
     TargetCrashed,
     UndecodableReply,
@@ -74,6 +75,8 @@ from .errors import (
     StartCancelled,
     NavigationFailed,
     NoDownload,
+    RegistryClosed,
+    UsedAfterFork,
     IoError,
 )
 
@@ -118,6 +121,7 @@ __all__ = [
     "PageBlocked",
     "OrphanedDialog",
     "PageUnresponsive",
+    "DialogInUnfollowedPage",
     "SecurityPolicy",
     "TargetCrashed",
     "UndecodableReply",
@@ -125,5 +129,7 @@ __all__ = [
     "StartCancelled",
     "NavigationFailed",
     "NoDownload",
+    "RegistryClosed",
+    "UsedAfterFork",
     "IoError",
 ]
