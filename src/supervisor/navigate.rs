@@ -16,6 +16,10 @@
 //! `Page.navigate`'s reply was lost to a `beforeunload` dialog, the navigation is known by the
 //! document it replaces: any newer main document is it. A `beforeunload` dismissed keeps the
 //! page: the second wait says so at once.
+//!
+//! [`Supervisor::tab_ref`] names the page the way agent-browser numbers tabs (`tN`), from the
+//! browser's own `Target.getTargets`: a raw call of the task's lists only the task's targets
+//! (`security.isolate_tasks`), which would number every task's page `t1`.
 
 use std::time::Duration;
 
@@ -194,6 +198,31 @@ impl Supervisor {
         self.wait_navigation(last, wait_until, Deadline::after(timeout))
     }
 
+    /// The task's page as agent-browser numbers tabs: `tN`, N its 1-based position among the
+    /// browser's page targets in `Target.getTargets` order, `devtools://` pages not counted (a
+    /// page list DEVTOOLS, OTHER, OWNED gives `t2`). Asked of the browser directly, within
+    /// `timeout`: other tasks' pages count, though the task cannot reach them. [`Error::NoPage`]
+    /// when the browser does not list the page.
+    pub fn tab_ref(&self, timeout: Duration) -> Result<String, Error> {
+        self.ensure_alive()?;
+        let page =
+            self.snapshot().page_target_id.clone().ok_or_else(|| {
+                Error::NoPage("the supervisor is not attached to a page yet".into())
+            })?;
+        let listed = self.shared.round_trip(
+            crate::core::Command::new("Target.getTargets", json!({})),
+            Deadline::after(timeout),
+        )?;
+        tab_position(&listed, &page)
+            .map(|n| format!("t{n}"))
+            .ok_or_else(|| {
+                Error::NoPage(format!(
+                    "the browser does not list the task's page {} among its pages",
+                    quoted(&page)
+                ))
+            })
+    }
+
     fn remember(&self, last: &LastNavigation) {
         *self
             .last_navigation
@@ -265,4 +294,43 @@ fn reached(last: &LastNavigation, s: &Snapshot, wait_until: WaitUntil) -> bool {
         None => last.previous_loader.as_deref() != Some(doc.loader_id.as_str()),
     };
     ours && (wait_until == WaitUntil::Commit || doc.loaded)
+}
+
+/// `page`'s 1-based position among the page targets of a `Target.getTargets` reply, in its
+/// order, `devtools://` pages not counted.
+fn tab_position(listed: &serde_json::Value, page: &str) -> Option<usize> {
+    fn str_of<'a>(t: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+        t.get(key).and_then(serde_json::Value::as_str)
+    }
+    let infos = listed.get("targetInfos")?.as_array()?;
+    infos
+        .iter()
+        .filter(|t| {
+            str_of(t, "type") == Some("page")
+                && !str_of(t, "url").is_some_and(|u| u.starts_with("devtools://"))
+        })
+        .position(|t| str_of(t, "targetId") == Some(page))
+        .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_tab_is_numbered_among_pages_in_order_without_devtools() {
+        let page = |id: &str, url: &str| json!({"targetId": id, "type": "page", "url": url});
+        let listed = json!({"targetInfos": [
+            page("DEVTOOLS", "devtools://devtools/bundled/inspector.html"),
+            json!({"targetId": "SW", "type": "service_worker", "url": "http://a.test/sw.js"}),
+            page("OTHER", "http://a.test/"),
+            json!({"targetId": "IFRAME", "type": "iframe", "url": "http://b.test/"}),
+            page("OWNED", "about:blank"),
+        ]});
+        assert_eq!(super::tab_position(&listed, "OWNED"), Some(2));
+        assert_eq!(super::tab_position(&listed, "OTHER"), Some(1));
+        assert_eq!(super::tab_position(&listed, "DEVTOOLS"), None);
+        assert_eq!(super::tab_position(&listed, "GONE"), None);
+        assert_eq!(super::tab_position(&json!({}), "OWNED"), None);
+    }
 }

@@ -1,5 +1,5 @@
 //! A supervisor's navigation, downloads and file choosers for Python (issue 31): the bodies of
-//! `Supervisor.navigate`, `wait_for_navigation`, `wait_for_download`,
+//! `Supervisor.navigate`, `wait_for_navigation`, `tab_ref`, `wait_for_download`,
 //! `respond_to_file_chooser` and `dismiss_file_chooser` (`registry.rs` declares them). Every
 //! wait releases the GIL (`blocking`).
 
@@ -50,6 +50,12 @@ pub fn wait_for_navigation<'py>(
     let sup = Arc::clone(sup);
     let nav = blocking::call(py, move |_| sup.wait_for_navigation(wait_until, timeout))?;
     navigation(py, &nav.map_err(to_py_err)?)
+}
+
+/// `Supervisor.tab_ref`.
+pub fn tab_ref(py: Python<'_>, sup: &Arc<Supervisor>, timeout: Duration) -> PyResult<String> {
+    let sup = Arc::clone(sup);
+    blocking::call(py, move |_| sup.tab_ref(timeout))?.map_err(to_py_err)
 }
 
 /// `Supervisor.wait_for_download`.

@@ -378,6 +378,11 @@ impl PySupervisor {
         self.home.check("Supervisor")
     }
 
+    /// The Rust supervisor, once [`PySupervisor::check_home`] passed.
+    fn at_home(&self) -> PyResult<&Arc<Supervisor>> {
+        self.check_home().map(|()| &self.sup)
+    }
+
     /// The latest snapshot as a Python object: the cached one while the published version is
     /// unchanged (two wait-free loads and a reference count: no allocation, no lock), else a
     /// new conversion that shares what did not change.
@@ -503,7 +508,7 @@ impl PySupervisor {
         timeout_s: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let timeout = self.timeout(timeout_s)?;
-        crate::files::navigate(py, &self.sup, url, wait_until, timeout)
+        crate::files::navigate(py, self.at_home()?, url, wait_until, timeout)
     }
 
     #[pyo3(signature = (wait_until="load", timeout_s=None))]
@@ -514,13 +519,19 @@ impl PySupervisor {
         timeout_s: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let timeout = self.timeout(timeout_s)?;
-        crate::files::wait_for_navigation(py, &self.sup, wait_until, timeout)
+        crate::files::wait_for_navigation(py, self.at_home()?, wait_until, timeout)
+    }
+
+    #[pyo3(signature = (timeout_s=None))]
+    fn tab_ref(&self, py: Python<'_>, timeout_s: Option<f64>) -> PyResult<String> {
+        let timeout = self.timeout(timeout_s)?;
+        crate::files::tab_ref(py, self.at_home()?, timeout)
     }
 
     #[pyo3(signature = (timeout_s=30.0))]
     fn wait_for_download(&self, py: Python<'_>, timeout_s: f64) -> PyResult<PyDownload> {
         let timeout = seconds("timeout_s", timeout_s)?;
-        crate::files::wait_for_download(py, &self.sup, timeout)
+        crate::files::wait_for_download(py, self.at_home()?, timeout)
     }
 
     #[pyo3(signature = (files, chooser_id=None))]
@@ -530,7 +541,7 @@ impl PySupervisor {
         files: Vec<std::path::PathBuf>,
         chooser_id: Option<String>,
     ) -> PyResult<PyFileChooser> {
-        crate::files::respond_to_file_chooser(py, &self.sup, files, chooser_id)
+        crate::files::respond_to_file_chooser(py, self.at_home()?, files, chooser_id)
     }
 
     #[pyo3(signature = (chooser_id=None))]
@@ -539,7 +550,7 @@ impl PySupervisor {
         py: Python<'_>,
         chooser_id: Option<String>,
     ) -> PyResult<PyFileChooser> {
-        crate::files::dismiss_file_chooser(py, &self.sup, chooser_id)
+        crate::files::dismiss_file_chooser(py, self.at_home()?, chooser_id)
     }
 
     /// The task's download directory (`[downloads] dir`).

@@ -414,6 +414,11 @@ class Supervisor:
         self, wait_until: str = "load", timeout_s: Optional[float] = None
     ) -> Dict[str, Any]:
         """Waits for the latest ``navigate`` again (after its dialog was answered)."""
+    def tab_ref(self, timeout_s: Optional[float] = None) -> str:
+        """The task's page as agent-browser numbers tabs: ``"tN"``, N its 1-based position
+        among the browser's page targets in ``Target.getTargets`` order, ``devtools://`` pages
+        not counted. Asked of the browser itself: a raw ``Target.getTargets`` through ``call``
+        lists only the task's own targets (``isolate_tasks``)."""
     def wait_for_download(self, timeout_s: float = 30.0) -> Download:
         """The next download no earlier call returned, once it ended (``state`` says how);
         raises :class:`~cdp_supervisor.NoDownload` when none began within about 2 s."""

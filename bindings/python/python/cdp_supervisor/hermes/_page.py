@@ -14,6 +14,7 @@ from ..errors import (
     CdpSupervisorError,
     NavigationFailed,
     NoDownload,
+    NoPage,
 )
 from ._model import FrameInfo, _frame_info, _pending
 
@@ -96,22 +97,12 @@ class _PageMethods:
             return {"ok": False, "error": "supervisor is not active"}
         target = native.page_target_id
         try:
-            targets = native.call("Target.getTargets", {})
+            tab = native.tab_ref()
+        except NoPage as exc:
+            return {"ok": False, "error": str(exc), "target_id": target}
         except CdpSupervisorError as exc:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "target_id": target}
-        infos: List[Dict[str, Any]] = (targets or {}).get("targetInfos") or []
-        pages = [
-            t.get("targetId")
-            for t in infos
-            if t.get("type") == "page" and not str(t.get("url", "")).startswith("devtools://")
-        ]
-        if target not in pages:
-            return {
-                "ok": False,
-                "error": f"the task's page {target!r} is not among the browser's pages",
-                "target_id": target,
-            }
-        return {"ok": True, "target_id": target, "tab_ref": f"t{pages.index(target) + 1}"}
+        return {"ok": True, "target_id": target, "tab_ref": tab}
 
     def get_frame_session(self, frame_id: str) -> Optional[Tuple[FrameInfo, str]]:
         """The frame ``frame_id`` and the CDP session that serves it (an out-of-process
