@@ -183,6 +183,23 @@ def test_two_tasks_get_two_new_tabs_and_no_existing_page_is_touched(
         cdp.close()
 
 
+def test_legacy_first_page_attaches_like_hermes_before_its_owned_tab(
+    chromium: Chromium, registry: _SupervisorRegistry
+) -> None:
+    hermes.legacy_first_page()
+    try:
+        first = next(t["targetId"] for t in targets(chromium) if t["type"] == "page")
+        a = registry.get_or_start(task_id="legacy-a", cdp_url=chromium.ws_url)
+        b = registry.get_or_start(task_id="legacy-b", cdp_url=chromium.ws_url)
+        assert a.page_target_id() == first, "the browser's first page, as Hermes did"
+        assert b.page_target_id() not in (None, first), "a second task opens a tab of its own"
+    finally:
+        hermes.legacy_first_page(False)
+    registry.stop("legacy-a")
+    c = registry.get_or_start(task_id="legacy-c", cdp_url=chromium.ws_url)
+    assert c.page_target_id() != first, "back to today's owned tab"
+
+
 # ── navigate_page never waits on a dialog ────────────────────────────────────
 
 

@@ -15,7 +15,8 @@ frozen dataclasses, constants and return shapes: ``SUPERVISOR_REGISTRY`` (a
 gets a tab of its own (a fresh ``about:blank`` page, never one the browser already holds), and
 ``CDPSupervisor`` has ``navigate_page`` (never waiting on a dialog), ``page_target_tab_ref``,
 ``get_frame_session`` (no ``to_dict()`` shows a session id) and ``wait_for_download``, plus file
-choosers (``respond_to_file_chooser``). Like Hermes, every page and child session gets the
+choosers (``respond_to_file_chooser``). ``legacy_first_page()`` brings back the page choice of
+Hermes before its owned tab (the browser's first page), for code and tests of those versions. Like Hermes, every page and child session gets the
 dialog bridge (its dialogs carry a ``bridge_request_id``); our bridge host is
 ``cdp-dialog-bridge.invalid`` where Hermes's is ``hermes-dialog-bridge.invalid``.
 
@@ -50,6 +51,7 @@ from ._model import (
     SupervisorSnapshot as SupervisorSnapshot,
     _VALID_POLICIES as _VALID_POLICIES,
     configure as configure,
+    legacy_first_page as legacy_first_page,
 )
 from ._registry import (
     SUPERVISOR_REGISTRY as SUPERVISOR_REGISTRY,
@@ -85,4 +87,5 @@ __all__ = [
     "browser_cdp",
     "configure",
     "install",
+    "legacy_first_page",
 ]

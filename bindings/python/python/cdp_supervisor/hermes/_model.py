@@ -57,6 +57,20 @@ def configure(**settings: Any) -> None:
     _CONFIG_KWARGS.update(merged)
 
 
+# Hermes before its owned tab (``legacy_first_page``): [attach to the browser's first page].
+_LEGACY_FIRST_PAGE = [False]
+
+
+def legacy_first_page(enabled: bool = True) -> None:
+    """Makes the drop-in's supervisors started from now on choose their page as Hermes did
+    before its owned tab (#69727, PR #75597): the browser's first page target, whatever its
+    URL, and a tab of its own only for a second task on the same browser (closed at its stop).
+    Hermes's own tests at those versions (4e898ab, 099e64b) act on that first page with a
+    client of their own. The default (``enabled=False``) is Hermes as it is today: a fresh
+    ``about:blank`` tab per task, never a page the browser already holds."""
+    _LEGACY_FIRST_PAGE[0] = bool(enabled)
+
+
 _redactor: Optional[Callable[[str], str]] = None
 
 

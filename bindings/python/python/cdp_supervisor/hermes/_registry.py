@@ -60,6 +60,13 @@ class _SupervisorRegistry:
                 and existing._same_start(cdp_url, target_id, dialog_policy, dialog_timeout_s)
             ):
                 return existing
+            # Hermes before its owned tab: the first task takes the browser's first page, the
+            # others open one of their own.
+            supervisor._new_page = _model._LEGACY_FIRST_PAGE[0] and target_id is None and any(
+                s.cdp_url == cdp_url and s._alive()
+                for t, s in self._by_task.items()
+                if t != task_id
+            )
         supervisor.target_id = target_id
         with self._lock:
             if self._settings != _model._CONFIG_KWARGS:

@@ -3,10 +3,12 @@ methods, issue 31, are in ``_page``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .. import _native
-from ..errors import CdpSupervisorError, Timeout
+from ..errors import CdpError, CdpSupervisorError, ConnectionLost, NoPage, Timeout
+from . import _model
 from ._model import (
     DEFAULT_DIALOG_POLICY,
     DEFAULT_DIALOG_TIMEOUT_S,
@@ -19,6 +21,28 @@ from ._model import (
     _record,
 )
 from ._page import _PageMethods
+
+# How many pages ``CDPSupervisor.start`` tries, after ``legacy_first_page()``, when the ones it
+# chose go away under it.
+_PAGE_ATTEMPTS = 5
+
+
+def _page_went_away(e: CdpSupervisorError) -> bool:
+    """The start failed because the page it chose is gone: listed by ``Target.getTargets``
+    but closed before or while the supervisor attached (``NoPage``: no such target any more;
+    ``Target.attachToTarget``'s "No target with given id found"; the page's session detached
+    during the attach)."""
+    if isinstance(e, (NoPage, ConnectionLost)):
+        return True
+    return isinstance(e, CdpError) and e.method == "Target.attachToTarget"
+
+
+def _remaining(deadline: float, timeout: float) -> float:
+    """What is left of a start's ``timeout`` (never zero: a start needs a bound > 0)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"CDP supervisor did not attach within {timeout}s")
+    return left
 
 
 # ── Supervisor ───────────────────────────────────────────────────────────────
@@ -54,6 +78,8 @@ class CDPSupervisor(_PageMethods):
         self.dialog_policy = dialog_policy
         self.dialog_timeout_s = float(dialog_timeout_s)
         self.target_id: Optional[str] = None
+        # After ``legacy_first_page()``: the registry says this task opens a page of its own.
+        self._new_page = False
         self._registry: Optional[_native.SupervisorRegistry] = None
         self._native: Optional[_native.Supervisor] = None
         # (native snapshot, its Hermes form): the same Hermes object while nothing changed.
@@ -67,27 +93,48 @@ class CDPSupervisor(_PageMethods):
 
         Without a ``target_id`` the task gets a page of its own, as Hermes's supervisor does:
         a fresh ``about:blank`` tab (in a window of its own), never a page the browser already
-        holds."""
+        holds. After ``legacy_first_page()`` it attaches, like Hermes before, to the browser's
+        first page (a second task on the browser opens a tab of its own); a page that goes
+        away between that choice and the attach (a page just closed stays listed for a few
+        hundred milliseconds) is passed over for the next one, within the same ``timeout``."""
         if self._native is not None and self._native.is_alive:
             return
         if self._registry is None:
             self._registry = _native.SupervisorRegistry(_config())
         if not timeout > 0:
             raise TimeoutError(f"CDP supervisor did not attach within {timeout}s")
-        try:
-            self._native = self._registry.get_or_start(
-                self.task_id,
-                self.cdp_url,
-                target_id=self.target_id,
-                dialog_policy=self.dialog_policy,
-                dialog_timeout_s=self.dialog_timeout_s,
-                start_timeout_s=timeout,
-                own_page=self.target_id is None,
-            )
-        except Timeout as e:
-            raise TimeoutError(f"CDP supervisor did not attach within {timeout}s: {e}") from None
-        except CdpSupervisorError as e:
-            raise RuntimeError(f"CDP supervisor failed to start: {e}") from None
+        legacy = _model._LEGACY_FIRST_PAGE[0] and self.target_id is None and not self._new_page
+        deadline = time.monotonic() + timeout
+        tried: List[str] = []
+        while True:
+            attach_to = self.target_id
+            if legacy:
+                left = deadline - time.monotonic()
+                attach_to = _native._first_page_target(self.cdp_url, max(0.0, min(left, 5.0)), tried)
+            try:
+                self._native = self._registry.get_or_start(
+                    self.task_id,
+                    self.cdp_url,
+                    target_id=attach_to,
+                    dialog_policy=self.dialog_policy,
+                    dialog_timeout_s=self.dialog_timeout_s,
+                    start_timeout_s=_remaining(deadline, timeout),
+                    own_page=attach_to is None,
+                )
+                return
+            except Timeout as e:
+                raise TimeoutError(f"CDP supervisor did not attach within {timeout}s: {e}") from None
+            except CdpSupervisorError as e:
+                if (
+                    legacy
+                    and attach_to is not None
+                    and _page_went_away(e)
+                    and len(tried) < _PAGE_ATTEMPTS
+                    and time.monotonic() < deadline
+                ):
+                    tried.append(attach_to)
+                    continue
+                raise RuntimeError(f"CDP supervisor failed to start: {e}") from None
 
     def stop(self, timeout: float = 5.0) -> None:
         """Dismisses pending dialogs, closes the connection, joins the threads (< 1 s)."""
