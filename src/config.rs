@@ -37,6 +37,8 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest `browser.dialog_timeout_s`, and a task's dialog timeout (one day).
 pub const MAX_DIALOG_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest `mcp.http_head_timeout_s`.
+pub const MAX_HTTP_HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `supervisor.start_timeout_s` in the configuration file (and the Python binding's
 /// `start_timeout_s`). A start given its own bound in code
 /// ([`crate::SupervisorRegistry::get_or_start_within`]) has no cap: only zero is refused.
@@ -210,6 +212,15 @@ pub struct Config {
     /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
     /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
     pub allowed_hosts: Vec<String>,
+    /// `mcp.http_head_timeout_s`: how long a request's head may take over HTTP (a connection's
+    /// first from the moment it opens, a later one from its first byte); then it is closed.
+    pub http_head_timeout: Duration,
+    /// `mcp.http_max_new_connections`: HTTP connections that have not yet sent a request the
+    /// access rules let in, at most this many at once (past it the oldest is closed).
+    pub http_max_new_connections: usize,
+    /// `mcp.http_max_listen_streams`: `subscriptions/listen` streams open over HTTP at once
+    /// (their connections count here, not toward the connection limit).
+    pub http_max_listen_streams: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -232,6 +243,9 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("security", &self.security)
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("http_head_timeout", &self.http_head_timeout)
+            .field("http_max_new_connections", &self.http_max_new_connections)
+            .field("http_max_listen_streams", &self.http_max_listen_streams)
             .finish()
     }
 }
@@ -253,6 +267,9 @@ impl Default for Config {
             limits: Limits::default(),
             security: Security::default(),
             allowed_hosts: Vec::new(),
+            http_head_timeout: Duration::from_secs(5),
+            http_max_new_connections: 128,
+            http_max_listen_streams: 16,
         }
     }
 }

@@ -52,9 +52,13 @@
 //!   (`stream.rs`), and the socket whose every read and write has a deadline (`socket.rs`, over
 //!   `sys_unix.rs`, or `sys_portable.rs` elsewhere).
 //! * `endpoint`: `http://` discovery and connecting (one deadline for all of it); `http_get`: the
-//!   discovery's `GET` and its redirect policy, with `http_get/answer.rs` reading one answer.
-//! * `net`: what both share: TCP connect to every address within a deadline, the request, the
-//!   answer's head.
+//!   discovery's `GET` and its redirect policy.
+//! * `net`: what both share before HTTP: TCP connect to every address within a deadline, and
+//!   `Authorization: Basic` from a URL's userinfo.
+//! * `http1`: HTTP/1.1, once for the crate (the upgrade, discovery and the MCP server): heads
+//!   (`http1/head.rs`, the only file that names `httparse`), body framing and the chunk-size
+//!   parser (`http1/framing.rs`), a connection's reading side with deadlines and caps
+//!   (`http1/conn.rs`: the one chunked decoder), and what we send (`http1/write.rs`).
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
 //! * `core`: the I/O-free, clock-free state machine the reader feeds. `core.rs` dispatches each
 //!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
@@ -112,7 +116,8 @@
 //!   (`mcp/protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the
 //!   transport seam (`mcp/exchange.rs`), events (`mcp/events.rs` their vocabulary; `mcp/notify.rs`, one thread for every task;
 //!   `mcp/listen.rs`, the `subscriptions/listen` streams; `mcp/resources.rs`), and Streamable
-//!   HTTP (`mcp/http/`: `wire.rs` the HTTP/1.1 framing with deadlines, `access.rs` the
+//!   HTTP (`mcp/http/`: `accept.rs` new connections up to their first request head and the
+//!   places they get, `conn.rs` one connection's loop on `http1`, `access.rs` the
 //!   Host/Origin/token rules, `route.rs` what a request means, with `route/checks.rs`,
 //!   `route/sessions.rs`, `route/stream.rs`, `route/responder.rs`).
 //! * [`fake`]: public, see above.
@@ -134,6 +139,7 @@ mod endpoint;
 mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
+mod http1;
 mod http_get;
 // Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
 // checks its return value. Unix only; elsewhere every launch fails with a clear error.

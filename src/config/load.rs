@@ -19,7 +19,8 @@ use config::ValueKind;
 
 use super::rules::{invalid, invalid_as, positive_seconds, seconds_allowed};
 use super::{
-    BridgeMode, Config, DialogPolicy, MAX_CALL_TIMEOUT, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT,
+    BridgeMode, Config, DialogPolicy, MAX_CALL_TIMEOUT, MAX_DIALOG_TIMEOUT, MAX_HTTP_HEAD_TIMEOUT,
+    MAX_START_TIMEOUT,
 };
 use crate::error::Error;
 use crate::quote::{clipped, quoted};
@@ -170,6 +171,16 @@ impl Config {
         cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
         cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
         cfg.allowed_hosts = get_hosts(c, "mcp.allowed_hosts")?;
+        if let Some(d) = get_secs(c, "mcp.http_head_timeout_s", MAX_HTTP_HEAD_TIMEOUT)? {
+            cfg.http_head_timeout = d;
+        }
+        if let Some(n) = get_uint(c, "mcp.http_max_new_connections", 1, 4096)? {
+            cfg.http_max_new_connections = n as usize;
+        }
+        // 64: the server's cap on listen streams over every transport (`mcp::listen`).
+        if let Some(n) = get_uint(c, "mcp.http_max_listen_streams", 1, 64)? {
+            cfg.http_max_listen_streams = n as usize;
+        }
         Ok(cfg)
     }
 }

@@ -370,3 +370,31 @@ fn sections_are_tables_and_text_settings_take_text() {
     assert!(!c.follow_popups);
     assert_eq!(c.dialog_timeout, Duration::from_millis(2500));
 }
+
+#[test]
+fn mcp_http_limits_are_read_and_checked() {
+    let c = Config::from_toml(
+        "[mcp]\nhttp_head_timeout_s = 1.5\nhttp_max_new_connections = 8\nhttp_max_listen_streams = 2",
+    )
+    .unwrap();
+    assert_eq!(c.http_head_timeout, Duration::from_millis(1500));
+    assert_eq!(
+        (c.http_max_new_connections, c.http_max_listen_streams),
+        (8, 2)
+    );
+    for (bad, key) in [
+        ("http_head_timeout_s = 0", "mcp.http_head_timeout_s"),
+        ("http_head_timeout_s = 61", "mcp.http_head_timeout_s"),
+        (
+            "http_max_new_connections = 0",
+            "mcp.http_max_new_connections",
+        ),
+        (
+            "http_max_listen_streams = 65",
+            "mcp.http_max_listen_streams",
+        ),
+    ] {
+        let e = Config::from_toml(&format!("[mcp]\n{bad}")).unwrap_err();
+        assert!(e.to_string().contains(key), "{bad}: {e}");
+    }
+}
