@@ -395,8 +395,8 @@ impl Core {
             if self.pages.note_watch_truncated() {
                 warn!(
                     "task {}: {} popups are watched for dialogs already \
-                     (limits.watched_pages_max): {} and later ones are let go, and a dialog \
-                     they raise is not seen",
+                     (limits.watched_pages_max): {} and later ones are let go; a dialog \
+                     they raise shows only as a frozen renderer (blocked)",
                     self.task_id,
                     self.pages.watched().len(),
                     info.target_id

@@ -9,12 +9,12 @@
 //! one that did would make these tests fail (more than two threads match), never pass wrongly.
 //! The two tests here take [`ONE_AT_A_TIME`] for the same reason.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned::registry_without_popup_watcher;
-use cdp_supervisor::{Config, DialogAction, Limits, SupervisorRegistry};
+use cdp_supervisor::{Config, DialogAction, Limits, Supervisor, SupervisorRegistry};
 use serde_json::{Value, json};
 
 /// Held by each test of this file: both start a task named [`TASK`].
@@ -115,15 +115,10 @@ fn targets(n: usize) -> Value {
     json!({ "targetInfos": infos })
 }
 
-/// Issue 28 item 9: past both popup caps (1 + 1 here, so the third popup is let go) the
-/// watchdog probes the task's page about once a second, with no call made: it wakes up. Once
-/// the let-go popup has closed (`Target.getTargets` no longer lists it) the probe stops, and
-/// both threads are quiet again.
-#[test]
-fn past_both_popup_caps_the_watchdog_probes_until_no_let_go_popup_is_left() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let fake = FakeBrowser::start().unwrap();
-    fake.set_rule("Target.getTargets", Rule::Reply(targets(3)));
+/// A task on `fake` with both popup caps at 1 (the third popup is let go), whose
+/// `Target.getTargets` lists its page and `listed` popups, and whose page answers the probe.
+fn caps_1_and_1(fake: &FakeBrowser, listed: usize) -> (SupervisorRegistry, Arc<Supervisor>) {
+    fake.set_rule("Target.getTargets", Rule::Reply(targets(listed)));
     fake.set_rule(
         "Performance.getMetrics",
         Rule::Reply(json!({"metrics": []})),
@@ -133,6 +128,18 @@ fn past_both_popup_caps_the_watchdog_probes_until_no_let_go_popup_is_left() {
         .with_watched_pages_max(1);
     let reg = registry_without_popup_watcher(Config::default().with_limits(limits));
     let sup = reg.get_or_start(TASK, &fake.ws_url()).unwrap();
+    (reg, sup)
+}
+
+/// Issue 28 item 9: past both popup caps (1 + 1 here, so the third popup is let go) the
+/// watchdog probes the task's page about once a second, with no call made: it wakes up. Once
+/// the let-go popup has closed (`Target.getTargets` no longer lists it) the probe stops, and
+/// both threads are quiet again.
+#[test]
+fn past_both_popup_caps_the_watchdog_probes_until_no_let_go_popup_is_left() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fake = FakeBrowser::start().unwrap();
+    let (reg, sup) = caps_1_and_1(&fake, 3);
     let session = sup
         .snapshot()
         .page_session_id
@@ -187,5 +194,68 @@ fn past_both_popup_caps_the_watchdog_probes_until_no_let_go_popup_is_left() {
         before, after,
         "the probe must stop once no let-go popup is left"
     );
+    reg.stop_all();
+}
+
+/// Issue 28 item 9's rule the other way round: with popups up to both caps (1 followed, 1
+/// watched) and none let go, an idle supervisor still makes no wake-ups and never probes.
+#[test]
+fn below_both_popup_caps_an_idle_supervisor_does_not_wake_up_nor_probe() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fake = FakeBrowser::start().unwrap();
+    let (reg, sup) = caps_1_and_1(&fake, 2);
+    for n in 0..2 {
+        popup_attached(&fake, n);
+    }
+    // Both popups were resumed (the last command of their setup).
+    let resumed = |n: usize| {
+        let sid = format!("SID-{n}");
+        move |c: &Value| {
+            c["method"] == "Runtime.runIfWaitingForDebugger" && c["sessionId"] == sid.as_str()
+        }
+    };
+    for n in 0..2 {
+        fake.wait_for_command(resumed(n), Duration::from_secs(5))
+            .unwrap_or_else(|| panic!("popup {n} resumed"));
+    }
+    let snap = sup
+        .wait_for(Duration::from_secs(5), |s| s.pages.len() == 2)
+        .unwrap_or_else(|| panic!("one popup followed: {}", sup.snapshot().to_json()));
+    assert!(snap.pages_truncated, "{}", snap.to_json());
+    let received = fake.received();
+    assert!(
+        received
+            .iter()
+            .any(|c| c["method"] == "Page.enable" && c["sessionId"] == "SID-1"),
+        "the second popup is watched"
+    );
+    assert!(
+        received
+            .iter()
+            .all(|c| c["method"] != "Target.detachFromTarget"),
+        "no popup let go"
+    );
+    // Let the writes settle, then measure a quiet window (the sleep is the measurement).
+    std::thread::sleep(Duration::from_millis(200));
+    let sent_before = fake.received().len();
+    let before = ours(&thread_switches());
+    assert_eq!(before.len(), 2, "one reader and one watchdog: {before:?}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let after = ours(&thread_switches());
+    eprintln!("two popups, none let go, idle for 1.5 s: {after:?} (context switches unchanged)");
+    assert_eq!(before, after, "an idle supervisor below both caps woke up");
+    // Nothing sent since the popups' setup (`Target.getTargets` went once, when attaching).
+    let received = fake.received();
+    assert_eq!(
+        received.len(),
+        sent_before,
+        "sent while idle: {:?}",
+        &received[sent_before..]
+    );
+    let probed = received.iter().any(|c| {
+        ["Performance.getMetrics", "Input.dispatchMouseEvent"]
+            .contains(&c["method"].as_str().unwrap_or_default())
+    });
+    assert!(!probed, "probed below both caps");
     reg.stop_all();
 }
