@@ -5,7 +5,9 @@
 //!   [`Core`] state machine, writes the automatic commands the core queues (fire-and-forget),
 //!   publishes a new [`Snapshot`] when the visible state changed, then hands replies to waiting
 //!   callers. It is the only writer of state and never waits for a CDP reply.
-//! * the **watchdog** ([`crate::watchdog`]): dismisses `must_respond` dialogs nobody answered.
+//! * the **watchdog** ([`crate::watchdog`]): dismisses `must_respond` dialogs nobody answered,
+//!   and probes the task's renderer while popups it let go past both caps are open
+//!   (`supervisor/stall.rs`).
 //!
 //! Callers ([`Supervisor::call`], [`Supervisor::respond_to_dialog`]) register their call with the
 //! reader over a channel *before* writing the command, then write it themselves (see
@@ -300,11 +302,13 @@ impl Supervisor {
         self.lock_threads().push(handle);
         let shared = Arc::clone(&self.shared);
         let task = self.task_id.clone();
+        let mut ticker = stall::Ticker::new(Arc::clone(&self.shared), self.task_id.clone());
         let dog = std::thread::Builder::new()
             .name(format!("cdp-watchdog-{}", thread_label(&self.task_id)))
             .stack_size(WATCHDOG_STACK)
             .spawn(move || {
-                watchdog::run(wd_rx, |dialog_id| fire_watchdog(&shared, &task, dialog_id))
+                let fire = |dialog_id: &str| fire_watchdog(&shared, &task, dialog_id);
+                watchdog::run(wd_rx, fire, || ticker.tick(), watchdog::PROBE_EVERY)
             })
             .map_err(spawn_err)?;
         self.lock_threads().push(dog);

@@ -35,7 +35,7 @@ pub enum CallKind {
     },
     /// A call into a session's document whose reply proves that document answers (and clears a
     /// `blocked` naming that session): `Page.enable` on the page session or on an OOPIF's, and
-    /// the `Runtime.getIsolateId` of the stall probe (`supervisor/stall.rs`).
+    /// the `Performance.getMetrics` of the stall probe (`supervisor/stall.rs`).
     Responds {
         /// The session it was sent on.
         session_id: String,

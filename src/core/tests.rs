@@ -43,6 +43,8 @@ struct Out {
     cancelled: Vec<String>,
     /// Downloads to move: guid, from, to.
     moves: Vec<(String, std::path::PathBuf, std::path::PathBuf)>,
+    /// `WatchRenderer` requests (a popup let go past both caps).
+    watch_renderer: usize,
 }
 
 impl Out {
@@ -209,6 +211,7 @@ impl Sim {
                     out.cancelled.push(dialog_id)
                 }
                 Outgoing::MoveDownload { guid, from, to } => out.moves.push((guid, from, to)),
+                Outgoing::Watchdog(WatchdogMsg::WatchRenderer) => out.watch_renderer += 1,
             }
         }
         out
@@ -2578,9 +2581,10 @@ fn pages_and_contexts_the_task_creates_are_its_own_when_their_reply_arrives() {
     assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
 }
 
-/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, and the
-/// snapshot says so (calls into the task's renderer then probe it when they stall). Once the
-/// probe has proved a dialog there (its `Runtime.getIsolateId` unanswered, its verdict a
+/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, the
+/// snapshot says so (calls into the task's renderer then probe it when they stall), and each
+/// popup let go tells the watchdog to probe it (no popup followed or watched does). Once the
+/// probe has proved a dialog there (its `Performance.getMetrics` unanswered, its verdict a
 /// `ProbeBlocked`), `blocked` says `dialog_in_unfollowed_page` with the page to close; calls in
 /// flight into that renderer fail at once (not those Chromium answers with a dialog open, nor
 /// those into another renderer), later ones are refused before they are sent, and the task may
@@ -2598,12 +2602,26 @@ fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_it
         ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
     });
     sim.isolate(S1, "I-A");
-    sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
+    let followed = sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
     sim.isolate("P2", "I-A");
-    sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
+    let watched = sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
     sim.isolate("P3", "I-B");
     assert!(!sim.snap().popups_let_go);
+    assert_eq!(
+        (followed.watch_renderer, watched.watch_renderer),
+        (0, 0),
+        "no renderer probe while every popup is followed or watched"
+    );
     let out = sim.popup("P4", "LET-GO", PAGE, true, "about:blank");
+    assert_eq!(
+        out.watch_renderer, 1,
+        "letting a popup go starts the watchdog's renderer probe"
+    );
+    let again = sim.popup("P5", "LET-GO-2", PAGE, true, "about:blank");
+    assert_eq!(
+        again.watch_renderer, 1,
+        "so does every later one (the probe stops when none is left)"
+    );
     assert_eq!(
         out.methods(),
         [
@@ -2618,7 +2636,7 @@ fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_it
     let elsewhere = sim.agent("Runtime.evaluate", "P3", &[]);
     // The probe: its renderer call stays unanswered, then its verdict.
     let alive = sim.register(
-        "Runtime.getIsolateId",
+        "Performance.getMetrics",
         Some(S1),
         CallKind::Responds {
             session_id: S1.into(),
