@@ -40,6 +40,7 @@ use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
+mod main_world;
 mod stop;
 
 /// Where a CDP call goes (SPEC §8).
@@ -216,6 +217,7 @@ impl Supervisor {
                 bridge: config.dialog_bridge,
                 follow_popups: config.follow_popups,
                 browser_auto_attach: !popups_elsewhere,
+                capture_console: config.capture_console,
             },
         );
         let first = Snapshot::empty(task_id, &transport.url_redacted);

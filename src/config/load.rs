@@ -89,6 +89,10 @@ impl Config {
                 other => return Err(invalid("browser.follow_popups", other, "true or false")),
             };
         }
+        if let Some(b) = get_bool(c, "browser.capture_console")? {
+            cfg.capture_console = b;
+        }
+        cfg.chrome_args = get_chrome_args(c, "browser.chrome_args")?;
         cfg.ca_file = non_empty(get_str(c, "browser.ca_file")?).map(PathBuf::from);
         if let Some(p) = &cfg.ca_file
             && !p.is_file()
@@ -234,6 +238,33 @@ fn get_list(
             item(s.clone()).ok_or_else(|| invalid(key, &s, allowed))
         })
         .collect()
+}
+
+/// Reads the extra flags of a launched browser: a TOML array of `--switch[=value]` strings, or
+/// (from the environment) one string split at whitespace. The flags the launch sets itself and
+/// relies on (`--remote-debugging-*`, `--user-data-dir`) are refused.
+fn get_chrome_args(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
+    let allowed = "a list of command-line switches such as [\"--window-size=1280,800\", \"--lang=de\"] \
+                   (each starting with --; not --remote-debugging-* or --user-data-dir, which the \
+                   launch sets)";
+    let items: Vec<String> = match c.get::<config::Value>(key) {
+        Ok(v) => match v.kind {
+            config::ValueKind::Nil => return Ok(Vec::new()),
+            config::ValueKind::Array(items) => items.into_iter().map(|v| v.to_string()).collect(),
+            config::ValueKind::String(s) => s.split_whitespace().map(str::to_string).collect(),
+            _ => return Err(invalid(key, &v.to_string(), allowed)),
+        },
+        Err(config::ConfigError::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(invalid(key, "?", &e.to_string())),
+    };
+    for a in &items {
+        let name = a.split('=').next().unwrap_or_default();
+        let ours = name.starts_with("--remote-debugging-") || name == "--user-data-dir";
+        if !a.starts_with("--") || name.len() < 3 || ours || a.chars().any(char::is_control) {
+            return Err(invalid(key, a, allowed));
+        }
+    }
+    Ok(items)
 }
 
 /// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).

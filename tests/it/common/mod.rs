@@ -25,6 +25,7 @@
 //! * [`url_spellings`]: generated spellings of local, privileged and web URLs, by class, for
 //!   the security policy's tests.
 
+pub mod detect;
 pub mod fakes;
 pub mod pages;
 pub mod procs;
