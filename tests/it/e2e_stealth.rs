@@ -118,7 +118,7 @@ fn start(
     options: StartOptions,
 ) -> (SupervisorRegistry, Arc<Supervisor>) {
     let reg = SupervisorRegistry::new(config);
-    let sup = attach_to_page(&reg, "stealth", &lab.browser.ws_url, &page.target, options);
+    let sup = attach_to_page(&reg, "stealth", &lab.ws_url, &page.target, options);
     (reg, sup)
 }
 

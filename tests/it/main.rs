@@ -16,8 +16,8 @@
 //! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
 //! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
 //! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
-//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`
-//! and `measure_fleet` hold ignored measurements.
+//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`,
+//! `measure_fleet` and `measure_stealth` hold ignored measurements.
 
 mod common;
 

@@ -60,7 +60,8 @@ impl Inner {
                         .into(),
                 )
             })?;
-        let b = LaunchedBrowser::launch(&exe)?;
+        let never = crossbeam_channel::never();
+        let b = LaunchedBrowser::launch_with(&exe, &self.registry.config().chrome_args, &never)?;
         let url = b.ws_url().to_string();
         *slot = Some(b);
         Ok(url)

@@ -267,6 +267,11 @@
   };
 
   const start = async () => {
+    // An OOPIF learns its size from its parent's layout, a moment after its own load: round 0
+    // waits for it (at most 3 s), or `viewport` would differ by itself later.
+    for (let i = 0; i < 150 && (innerWidth === 0 || innerHeight === 0); i++) {
+      await new Promise((ok) => setTimeout(ok, 20));
+    }
     takeBaseline();
     await post(0, runChecks());
     loop(0);

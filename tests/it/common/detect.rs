@@ -254,25 +254,21 @@ fn serve(shared: &Shared, port: u16, req: &super::Request) -> Response {
     }
 }
 
-/// Opens `url` in a new browser context of `cdp`'s (a browser-level connection: it never
-/// attaches to the page) and returns the page's target id. The context goes away with `cdp`.
-pub fn open_detect_page(cdp: &mut RawCdp, url: &str) -> Result<String, String> {
-    let ctx = cdp.call(
-        "Target.createBrowserContext",
-        json!({"disposeOnDetach": true}),
-        None,
-        super::DEFAULT_TIMEOUT,
-    )?;
-    let ctx = ctx["browserContextId"]
-        .as_str()
-        .ok_or("no browserContextId")?
-        .to_string();
-    let t = cdp.call(
-        "Target.createTarget",
-        json!({"url": url, "browserContextId": ctx}),
-        None,
-        super::DEFAULT_TIMEOUT,
-    )?;
+/// Opens `url` in a new window, of a new browser context of `cdp`'s (`own_context`; it goes
+/// away with `cdp`) or of the default one, from a browser-level connection that never attaches
+/// to the page; returns the page's target id.
+pub fn open_detect_page(cdp: &mut RawCdp, url: &str, own_context: bool) -> Result<String, String> {
+    let mut params = json!({"url": url, "newWindow": true});
+    if own_context {
+        let ctx = cdp.call(
+            "Target.createBrowserContext",
+            json!({"disposeOnDetach": true}),
+            None,
+            super::DEFAULT_TIMEOUT,
+        )?;
+        params["browserContextId"] = ctx["browserContextId"].clone();
+    }
+    let t = cdp.call("Target.createTarget", params, None, super::DEFAULT_TIMEOUT)?;
     t["targetId"]
         .as_str()
         .map(str::to_string)
@@ -373,14 +369,18 @@ pub const ROUND_WAIT: Duration = Duration::from_secs(15);
 /// take the focus, which `visibility` checks), the site, and a browser-level connection that
 /// opens the pages and never attaches to them.
 pub struct Lab {
-    /// The browser.
-    pub browser: Browser,
+    /// The browser's DevTools WebSocket URL.
+    pub ws_url: String,
     /// The site.
     pub site: DetectSite,
+    /// Where pages open: a browser context of their own (a window each), or the default one
+    /// (a new window of it), where every client sees them.
+    pub own_context: bool,
     opener: RawCdp,
     pages: u32,
+    /// Keeps the browser alive (a test [`Browser`], or one the supervisor's launch started).
+    _browser: Box<dyn Any>,
 }
-
 /// A detection page: the site's name for it and its target id.
 #[derive(Debug, Clone)]
 pub struct DetectPage {
@@ -405,20 +405,39 @@ impl Lab {
     pub fn new(extra_args: &[&str]) -> Option<Lab> {
         super::shared_browser()?;
         let browser = Browser::launch_with_args(extra_args).expect("launch Chromium");
-        let opener = RawCdp::connect(&browser.ws_url).expect("connect");
-        Some(Lab {
-            browser,
+        let ws_url = browser.ws_url.clone();
+        Some(Lab::on(&ws_url, Box::new(browser)))
+    }
+
+    /// A lab on the browser at `ws_url`, which `keep` keeps alive.
+    pub fn on(ws_url: &str, keep: Box<dyn Any>) -> Lab {
+        Lab {
+            ws_url: ws_url.to_string(),
             site: DetectSite::start(),
-            opener,
+            own_context: true,
+            opener: RawCdp::connect(ws_url).expect("connect"),
             pages: 0,
-        })
+            _browser: keep,
+        }
+    }
+
+    /// The browser's DevTools HTTP endpoint (`http://127.0.0.1:PORT`).
+    pub fn http_url(&self) -> String {
+        let authority = self
+            .ws_url
+            .trim_start_matches("ws://")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        format!("http://{authority}")
     }
 
     /// Opens a fresh detection page and waits for its round 0 (nobody attached yet).
     pub fn open(&mut self) -> Result<(DetectPage, Round), String> {
         self.pages += 1;
         let name = format!("p{}", self.pages);
-        let target = open_detect_page(&mut self.opener, &self.site.top_url(&name))?;
+        let url = self.site.top_url(&name);
+        let target = open_detect_page(&mut self.opener, &url, self.own_context)?;
         let page = DetectPage { name, target };
         let before = self.site.wait_round(&page.name, 0, ROUND_WAIT)?;
         Ok((page, before))
@@ -458,7 +477,7 @@ impl Lab {
     ) -> Result<Measured, String> {
         let (page, before) = self.open()?;
         let result = (|| {
-            let guard = attach(&self.browser.ws_url, &page.target)?;
+            let guard = attach(&self.ws_url, &page.target)?;
             let after = self.next_round(&page);
             drop(guard);
             let after = after?;
