@@ -59,7 +59,8 @@
 //! * `core`: the I/O-free, clock-free state machine the reader feeds. `core.rs` dispatches each
 //!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
 //!   (`core/dialogs/state.rs`; the dialog events and who closed what: `core/dialogs.rs`),
-//!   frames (`core/frames.rs`), console (`core/console.rs`), followed and watched popups
+//!   frames (`core/frames.rs`; their execution contexts: `core/frames/contexts.rs`), console
+//!   (`core/console.rs`), followed and watched popups
 //!   (`core/pages.rs`), the tracked sessions, their crashes and renderers
 //!   (`core/sessions.rs`; what each kind of session is sent: `core/session.rs`). Also child
 //!   targets and frame events (`core/targets.rs`), the call table (`core/calls.rs`),
@@ -77,7 +78,9 @@
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
-//!   path: routing, the dialog-aware rules, the security policy) and `supervisor/stop.rs` (the
+//!   path: routing, the dialog-aware rules, the security policy), `supervisor/main_world.rs` (a
+//!   same-process frame's main world, found through the DOM: no `Runtime.enable`, SPEC §19) and
+//!   `supervisor/stop.rs` (the
 //!   stop: pending dialogs dismissed, the task's own page closed for good, threads joined).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
