@@ -1,6 +1,8 @@
-//! What a new CDP session is sent (SPEC §4 steps 3 and 4, §6): one list per kind of session,
-//! used both by the attach sequence for the task's page (`crate::attach`) and by the state
-//! machine for the sessions auto-attach hands it (OOPIFs, workers) and the popups it follows.
+//! What a new CDP session is sent (SPEC §4 steps 3 and 4, §6, §19): one list per kind of
+//! session, used both by the attach sequence for the task's page (`crate::attach`) and by the
+//! state machine for the sessions auto-attach hands it (OOPIFs, workers) and the popups it
+//! follows. By default only commands a page cannot observe (measured with the detection page:
+//! `tests/it/measure_stealth.rs`); the opt-ins that a page can observe are [`Extras`].
 
 use serde_json::{Value, json};
 
