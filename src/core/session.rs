@@ -90,7 +90,7 @@ pub struct Extras {
 /// `Page.enable` on every kind but the watched page (`console`), and the dialog bridge's
 /// commands last on sessions that show documents (`bridge`).
 ///
-/// `Page.enable` is a [`CallKind::PageEnable`] (its answer proves the document is not wedged:
+/// `Page.enable` is a [`CallKind::Responds`] (its answer proves the document is not wedged:
 /// SPEC §4.5) and `Page.getFrameTree` a [`CallKind::SeedFrameTree`]. The attach sequence waits
 /// for the replies to the task's page's commands except the isolate probe, so its
 /// `Target.setAutoAttach` is [`CallKind::Plain`]; everything else is [`CallKind::Automatic`].
@@ -104,7 +104,7 @@ pub fn session_setup(session_id: &str, kind: SessionKind, extras: Extras) -> Vec
         method: "Page.enable".into(),
         params: json!({}),
         session_id: sid.clone(),
-        kind: CallKind::PageEnable {
+        kind: CallKind::Responds {
             session_id: session_id.to_string(),
         },
     };

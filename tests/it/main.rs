@@ -17,7 +17,7 @@
 //! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
 //! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
 //! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`,
-//! `measure_fleet` and `measure_stealth` hold ignored measurements.
+//! `measure_fleet`, `measure_stealth` and `measure_unwatched` hold ignored measurements.
 
 mod common;
 
@@ -32,6 +32,7 @@ mod e2e_endpoints;
 mod e2e_frames;
 mod e2e_hardening_dialogs;
 mod e2e_hardening_frames;
+mod e2e_isolation;
 mod e2e_orphan;
 mod e2e_own_page;
 mod e2e_popups;
@@ -43,6 +44,7 @@ mod fake_bridge;
 mod fake_dialogs;
 mod fake_faults;
 mod fake_frames;
+mod fake_isolation;
 mod fake_own_page;
 mod fake_popups;
 mod fake_stealth;
@@ -64,6 +66,7 @@ mod measure_fleet;
 mod measure_popups;
 mod measure_renderers;
 mod measure_stealth;
+mod measure_unwatched;
 mod prop_hostile;
 mod read_cache;
 mod registry_entry;
