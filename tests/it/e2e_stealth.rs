@@ -3,14 +3,14 @@
 //! automation layer is attached, run in the top page, a same-origin iframe and a cross-site
 //! OOPIF before and after a client attaches).
 //!
-//! * The live control: a raw client that only sends `Runtime.enable` flips the console checks
-//!   in every frame (measured on Chromium 148: `console_prepare_stack_trace`, the page's
-//!   `Error.prepareStackTrace` called for an `Error` it logged), so the page sees what it
-//!   claims to see.
+//! * The live control, in the same browser first: a raw client that only sends `Runtime.enable`
+//!   flips the console checks in every frame (measured on Chromium 148:
+//!   `console_prepare_stack_trace`, the page's `Error.prepareStackTrace` called for an `Error` it
+//!   logged), so the page sees what it claims to see; the test fails if it does not.
 //! * The supervisor with the default configuration flips nothing, in any frame, while it
-//!   catches and answers dialogs (top page, same-origin frame, OOPIF, popup), keeps the frame
-//!   tree current, and routes calls into the same-origin frame's main world (found through the
-//!   DOM); checked again after all that.
+//!   catches and answers dialogs (top page, same-origin frame, OOPIF, `beforeunload`, popup),
+//!   keeps the frame tree current, routes calls into the same-origin frame's main world (found
+//!   through the DOM) and tracks a crash; checked again after all that.
 //! * The opt-ins flip exactly what the README says they reveal: console capture what
 //!   `Runtime.enable` does, the dialog bridge its replaced functions (and, once a dialog went
 //!   through it, a resource entry for its host).
@@ -122,9 +122,9 @@ fn start(
     (reg, sup)
 }
 
-#[test]
-fn a_raw_client_that_enables_the_runtime_domain_is_seen_by_every_frame() {
-    let Some(mut lab) = Lab::new(&[]) else { return };
+/// The live control: a raw client that only sends `Runtime.enable` (on the page and its OOPIF)
+/// flips console checks, and only those, in every frame; returns what it flipped.
+fn live_control(lab: &mut Lab) -> Flips {
     let m = lab
         .measure(|ws, target| raw_client(ws, target, &[("Runtime.enable", json!({}))]))
         .expect("measured");
@@ -144,11 +144,51 @@ fn a_raw_client_that_enables_the_runtime_domain_is_seen_by_every_frame() {
             m.flips.describe(&m.before, &m.after)
         );
     }
+    m.flips
+}
+
+/// Arms a `beforeunload` handler in the top page (with a user gesture, which Chromium
+/// requires), navigates away through the supervisor, and dismisses the dialog that raises: the
+/// page stays. The call fails at once with `BlockedByDialog`, or answers before the dialog
+/// event; either way the dialog is pending.
+fn beforeunload_dismissed(sup: &Supervisor, page: &DetectPage) {
+    let armed = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "addEventListener('beforeunload', e => { e.preventDefault(); \
+                   e.returnValue = ''; }); 'armed'", "userGesture": true, "returnByValue": true}),
+            Route::Target(&page.target),
+            T,
+        )
+        .expect("arm beforeunload");
+    assert_eq!(armed["result"]["value"], "armed", "{armed}");
+    let r = sup.call(
+        "Page.navigate",
+        json!({"url": "about:blank"}),
+        Route::Target(&page.target),
+        T,
+    );
+    assert!(
+        matches!(
+            r,
+            Ok(_) | Err(cdp_supervisor::Error::BlockedByDialog { .. })
+        ),
+        "{r:?}"
+    );
+    let d = wait_pick(sup, T, "the beforeunload dialog", |s| {
+        s.pending_dialogs
+            .iter()
+            .find(|d| d.kind == DialogKind::BeforeUnload)
+            .cloned()
+    });
+    answer(sup, &d, DialogAction::Dismiss, None);
 }
 
 #[test]
-fn the_default_supervisor_flips_nothing_while_it_catches_dialogs_and_routes_calls() {
+fn the_default_supervisor_flips_nothing_that_runtime_enable_flips_while_everything_works() {
     let Some(mut lab) = Lab::new(&[]) else { return };
+    // The page is live: the control flips its checks in every frame, in this browser.
+    live_control(&mut lab);
     let (page, before) = lab.open().expect("the detection page loads");
     let (_reg, sup) = start(&lab, &page, Config::default(), StartOptions::default());
     let (same, oopif) = frames_of(&sup, &page);
@@ -183,6 +223,12 @@ fn the_default_supervisor_flips_nothing_while_it_catches_dialogs_and_routes_call
     assert_eq!(d.frame_id.as_deref(), Some(oopif.as_str()));
     answer(&sup, &d, DialogAction::Dismiss, None);
     wait_title(&sup, Route::Frame(&oopif), "answer:undefined");
+    // `beforeunload`, caught and dismissed: the page stays.
+    beforeunload_dismissed(&sup, &page);
+    assert_eq!(
+        evaluate(&sup, Route::Target(&page.target), "detectRole"),
+        json!("top")
+    );
 
     // Still nothing to see, after all of it.
     let after_work = lab.next_round(&page).expect("round 2");
@@ -231,6 +277,27 @@ fn the_default_supervisor_flips_nothing_while_it_catches_dialogs_and_routes_call
     assert!(
         ok.is_some(),
         "calls routed to the navigated frame reach its new document"
+    );
+
+    // A crash is tracked: the OOPIF's renderer crashes (`Page.crash` is never answered; the
+    // crash fails it), its frame is marked crashed, and calls into it fail at once.
+    let r = sup.call("Page.crash", json!({}), Route::Frame(&oopif), T);
+    assert!(
+        matches!(r, Err(cdp_supervisor::Error::TargetCrashed { .. })),
+        "{r:?}"
+    );
+    wait_pick(&sup, T, "the OOPIF marked crashed", |s| {
+        s.frames.get(&oopif).filter(|f| f.crashed).map(|_| ())
+    });
+    let r = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "1"}),
+        Route::Frame(&oopif),
+        T,
+    );
+    assert!(
+        matches!(r, Err(cdp_supervisor::Error::TargetCrashed { .. })),
+        "{r:?}"
     );
     lab.close(&page);
 }

@@ -114,6 +114,54 @@ fn the_default_set_up_of_every_session_sends_only_what_a_page_cannot_see() {
     }
 }
 
+/// After a dropped connection the supervisor attaches again (`src/attach.rs`): that set-up too
+/// sends nothing a page can observe, on the page and on the sessions handed over again.
+#[test]
+fn the_set_up_after_a_reconnect_sends_only_what_a_page_cannot_see() {
+    let fake = FakeBrowser::start().expect("fake browser");
+    let reg = registry_without_popup_watcher(
+        Config::default().with_reconnect_backoff(std::time::Duration::from_millis(50)),
+    );
+    let sup = reg
+        .get_or_start("task", &fake.ws_url())
+        .expect("attach to the fake browser");
+    page_session(&sup);
+    let accepted = fake.accepted_count();
+    let before = fake.received().len();
+    fake.drop_connections();
+    let up = sup
+        .wait_for(WAIT, |s| {
+            fake.accepted_count() > accepted
+                && s.to_json()["state"] == "active"
+                && s.page_session_id.is_some()
+        })
+        .expect("attached again");
+    let page = up.page_session_id.clone().expect("the new page session");
+    attach_one_of_each(&fake, &page);
+    barrier(&sup);
+    let again: Vec<(String, String)> = fake.received()[before..]
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c["sessionId"].as_str()?.to_string(),
+                c["method"].as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    assert!(
+        again.iter().any(|(s, m)| *s == page && m == "Page.enable"),
+        "the page was set up again: {again:?}"
+    );
+    let visible: Vec<_> = again
+        .iter()
+        .filter(|(_, m)| !INVISIBLE.contains(&m.as_str()))
+        .collect();
+    assert!(
+        visible.is_empty(),
+        "sent what a page can observe after the reconnect: {visible:?}"
+    );
+}
+
 #[test]
 fn console_capture_enables_the_runtime_domain_on_every_session() {
     let (fake, _reg, sup) = start(
