@@ -89,6 +89,16 @@ fn raw_domains() {
         ),
         ("Page.enable", vec![("Page.enable", json!({}))]),
         ("Page.getFrameTree", vec![("Page.getFrameTree", json!({}))]),
+        (
+            "Page.setInterceptFileChooserDialog (after Page.enable)",
+            vec![
+                ("Page.enable", json!({})),
+                (
+                    "Page.setInterceptFileChooserDialog",
+                    json!({"enabled": true}),
+                ),
+            ],
+        ),
         ("Log.enable", vec![("Log.enable", json!({}))]),
         (
             "Runtime.getIsolateId",
