@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::cancel::CancelToken;
-use crate::core::{CallKind, Command, SessionKind, session_setup};
+use crate::core::{CallKind, Command, Extras, SessionKind, session_setup};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::protocol;
@@ -233,11 +233,11 @@ fn attach_to(
         .as_str()
         .ok_or_else(|| Error::NoPage("Target.attachToTarget returned no sessionId".into()))?
         .to_string();
-    // Pipelined: none of these waits for the previous one. The bridge is not in this list: the
-    // reader installs it on the page the moment it learns the session (`Core::set_page_session`),
-    // since only the reader knows whether it is on.
+    // Pipelined: none of these waits for the previous one. The bridge and `Runtime.enable` are
+    // not in this list: the reader sends them on the page the moment it learns the session
+    // (`Core::set_page_session`), since only the reader knows whether they are on.
     let (mut page_enable, mut tree, mut auto_attach) = (None, None, None);
-    for c in session_setup(&session, SessionKind::Page, false) {
+    for c in session_setup(&session, SessionKind::Page, Extras::default()) {
         let slot = match c.kind {
             CallKind::Responds { .. } => &mut page_enable,
             CallKind::SeedFrameTree { .. } => &mut tree,

@@ -18,6 +18,7 @@ use std::time::Duration;
 use crate::error::Error;
 
 mod downloads;
+mod limits;
 mod load;
 mod rules;
 mod security;
@@ -196,6 +197,12 @@ pub struct Config {
     pub chrome_path: Option<String>,
     /// `browser.follow_popups`: follow the pages the task's page opens (popups, new tabs).
     pub follow_popups: bool,
+    /// `browser.capture_console`: send `Runtime.enable` on every page, frame and worker session
+    /// so that console errors and uncaught exceptions reach `console_errors` (SPEC §13). Off by
+    /// default: a page can detect it (SPEC §19; the README says how).
+    pub capture_console: bool,
+    /// `browser.chrome_args`: extra command-line flags for a browser the supervisor launches.
+    pub chrome_args: Vec<String>,
     /// `browser.ca_file`: extra CA certificates (PEM) trusted for `wss://`.
     pub ca_file: Option<PathBuf>,
     /// `supervisor.start_timeout_s`.
@@ -239,6 +246,8 @@ impl std::fmt::Debug for Config {
             )
             .field("chrome_path", &self.chrome_path)
             .field("follow_popups", &self.follow_popups)
+            .field("capture_console", &self.capture_console)
+            .field("chrome_args", &self.chrome_args)
             .field("ca_file", &self.ca_file)
             .field("start_timeout", &self.start_timeout)
             .field("call_timeout", &self.call_timeout)
@@ -264,6 +273,8 @@ impl Default for Config {
             cdp_url: None,
             chrome_path: None,
             follow_popups: true,
+            capture_console: false,
+            chrome_args: Vec::new(),
             ca_file: None,
             start_timeout: Duration::from_secs(15),
             call_timeout: Duration::from_secs(30),
@@ -277,62 +288,6 @@ impl Default for Config {
             http_max_new_connections: 128,
             http_max_listen_streams: 16,
         }
-    }
-}
-
-impl Limits {
-    /// Sets [`frame_tree_max_entries`](Limits::frame_tree_max_entries).
-    pub fn with_frame_tree_max_entries(mut self, n: usize) -> Limits {
-        self.frame_tree_max_entries = n;
-        self
-    }
-
-    /// Sets [`frame_tree_max_oopif_depth`](Limits::frame_tree_max_oopif_depth).
-    pub fn with_frame_tree_max_oopif_depth(mut self, n: usize) -> Limits {
-        self.frame_tree_max_oopif_depth = n;
-        self
-    }
-
-    /// Sets [`recent_dialogs_max`](Limits::recent_dialogs_max).
-    pub fn with_recent_dialogs_max(mut self, n: usize) -> Limits {
-        self.recent_dialogs_max = n;
-        self
-    }
-
-    /// Sets [`console_errors_max`](Limits::console_errors_max).
-    pub fn with_console_errors_max(mut self, n: usize) -> Limits {
-        self.console_errors_max = n;
-        self
-    }
-
-    /// Sets [`max_message_bytes`](Limits::max_message_bytes).
-    pub fn with_max_message_bytes(mut self, n: usize) -> Limits {
-        self.max_message_bytes = n;
-        self
-    }
-
-    /// Sets [`frames_max`](Limits::frames_max).
-    pub fn with_frames_max(mut self, n: usize) -> Limits {
-        self.frames_max = n;
-        self
-    }
-
-    /// Sets [`pending_dialogs_max`](Limits::pending_dialogs_max).
-    pub fn with_pending_dialogs_max(mut self, n: usize) -> Limits {
-        self.pending_dialogs_max = n;
-        self
-    }
-
-    /// Sets [`pages_max`](Limits::pages_max).
-    pub fn with_pages_max(mut self, n: usize) -> Limits {
-        self.pages_max = n;
-        self
-    }
-
-    /// Sets [`watched_pages_max`](Limits::watched_pages_max).
-    pub fn with_watched_pages_max(mut self, n: usize) -> Limits {
-        self.watched_pages_max = n;
-        self
     }
 }
 
@@ -382,6 +337,18 @@ impl Config {
     /// Sets [`follow_popups`](Config::follow_popups).
     pub fn with_follow_popups(mut self, follow: bool) -> Config {
         self.follow_popups = follow;
+        self
+    }
+
+    /// Sets [`capture_console`](Config::capture_console).
+    pub fn with_capture_console(mut self, capture: bool) -> Config {
+        self.capture_console = capture;
+        self
+    }
+
+    /// Sets [`chrome_args`](Config::chrome_args).
+    pub fn with_chrome_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Config {
+        self.chrome_args = args.into_iter().map(Into::into).collect();
         self
     }
 

@@ -51,7 +51,7 @@ mod targets;
 #[cfg(test)]
 mod tests;
 
-pub use calls::{CallKind, CallResult, Command, PendingCall};
+pub use calls::{CallKind, CallResult, Command, MainWorld, PendingCall};
 use choosers::Choosers;
 use console::Console;
 use created::Created;
@@ -62,8 +62,8 @@ pub use downloads::FilesSettings;
 use frames::Frames;
 use pages::Pages;
 pub(crate) use policy::{ORPHAN_FRAME_HINT, ORPHAN_HINT, UNRESPONSIVE_HINT};
-pub use session::{SessionKind, auto_attach_params, session_setup};
-use sessions::{Session, Sessions};
+pub use session::{Extras, SessionKind, auto_attach_params, session_setup};
+use sessions::Sessions;
 
 /// Something the reader thread must do for the state machine.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +101,9 @@ pub struct CoreSettings {
     /// (`crate::registry::popups`, issue 24): the task's connection then attaches to each one
     /// and it is followed the same way.
     pub browser_auto_attach: bool,
+    /// `browser.capture_console`: `Runtime.enable` on every session, for the console ring (a
+    /// page can detect it: SPEC §19). Off, execution contexts are learnt on demand instead.
+    pub capture_console: bool,
 }
 
 /// The single-writer model of one supervisor: the dispatch and the state that is no part's.
@@ -176,7 +179,7 @@ impl Core {
             calls: HashMap::new(),
             dialogs: Dialogs::new(limits),
             console: Console::new(limits.console_errors_max),
-            frames: Frames::new(limits.clone()),
+            frames: Frames::new(limits.clone(), settings.capture_console),
             pages: Pages::new(limits, settings.follow_popups),
             created: Created::default(),
             downloads: Downloads::new(None),
@@ -320,10 +323,14 @@ impl Core {
         self.out.extend(commands.into_iter().map(Outgoing::Command));
     }
 
-    /// Queues the set-up of a new session of `kind` ([`session_setup`]), the bridge included
-    /// when it is on.
+    /// Queues the set-up of a new session of `kind` ([`session_setup`]), the bridge and
+    /// `Runtime.enable` included when they are on.
     fn set_up_session(&mut self, session_id: &str, kind: SessionKind) {
-        let commands = session_setup(session_id, kind, self.bridge_active);
+        let extras = Extras {
+            bridge: self.bridge_active,
+            console: self.settings.capture_console,
+        };
+        let commands = session_setup(session_id, kind, extras);
         self.out.extend(commands.into_iter().map(Outgoing::Command));
     }
 
@@ -412,6 +419,14 @@ impl Core {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
                     }
+                    CallKind::Agent {
+                        main_world: Some(w),
+                        ..
+                    } => {
+                        let session = call.session_id.as_deref().unwrap_or_default();
+                        self.frames
+                            .main_world_found(session, &w.frame_id, w.document, w.context);
+                    }
                     CallKind::IsolateId {
                         session_id,
                         generation,
@@ -445,31 +460,6 @@ impl Core {
             }
         }
         self.finish_page_gone_if_drained();
-    }
-
-    fn set_page_session(&mut self, session_id: &str, target_id: &str) {
-        if self.page_session_id.as_deref() != Some(session_id) {
-            if self.bridge_active {
-                self.bridge_setup(session_id);
-            }
-            self.page_attached(target_id);
-            self.page_session_id = Some(session_id.to_string());
-            self.page_target_id = Some(target_id.to_string());
-            if matches!(self.state, SupervisorState::Reconnecting { .. }) {
-                // Re-attached after a reconnect: active again.
-                self.state = SupervisorState::Active;
-                self.disconnect_reason = None;
-            }
-            self.sessions.insert(
-                session_id,
-                Session {
-                    target_id: target_id.to_string(),
-                    kind: SessionKind::Page,
-                    parent: None,
-                },
-            );
-            self.sessions.set_group(target_id, target_id.to_string());
-        }
     }
 
     // ---------------------------------------------------------------- events

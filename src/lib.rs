@@ -63,10 +63,11 @@
 //! * `core`: the I/O-free, clock-free state machine the reader feeds. `core.rs` dispatches each
 //!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
 //!   (`core/dialogs/state.rs`; the dialog events and who closed what: `core/dialogs.rs`),
-//!   frames (`core/frames.rs`), console (`core/console.rs`), followed and watched popups
-//!   (`core/pages.rs`), what the task created through raw calls (`core/created.rs`), downloads
-//!   (`core/downloads.rs`), file choosers (`core/choosers.rs`), the page's current document
-//!   (`core/document.rs`), the tracked sessions, their crashes and renderers
+//!   frames (`core/frames.rs`; their execution contexts: `core/frames/contexts.rs`), console
+//!   (`core/console.rs`), followed and watched popups (`core/pages.rs`), what the task created
+//!   through raw calls (`core/created.rs`), downloads (`core/downloads.rs`), file choosers
+//!   (`core/choosers.rs`), the page's current document (`core/document.rs`), the tracked
+//!   sessions, their crashes and renderers
 //!   (`core/sessions.rs`; what each kind of session is sent: `core/session.rs`). Also child
 //!   targets and frame events (`core/targets.rs`), the call table (`core/calls.rs`),
 //!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
@@ -87,11 +88,13 @@
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
-//!   path: routing, the dialog-aware rules, the security policy), `supervisor/stall.rs` (a call
-//!   into a renderer frozen by a dialog in a popup nobody watches), `supervisor/navigate.rs` (a
-//!   navigation that never waits on a dialog), `supervisor/files.rs` (waiting for downloads,
-//!   answering file choosers) and `supervisor/stop.rs` (the stop: pending dialogs dismissed,
-//!   the task's own page closed for good, threads joined, its downloads removed).
+//!   path: routing, the dialog-aware rules, the security policy), `supervisor/main_world.rs` (a
+//!   same-process frame's main world, found through the DOM: no `Runtime.enable`, SPEC §19),
+//!   `supervisor/stall.rs` (a call into a renderer frozen by a dialog in a popup nobody
+//!   watches), `supervisor/navigate.rs` (a navigation that never waits on a dialog),
+//!   `supervisor/files.rs` (waiting for downloads, answering file choosers) and
+//!   `supervisor/stop.rs` (the stop: pending dialogs dismissed, the task's own page closed for
+//!   good, threads joined, its downloads removed).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
 //!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).

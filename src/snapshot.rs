@@ -274,6 +274,9 @@ pub struct FrameRecord {
     pub(crate) owner_session: String,
     /// The frame's default execution context on `owner_session`, when known.
     pub(crate) default_context: Option<i64>,
+    /// The number of the document the frame shows (a new one per navigation; see
+    /// `core/frames.rs`): a context found for an older document is not this one's.
+    pub(crate) document: u64,
     /// The renderer that owns the frame's document crashed (`Inspector.targetCrashed`); calls
     /// into the frame fail at once until a navigation or reload brings a new document.
     pub crashed: bool,

@@ -43,6 +43,7 @@ use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
 mod files;
+mod main_world;
 mod navigate;
 mod stall;
 mod stop;
@@ -232,6 +233,7 @@ impl Supervisor {
                 bridge: config.dialog_bridge,
                 follow_popups: config.follow_popups,
                 browser_auto_attach: !popups_elsewhere,
+                capture_console: config.capture_console,
             },
         );
         core.set_files(files);

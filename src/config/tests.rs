@@ -267,6 +267,50 @@ fn mcp_allowed_hosts_are_host_names_kept_lowercase() {
     );
 }
 
+/// `browser.capture_console` is off unless asked for (SPEC §19); `browser.chrome_args` are
+/// switches, never the ones the launch sets itself.
+#[test]
+fn console_capture_is_opt_in_and_chrome_args_are_switches() {
+    let d = Config::default();
+    assert!(!d.capture_console && d.chrome_args.is_empty());
+    let c = Config::from_toml(
+        "[browser]\ncapture_console = true\nchrome_args = [\"--window-size=1280,800\", \"--lang=de\"]\n",
+    )
+    .unwrap();
+    assert!(c.capture_console);
+    assert_eq!(c.chrome_args, ["--window-size=1280,800", "--lang=de"]);
+    assert_eq!(
+        c,
+        Config::default()
+            .with_capture_console(true)
+            .with_chrome_args(["--window-size=1280,800", "--lang=de"])
+    );
+    let e = Config::from_toml("[browser]\ncapture_console = \"yes\"\n").unwrap_err();
+    assert!(
+        e.to_string().contains("browser.capture_console")
+            && e.to_string().contains("true or false"),
+        "{e}"
+    );
+    for bad in [
+        "window-size=1,1",
+        "--remote-debugging-port=9222",
+        "--remote-debugging-pipe",
+        "--user-data-dir=/tmp/x",
+        "--",
+        "--a\nb",
+    ] {
+        let e = Config::from_toml(&format!("[browser]\nchrome_args = [{bad:?}]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("browser.chrome_args") && e.contains("--user-data-dir"),
+            "{bad}: {e}"
+        );
+    }
+    let e = Config::from_toml("[browser]\nchrome_args = 3\n").unwrap_err();
+    assert!(e.to_string().contains("browser.chrome_args"), "{e}");
+}
+
 /// Every key of the shipped `config/default.toml`, as `section.name`.
 fn shipped_keys() -> Vec<String> {
     let c = config::Config::builder()

@@ -27,6 +27,9 @@ pub enum CallKind {
     Agent {
         /// Dialogs the caller already saw pending and accounted for when it made the call.
         known_dialogs: Vec<String>,
+        /// A check that a frame's main world is this context (`supervisor/main_world.rs`): its
+        /// success is recorded in the frame map.
+        main_world: Option<MainWorld>,
     },
     /// `Target.attachToTarget` for the page: the reply names the page session.
     AttachPage {
@@ -86,6 +89,18 @@ pub enum CallKind {
     /// arrived, and the supervisor may end (SPEC §11: the reply to `Target.closeTarget` comes
     /// after the page's detach).
     PageGoneDrain,
+}
+
+/// A frame's main-world context, as a caller found it through the DOM (SPEC §19: without
+/// `Runtime.enable`), for the document the frame showed then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MainWorld {
+    /// The frame.
+    pub frame_id: String,
+    /// Its document number then (`FrameRecord::document`).
+    pub document: u64,
+    /// The context.
+    pub context: i64,
 }
 
 /// The reply a caller receives.
@@ -189,7 +204,7 @@ impl Core {
         {
             self.deliveries.push((tx, Err(err)));
         }
-        if let CallKind::Agent { known_dialogs } = &call.kind
+        if let CallKind::Agent { known_dialogs, .. } = &call.kind
             && call.reply.is_some()
             && let Some(d) = self
                 .dialogs
@@ -252,7 +267,7 @@ impl Core {
             .calls
             .iter()
             .filter(|(_, c)| {
-                let CallKind::Agent { known_dialogs } = &c.kind else {
+                let CallKind::Agent { known_dialogs, .. } = &c.kind else {
                     return false;
                 };
                 c.reply.is_some()
@@ -337,7 +352,7 @@ fn blocked_delivery(
     unanswerable: bool,
 ) -> Option<(Sender<CallResult>, CallResult)> {
     let tx = if dialog.bridge_request_id.is_some() {
-        if let CallKind::Agent { known_dialogs } = &mut call.kind {
+        if let CallKind::Agent { known_dialogs, .. } = &mut call.kind {
             known_dialogs.push(dialog.id.clone());
         }
         call.reply.clone()

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::session::{self, SessionKind};
 use super::{Core, Outgoing, clip, frames, policy};
-use crate::snapshot::{Blocked, BlockedReason, Renderer};
+use crate::snapshot::{Blocked, BlockedReason, Renderer, SupervisorState};
 
 /// What a child session is attached to.
 #[derive(Debug, Clone)]
@@ -305,6 +305,38 @@ impl Core {
             if frozen_renderer {
                 self.fail_calls_in_renderer_of(session_id);
             }
+        }
+    }
+
+    /// The task's page is attached on `session_id` (first attach, or again after a reconnect).
+    pub(super) fn set_page_session(&mut self, session_id: &str, target_id: &str) {
+        if self.page_session_id.as_deref() != Some(session_id) {
+            if self.bridge_active {
+                self.bridge_setup(session_id);
+            }
+            self.page_attached(target_id);
+            // Like the bridge, only the reader knows whether it is on (the attach sequence sends
+            // the page's default set-up).
+            if self.settings.capture_console {
+                let c = session::console_enable(session_id);
+                self.out.push(Outgoing::Command(c));
+            }
+            self.page_session_id = Some(session_id.to_string());
+            self.page_target_id = Some(target_id.to_string());
+            if matches!(self.state, SupervisorState::Reconnecting { .. }) {
+                // Re-attached after a reconnect: active again.
+                self.state = SupervisorState::Active;
+                self.disconnect_reason = None;
+            }
+            self.sessions.insert(
+                session_id,
+                Session {
+                    target_id: target_id.to_string(),
+                    kind: SessionKind::Page,
+                    parent: None,
+                },
+            );
+            self.sessions.set_group(target_id, target_id.to_string());
         }
     }
 }

@@ -29,6 +29,15 @@ fn settings(policy: DialogPolicy, bridge: BridgeMode) -> CoreSettings {
         bridge,
         follow_popups: false,
         browser_auto_attach: true,
+        capture_console: false,
+    }
+}
+
+/// The set-up extras of a session with the bridge on or off, console capture off (the default).
+fn bridge_only(bridge: bool) -> Extras {
+    Extras {
+        bridge,
+        console: false,
     }
 }
 
@@ -63,6 +72,14 @@ impl Out {
             .collect();
         assert_eq!(found.len(), 1, "one {method} in {:?}", self.methods());
         (found[0].0, &found[0].1)
+    }
+
+    /// `(method, session)` pairs, owned.
+    fn methods_owned(&self) -> Vec<(String, String)> {
+        self.methods()
+            .into_iter()
+            .map(|(m, s)| (m.to_string(), s.unwrap_or_default().to_string()))
+            .collect()
     }
 
     fn commands_only(&self) -> Vec<Command> {
@@ -914,7 +931,7 @@ fn the_proxy_signature_is_a_remote_close_within_100_ms() {
         assert_eq!(
             out.commands_only(),
             [
-                session_setup("C1", SessionKind::Iframe, turns_on),
+                session_setup("C1", SessionKind::Iframe, bridge_only(turns_on)),
                 vec![session::resume("C1")]
             ]
             .concat()
@@ -1008,51 +1025,87 @@ fn a_bridge_dialog_is_answered_by_fulfilling_its_request() {
 
 // ------------------------------------------------------------------ session set-up
 
+/// What each kind of session is sent. By default nothing a page can observe (SPEC §19): no
+/// `Runtime.enable` anywhere; console capture adds it right after `Page.enable` (alone on a
+/// worker), the bridge its two commands last.
 #[test]
 fn session_setup_lists_per_kind() {
-    let methods = |kind: SessionKind, bridge: bool| -> Vec<String> {
-        session_setup("S", kind, bridge)
+    let methods = |kind: SessionKind, bridge: bool, console: bool| -> Vec<String> {
+        session_setup("S", kind, Extras { bridge, console })
             .iter()
             .map(|c| c.method.to_string())
             .collect()
     };
     let page = [
         "Page.enable",
-        "Runtime.enable",
         "Page.getFrameTree",
         "Target.setAutoAttach",
         "Runtime.getIsolateId",
         "Page.setInterceptFileChooserDialog",
     ];
     let bridge = ["Page.addScriptToEvaluateOnNewDocument", "Fetch.enable"];
-    assert_eq!(methods(SessionKind::Page, false), page);
-    assert_eq!(methods(SessionKind::Popup, false), page);
+    let with_console = |list: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = list.iter().map(|m| m.to_string()).collect();
+        v.insert(1, "Runtime.enable".into());
+        v
+    };
+    assert_eq!(methods(SessionKind::Page, false, false), page);
+    assert_eq!(methods(SessionKind::Popup, false, false), page);
     assert_eq!(
-        methods(SessionKind::Popup, true),
+        methods(SessionKind::Popup, true, false),
         [&page[..], &bridge[..]].concat()
+    );
+    assert_eq!(methods(SessionKind::Page, false, true), with_console(&page));
+    assert_eq!(
+        methods(SessionKind::Popup, true, true),
+        [with_console(&page), bridge.map(String::from).to_vec()].concat()
     );
     let iframe = [
         "Page.enable",
-        "Runtime.enable",
         "Target.setAutoAttach",
         "Page.getFrameTree",
         "Runtime.getIsolateId",
         "Page.setInterceptFileChooserDialog",
     ];
-    assert_eq!(methods(SessionKind::Iframe, false), iframe);
+    assert_eq!(methods(SessionKind::Iframe, false, false), iframe);
     assert_eq!(
-        methods(SessionKind::Iframe, true),
+        methods(SessionKind::Iframe, true, false),
         [&iframe[..], &bridge[..]].concat()
     );
-    assert_eq!(methods(SessionKind::Worker, true), ["Runtime.enable"]);
     assert_eq!(
-        methods(SessionKind::Watched, true),
-        ["Page.enable", "Runtime.getIsolateId"],
-        "a watched page: its dialogs and its renderer, nothing else"
+        methods(SessionKind::Iframe, false, true),
+        with_console(&iframe)
     );
+    assert!(
+        methods(SessionKind::Worker, true, false).is_empty(),
+        "a worker is only tracked and resumed"
+    );
+    assert_eq!(methods(SessionKind::Worker, true, true), ["Runtime.enable"]);
+    for console in [false, true] {
+        assert_eq!(
+            methods(SessionKind::Watched, true, console),
+            ["Page.enable", "Runtime.getIsolateId"],
+            "a watched page: its dialogs and its renderer, nothing else"
+        );
+    }
+    for kind in [
+        SessionKind::Page,
+        SessionKind::Popup,
+        SessionKind::Iframe,
+        SessionKind::Worker,
+        SessionKind::Watched,
+    ] {
+        let sent = methods(kind, false, false);
+        assert!(
+            !sent.iter().any(|m| m == "Runtime.enable"
+                || m == "Page.addScriptToEvaluateOnNewDocument"
+                || m == "Runtime.addBinding"),
+            "{kind:?}: the default set-up sends nothing a page can see: {sent:?}"
+        );
+    }
 
-    // What the attach sequence waits on for the page: exactly the first, third and fourth.
-    let kinds: Vec<CallKind> = session_setup("S", SessionKind::Page, false)
+    // What the attach sequence waits on for the page: exactly the first three.
+    let kinds: Vec<CallKind> = session_setup("S", SessionKind::Page, Extras::default())
         .into_iter()
         .map(|c| c.kind)
         .collect();
@@ -1062,7 +1115,6 @@ fn session_setup_lists_per_kind() {
             CallKind::Responds {
                 session_id: "S".into()
             },
-            CallKind::Automatic,
             CallKind::SeedFrameTree {
                 session_id: "S".into()
             },
@@ -1074,14 +1126,22 @@ fn session_setup_lists_per_kind() {
             CallKind::Automatic,
         ]
     );
-    for c in session_setup("S", SessionKind::Iframe, true) {
+    for c in session_setup(
+        "S",
+        SessionKind::Iframe,
+        Extras {
+            bridge: true,
+            console: true,
+        },
+    ) {
         assert_eq!(c.session_id.as_deref(), Some("S"));
         assert!(
             !matches!(c.kind, CallKind::Plain),
             "nobody waits on a child's set-up"
         );
     }
-    let auto = &session_setup("S", SessionKind::Popup, false)[3];
+    let auto = &session_setup("S", SessionKind::Popup, Extras::default())[2];
+    assert_eq!(auto.method, "Target.setAutoAttach");
     assert_eq!(
         auto.params,
         json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true})
@@ -1106,7 +1166,7 @@ fn a_followed_popup_is_set_up_as_a_page_then_resumed() {
     assert_eq!(
         out.commands_only(),
         [
-            session_setup("P2", SessionKind::Popup, true),
+            session_setup("P2", SessionKind::Popup, bridge_only(true)),
             vec![session::resume("P2")]
         ]
         .concat()
@@ -1175,13 +1235,23 @@ fn workers_and_untracked_targets_are_resumed() {
     };
     let pair = |m: &str, s: &str| (m.to_string(), s.to_string());
     let resume = |s| pair("Runtime.runIfWaitingForDebugger", s);
+    // Without console capture, a worker is only tracked and resumed.
     assert_eq!(
         attach(&mut sim, "W1", "service_worker", true),
-        [pair("Runtime.enable", "W1"), resume("W1")]
+        [resume("W1")]
+    );
+    assert!(attach(&mut sim, "W2", "worker", false).is_empty());
+    let mut capturing = Sim::attached(CoreSettings {
+        capture_console: true,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    assert_eq!(
+        attach(&mut capturing, "W3", "service_worker", true),
+        [pair("Runtime.enable", "W3"), resume("W3")]
     );
     assert_eq!(
-        attach(&mut sim, "W2", "worker", false),
-        [pair("Runtime.enable", "W2")]
+        attach(&mut capturing, "W4", "worker", false),
+        [pair("Runtime.enable", "W4")]
     );
     assert_eq!(attach(&mut sim, "U1", "other", true), [resume("U1")]);
     assert!(attach(&mut sim, "U2", "other", false).is_empty());
@@ -1247,7 +1317,7 @@ fn an_oopif_swap_moves_the_frame_to_its_session_and_back() {
     assert_eq!(
         out.commands_only(),
         [
-            session_setup("C1", SessionKind::Iframe, false),
+            session_setup("C1", SessionKind::Iframe, bridge_only(false)),
             vec![session::resume("C1")]
         ]
         .concat()
@@ -1531,6 +1601,7 @@ impl Sim {
     /// A caller's `method` on `sid`, in flight; `known` are the dialogs it saw pending.
     fn agent(&mut self, method: &str, sid: &str, known: &[&str]) -> Receiver<CallResult> {
         let kind = CallKind::Agent {
+            main_world: None,
             known_dialogs: known.iter().map(|d| d.to_string()).collect(),
         };
         self.send(
@@ -1592,11 +1663,15 @@ fn a_popup_handed_over_by_the_watcher_is_followed_without_browser_level_auto_att
     let methods = out.methods();
     for m in [
         "Page.enable",
-        "Runtime.enable",
+        "Page.getFrameTree",
         "Runtime.runIfWaitingForDebugger",
     ] {
         assert!(methods.contains(&(m, Some("P2"))), "{m}: {methods:?}");
     }
+    assert!(
+        !methods.contains(&("Runtime.enable", Some("P2"))),
+        "{methods:?}"
+    );
     assert!(
         !methods.contains(&("Target.detachFromTarget", None)),
         "{methods:?}"
@@ -2544,6 +2619,157 @@ fn a_new_page_after_a_reconnect_is_reported_as_a_replacement() {
     assert_eq!(s.page_target_id.as_deref(), Some("NEW"));
     assert_eq!(s.to_json()["page_replaced"]["old_target_id"], PAGE);
     assert!(s.is_active());
+}
+
+// ------------------------------------------------------------------ invisible supervision
+
+/// SPEC §19: by default no session is sent `Runtime.enable` (the page's, an OOPIF's, a
+/// popup's, a worker's); with `capture_console` every one of them is, the page's once per
+/// session the moment it is learnt.
+#[test]
+fn runtime_is_enabled_only_when_the_console_is_captured() {
+    for capture in [false, true] {
+        let mut sim = Sim::new(CoreSettings {
+            capture_console: capture,
+            follow_popups: true,
+            ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+        });
+        let attach = sim.register(
+            "Target.attachToTarget",
+            None,
+            CallKind::AttachPage {
+                target_id: PAGE.into(),
+            },
+        );
+        sim.reply(attach, json!({"sessionId": S1}));
+        let mut sent = sim.step().methods_owned();
+        sent.extend(sim.oopif(S1, "C1", "F1", PAGE).methods_owned());
+        sim.event(
+            Some(S1),
+            "Target.attachedToTarget",
+            json!({"sessionId": "W1", "waitingForDebugger": true,
+                   "targetInfo": {"targetId": "T-W1", "type": "worker", "url": ""}}),
+        );
+        sent.extend(sim.step().methods_owned());
+        sim.event(
+            None,
+            "Target.attachedToTarget",
+            json!({"sessionId": "P2", "waitingForDebugger": true,
+                   "targetInfo": {"targetId": "POPUP", "type": "page", "url": "about:blank",
+                                  "openerId": PAGE, "canAccessOpener": true}}),
+        );
+        sent.extend(sim.step().methods_owned());
+        let enabled: Vec<&str> = sent
+            .iter()
+            .filter(|(m, _)| m == "Runtime.enable")
+            .map(|(_, s)| s.as_str())
+            .collect();
+        if capture {
+            assert_eq!(enabled, [S1, "C1", "W1", "P2"], "{sent:?}");
+        } else {
+            assert!(enabled.is_empty(), "{sent:?}");
+        }
+        assert!(
+            sent.iter()
+                .any(|(m, s)| m == "Runtime.runIfWaitingForDebugger" && s == "W1"),
+            "the worker is resumed either way: {sent:?}"
+        );
+    }
+}
+
+/// A same-process frame's main world found through the DOM (`supervisor/main_world.rs`): the
+/// checked call's success records it for the document the frame showed then; a new document
+/// forgets it, and an answer about an older document, or a failed check, is not recorded.
+#[test]
+fn a_main_world_found_through_the_dom_is_kept_for_its_document() {
+    let mut sim = Sim::must_respond();
+    sim.frame_attached(S1, "SAME", PAGE);
+    sim.frame_navigated(S1, "SAME", Some(PAGE), "http://a.test/inner");
+    let record = |sim: &mut Sim| sim.snap().frames.get("SAME").cloned().expect("SAME known");
+    let first = record(&mut sim);
+    assert_eq!(first.default_context, None);
+    let check = |sim: &mut Sim, document: u64, context: i64| {
+        sim.send(
+            Command::new("Runtime.callFunctionOn", json!({}))
+                .on(S1)
+                .kind(CallKind::Agent {
+                    known_dialogs: vec![],
+                    main_world: Some(MainWorld {
+                        frame_id: "SAME".into(),
+                        document,
+                        context,
+                    }),
+                }),
+        )
+    };
+    // A failed check records nothing.
+    let (id, rx) = check(&mut sim, first.document, 7);
+    sim.error(
+        id,
+        "Argument should belong to the same JavaScript world as target object",
+    );
+    assert!(rx.try_recv().expect("answered").is_err());
+    assert_eq!(record(&mut sim).default_context, None);
+    // A successful one does, and the caller gets its reply.
+    let (id, rx) = check(&mut sim, first.document, 7);
+    sim.reply(id, json!({"result": {"type": "undefined"}}));
+    assert!(rx.try_recv().expect("answered").is_ok());
+    assert_eq!(record(&mut sim).default_context, Some(7));
+    // The frame navigates: a new document, no context; a late answer about the old one is
+    // not taken for it.
+    let (late, _rx) = check(&mut sim, first.document, 7);
+    sim.frame_navigated(S1, "SAME", Some(PAGE), "http://a.test/next");
+    let second = record(&mut sim);
+    assert_ne!(second.document, first.document);
+    assert_eq!(second.default_context, None);
+    sim.reply(late, json!({"result": {"type": "undefined"}}));
+    assert_eq!(record(&mut sim).default_context, None);
+    // The same check from another session (not the frame's owner) is not taken either.
+    let (id, _rx) = sim.send(
+        Command::new("Runtime.callFunctionOn", json!({}))
+            .on("OTHER")
+            .kind(CallKind::Agent {
+                known_dialogs: vec![],
+                main_world: Some(MainWorld {
+                    frame_id: "SAME".into(),
+                    document: second.document,
+                    context: 8,
+                }),
+            }),
+    );
+    sim.reply(id, json!({}));
+    assert_eq!(record(&mut sim).default_context, None);
+    let (id, _rx) = check(&mut sim, second.document, 9);
+    sim.reply(id, json!({}));
+    assert_eq!(record(&mut sim).default_context, Some(9));
+    // A crash forgets it too.
+    sim.event(Some(S1), "Inspector.targetCrashed", json!({}));
+    assert_eq!(record(&mut sim).default_context, None);
+}
+
+/// With the Runtime domain on (`capture_console`), its events keep contexts: a navigation does
+/// not forget one its events announced before the navigation event came (Chromium announces a
+/// new document's context before `Page.frameNavigated`).
+#[test]
+fn with_the_runtime_domain_on_its_events_keep_contexts() {
+    let mut sim = Sim::attached(CoreSettings {
+        capture_console: true,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.frame_attached(S1, "SAME", PAGE);
+    sim.event(
+        Some(S1),
+        "Runtime.executionContextCreated",
+        json!({"context": {"id": 5, "auxData": {"isDefault": true, "frameId": "SAME"}}}),
+    );
+    sim.frame_navigated(S1, "SAME", Some(PAGE), "http://a.test/inner");
+    assert_eq!(sim.snap().frames["SAME"].default_context, Some(5));
+    sim.event(
+        Some(S1),
+        "Runtime.executionContextDestroyed",
+        json!({"executionContextId": 5}),
+    );
+    assert_eq!(sim.snap().frames["SAME"].default_context, None);
 }
 
 /// Issue 28: what a task creates through raw calls is its own (`security.isolate_tasks`): the

@@ -114,7 +114,7 @@ impl BrowserSlot {
                     })
                 })
                 .and_then(|exe| {
-                    LaunchedBrowser::launch_cancellable(&exe, launch_cancel.receiver())
+                    LaunchedBrowser::launch_with(&exe, &config.chrome_args, launch_cancel.receiver())
                         .map_err(|e| e.to_string())
                 });
             let mut st = self.lock();

@@ -7,11 +7,12 @@ use std::time::Duration;
 use log::debug;
 use serde_json::{Value, json};
 
+use super::main_world::NeedsContext;
 use super::{Route, Supervisor};
 use crate::cancel::CancelToken;
 use crate::config::{DialogPolicy, MAX_CALL_TIMEOUT};
 use crate::core::policy::{self, BRIDGE_REPLY_GRACE, DIALOG_GRACE};
-use crate::core::{CallKind, CallResult, Command};
+use crate::core::{CallKind, CallResult, Command, MainWorld};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::Reply;
@@ -127,12 +128,18 @@ impl Supervisor {
         }
         let deadline = Deadline::after(timeout.clamp(Duration::from_millis(1), MAX_CALL_TIMEOUT));
         let snap = self.snapshot();
+        let mut needs = None;
         let session = match route {
             Route::Browser => None,
             Route::Page => Some(session_for_page(&snap, method)?),
             Route::Target(t) => Some(session_for_target(&snap, t, method)?),
-            Route::Frame(f) => Some(session_for_frame(&snap, f, method, &mut params)?),
+            Route::Frame(f) => {
+                let (sid, need) = session_for_frame(&snap, f, method, &mut params)?;
+                needs = need;
+                Some(sid)
+            }
         };
+        drop(snap);
         let Some(sid) = session else {
             // Browser-level calls are never affected by dialogs.
             let reply = self
@@ -140,11 +147,31 @@ impl Supervisor {
                 .start_call(Command::new(method.to_string(), params), deadline)?;
             return reply.wait_or_cancel(deadline, cancel).map(|v| (v, None));
         };
+        if let Some(need) = needs {
+            let ctx = self.main_world_context(&sid, &need, deadline, cancel)?;
+            params[need.key] = json!(ctx);
+        }
+        self.call_on_session(sid, method, params, deadline, cancel, None)
+    }
+
+    /// The dialog-aware part of a call on session `sid` (see [`Supervisor::call_with`]);
+    /// `main_world`: the call checks a frame's main-world context, recorded when it succeeds.
+    pub(super) fn call_on_session(
+        &self,
+        sid: String,
+        method: &str,
+        params: Value,
+        deadline: Deadline,
+        cancel: Option<&CancelToken>,
+        main_world: Option<MainWorld>,
+    ) -> Result<(Value, Option<String>), Error> {
+        let snap = self.snapshot();
         let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
         let admitted = policy::admit(&snap, watching, &sid, method)?;
         let grace = admitted.grace.map(|d| (d, deadline.within(DIALOG_GRACE)));
         let kind = CallKind::Agent {
             known_dialogs: admitted.known.iter().map(|d| d.id.clone()).collect(),
+            main_world,
         };
         let cmd = Command::new(method.to_string(), params)
             .on(sid.as_str())
@@ -274,18 +301,22 @@ fn session_for_target(snap: &Snapshot, target_id: &str, method: &str) -> Result<
     Ok(rec.session_id.clone().unwrap_or_default())
 }
 
+/// The session of frame `frame_id`. A same-process frame's document runs on its parent's
+/// session: `Runtime.evaluate` and `Runtime.callFunctionOn` without a context of their own are
+/// given the frame's default context, or, when it is not known yet, what finding it needs
+/// ([`NeedsContext`], `supervisor/main_world.rs`).
 fn session_for_frame(
     snap: &Snapshot,
     frame_id: &str,
     method: &str,
     params: &mut Value,
-) -> Result<String, Error> {
+) -> Result<(String, Option<NeedsContext>), Error> {
     let Some(rec) = snap.frames.get(frame_id) else {
         // Before the frame tree arrives, the main frame id (= page target id) still routes.
         if snap.page_target_id.as_deref() == Some(frame_id)
             || followed_page_session(snap, frame_id).is_some()
         {
-            return session_for_target(snap, frame_id, method);
+            return Ok((session_for_target(snap, frame_id, method)?, None));
         }
         return Err(Error::UnknownFrame(frame_id.to_string()));
     };
@@ -296,6 +327,7 @@ fn session_for_frame(
         method,
     )?;
     let session_root = rec.is_oopif || rec.parent_frame_id.is_none();
+    let mut needs = None;
     if !session_root {
         let key = match method {
             "Runtime.evaluate" => Some("contextId"),
@@ -312,14 +344,18 @@ fn session_for_frame(
             .iter()
             .any(|k| params.get(k).is_some());
             if !explicit {
-                let ctx = rec.default_context.ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "frame {frame_id} has no JavaScript context yet (it may still be loading); retry shortly"
-                    ))
-                })?;
-                params[key] = json!(ctx);
+                match rec.default_context {
+                    Some(ctx) => params[key] = json!(ctx),
+                    None => {
+                        needs = Some(NeedsContext {
+                            frame_id: frame_id.to_string(),
+                            document: rec.document,
+                            key,
+                        })
+                    }
+                }
             }
         }
     }
-    Ok(rec.owner_session.clone())
+    Ok((rec.owner_session.clone(), needs))
 }

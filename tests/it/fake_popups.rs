@@ -101,7 +101,6 @@ fn a_popup_of_the_page_is_set_up_like_the_page_then_resumed() {
         sent,
         [
             "Page.enable",
-            "Runtime.enable",
             "Page.getFrameTree",
             "Target.setAutoAttach",
             "Runtime.getIsolateId",

@@ -16,8 +16,8 @@
 //! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
 //! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
 //! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
-//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`
-//! and `measure_fleet` hold ignored measurements.
+//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`,
+//! `measure_fleet`, `measure_stealth` and `measure_unwatched` hold ignored measurements.
 
 mod common;
 
@@ -40,6 +40,7 @@ mod e2e_orphan;
 mod e2e_own_page;
 mod e2e_popups;
 mod e2e_security;
+mod e2e_stealth;
 mod e2e_watcher;
 mod fake_blocked_calls;
 mod fake_bridge;
@@ -49,6 +50,7 @@ mod fake_frames;
 mod fake_isolation;
 mod fake_own_page;
 mod fake_popups;
+mod fake_stealth;
 mod fleet_starts;
 mod hardening_dialogs;
 mod hardening_frames;
@@ -66,6 +68,7 @@ mod measure_browserless;
 mod measure_fleet;
 mod measure_popups;
 mod measure_renderers;
+mod measure_stealth;
 mod measure_unwatched;
 mod prop_hostile;
 mod read_cache;

@@ -22,6 +22,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("cdp_url", "browser"),
     ("chrome_path", "browser"),
     ("follow_popups", "browser"),
+    ("capture_console", "browser"),
+    ("chrome_args", "browser"),
     ("ca_file", "browser"),
     ("start_timeout_s", "supervisor"),
     ("call_timeout_s", "supervisor"),
@@ -221,6 +223,16 @@ impl PyConfig {
     #[getter]
     fn follow_popups(&self) -> bool {
         self.inner.follow_popups
+    }
+
+    #[getter]
+    fn capture_console(&self) -> bool {
+        self.inner.capture_console
+    }
+
+    #[getter]
+    fn chrome_args(&self) -> Vec<String> {
+        self.inner.chrome_args.clone()
     }
 
     #[getter]

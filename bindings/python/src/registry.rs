@@ -96,7 +96,11 @@ impl Inner {
                         .into(),
                 )
             })?;
-        let b = match LaunchedBrowser::launch_cancellable(&exe, &self.closed) {
+        let b = match LaunchedBrowser::launch_with(
+            &exe,
+            &self.registry.config().chrome_args,
+            &self.closed,
+        ) {
             Err(_) if self.registry.is_closed() => {
                 return Err(Error::StartCancelled {
                     task_id: task_id.to_string(),

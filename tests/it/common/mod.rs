@@ -27,6 +27,7 @@
 //!   the security policy's tests.
 
 pub mod cut_proxy;
+pub mod detect;
 pub mod fakes;
 pub mod pages;
 pub mod procs;

@@ -33,6 +33,8 @@ class Config:
         cdp_url: Optional[str] = ...,
         chrome_path: Optional[Union[str, "PathLike[str]"]] = ...,
         follow_popups: Optional[bool] = ...,
+        capture_console: Optional[bool] = ...,
+        chrome_args: Optional[Union[List[str], Tuple[str, ...]]] = ...,
         ca_file: Optional[Union[str, "PathLike[str]"]] = ...,
         start_timeout_s: Optional[float] = ...,
         call_timeout_s: Optional[float] = ...,
@@ -73,6 +75,12 @@ class Config:
         """The configured endpoint, credentials redacted."""
     @property
     def follow_popups(self) -> bool: ...
+    @property
+    def capture_console(self) -> bool:
+        """Console errors and exceptions captured (``Runtime.enable``: a page can tell)."""
+    @property
+    def chrome_args(self) -> List[str]:
+        """Extra flags of a browser the registry launches."""
     @property
     def start_timeout_s(self) -> float: ...
     @property

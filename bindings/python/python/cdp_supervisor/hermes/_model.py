@@ -33,9 +33,15 @@ DIALOG_BRIDGE_URL_PATTERN = f"http://{DIALOG_BRIDGE_HOST}/*"
 
 CDP_DOCS_URL = "https://chromedevtools.github.io/devtools-protocol/"
 
-# The drop-in's supervisors: the bridge on every session (Hermes installs it everywhere), and
-# Hermes's 10 s wait for a dialog answer's acknowledgement as the call deadline.
-_CONFIG_KWARGS: Dict[str, Any] = {"dialog_bridge": "on", "call_timeout_s": 10.0}
+# The drop-in's supervisors: the bridge on every session (Hermes installs it everywhere), the
+# console captured (Hermes enables the Runtime domain for its console history), and Hermes's
+# 10 s wait for a dialog answer's acknowledgement as the call deadline. Both opt-ins are visible
+# to a page (README "Invisible supervision").
+_CONFIG_KWARGS: Dict[str, Any] = {
+    "dialog_bridge": "on",
+    "capture_console": True,
+    "call_timeout_s": 10.0,
+}
 
 
 def _config() -> _native.Config:
