@@ -14,7 +14,7 @@ use crate::core::policy::{self, BRIDGE_REPLY_GRACE, DIALOG_GRACE};
 use crate::core::{CallKind, CallResult, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::outbound::Reply;
+use crate::outbound::{Outbound, Reply};
 use crate::snapshot::Snapshot;
 
 impl Supervisor {
