@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::pages::wait_pick;
-use crate::common::{Browser, HttpServer, RawCdp, Response};
+use crate::common::{Browser, HttpServer, RawCdp, Response, procs};
 use cdp_supervisor::unversioned::follows_popups_itself;
 use cdp_supervisor::{
     Config, DialogAction, PendingDialog, Route, StartOptions, Supervisor, SupervisorRegistry,
@@ -180,58 +180,21 @@ fn a_task_whose_popup_watcher_has_gone_follows_its_popups_after_a_reconnect() {
     reg.stop_all();
 }
 
-/// This process's established TCP connections to `port` on loopback (its sockets, found by
-/// inode in `/proc/self/fd`, matched against `/proc/self/net/tcp` and `tcp6`).
-fn connections_to(port: u16) -> usize {
-    let ours: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| std::fs::read_link(e.path()).ok())
-                .filter_map(|l| {
-                    let l = l.to_string_lossy().into_owned();
-                    let inode = l.strip_prefix("socket:[")?.strip_suffix(']')?;
-                    Some(inode.to_string())
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut n = 0;
-    for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-        for line in std::fs::read_to_string(table)
-            .unwrap_or_default()
-            .lines()
-            .skip(1)
-        {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
-            let (Some(rem), Some(st), Some(inode)) = (f.get(2), f.get(3), f.get(9)) else {
-                continue;
-            };
-            let rem_port = rem
-                .rsplit_once(':')
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            if rem_port == Some(port) && *st == "01" && ours.contains(*inode) {
-                n += 1;
-            }
-        }
-    }
-    n
-}
-
 /// The bound: no connection of ours 1 s after the last task of the browser stops.
 const CLOSED_WITHIN: Duration = Duration::from_secs(1);
 
 /// Waits up to [`CLOSED_WITHIN`] for no connection to `port`; how long it took.
 fn closed_within(port: u16, what: &str) -> Duration {
     let t0 = std::time::Instant::now();
-    common::wait_until(CLOSED_WITHIN, || (connections_to(port) == 0).then_some(())).unwrap_or_else(
-        || {
-            panic!(
-                "{what}: {} connections to the browser after {CLOSED_WITHIN:?}",
-                connections_to(port)
-            )
-        },
-    );
+    common::wait_until(CLOSED_WITHIN, || {
+        (procs::connections_to(port) == 0).then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{what}: {} connections to the browser after {CLOSED_WITHIN:?}",
+            procs::connections_to(port)
+        )
+    });
     t0.elapsed()
 }
 
@@ -265,7 +228,11 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
         .get_or_start_with("w-a", &browser.ws_url, own())
         .expect("a");
     assert!(!follows_popups_itself(&a), "the watcher serves a");
-    assert_eq!(connections_to(port), 2, "the task's and the watcher's");
+    assert_eq!(
+        procs::connections_to(port),
+        2,
+        "the task's and the watcher's"
+    );
     popup_alert_is_caught(&a, &srv, "a");
     assert!(reg.stop("w-a"));
     let took = closed_within(port, "after the last task stopped");
@@ -276,7 +243,11 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
         .get_or_start_with("w-b", &browser.ws_url, own())
         .expect("b");
     assert!(!follows_popups_itself(&b), "a new watcher serves b");
-    assert_eq!(connections_to(port), 2, "the task's and a new watcher's");
+    assert_eq!(
+        procs::connections_to(port),
+        2,
+        "the task's and a new watcher's"
+    );
     popup_alert_is_caught(&b, &srv, "b");
 
     // The last task ends without a stop (its page closed by another client): the same.
