@@ -52,6 +52,7 @@
 //! so do tasks when the watcher cannot connect or its connection ends.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crossbeam_channel::{Receiver, bounded};
@@ -84,6 +85,41 @@ pub(crate) struct Watchers {
     /// URLs that get no watcher: not a browser's own endpoint, or one whose watcher found
     /// itself in another browser than its task's.
     no_watcher: Mutex<HashSet<String>>,
+    /// URLs whose watcher has served a task, with the browser URL it connected to: the next
+    /// start after it closed opens another while the task attaches ([`Watchers::prepare`]).
+    hands_over: Mutex<HashMap<String, String>>,
+    /// Set by [`Watchers::close_all`]: a connect that ends later closes its watcher at once.
+    closed: AtomicBool,
+}
+
+/// The start a watcher is opened for.
+struct Start<'a> {
+    sup: &'a Supervisor,
+    /// The task's page.
+    page: &'a str,
+    cdp_url: &'a str,
+    config: &'a Config,
+    deadline: Deadline,
+    cancel: Option<&'a CancelToken>,
+}
+
+/// A watcher connect on a helper thread: a start's cancel does not wait for it, and a start
+/// connects its task meanwhile ([`Watchers::prepare`]).
+pub(crate) struct Connecting {
+    done: Receiver<Result<Arc<Watcher>, Error>>,
+    /// Set when the start it was for has ended otherwise: the watcher, once connected, closes
+    /// if no task uses it.
+    abandoned: Arc<AtomicBool>,
+    cdp_url: String,
+}
+
+impl Connecting {
+    /// The start it was for has failed or was cancelled: its watcher closes unless a task
+    /// uses it (now, or once connected).
+    pub(crate) fn abandon(self, watchers: &Watchers) {
+        self.abandoned.store(true, Ordering::SeqCst);
+        watchers.task_ended(&self.cdp_url);
+    }
 }
 
 impl std::fmt::Debug for Watchers {
@@ -103,7 +139,9 @@ impl Watchers {
         cdp_url: &str,
         config: &Config,
         cancel: Option<&CancelToken>,
+        prepared: Option<Connecting>,
     ) -> Result<(), Error> {
+        let mut prepared = prepared;
         let deadline = Deadline::after(config.start_timeout);
         let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
         let me = Arc::downgrade(self);
@@ -117,13 +155,27 @@ impl Watchers {
         for _ in 0..2 {
             let watcher = match self.get(cdp_url) {
                 Some(w) => w,
-                None => match self.open(sup, &page, cdp_url, config, deadline, cancel)? {
-                    Some(w) => w,
-                    None => break,
-                },
+                None => {
+                    let start = Start {
+                        sup,
+                        page: &page,
+                        cdp_url,
+                        config,
+                        deadline,
+                        cancel,
+                    };
+                    match self.open(&start, prepared.take())? {
+                        Some(w) => w,
+                        None => break,
+                    }
+                }
             };
             match watcher.holds(&page, deadline) {
-                Holds::Yes if watcher.add(sup) => return Ok(()),
+                Holds::Yes if watcher.add(sup) => {
+                    let ws = watcher.browser_url().to_string();
+                    lock(&self.hands_over).insert(cdp_url.to_string(), ws);
+                    return Ok(());
+                }
                 Holds::Yes | Holds::Unknown => continue,
                 Holds::No => {
                     log::info!(
@@ -148,23 +200,124 @@ impl Watchers {
             .cloned()
     }
 
-    /// A watcher for `cdp_url` opened now (or by a concurrent start), when that URL is the
-    /// browser's own endpoint and the browser can say which pages it holds (the scripted fake
-    /// cannot, unless told to hand pages over); `None` (the task follows its popups itself)
-    /// otherwise or when it cannot connect. `Err` only when `cancel` calls the start off.
-    fn open(
+    /// Opens the watcher of `cdp_url` on a helper thread while a start attaches its task, when
+    /// none is open and a watcher of that URL has served a task before (so the URL is known to
+    /// hand pages over): the watcher's browser-level auto-attach costs the browser time in the
+    /// pages it holds, which then overlaps the task's own connect. The start passes the result
+    /// to [`Watchers::serve`], or abandons it when it fails.
+    pub(crate) fn prepare(
         self: &Arc<Self>,
-        sup: &Supervisor,
-        page: &str,
         cdp_url: &str,
         config: &Config,
         deadline: Deadline,
-        cancel: Option<&CancelToken>,
-    ) -> Result<Option<Arc<Watcher>>, Error> {
-        if lock(&self.no_watcher).contains(cdp_url) {
-            return Ok(None);
+    ) -> Option<Connecting> {
+        if self.get(cdp_url).is_some() {
+            return None;
         }
-        let ws = match own_browser_url(cdp_url, deadline) {
+        let ws = lock(&self.hands_over).get(cdp_url).cloned()?;
+        self.connect_in_background(cdp_url, &ws, config, deadline)
+    }
+
+    /// [`Watchers::get_or_connect`] on a helper thread.
+    fn connect_in_background(
+        self: &Arc<Self>,
+        cdp_url: &str,
+        ws: &str,
+        config: &Config,
+        deadline: Deadline,
+    ) -> Option<Connecting> {
+        let (tx, done) = bounded(1);
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let (watchers, url, ws, cfg, gone) = (
+            Arc::clone(self),
+            cdp_url.to_string(),
+            ws.to_string(),
+            config.clone(),
+            Arc::clone(&abandoned),
+        );
+        std::thread::Builder::new()
+            .name("cdp-popups-connect".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let connected = watchers.get_or_connect(&url, &ws, &cfg, deadline);
+                if connected.is_err() {
+                    lock(&watchers.hands_over).remove(&url);
+                }
+                let _ = tx.send(connected);
+                if gone.load(Ordering::SeqCst) {
+                    watchers.task_ended(&url);
+                }
+            })
+            .ok()?;
+        Some(Connecting {
+            done,
+            abandoned,
+            cdp_url: cdp_url.to_string(),
+        })
+    }
+
+    /// A watcher for `cdp_url` opened now (or by a concurrent start, or by `prepared`), when
+    /// that URL is the browser's own endpoint and the browser can say which pages it holds
+    /// (the scripted fake cannot, unless told to hand pages over); `None` (the task follows
+    /// its popups itself) otherwise or when it cannot connect. `Err` only when `cancel` calls
+    /// the start off.
+    fn open(
+        self: &Arc<Self>,
+        start: &Start<'_>,
+        prepared: Option<Connecting>,
+    ) -> Result<Option<Arc<Watcher>>, Error> {
+        let Start {
+            sup,
+            cdp_url,
+            config,
+            deadline,
+            cancel,
+            ..
+        } = *start;
+        let pending = match prepared {
+            Some(p) => Some(p),
+            None => {
+                let Some(ws) = self.browser_url(start) else {
+                    return Ok(None);
+                };
+                match cancel {
+                    None => {
+                        let connected = self.get_or_connect(cdp_url, &ws, config, deadline);
+                        return Ok(connected_or_logged(sup, cdp_url, connected));
+                    }
+                    // On a helper thread, so that `cancel` ends the wait at once.
+                    Some(_) => self.connect_in_background(cdp_url, &ws, config, deadline),
+                }
+            }
+        };
+        let Some(pending) = pending else {
+            return Ok(None); // no thread for it
+        };
+        let never = crossbeam_channel::never();
+        let cancelled = cancel.map_or(&never, CancelToken::receiver);
+        crossbeam_channel::select! {
+            recv(pending.done) -> r => {
+                let r = r.unwrap_or_else(|_| Err(Error::Io("no watcher".into())));
+                Ok(connected_or_logged(sup, cdp_url, r))
+            }
+            recv(cancelled) -> _ => {
+                pending.abandon(self);
+                Err(Error::StartCancelled {
+                    task_id: sup.task_id().to_string(),
+                    during: "connecting".into(),
+                })
+            }
+        }
+    }
+
+    /// The URL to connect the watcher of the start's URL to, when it gets one: a browser's own
+    /// endpoint (decided once per URL) whose browser can say whether it holds the task's page.
+    fn browser_url(&self, start: &Start<'_>) -> Option<String> {
+        let cdp_url = start.cdp_url;
+        if lock(&self.no_watcher).contains(cdp_url) {
+            return None;
+        }
+        let ws = match own_browser_url(cdp_url, start.deadline) {
             Ok(Some(ws)) => ws,
             Ok(None) => {
                 log::info!(
@@ -173,55 +326,20 @@ impl Watchers {
                     redact_url(cdp_url)
                 );
                 lock(&self.no_watcher).insert(cdp_url.to_string());
-                return Ok(None);
+                return None;
             }
             Err(e) => {
                 log::info!(
                     "task {}: no popup watcher ({e}): the task follows its popups itself",
-                    sup.task_id()
+                    start.sup.task_id()
                 );
-                return Ok(None);
+                return None;
             }
         };
-        if !sup.browser_knows(page, deadline) {
-            return Ok(None);
-        }
-        let connected = match cancel {
-            None => self.get_or_connect(cdp_url, &ws, config, deadline),
-            Some(c) => {
-                // On a helper thread, so that `cancel` ends the wait at once; a watcher it
-                // connects later serves the next start (or closes, idle).
-                let (tx, rx) = bounded(1);
-                let (watchers, url, cfg) = (Arc::clone(self), cdp_url.to_string(), config.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("cdp-popups-connect".into())
-                    .stack_size(128 * 1024)
-                    .spawn(move || {
-                        let _ = tx.send(watchers.get_or_connect(&url, &ws, &cfg, deadline));
-                    });
-                if spawned.is_err() {
-                    return Ok(None);
-                }
-                crossbeam_channel::select! {
-                    recv(rx) -> r => r.unwrap_or_else(|_| Err(Error::Io("no watcher".into()))),
-                    recv(c.receiver()) -> _ => return Err(Error::StartCancelled {
-                        task_id: sup.task_id().to_string(),
-                        during: "connecting".into(),
-                    }),
-                }
-            }
-        };
-        match connected {
-            Ok(w) => Ok(Some(w)),
-            Err(e) => {
-                log::info!(
-                    "task {}: no popup watcher for {} ({e}): the task follows its popups itself",
-                    sup.task_id(),
-                    redact_url(cdp_url)
-                );
-                Ok(None)
-            }
-        }
+        start
+            .sup
+            .browser_knows(start.page, start.deadline)
+            .then_some(ws)
     }
 
     /// The open watcher of `cdp_url`, connecting one to `ws` (by `deadline`) when there is
@@ -248,11 +366,14 @@ impl Watchers {
                     &opts,
                     deadline.earliest(Deadline::after(opts.connect_timeout)),
                 )
-                .and_then(|t| Watcher::start(t, deadline));
-                if let Ok(w) = &fresh
-                    && let Some(old) = lock(&self.by_url).insert(cdp_url.to_string(), Arc::clone(w))
-                {
-                    old.close();
+                .and_then(|t| Watcher::start(ws, t, deadline));
+                if let Ok(w) = &fresh {
+                    let mut map = lock(&self.by_url);
+                    if self.closed.load(Ordering::SeqCst) {
+                        w.close(); // the registry has gone meanwhile
+                    } else if let Some(old) = map.insert(cdp_url.to_string(), Arc::clone(w)) {
+                        old.close();
+                    }
                 }
                 lock(&self.connecting).remove(cdp_url);
                 drop(tx);
@@ -277,6 +398,7 @@ impl Watchers {
     /// endpoint's for nothing), and no watcher is connected to that URL again.
     fn not_shared(&self, cdp_url: &str, w: &Arc<Watcher>) {
         lock(&self.no_watcher).insert(cdp_url.to_string());
+        lock(&self.hands_over).remove(cdp_url);
         self.forget(cdp_url, w);
         w.close();
     }
@@ -292,7 +414,7 @@ impl Watchers {
     /// A task served through `cdp_url` has ended: its watcher closes if that was its last live
     /// task. Run on the task's reader thread (its end hook): takes two locks briefly, waits
     /// for nothing.
-    fn task_ended(&self, cdp_url: &str) {
+    pub(crate) fn task_ended(&self, cdp_url: &str) {
         let Some(w) = lock(&self.by_url).get(cdp_url).cloned() else {
             return;
         };
@@ -314,13 +436,34 @@ impl Watchers {
         }
     }
 
-    /// Closes every watcher.
+    /// Closes every watcher, and any a connect still under way opens.
     pub(crate) fn close_all(&self) {
-        let all: Vec<Arc<Watcher>> = lock(&self.by_url).drain().map(|(_, w)| w).collect();
+        let all: Vec<Arc<Watcher>> = {
+            let mut map = lock(&self.by_url);
+            self.closed.store(true, Ordering::SeqCst);
+            map.drain().map(|(_, w)| w).collect()
+        };
         for w in all {
             w.close();
         }
     }
+}
+
+/// What a watcher connect gave, logged when it failed.
+fn connected_or_logged(
+    sup: &Supervisor,
+    cdp_url: &str,
+    connected: Result<Arc<Watcher>, Error>,
+) -> Option<Arc<Watcher>> {
+    connected
+        .map_err(|e| {
+            log::info!(
+                "task {}: no popup watcher for {} ({e}): the task follows its popups itself",
+                sup.task_id(),
+                redact_url(cdp_url)
+            );
+        })
+        .ok()
 }
 
 /// The browser-level URL to connect a watcher to, when `cdp_url` leads to a browser's own

@@ -62,6 +62,8 @@ pub(crate) enum Holds {
 /// One browser's popup watcher (module doc).
 pub(crate) struct Watcher {
     transport: Transport,
+    /// The browser URL it connected to (credentials included: never shown).
+    url: String,
     next_id: AtomicU64,
     /// Calls registered and not answered yet, by id; `None` once the reader has ended (a call
     /// registered then fails at once). Written by callers and by the watcher thread.
@@ -108,9 +110,14 @@ impl Outbound for Watcher {
 impl Watcher {
     /// Starts the watcher thread on `transport` (a connection to the browser's own DevTools
     /// endpoint) and turns browser-level auto-attach on, by `deadline`.
-    pub(super) fn start(transport: Transport, deadline: Deadline) -> Result<Arc<Watcher>, Error> {
+    pub(super) fn start(
+        url: &str,
+        transport: Transport,
+        deadline: Deadline,
+    ) -> Result<Arc<Watcher>, Error> {
         let w = Arc::new(Watcher {
             transport,
+            url: url.to_string(),
             next_id: AtomicU64::new(1),
             calls: Mutex::new(Some(HashMap::new())),
             served: Mutex::new(Served {
@@ -134,6 +141,11 @@ impl Watcher {
             return Err(Error::Io(format!("the popup watcher: {e}")));
         }
         Ok(w)
+    }
+
+    /// The browser URL it connected to.
+    pub(super) fn browser_url(&self) -> &str {
+        &self.url
     }
 
     /// True until the watcher is closed or its connection ends.
