@@ -45,7 +45,9 @@
 //! them has ended (stopped, rebound, or dead: each served supervisor's end runs
 //! [`Watchers::task_ended`]); the next task of that browser opens another. So no connection of
 //! ours outlives the tasks of a browser (a hosted browser is released when its last client
-//! leaves).
+//! leaves). Opening one costs the browser time in the pages it holds (browser-level auto-attach
+//! hands it every page): for a URL whose watcher has served a task before, the next one is
+//! opened on a helper thread while the task connects and attaches ([`Watchers::prepare`]).
 //!
 //! A task whose page the watcher's browser does not hold after all (a proxy that gives each
 //! connection its own browser) follows its popups itself, and its URL gets no watcher again;
