@@ -37,9 +37,9 @@
 //! starts a browser, and a `/devtools/browser/<id>` it serves (joining a browser it runs) takes
 //! a concurrency slot per connection like every other WebSocket there (measured on
 //! Browserless 2.42: `tests/it/e2e_browserless.rs`), so its tasks follow their popups
-//! themselves and it never sees a watcher. That is decided before connecting, once per URL
-//! (a `false` is kept). `wss://` endpoints get no watcher either (no `https://` discovery to
-//! ask).
+//! themselves and it never sees a watcher. That is decided before connecting; a URL found not
+//! to be one, or whose host does not answer `/json/version` within 2 s, gets none again.
+//! `wss://` endpoints get no watcher either (no `https://` discovery to ask).
 //!
 //! A watcher serves the tasks that start while it is open and closes as soon as the last of
 //! them has ended (stopped, rebound, or dead: each served supervisor's end runs
@@ -56,6 +56,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use crossbeam_channel::{Receiver, bounded};
 
@@ -70,6 +71,9 @@ mod watcher;
 
 use watcher::Holds;
 pub(crate) use watcher::Watcher;
+
+/// How long asking an endpoint whether it is a browser's own ([`own_browser_url`]) may take.
+const DISCOVERY_WAIT: Duration = Duration::from_secs(2);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -276,72 +280,82 @@ impl Watchers {
             cancel,
             ..
         } = *start;
-        let pending = match prepared {
-            Some(p) => Some(p),
-            None => {
-                let Some(ws) = self.browser_url(start) else {
-                    return Ok(None);
-                };
-                match cancel {
-                    None => {
-                        let connected = self.get_or_connect(cdp_url, &ws, config, deadline);
-                        return Ok(connected_or_logged(sup, cdp_url, connected));
-                    }
-                    // On a helper thread, so that `cancel` ends the wait at once.
-                    Some(_) => self.connect_in_background(cdp_url, &ws, config, deadline),
-                }
-            }
+        if let Some(p) = prepared
+            && let Some(w) = self.wait_for(p, start)?
+        {
+            return Ok(Some(w));
+        }
+        // Not prepared, or that connect failed (a browser restarted on a new URL, say).
+        let Some(ws) = self.browser_url(start) else {
+            return Ok(None);
         };
-        let Some(pending) = pending else {
-            return Ok(None); // no thread for it
+        let connected = match cancel {
+            None => self.get_or_connect(cdp_url, &ws, config, deadline),
+            // On a helper thread, so that `cancel` ends the wait at once.
+            Some(_) => match self.connect_in_background(cdp_url, &ws, config, deadline) {
+                Some(pending) => return self.wait_for(pending, start),
+                None => Err(Error::Io(
+                    "no thread for the popup watcher's connect".into(),
+                )),
+            },
         };
+        Ok(connected_or_logged(sup, cdp_url, connected))
+    }
+
+    /// Waits for `pending`, or for the start's cancel (then `Err`, and `pending` is abandoned).
+    fn wait_for(
+        &self,
+        pending: Connecting,
+        start: &Start<'_>,
+    ) -> Result<Option<Arc<Watcher>>, Error> {
         let never = crossbeam_channel::never();
-        let cancelled = cancel.map_or(&never, CancelToken::receiver);
+        let cancelled = start.cancel.map_or(&never, CancelToken::receiver);
         crossbeam_channel::select! {
             recv(pending.done) -> r => {
                 let r = r.unwrap_or_else(|_| Err(Error::Io("no watcher".into())));
-                Ok(connected_or_logged(sup, cdp_url, r))
+                Ok(connected_or_logged(start.sup, start.cdp_url, r))
             }
             recv(cancelled) -> _ => {
                 pending.abandon(self);
                 Err(Error::StartCancelled {
-                    task_id: sup.task_id().to_string(),
+                    task_id: start.sup.task_id().to_string(),
                     during: "connecting".into(),
                 })
             }
         }
     }
 
-    /// The URL to connect the watcher of the start's URL to, when it gets one: a browser's own
-    /// endpoint (decided once per URL) whose browser can say whether it holds the task's page.
+    /// The URL to connect the watcher of the start's URL to, when it gets one: a browser that
+    /// can say whether it holds the task's page, at its own endpoint (decided once per URL).
     fn browser_url(&self, start: &Start<'_>) -> Option<String> {
         let cdp_url = start.cdp_url;
         if lock(&self.no_watcher).contains(cdp_url) {
             return None;
         }
-        let ws = match own_browser_url(cdp_url, start.deadline) {
+        if !start.sup.browser_knows(start.page, start.deadline) {
+            // It could not say which browser holds a popup (the scripted fake cannot).
+            lock(&self.no_watcher).insert(cdp_url.to_string());
+            return None;
+        }
+        // Chromium answers at once; an endpoint that does not answer plain HTTP is no browser's.
+        let asked = start.deadline.earliest(Deadline::after(DISCOVERY_WAIT));
+        let ws = match own_browser_url(cdp_url, asked) {
             Ok(Some(ws)) => ws,
-            Ok(None) => {
+            verdict => {
+                let why = match verdict {
+                    Err(e) => format!("its /json/version: {e}"),
+                    _ => "it is not a browser's own DevTools endpoint".into(),
+                };
                 log::info!(
-                    "{} is not a browser's own DevTools endpoint: no popup watcher connects to \
-                     it, its tasks follow their popups themselves",
+                    "{}: no popup watcher connects to it ({why}): its tasks follow their popups \
+                     themselves",
                     redact_url(cdp_url)
                 );
                 lock(&self.no_watcher).insert(cdp_url.to_string());
                 return None;
             }
-            Err(e) => {
-                log::info!(
-                    "task {}: no popup watcher ({e}): the task follows its popups itself",
-                    start.sup.task_id()
-                );
-                return None;
-            }
         };
-        start
-            .sup
-            .browser_knows(start.page, start.deadline)
-            .then_some(ws)
+        Some(ws)
     }
 
     /// The open watcher of `cdp_url`, connecting one to `ws` (by `deadline`) when there is
