@@ -308,26 +308,9 @@ impl SupervisorRegistry {
             old.stop();
         }
         let served = config.follow_popups && self.popup_watcher;
-        // A watcher that closed with the browser's last task opens again while this one attaches.
-        let prepared = served
-            .then(|| {
-                let deadline = Deadline::after(config.start_timeout);
-                self.popups.prepare(cdp_url, config, deadline)
-            })
-            .flatten();
-        let sup = match Supervisor::start_served(task_id, cdp_url, config, options, cancel, served)
-        {
-            Ok(sup) => sup,
-            Err(e) => {
-                if let Some(p) = prepared {
-                    p.abandon(&self.popups);
-                }
-                return Err(e);
-            }
-        };
-        if served && let Err(e) = self.popups.serve(&sup, cdp_url, config, cancel, prepared) {
+        let sup = Supervisor::start_served(task_id, cdp_url, config, options, cancel, served)?;
+        if served && let Err(e) = self.popups.serve(&sup, cdp_url, config, cancel) {
             sup.stop();
-            self.popups.task_ended(cdp_url);
             return Err(e);
         }
         guard.publish(sup)

@@ -198,6 +198,19 @@ fn closed_within(port: u16, what: &str) -> Duration {
     t0.elapsed()
 }
 
+/// Waits for exactly two connections of ours to `port` (a discovery request's socket may be
+/// closing still).
+fn two_connections(port: u16, what: &str) {
+    common::wait_until(T, || (procs::connections_to(port) == 2).then_some(())).unwrap_or_else(
+        || {
+            panic!(
+                "{what}: {} connections to the browser, not 2",
+                procs::connections_to(port)
+            )
+        },
+    );
+}
+
 /// Opens a popup from the task's page that alerts on load, and answers it.
 fn popup_alert_is_caught(sup: &Supervisor, srv: &HttpServer, tag: &str) {
     let url = srv.url("127.0.0.1", &format!("/popup?{tag}"));
@@ -228,11 +241,7 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
         .get_or_start_with("w-a", &browser.ws_url, own())
         .expect("a");
     assert!(!follows_popups_itself(&a), "the watcher serves a");
-    assert_eq!(
-        procs::connections_to(port),
-        2,
-        "the task's and the watcher's"
-    );
+    two_connections(port, "the task's and the watcher's");
     popup_alert_is_caught(&a, &srv, "a");
     assert!(reg.stop("w-a"));
     let took = closed_within(port, "after the last task stopped");
@@ -243,11 +252,7 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
         .get_or_start_with("w-b", &browser.ws_url, own())
         .expect("b");
     assert!(!follows_popups_itself(&b), "a new watcher serves b");
-    assert_eq!(
-        procs::connections_to(port),
-        2,
-        "the task's and a new watcher's"
-    );
+    two_connections(port, "the task's and a new watcher's");
     popup_alert_is_caught(&b, &srv, "b");
 
     // The last task ends without a stop (its page closed by another client): the same.

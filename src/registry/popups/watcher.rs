@@ -8,10 +8,11 @@
 //! themselves). A closed watcher takes no task: the next start opens another.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
+use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::json;
 use tungstenite::Message;
 
@@ -62,8 +63,6 @@ pub(crate) enum Holds {
 /// One browser's popup watcher (module doc).
 pub(crate) struct Watcher {
     transport: Transport,
-    /// The browser URL it connected to (credentials included: never shown).
-    url: String,
     next_id: AtomicU64,
     /// Calls registered and not answered yet, by id; `None` once the reader has ended (a call
     /// registered then fails at once). Written by callers and by the watcher thread.
@@ -74,6 +73,11 @@ pub(crate) struct Watcher {
     /// Every page target the browser has held since the watcher connected. Written by the
     /// watcher thread.
     known: Mutex<HashSet<String>>,
+    /// Dropped when the watcher closes: [`Watcher::closed_signal`] disconnects.
+    closed_tx: Mutex<Option<Sender<()>>>,
+    closed_rx: Receiver<()>,
+    /// Set while a timer waits to close the watcher once idle (`Watchers::task_ended`).
+    idle_timer: AtomicBool,
 }
 
 impl std::fmt::Debug for Watcher {
@@ -110,14 +114,13 @@ impl Outbound for Watcher {
 impl Watcher {
     /// Starts the watcher thread on `transport` (a connection to the browser's own DevTools
     /// endpoint) and turns browser-level auto-attach on, by `deadline`.
-    pub(super) fn start(
-        url: &str,
-        transport: Transport,
-        deadline: Deadline,
-    ) -> Result<Arc<Watcher>, Error> {
+    pub(super) fn start(transport: Transport, deadline: Deadline) -> Result<Arc<Watcher>, Error> {
+        let (closed_tx, closed_rx) = bounded(0);
         let w = Arc::new(Watcher {
             transport,
-            url: url.to_string(),
+            closed_tx: Mutex::new(Some(closed_tx)),
+            closed_rx,
+            idle_timer: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             calls: Mutex::new(Some(HashMap::new())),
             served: Mutex::new(Served {
@@ -143,20 +146,48 @@ impl Watcher {
         Ok(w)
     }
 
-    /// The browser URL it connected to.
-    pub(super) fn browser_url(&self) -> &str {
-        &self.url
-    }
-
     /// True until the watcher is closed or its connection ends.
     pub(crate) fn is_open(&self) -> bool {
         lock(&self.served).open
     }
 
+    /// Disconnects once the watcher is closed (or its connection has ended).
+    pub(super) fn closed_signal(&self) -> Receiver<()> {
+        self.closed_rx.clone()
+    }
+
+    /// Marks an idle timer as started; false when one is already waiting.
+    pub(super) fn start_idle_timer(&self) -> bool {
+        !self.idle_timer.swap(true, Ordering::AcqRel)
+    }
+
+    /// The idle timer has waited its time.
+    pub(super) fn idle_timer_done(&self) {
+        self.idle_timer.store(false, Ordering::Release);
+    }
+
     /// Closes the watcher (its connection, and with it its thread).
     pub(super) fn close(&self) {
         lock(&self.served).open = false;
+        self.shut();
+    }
+
+    /// Shuts the connection and says so to [`Watcher::closed_signal`].
+    fn shut(&self) {
         self.transport.shutdown();
+        drop(lock(&self.closed_tx).take());
+    }
+
+    /// Whether the watcher is open and serves a live task.
+    pub(super) fn is_busy(&self) -> bool {
+        let served = lock(&self.served);
+        let tasks: Vec<Arc<Supervisor>> = served.tasks.iter().filter_map(Weak::upgrade).collect();
+        let busy = served.open && tasks.iter().any(|s| s.is_alive());
+        drop(served);
+        // After the lock: dropping the last reference to a supervisor stops it, and its end
+        // comes back here.
+        drop(tasks);
+        busy
     }
 
     /// Closes the watcher if no task it serves is alive; true when it is closed (now or
@@ -168,8 +199,7 @@ impl Watcher {
         let busy = served.open && tasks.iter().any(|s| s.is_alive());
         let was_open = !busy && std::mem::replace(&mut served.open, false);
         drop(served);
-        // After the lock: dropping the last reference to a supervisor stops it, and its end
-        // comes back here.
+        // After the lock, as in `is_busy`.
         drop(tasks);
         if busy {
             return false;
@@ -180,7 +210,7 @@ impl Watcher {
                 self.transport.url_redacted
             );
         }
-        self.transport.shutdown();
+        self.shut();
         true
     }
 
@@ -253,7 +283,7 @@ impl Watcher {
                 break reason;
             }
         };
-        self.transport.shutdown();
+        self.shut();
         // Dropping the calls fails their callers at once (their reply channels disconnect).
         drop(lock(&self.calls).take());
         let (was_open, tasks) = {
