@@ -6,8 +6,10 @@
 //! filler tabs plus the task's own), it prints the median of [`REPS`] runs of:
 //! * `get_or_start` of a task on its own new page (`new_page`): the time `browser_connect`
 //!   spends per task, with popups followed through the registry's popup watcher (the default,
-//!   "after"), by each task's own browser-level auto-attach (`registry_without_popup_watcher`,
-//!   "before" issue 24), and not followed (`browser.follow_popups = false`);
+//!   "after": open, kept by another task of the registry; "reopened": opened for the task, as
+//!   for a task that comes after the watcher closed with the last one, issue 28), by each task's
+//!   own browser-level auto-attach (`registry_without_popup_watcher`, "before" issue 24), and
+//!   not followed (`browser.follow_popups = false`);
 //! * a bare CDP client's attach sequence on a fresh connection: open the socket,
 //!   `Target.getTargets`, `Target.createTarget`, `Target.attachToTarget`, `Page.enable`,
 //!   `Runtime.enable`, page-level `Target.setAutoAttach`: the floor a supervisor's connect can
@@ -123,9 +125,11 @@ fn new_tab(cdp: &mut RawCdp, srv: &HttpServer, tag: &str) -> Duration {
     took
 }
 
-/// The three ways to connect a task: "after" (the popup watcher), "before" (each task's own
-/// browser-level auto-attach), "off" (popups not followed).
-const WAYS: [&str; 3] = ["after", "before", "off"];
+/// The ways to connect a task: "after" (the popup watcher, open: another task of the registry
+/// keeps it), "reopened" (the popup watcher, opened for this task: it closed after the last
+/// one, issue 28), "before" (each task's own browser-level auto-attach), "off" (popups not
+/// followed).
+const WAYS: [&str; 4] = ["after", "reopened", "before", "off"];
 
 fn registry(way: &str) -> SupervisorRegistry {
     match way {
@@ -148,10 +152,22 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
     let mut filler = RawCdp::connect(&browser.ws_url).expect("connect");
     let mut fillers: Vec<String> = Vec::new();
     eprintln!(
-        "per-task connect, median of {REPS} (ms): pages | after (popup watcher) | before (own \
-         auto-attach) | follow_popups=false | bare CDP attach: tab | own window"
+        "per-task connect, median of {REPS} (ms): pages | after (popup watcher open) | reopened \
+         (popup watcher opened for the task) | before (own auto-attach) | follow_popups=false | \
+         bare CDP attach: tab | own window"
     );
     let regs: Vec<SupervisorRegistry> = WAYS.iter().map(|w| registry(w)).collect();
+    // Keeps "after"'s watcher open (its page is one more page the browser holds).
+    regs[0]
+        .get_or_start_with(
+            "m24-keeper",
+            &browser.ws_url,
+            StartOptions::default().with_new_page(true),
+        )
+        .expect("the keeper task");
+    // Our connections to the browser with "reopened"'s watcher closed: the filler's, the
+    // keeper's and "after"'s watcher.
+    let closed = procs::connections_to(browser.port);
     let mut at_one = Vec::new();
     for n in SIZES {
         while fillers.len() + 1 < n {
@@ -166,6 +182,12 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
         let mut figs = vec![Vec::new(); WAYS.len() + 2];
         for r in 0..REPS {
             for (i, (reg, way)) in regs.iter().zip(WAYS).enumerate() {
+                if way == "reopened" {
+                    common::wait_until(T, || {
+                        (procs::connections_to(browser.port) == closed).then_some(())
+                    })
+                    .expect("the watcher closes after its last task");
+                }
                 figs[i].push(ms(task_connect(
                     reg,
                     &browser.ws_url,
@@ -199,7 +221,7 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
     for f in fillers.drain(..) {
         let _ = filler.close_page(&f);
     }
-    for way in WAYS {
+    for way in ["after", "before", "off"] {
         let reg = registry(way);
         let idle: Vec<f64> = (0..REPS)
             .map(|i| ms(new_tab(&mut filler, &srv, &format!("idle{i}"))))
