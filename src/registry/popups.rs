@@ -192,6 +192,8 @@ impl Watchers {
                 }
             }
         }
+        // A watcher this start opened and could not use closes unless another task uses it.
+        self.task_ended(cdp_url);
         sup.follow_popups_itself();
         Ok(())
     }

@@ -3,9 +3,10 @@
 //! popup to the task's own connection (the module doc of `registry/popups.rs` says why).
 //!
 //! Its life: opened for the first task of a browser, it serves every task of that browser that
-//! starts while it is open, and closes as soon as the last of them has ended
-//! ([`Watcher::close_if_idle`]) or when its connection ends (its tasks then follow their popups
-//! themselves). A closed watcher takes no task: the next start opens another.
+//! starts while it is open, and closes once the last of them has ended (after a grace, timed by
+//! `Watchers::task_ended`: [`Watcher::close_if_idle`]) or when its connection ends (its tasks
+//! then follow their popups themselves). A closed watcher takes no task: the next start opens
+//! another.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
