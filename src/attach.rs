@@ -30,6 +30,7 @@ use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::Outbound;
 use crate::protocol;
+use crate::quote::quoted;
 use crate::shared::Shared;
 use crate::snapshot::{Blocked, BlockedReason};
 
@@ -53,8 +54,9 @@ pub(crate) enum Choice<'a> {
     /// [`Error::UnknownTarget`]: the endpoint gave a new browser (Browserless starts one per
     /// connection) or the page was closed, and the page is gone for good.
     Same(&'a str),
-    /// The first usable page; a new `about:blank` when there is none.
-    FirstPage,
+    /// The first usable page not among these (pages other tasks own, with
+    /// `security.isolate_tasks`); a new `about:blank` when there is none.
+    FirstPage(&'a [String]),
     /// Always a new `about:blank` page (the task's own).
     NewPage,
 }
@@ -94,11 +96,12 @@ pub(crate) fn attach_page(
     )?;
     let targets: protocol::GetTargets = serde_json::from_value(targets).unwrap_or_default();
     let find = |id: &str| targets.target_infos.iter().find(|t| t.target_id == id);
-    let first_page = targets.target_infos.iter().find(|t| is_usable_page(t));
     let chosen = match choice {
         Choice::Exactly(id) => Some(
             find(id)
-                .ok_or_else(|| Error::NoPage(format!("the browser has no target with id {id:?}")))?
+                .ok_or_else(|| {
+                    Error::NoPage(format!("the browser has no target with id {}", quoted(id)))
+                })?
                 .target_id
                 .clone(),
         ),
@@ -108,7 +111,11 @@ pub(crate) fn attach_page(
                 .target_id
                 .clone(),
         ),
-        Choice::FirstPage => first_page.map(|t| t.target_id.clone()),
+        Choice::FirstPage(taken) => targets
+            .target_infos
+            .iter()
+            .find(|t| is_usable_page(t) && !taken.contains(&t.target_id))
+            .map(|t| t.target_id.clone()),
         Choice::NewPage => None,
     };
     let Some(target_id) = chosen else {
@@ -228,7 +235,7 @@ fn attach_to(
     let (mut page_enable, mut tree, mut auto_attach) = (None, None, None);
     for c in session_setup(&session, SessionKind::Page, false) {
         let slot = match c.kind {
-            CallKind::PageEnable { .. } => &mut page_enable,
+            CallKind::Responds { .. } => &mut page_enable,
             CallKind::SeedFrameTree { .. } => &mut tree,
             CallKind::Plain => &mut auto_attach,
             _ => {
@@ -298,7 +305,7 @@ fn probe_frames(
     for (frame_id, session_id) in oopifs {
         // A second `Page.enable` on the session (the reader sent the first, fire-and-forget):
         // harmless when it is enabled already, and queued behind the first when it hangs.
-        let kind = CallKind::PageEnable {
+        let kind = CallKind::Responds {
             session_id: session_id.clone(),
         };
         let cmd = Command::new("Page.enable", json!({}))
@@ -363,6 +370,7 @@ fn probe_blocked(
         reason,
         hint: hint.into(),
         frame_id: frame_id.map(str::to_string),
+        target_ids: Vec::new(),
     };
     let kind = CallKind::ProbeBlocked {
         session_id: session_id.to_string(),

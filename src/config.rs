@@ -9,8 +9,8 @@
 //! from `Default` and the `with_*` setters (every struct here is `#[non_exhaustive]`, so new
 //! settings can come without breaking anyone; its fields stay readable).
 //!
-//! This module depends on nothing of the crate but [`crate::error`] and [`crate::redact`]; the
-//! `[security]` rules themselves ([`Security::check`]) live on the call path, in `security.rs`.
+//! This module depends on nothing of the crate but [`crate::error`], [`crate::quote`] and
+//! [`crate::redact`]; the `[security]` rules themselves ([`Security::check`]) live on the call path, in `security.rs`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,8 +18,14 @@ use std::time::Duration;
 use crate::error::Error;
 
 mod load;
+mod rules;
+mod security;
 #[cfg(test)]
 mod tests;
+
+use rules::invalid;
+pub use rules::{check_seconds, seconds_setting};
+pub use security::Security;
 
 /// The first reconnect back-off (SPEC §3); doubles per attempt up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -31,6 +37,8 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// The longest `browser.dialog_timeout_s`, and a task's dialog timeout (one day).
 pub const MAX_DIALOG_TIMEOUT: Duration = Duration::from_secs(86_400);
+/// The longest `mcp.http_head_timeout_s`.
+pub const MAX_HTTP_HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `supervisor.start_timeout_s` in the configuration file (and the Python binding's
 /// `start_timeout_s`). A start given its own bound in code
 /// ([`crate::SupervisorRegistry::get_or_start_within`]) has no cap: only zero is refused.
@@ -57,17 +65,16 @@ impl DialogPolicy {
             DialogPolicy::AutoAccept => "auto_accept",
         }
     }
+    /// What [`DialogPolicy::parse`] takes, for an error.
+    pub(crate) const ALLOWED: &str = "one of must_respond, auto_dismiss, auto_accept";
+
     /// Parses the config spelling.
     pub fn parse(s: &str) -> Result<Self, Error> {
         match s {
             "must_respond" => Ok(DialogPolicy::MustRespond),
             "auto_dismiss" => Ok(DialogPolicy::AutoDismiss),
             "auto_accept" => Ok(DialogPolicy::AutoAccept),
-            _ => Err(invalid(
-                "browser.dialog_policy",
-                s,
-                "one of must_respond, auto_dismiss, auto_accept",
-            )),
+            _ => Err(invalid("browser.dialog_policy", s, Self::ALLOWED)),
         }
     }
 }
@@ -93,13 +100,16 @@ impl BridgeMode {
             BridgeMode::Auto => "auto",
         }
     }
+    /// What [`BridgeMode::parse`] takes, for an error.
+    pub(crate) const ALLOWED: &str = "one of off, on, auto";
+
     /// Parses the config spelling.
     pub fn parse(s: &str) -> Result<Self, Error> {
         match s {
             "off" => Ok(BridgeMode::Off),
             "on" => Ok(BridgeMode::On),
             "auto" => Ok(BridgeMode::Auto),
-            _ => Err(invalid("browser.dialog_bridge", s, "one of off, on, auto")),
+            _ => Err(invalid("browser.dialog_bridge", s, Self::ALLOWED)),
         }
     }
 }
@@ -202,32 +212,15 @@ pub struct Config {
     /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
     /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
     pub allowed_hosts: Vec<String>,
-}
-
-/// What raw CDP calls through `browser_cdp` may do (SPEC §14). A page that prompt-injects an
-/// agent could ask it for anything; these narrow it. The rules themselves are in
-/// `src/security.rs`. Build one from `Security::default()` and the `with_*` setters (every
-/// field is a setting of the `[security]` section; more may come).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct Security {
-    /// `security.allow_file_urls`: URLs that may read a local file (`file:`, `filesystem:`, a
-    /// path, in any spelling Chromium normalises) in navigations, new targets and the other
-    /// methods that load a URL, and download paths, are refused unless true.
-    pub allow_file_urls: bool,
-    /// `security.allow_file_access`: methods that hand local files to the page
-    /// (`DOM.setFileInputFiles`, `Input.dispatchDragEvent` with files, the file-chooser
-    /// interception path, …) are refused unless true.
-    pub allow_file_access: bool,
-    /// `security.allow_page_protocol`: handing the DevTools protocol to a page
-    /// (`Target.exposeDevToolsProtocol`, the DevTools frontend, the browser's own pages) and
-    /// commands for targets the supervisor does not route (`Target.sendMessageToTarget`) are
-    /// refused unless true.
-    pub allow_page_protocol: bool,
-    /// `security.cdp_deny`: method patterns (`Browser.close`, `Browser.*`, `*`) always refused.
-    pub cdp_deny: Vec<String>,
-    /// `security.cdp_allow`: when not empty, only methods matching one of these patterns pass.
-    pub cdp_allow: Vec<String>,
+    /// `mcp.http_head_timeout_s`: how long a request's head may take over HTTP (a connection's
+    /// first from the moment it opens, a later one from its first byte); then it is closed.
+    pub http_head_timeout: Duration,
+    /// `mcp.http_max_new_connections`: HTTP connections that have not yet sent a request the
+    /// access rules let in, at most this many at once (past it the oldest is closed).
+    pub http_max_new_connections: usize,
+    /// `mcp.http_max_listen_streams`: `subscriptions/listen` streams open over HTTP at once
+    /// (their connections count here, not toward the connection limit).
+    pub http_max_listen_streams: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -250,6 +243,9 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("security", &self.security)
             .field("allowed_hosts", &self.allowed_hosts)
+            .field("http_head_timeout", &self.http_head_timeout)
+            .field("http_max_new_connections", &self.http_max_new_connections)
+            .field("http_max_listen_streams", &self.http_max_listen_streams)
             .finish()
     }
 }
@@ -271,6 +267,9 @@ impl Default for Config {
             limits: Limits::default(),
             security: Security::default(),
             allowed_hosts: Vec::new(),
+            http_head_timeout: Duration::from_secs(5),
+            http_max_new_connections: 128,
+            http_max_listen_streams: 16,
         }
     }
 }
@@ -432,55 +431,6 @@ impl Config {
     }
 }
 
-impl Security {
-    /// Whether `pattern` (`*`, `Domain.*` or `Domain.method`) matches `method`.
-    pub fn pattern_matches(pattern: &str, method: &str) -> bool {
-        match pattern.strip_suffix(".*") {
-            _ if pattern == "*" => true,
-            Some(domain) => method
-                .strip_prefix(domain)
-                .is_some_and(|rest| rest.starts_with('.')),
-            None => pattern == method,
-        }
-    }
-
-    /// Sets [`allow_file_urls`](Security::allow_file_urls).
-    pub fn with_allow_file_urls(mut self, allow: bool) -> Security {
-        self.allow_file_urls = allow;
-        self
-    }
-
-    /// Sets [`allow_file_access`](Security::allow_file_access).
-    pub fn with_allow_file_access(mut self, allow: bool) -> Security {
-        self.allow_file_access = allow;
-        self
-    }
-
-    /// Sets [`allow_page_protocol`](Security::allow_page_protocol).
-    pub fn with_allow_page_protocol(mut self, allow: bool) -> Security {
-        self.allow_page_protocol = allow;
-        self
-    }
-
-    /// Sets [`cdp_deny`](Security::cdp_deny).
-    pub fn with_cdp_deny(
-        mut self,
-        patterns: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Security {
-        self.cdp_deny = patterns.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets [`cdp_allow`](Security::cdp_allow).
-    pub fn with_cdp_allow(
-        mut self,
-        patterns: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Security {
-        self.cdp_allow = patterns.into_iter().map(Into::into).collect();
-        self
-    }
-}
-
 /// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
 /// applied by [`Config::with_overrides`]. Build one from `StartOptions::default()` and the
 /// `with_*` setters.
@@ -489,7 +439,8 @@ impl Security {
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct StartOptions {
-    /// Attach to this target instead of the first page.
+    /// Attach to this target instead of the first page (refused, with
+    /// `security.isolate_tasks`, when another task of the registry owns it).
     pub target_id: Option<String>,
     /// Override `browser.dialog_policy` for this task.
     pub dialog_policy: Option<DialogPolicy>,
@@ -544,54 +495,5 @@ impl StartOptions {
             check_seconds("dialog_timeout_s", t, MAX_DIALOG_TIMEOUT)?;
         }
         Ok(())
-    }
-}
-
-/// The one rule of every setting in seconds, wherever it is given (the configuration file, a
-/// task's override, a tool's or the Python binding's argument): more than zero and at most
-/// `max`. `key` names the setting as its giver spelled it (`browser.dialog_timeout_s`,
-/// `dialog_timeout_s`); the error is an [`Error::Config`] with the value as given.
-pub fn seconds_setting(key: &str, secs: f64, max: Duration) -> Result<Duration, Error> {
-    positive_seconds(secs, max)
-        .ok_or_else(|| invalid(key, &secs.to_string(), &seconds_allowed(max)))
-}
-
-/// [`seconds_setting`] for a value given as a [`Duration`] ([`Duration::MAX`] as `max`: no upper
-/// bound).
-pub fn check_seconds(key: &str, d: Duration, max: Duration) -> Result<Duration, Error> {
-    if d.is_zero() || d > max {
-        return Err(invalid(
-            key,
-            &d.as_secs_f64().to_string(),
-            &seconds_allowed(max),
-        ));
-    }
-    Ok(d)
-}
-
-/// `secs` as a duration when it is more than zero and at most `max` (never for NaN).
-fn positive_seconds(secs: f64, max: Duration) -> Option<Duration> {
-    if secs > 0.0 && secs <= max.as_secs_f64() {
-        Duration::try_from_secs_f64(secs).ok()
-    } else {
-        None
-    }
-}
-
-/// What [`seconds_setting`] allows, for its error.
-fn seconds_allowed(max: Duration) -> String {
-    if max == Duration::MAX {
-        "a number of seconds > 0".into()
-    } else {
-        format!("a number of seconds > 0 and <= {}", max.as_secs())
-    }
-}
-
-/// The error for a setting's invalid value.
-fn invalid(key: &str, value: &str, allowed: &str) -> Error {
-    Error::Config {
-        key: key.to_string(),
-        value: value.to_string(),
-        allowed: allowed.to_string(),
     }
 }

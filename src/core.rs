@@ -34,6 +34,7 @@ use crate::watchdog::WatchdogMsg;
 
 mod calls;
 mod console;
+mod created;
 mod dialogs;
 pub(crate) mod frames;
 mod pages;
@@ -47,6 +48,7 @@ mod tests;
 
 pub use calls::{CallKind, CallResult, Command, PendingCall};
 use console::Console;
+use created::Created;
 use dialogs::Dialogs;
 pub use dialogs::answer_command;
 use frames::Frames;
@@ -110,6 +112,8 @@ pub struct Core {
     frames: Frames,
     /// Followed and watched popups.
     pages: Pages,
+    /// The pages and browser contexts the task created (`core/created.rs`).
+    created: Created,
     /// What makes the page (or one of its iframes) unusable, when something does (SPEC §4.5).
     blocked: Option<Blocked>,
     /// The session whose hanging `Page.enable` `blocked` is about: its answer, or the session
@@ -147,6 +151,7 @@ impl Core {
             console: Console::new(limits.console_errors_max),
             frames: Frames::new(limits.clone()),
             pages: Pages::new(limits, settings.follow_popups),
+            created: Created::default(),
             blocked: None,
             blocked_session: None,
             bridge_active: settings.bridge == BridgeMode::On,
@@ -220,6 +225,7 @@ impl Core {
             | set(&mut p.state, &self.state)
             | set(&mut p.disconnect_reason, &self.disconnect_reason)
             | set(&mut p.blocked, &self.blocked)
+            | set(&mut p.blocked_session, &self.blocked_session)
             | set(&mut p.crashed, &crashed);
         let dialogs = self.dialogs.take_published();
         if let Some((pending, unanswerable)) = dialogs.open {
@@ -251,6 +257,12 @@ impl Core {
             p.pages = pages.pages;
             p.pages_truncated = pages.truncated;
             p.watched_pages = pages.watched;
+            p.popups_let_go = pages.let_go;
+            changed = true;
+        }
+        if let Some((targets, contexts)) = self.created.take_published() {
+            p.created_targets = targets;
+            p.created_contexts = contexts;
             changed = true;
         }
         // A renderer depends on the sessions (their isolates, the pages' groups, a watched
@@ -365,7 +377,7 @@ impl Core {
                             self.frames.seed(&session_id, &tree.frame_tree, is_page);
                         }
                     }
-                    CallKind::PageEnable { session_id } => {
+                    CallKind::Responds { session_id } => {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
                     }
@@ -381,7 +393,7 @@ impl Core {
                         blocked,
                     } => {
                         let still_hangs = self.calls.values().any(|c| {
-                            matches!(&c.kind, CallKind::PageEnable { session_id: s } if s == session_id)
+                            matches!(&c.kind, CallKind::Responds { session_id: s } if s == session_id)
                         });
                         if still_hangs && self.blocked.is_none() {
                             warn!(
@@ -391,19 +403,31 @@ impl Core {
                                     .frame_id
                                     .as_deref()
                                     .map_or("the page".to_string(), |f| format!("iframe {f}")),
-                                if blocked.reason == BlockedReason::OrphanedDialog {
-                                    "a dialog opened by a client that went away is blocking it"
-                                } else {
-                                    "a busy script, or a dialog no client can answer"
+                                match blocked.reason {
+                                    BlockedReason::OrphanedDialog => {
+                                        "a dialog opened by a client that went away is blocking it"
+                                    }
+                                    BlockedReason::DialogInUnfollowedPage => {
+                                        "a dialog in a page the supervisor does not watch is \
+                                         blocking its renderer"
+                                    }
+                                    _ => "a busy script, or a dialog no client can answer",
                                 }
                             );
                             self.blocked = Some(blocked.clone());
                             self.blocked_session = Some(session_id.clone());
+                            if blocked.reason == BlockedReason::DialogInUnfollowedPage {
+                                let session_id = session_id.clone();
+                                self.fail_calls_in_renderer_of(&session_id);
+                            }
                         }
                     }
                     _ => {}
                 }
                 let value = call.reply_result(Ok(raw));
+                if let Ok(v) = &value {
+                    self.note_created(&call.method, v);
+                }
                 self.deliver(call, value);
             }
         }

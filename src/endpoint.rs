@@ -52,7 +52,8 @@ pub fn resolve_until(url: &str, deadline: Deadline) -> Result<String, Error> {
             "https:// endpoints are not supported; give the wss:// URL",
         )),
         other => Err(invalid(&format!(
-            "unsupported scheme {other:?}: use ws://, wss:// or http://host:port"
+            "unsupported scheme {}: use ws://, wss:// or http://host:port",
+            crate::quote::quoted(other)
         ))),
     }
 }

@@ -1,10 +1,12 @@
 //! The crate's one error type: every failure a caller can see, with a message a user can act on.
 //!
 //! Messages never contain credentials: every URL that reaches an error has gone through
-//! [`crate::redact::redact_url`] first.
+//! [`crate::redact::redact_url`] first. A value the caller (or the page) chose is shown through
+//! [`crate::quote`]: at most 64 characters of it, escaped, so no message grows with its input.
 
 use std::time::Duration;
 
+use crate::quote::{clipped, quoted};
 use crate::snapshot::{ClosedBy, PendingDialog};
 
 /// Everything that can go wrong between a caller and the browser.
@@ -31,7 +33,7 @@ pub enum Error {
     #[error("connection lost: {0}")]
     ConnectionLost(String),
     /// A CDP call got no reply before its deadline (a late reply is dropped silently).
-    #[error("CDP call {method} timed out after {after:?}")]
+    #[error("CDP call {} timed out after {after:?}", clipped(.method))]
     Timeout {
         /// The CDP method.
         method: String,
@@ -39,7 +41,7 @@ pub enum Error {
         after: Duration,
     },
     /// The browser answered a call with a CDP error.
-    #[error("CDP error from {method}: {message} (code {code})")]
+    #[error("CDP error from {}: {message} (code {code})", clipped(.method))]
     Cdp {
         /// The CDP method.
         method: String,
@@ -57,14 +59,15 @@ pub enum Error {
     /// The supervisor has stopped or lost its connection (or was stopped while it was
     /// starting). Carries the task id.
     #[error(
-        "the browser supervisor for task {0:?} has stopped (or lost its connection for good); connect again"
+        "the browser supervisor for task {} has stopped (or lost its connection for good); connect again",
+        quoted(.0)
     )]
     NotActive(String),
     /// `respond_to_dialog` with no dialog pending.
     #[error("no dialog is open")]
     NoDialog,
     /// `respond_to_dialog` named a dialog id that is not pending.
-    #[error("unknown dialog_id {id:?}; pending dialogs: [{known}]")]
+    #[error("unknown dialog_id {}; pending dialogs: [{known}]", quoted(.id))]
     UnknownDialog {
         /// The id the caller gave.
         id: String,
@@ -104,17 +107,30 @@ pub enum Error {
          seconds and retry; if it stays blocked, reload the page (browser_cdp Page.reload)"
     )]
     PageUnresponsive,
+    /// A dialog in a page the supervisor does not watch (a popup past `limits.pages_max` +
+    /// `limits.watched_pages_max`) freezes the renderer the call needs (SPEC §8 "No silent
+    /// wedge"); closing the page that shows it (one of `target_ids`) clears it.
+    #[error(
+        "a JavaScript dialog in a page the supervisor does not watch (a popup past \
+         limits.pages_max + limits.watched_pages_max) blocks this page's renderer, so the call \
+         would hang; close the page that shows it (browser_cdp Target.closeTarget{}) to clear it",
+        if target_ids.is_empty() { String::new() } else { format!(" with one of {}", target_ids.join(", ")) }
+    )]
+    DialogInUnfollowedPage {
+        /// The pages the task opened and no longer watches, one of which shows the dialog.
+        target_ids: Vec<String>,
+    },
     /// The browser applied the answer to a different dialog than the one it named (SPEC §5):
     /// Chromium answers whichever dialog the session shows, and the named one had already been
     /// closed by something else when the answer arrived. `recent_dialogs` records the named
     /// dialog as `remote` and `received` as closed by this answer.
     #[error(
-        "the answer meant for dialog {named} was applied to dialog {id} ({kind} {message:?}) \
+        "the answer meant for dialog {named} was applied to dialog {id} ({kind} {message}) \
          instead: {named} had already been closed by something else (see recent_dialogs), and \
          the page had opened {id}, which received this answer",
         id = received.id,
         kind = received.kind,
-        message = received.message
+        message = quoted(&received.message)
     )]
     AnswerAppliedToOtherDialog {
         /// The dialog the caller answered.
@@ -139,20 +155,25 @@ pub enum Error {
     },
     /// A frame id the supervisor does not know.
     #[error(
-        "unknown frame_id {0:?}: read frame_tree from browser_snapshot for the current frame ids"
+        "unknown frame_id {}: read frame_tree from browser_snapshot for the current frame ids",
+        quoted(.0)
     )]
     UnknownFrame(String),
     /// A target id the supervisor does not track.
     #[error(
-        "unknown target_id {0:?}: only the page target, the popups it opened (pages in the snapshot) and tracked iframe targets can be addressed"
+        "unknown target_id {}: only the page target, the popups it opened (pages in the snapshot) and tracked iframe targets can be addressed",
+        quoted(.0)
     )]
     UnknownTarget(String),
     /// A configuration value is invalid.
-    #[error("invalid configuration: {key} = {value:?}: {allowed}")]
+    #[error("invalid configuration: {key} is {value}; expected {allowed}")]
     Config {
-        /// The key, e.g. `browser.dialog_policy`.
+        /// The key, e.g. `browser.dialog_policy`; an item of a list names its position, e.g.
+        /// `security.cdp_deny[2]`.
         key: String,
-        /// The value given.
+        /// The value given, as the message shows it: a string quoted (at most 64 characters of
+        /// it, escaped, then its length), a number or boolean as written, or the kind of a value
+        /// of the wrong kind (`a list`, `a table`: never its contents).
         value: String,
         /// What is allowed.
         allowed: String,
@@ -171,11 +192,12 @@ pub enum Error {
     /// was in flight, or was already pending and the browser cannot answer this method while it
     /// is open. Answer the dialog, then retry if the call did not already take effect.
     #[error(
-        "{method} is blocked by a{an} {kind} dialog {id} ({message:?}); answer it with browser_dialog",
+        "{} is blocked by a{an} {kind} dialog {id} ({message}); answer it with browser_dialog",
+        clipped(.method),
         an = if dialog.kind.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) { "n" } else { "" },
         kind = dialog.kind,
         id = dialog.id,
-        message = dialog.message
+        message = quoted(&dialog.message)
     )]
     BlockedByDialog {
         /// The dialog that blocks the call (as in `pending_dialogs`).
@@ -184,7 +206,7 @@ pub enum Error {
         method: String,
     },
     /// The `[security]` configuration refuses this call (SPEC §14).
-    #[error("{method} refused by {option}: {detail}")]
+    #[error("{} refused by {option}: {detail}", clipped(.method))]
     Refused {
         /// The CDP method.
         method: String,
@@ -196,8 +218,9 @@ pub enum Error {
     /// The renderer behind the page or frame the call is for has crashed (SPEC §10): the call is
     /// refused at once instead of waiting for a renderer that will never answer.
     #[error(
-        "{method} cannot run: the renderer of {what} has crashed; reload the page \
-         (browser_cdp Page.reload, or Page.navigate) to recover"
+        "{} cannot run: the renderer of {what} has crashed; reload the page \
+         (browser_cdp Page.reload, or Page.navigate) to recover",
+        clipped(.method)
     )]
     TargetCrashed {
         /// `the page` or `frame <id>`.
@@ -208,9 +231,10 @@ pub enum Error {
     /// The browser answered, but its reply could not be decoded (for instance, a value nested
     /// deeper than the JSON decoder's 128 levels). The call did run in the browser.
     #[error(
-        "the reply to {method} could not be decoded: {reason}; the call ran in the browser, but \
+        "the reply to {} could not be decoded: {reason}; the call ran in the browser, but \
          replies nested deeper than 128 levels are not supported (return a flatter value, e.g. \
-         JSON.stringify it in the page)"
+         JSON.stringify it in the page)",
+        clipped(.method)
     )]
     UndecodableReply {
         /// The CDP method.
@@ -219,13 +243,15 @@ pub enum Error {
         reason: String,
     },
     /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
-    #[error("CDP call {0} was cancelled")]
+    #[error("CDP call {} was cancelled", clipped(.0))]
     Cancelled(String),
     /// The caller cancelled a start ([`crate::SupervisorRegistry::get_or_start_cancellable`]):
     /// it stopped where it was and left nothing behind (no supervisor, no threads, no page it
     /// had created).
     #[error(
-        "the start of task {task_id:?} was cancelled while {during}; nothing of it was kept          (no supervisor, no page it created)"
+        "the start of task {} was cancelled while {during}; nothing of it was kept \
+         (no supervisor, no page it created)",
+        quoted(.task_id)
     )]
     StartCancelled {
         /// The task.
@@ -233,4 +259,8 @@ pub enum Error {
         /// What the start was doing: `connecting`, `attaching`, ...
         during: String,
     },
+    /// A start on a registry that was closed ([`crate::SupervisorRegistry::close`]). Carries
+    /// the task id.
+    #[error("the registry is closed and starts no supervisor (task {}): make a new registry", quoted(.0))]
+    RegistryClosed(String),
 }

@@ -18,28 +18,60 @@
 //! transport) would still leave whatever the server echoes back (a `Location` with the token,
 //! the body) in its dumps.
 //!
-//! So the protocol is parsed by `httparse` (the parser under hyper, already in our tree through
-//! tungstenite, and silent): the status line and headers, chunk-size lines and trailers. What is
-//! ours is the framing decision (RFC 9112 §6.3) and the loop that reads a body
-//! (`http_get/answer.rs`), and the redirect policy ([`get_following_redirects`], here).
+//! So the protocol is the crate's own `http1` (heads parsed by `httparse`, the parser under
+//! hyper, already in our tree through tungstenite, and silent), and what is here is the
+//! redirect policy ([`get_following_redirects`]) and the wording of what went wrong.
 //!
 //! # What it does
 //!
-//! * One answer is read as `answer.rs` says: chunked, `Content-Length` or until close, 1 MiB of
-//!   body at most, 1xx answers skipped.
-//! * Every read and write is bounded by the caller's deadline (a [`Socket`] in handshake
-//!   mode), so a server that trickles one byte at a time is cut off at the deadline.
+//! * One answer is read as `http1` frames it: chunked, `Content-Length` or until close, 1 MiB
+//!   of body at most ([`MAX_BODY`]), 1xx answers skipped, a redirect's body not read.
+//! * Every read and write is bounded by the caller's deadline (a [`Socket`] given it), so a
+//!   server that trickles one byte at a time is cut off at the deadline.
 
-use std::io::{self, Write};
+use std::io;
+use std::time::Duration;
 
 use crate::deadline::Deadline;
+use crate::http1::{self, Conn, HttpError, Limits, Request, ResponseHead};
 use crate::net;
+use crate::quote::quoted;
 use crate::redact::Secrets;
 use crate::transport::Socket;
 
-mod answer;
+/// Largest body accepted.
+pub(crate) const MAX_BODY: usize = 1 << 20;
 
-use answer::{Answer, read_answer};
+/// The caps on an answer.
+const LIMITS: Limits = Limits {
+    head: 64 * 1024,
+    headers: 96,
+    body: MAX_BODY,
+};
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    /// The status code.
+    pub code: u16,
+    /// The status line without its version (`404 Not Found`), printable ASCII only, safe for
+    /// an error message.
+    pub status: String,
+    /// The header lines, in order, as (name, value).
+    pub headers: Vec<(String, String)>,
+    /// The body (empty for an answer that has none, and for a redirect, whose body is not read).
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    /// The first header called `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
 
 /// Redirects followed before giving up (SPEC §9).
 pub(crate) const MAX_REDIRECTS: usize = 5;
@@ -74,28 +106,77 @@ fn get_once(
         target.push_str(q);
     }
     // Userinfo never goes into the request; `authorization` says what to send instead.
-    let mut req = format!(
-        "GET {target} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\
-         Accept: application/json\r\n"
-    );
+    let mut req = Request::get(target)
+        .with("Host", format!("{host}:{port}"))
+        .with("Connection", "close")
+        .with("Accept", "application/json");
     if let Some(a) = authorization {
-        req.push_str("Authorization: ");
-        req.push_str(a);
-        req.push_str("\r\n");
+        req = req.with("Authorization", a);
     }
-    req.push_str("\r\n");
-    socket
-        .write_all(req.as_bytes())
-        .map_err(|e| match e.kind() {
+    http1::write_all(&mut socket, &req.bytes(), Duration::MAX, deadline).map_err(|e| {
+        match e.kind() {
             io::ErrorKind::TimedOut => {
                 "the /json/version request could not be sent before the connect deadline"
                     .to_string()
             }
             _ => format!("sending the /json/version request: {e}"),
-        })?;
-    read_answer(socket, |a| {
-        is_redirect(a.code) && a.header("location").is_some()
-    })
+        }
+    })?;
+    read_answer(Conn::new(socket), deadline)
+}
+
+/// Reads one answer from `conn`: the head (after any 1xx interim answers), then the body unless
+/// the answer is a redirect (which is followed, not read).
+fn read_answer<S: http1::Timed>(mut conn: Conn<S>, deadline: Deadline) -> Result<Answer, String> {
+    let head: ResponseHead = conn.read_response(deadline, &LIMITS).map_err(worded)?;
+    if head.code == 101 {
+        return Err("the server switched protocols instead of answering".into());
+    }
+    let framing = head.framing().map_err(worded)?;
+    let mut answer = Answer {
+        code: head.code,
+        status: head.status,
+        headers: head.headers,
+        body: Vec::new(),
+    };
+    if !(is_redirect(answer.code) && answer.header("location").is_some()) {
+        answer.body = conn
+            .read_body(framing, MAX_BODY, &LIMITS, deadline)
+            .map_err(worded)?;
+    }
+    Ok(answer)
+}
+
+/// What went wrong reading the answer, for the user.
+fn worded(e: HttpError) -> String {
+    match e {
+        HttpError::TimedOut { read, .. } => format!(
+            "/json/version did not answer before the connect deadline ({read} bytes of its \
+             answer so far)"
+        ),
+        HttpError::Closed {
+            part: http1::Part::Head,
+            read,
+        } => format!("not an HTTP answer ({read} bytes before the connection closed)"),
+        HttpError::Closed { .. } => {
+            "the server closed the connection in the middle of the /json/version answer's body"
+                .into()
+        }
+        HttpError::NotHttp(why) => format!("not an HTTP answer ({why})"),
+        HttpError::BodyTooLarge(_) => format!(
+            "the /json/version answer is larger than {} MiB",
+            MAX_BODY >> 20
+        ),
+        HttpError::HeadTooLarge(max) => format!(
+            "the /json/version answer's head is larger than {} KiB",
+            max / 1024
+        ),
+        HttpError::TooManyHeaders(max) => {
+            format!("the /json/version answer has more than {max} header lines")
+        }
+        HttpError::Io(e) => format!("reading /json/version: {e}"),
+        e => format!("the /json/version answer is invalid: {e}"),
+    }
 }
 
 /// What [`get_following_redirects`] ended with.
@@ -156,8 +237,8 @@ pub(crate) fn get_following_redirects(
             .map_err(|e| format!("/json/version redirected to an invalid URL ({e})"))?;
         if next.scheme() != current.scheme() {
             return Err(format!(
-                "/json/version redirected to another scheme ({}:); only {}: is followed",
-                next.scheme(),
+                "/json/version redirected to another scheme ({}); only {}: is followed",
+                quoted(next.scheme()),
                 current.scheme()
             ));
         }
@@ -170,7 +251,7 @@ pub(crate) fn get_following_redirects(
                     "/json/version redirected to another host ({}) with the URL's credentials \
                      in the address; not followed, so that they stay with the host they were \
                      given for",
-                    next.host_str().unwrap_or("?")
+                    quoted(next.host_str().unwrap_or("?"))
                 ));
             }
             left_origin = true;
@@ -178,4 +259,66 @@ pub(crate) fn get_following_redirects(
         current = next;
     }
     unreachable!("the loop returns by its last hop")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::Script;
+
+    fn read(raw: &[u8]) -> Result<Answer, String> {
+        read_answer(Conn::new(Script::hanging(raw)), Deadline::NEVER)
+    }
+
+    #[test]
+    fn a_redirect_body_is_not_read() {
+        // The stream would time out if the 100 bytes of body were waited for.
+        let a = read(b"HTTP/1.1 302 Found\r\nLocation: /x\r\nContent-Length: 100\r\n\r\n")
+            .expect("the head alone");
+        assert_eq!((a.code, a.header("location")), (302, Some("/x")));
+        let a = read(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}").unwrap();
+        assert_eq!(
+            (a.status.as_str(), a.body.as_slice()),
+            ("200 OK", &b"{}"[..])
+        );
+    }
+
+    #[test]
+    fn what_went_wrong_is_worded_for_discovery() {
+        for (raw, says) in [
+            (
+                &b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n12"[..],
+                "/json/version did not answer before the connect deadline (40 bytes of its \
+                 answer so far)",
+            ),
+            (
+                b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+                "switched protocols",
+            ),
+            (
+                b"SSH-2.0-OpenSSH_9.6\r\n\r\n",
+                "not an HTTP answer (an invalid version)",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n",
+                "the /json/version answer is larger than 1 MiB",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                "the /json/version answer is invalid: an invalid chunk size",
+            ),
+        ] {
+            let e = read(raw).expect_err("an error");
+            assert!(e.contains(says), "{}: {e}", String::from_utf8_lossy(raw));
+        }
+        let closed = read_answer(
+            Conn::new(Script::new(b"HTTP/1.1 200", usize::MAX)),
+            Deadline::NEVER,
+        )
+        .unwrap_err();
+        assert_eq!(
+            closed,
+            "not an HTTP answer (12 bytes before the connection closed)"
+        );
+    }
 }

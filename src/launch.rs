@@ -70,7 +70,8 @@ pub fn find_browser(configured: Option<&str>) -> Result<Option<PathBuf>, Error> 
             return match resolved.filter(|p| p.is_file()) {
                 Some(p) => Ok(Some(p)),
                 None => Err(Error::Io(format!(
-                    "{what} names {v:?}, which is not an existing file; fix it or unset it"
+                    "{what} names {}, which is not an existing file; fix it or unset it",
+                    crate::quote::quoted(&v)
                 ))),
             };
         }

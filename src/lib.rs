@@ -52,15 +52,20 @@
 //!   (`stream.rs`), and the socket whose every read and write has a deadline (`socket.rs`, over
 //!   `sys_unix.rs`, or `sys_portable.rs` elsewhere).
 //! * `endpoint`: `http://` discovery and connecting (one deadline for all of it); `http_get`: the
-//!   discovery's `GET` and its redirect policy, with `http_get/answer.rs` reading one answer.
-//! * `net`: what both share: TCP connect to every address within a deadline, the request, the
-//!   answer's head.
+//!   discovery's `GET` and its redirect policy.
+//! * `net`: what both share before HTTP: TCP connect to every address within a deadline, and
+//!   `Authorization: Basic` from a URL's userinfo.
+//! * `http1`: HTTP/1.1, once for the crate (the upgrade, discovery and the MCP server): heads
+//!   (`http1/head.rs`, the only file that names `httparse`), body framing and the chunk-size
+//!   parser (`http1/framing.rs`), a connection's reading side with deadlines and caps
+//!   (`http1/conn.rs`: the one chunked decoder), and what we send (`http1/write.rs`).
 //! * `protocol`: CDP envelopes and the events we decode, leniently.
 //! * `core`: the I/O-free, clock-free state machine the reader feeds. `core.rs` dispatches each
 //!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
 //!   (`core/dialogs/state.rs`; the dialog events and who closed what: `core/dialogs.rs`),
 //!   frames (`core/frames.rs`), console (`core/console.rs`), followed and watched popups
-//!   (`core/pages.rs`), the tracked sessions, their crashes and renderers
+//!   (`core/pages.rs`), what the task created through raw calls (`core/created.rs`), the
+//!   tracked sessions, their crashes and renderers
 //!   (`core/sessions.rs`; what each kind of session is sent: `core/session.rs`). Also child
 //!   targets and frame events (`core/targets.rs`), the call table (`core/calls.rs`),
 //!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
@@ -78,7 +83,8 @@
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
-//!   path: routing, the dialog-aware rules, the security policy) and `supervisor/stop.rs` (the
+//!   path: routing, the dialog-aware rules, the security policy), `supervisor/stall.rs` (a call
+//!   into a renderer frozen by a dialog in a popup nobody watches) and `supervisor/stop.rs` (the
 //!   stop: pending dialogs dismissed, the task's own page closed for good, threads joined).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
@@ -87,11 +93,13 @@
 //!   `registry/popups/watcher.rs`: its connection, on the outbound path, and the hand-off).
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
-//!   `config/load.rs` reads the layers (defaults, TOML file, environment). It depends only on
-//!   `error` and `redact`.
+//!   `config/load.rs` reads the layers (defaults, TOML file, environment), `config/security.rs`
+//!   holds the `[security]` settings. It depends only on `error` and `redact`.
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
-//!   parameter, nested `Target.sendMessageToTarget` commands included); `url_policy`: how
-//!   Chromium will read a URL (a local file? a privileged page?).
+//!   parameter, nested `Target.sendMessageToTarget` commands included), and in
+//!   `security/isolation.rs` the one rule that keeps tasks apart (`security.isolate_tasks`: what
+//!   a task reaches, for calls, starts and the task endpoint); `url_policy`: how Chromium will
+//!   read a URL (a local file? a privileged page?).
 //! * `clock`: `Now`, the time the reader reads once per batch and passes into
 //!   the core.
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
@@ -111,7 +119,8 @@
 //!   (`mcp/protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the
 //!   transport seam (`mcp/exchange.rs`), events (`mcp/events.rs` their vocabulary; `mcp/notify.rs`, one thread for every task;
 //!   `mcp/listen.rs`, the `subscriptions/listen` streams; `mcp/resources.rs`), and Streamable
-//!   HTTP (`mcp/http/`: `wire.rs` the HTTP/1.1 framing with deadlines, `access.rs` the
+//!   HTTP (`mcp/http/`: `accept.rs` new connections up to their first request head and the
+//!   places they get, `conn.rs` one connection's loop on `http1`, `access.rs` the
 //!   Host/Origin/token rules, `route.rs` what a request means, with `route/checks.rs`,
 //!   `route/sessions.rs`, `route/stream.rs`, `route/responder.rs`).
 //! * [`fake`]: public, see above.
@@ -133,6 +142,7 @@ mod endpoint;
 mod error;
 #[cfg(feature = "fake-browser")]
 pub mod fake;
+mod http1;
 mod http_get;
 // Syscalls (process groups, signals, waitid): each `unsafe` block has a SAFETY comment and
 // checks its return value. Unix only; elsewhere every launch fails with a clear error.
@@ -190,7 +200,7 @@ pub mod unversioned {
     pub use crate::clock::Now;
     /// The one way a message quotes a caller's value (the binding's errors use it too).
     pub mod quote {
-        pub use crate::quote::{QUOTE_MAX, Quoted, quoted, quoted_json};
+        pub use crate::quote::{Clipped, QUOTE_MAX, Quoted, clipped, quoted, quoted_json};
     }
     pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
     pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};

@@ -2,22 +2,34 @@
 //! small, printable, and built in time linear in what it shows, never in what it was given.
 //!
 //! [`quoted`] shows a string in double quotes with control and invisible characters escaped
-//! (`\n`, `\u{202e}`), at most [`QUOTE_MAX`] characters of it; when it had more, `…` and its
-//! full length follow the closing quote: `"xxxx"… (1000000 bytes)`. [`quoted_json`] does the
+//! (`\n`, `\u{202e}`), as much of it as fits in [`QUOTE_MAX`] characters once escaped; when it
+//! had more, `…` and its full length follow the closing quote: `"xxxx"… (1000000 bytes)`. [`clipped`] does the same
+//! for text that is already in a syntax of its own (a JSON-RPC id as sent, a number as written):
+//! no quotes around it, so a short clean text shows exactly as it is. [`quoted_json`] does the
 //! same for a JSON value's text without ever serialising more of it than it shows (a value
 //! nested 100,000 deep or 1 GiB long costs what 64 characters cost), so a message never grows
 //! faster than its input, and never with the nesting of its input.
+//!
+//! Escaped: control characters (`Cc`), format characters (`Cf`: bidi overrides and isolates,
+//! zero-width characters, soft hyphen, tags, BOM), line and paragraph separators and every
+//! space but U+0020: whatever could rewrite, hide or fake the text around it in a log line.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use serde_json::Value;
 
-/// The most characters of a value a message shows.
+/// The most characters of a value a message shows (escapes included).
 pub const QUOTE_MAX: usize = 64;
 
 /// `s` as a message shows it: see the module doc.
 pub fn quoted(s: &str) -> Quoted<'_> {
     Quoted(s)
+}
+
+/// `text` (already in a syntax of its own) as a message shows it, without quotes: see the
+/// module doc.
+pub fn clipped(text: &str) -> Clipped<'_> {
+    Clipped(text)
 }
 
 /// A string quoted for a message ([`quoted`]); formats without allocating.
@@ -26,7 +38,26 @@ pub struct Quoted<'a>(&'a str);
 
 impl fmt::Display for Quoted<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_quoted(f, self.0.chars(), self.0.len())
+        f.write_char('"')?;
+        let clipped = write_head(f, self.0, true)?;
+        f.write_char('"')?;
+        if clipped {
+            write!(f, "… ({} bytes)", self.0.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// Text shown unquoted for a message ([`clipped`]); formats without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct Clipped<'a>(&'a str);
+
+impl fmt::Display for Clipped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if write_head(f, self.0, false)? {
+            write!(f, "… ({} bytes)", self.0.len())?;
+        }
+        Ok(())
     }
 }
 
@@ -41,12 +72,11 @@ pub fn quoted_json(v: &Value) -> String {
     // what is shown, whatever the size or depth of `v`.
     let complete = serde_json::to_writer(&mut head, v).is_ok();
     let mut out = String::new();
-    for c in head.text.chars() {
-        push_escaped(&mut out, c);
-    }
-    if !complete || head.text.chars().count() > QUOTE_MAX {
-        let shown: String = out.chars().take(QUOTE_MAX).collect();
-        return format!("{shown}… (a longer {})", kind(v));
+    let clipped = write_head(&mut out, &head.text, false).is_ok_and(|c| c);
+    if !complete || clipped {
+        out.push_str("… (a longer ");
+        out.push_str(kind(v));
+        out.push(')');
     }
     out
 }
@@ -84,51 +114,74 @@ impl std::io::Write for Head {
     }
 }
 
-fn write_quoted(
-    f: &mut impl fmt::Write,
-    chars: impl Iterator<Item = char>,
-    len: usize,
-) -> fmt::Result {
-    f.write_char('"')?;
-    let mut clipped = false;
-    for (i, c) in chars.enumerate() {
-        if i == QUOTE_MAX {
-            clipped = true;
-            break;
+/// Writes the head of `s` that fits in [`QUOTE_MAX`] characters once escaped (and `"`, `\`
+/// too when `in_quotes`); true when `s` had more.
+fn write_head(f: &mut impl fmt::Write, s: &str, in_quotes: bool) -> Result<bool, fmt::Error> {
+    let mut width = 0;
+    for c in s.chars() {
+        let escape = match c {
+            '"' if in_quotes => Some('"'),
+            '\\' if in_quotes => Some('\\'),
+            '\n' => Some('n'),
+            '\r' => Some('r'),
+            '\t' => Some('t'),
+            _ => None,
+        };
+        let hex_digits = (32 - (c as u32 | 1).leading_zeros()).div_ceil(4) as usize;
+        let unicode = escape.is_none() && needs_escape(c);
+        width += match (escape, unicode) {
+            (Some(_), _) => 2,
+            (None, true) => hex_digits + 4,
+            (None, false) => 1,
+        };
+        if width > QUOTE_MAX {
+            return Ok(true);
         }
-        match c {
-            '"' => f.write_str("\\\"")?,
-            '\\' => f.write_str("\\\\")?,
-            c => write_escaped(f, c)?,
+        match escape {
+            Some(e) => {
+                f.write_char('\\')?;
+                f.write_char(e)?;
+            }
+            None if unicode => write!(f, "\\u{{{:x}}}", c as u32)?,
+            None => f.write_char(c)?,
         }
     }
-    f.write_char('"')?;
-    if clipped {
-        write!(f, "… ({len} bytes)")?;
-    }
-    Ok(())
+    Ok(false)
 }
 
-fn push_escaped(out: &mut String, c: char) {
-    let _ = write_escaped(out, c);
+/// Whether a message shows `c` as an escape (module doc): a control or format character, or a
+/// space other than U+0020.
+pub(crate) fn needs_escape(c: char) -> bool {
+    c.is_control() || is_format(c) || (c.is_whitespace() && c != ' ')
 }
 
-/// Control characters and the invisible ones that reorder or hide text (bidi overrides and
-/// isolates, zero-width characters, line separators, BOM) are written as escapes.
-fn write_escaped(f: &mut impl fmt::Write, c: char) -> fmt::Result {
-    match c {
-        '\n' => f.write_str("\\n"),
-        '\r' => f.write_str("\\r"),
-        '\t' => f.write_str("\\t"),
-        c if c.is_control() || invisible(c) => write!(f, "\\u{{{:x}}}", c as u32),
-        c => f.write_char(c),
-    }
-}
-
-fn invisible(c: char) -> bool {
-    matches!(c,
-        '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{206f}'
-        | '\u{feff}' | '\u{e0000}'..='\u{e007f}')
+/// Unicode general category `Cf` (format characters), Unicode 16, and the line and paragraph
+/// separators.
+pub(crate) fn is_format(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    ) || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
 #[cfg(test)]
@@ -143,8 +196,40 @@ mod tests {
             quoted("a\nb\u{1}\u{202e}").to_string(),
             r#""a\nb\u{1}\u{202e}""#
         );
+        assert_eq!(
+            quoted("a\u{ad}b\u{a0}c\u{3000}d\u{61c}é任").to_string(),
+            r#""a\u{ad}b\u{a0}c\u{3000}d\u{61c}é任""#
+        );
         assert_eq!(quoted_json(&json!(["x", 1])), r#"["x",1]"#);
         assert_eq!(quoted_json(&json!("x")), r#""x""#);
+        assert_eq!(quoted_json(&json!(["\u{202e}"])), r#"["\u{202e}"]"#);
+    }
+
+    #[test]
+    fn clipped_text_shows_as_it_is_when_short_and_clean() {
+        assert_eq!(clipped("Runtime.evaluate").to_string(), "Runtime.evaluate");
+        assert_eq!(clipped(r#""id-7""#).to_string(), r#""id-7""#);
+        assert_eq!(clipped("a\u{1b}[31m").to_string(), r"a\u{1b}[31m");
+        let long = "7".repeat(1000);
+        assert_eq!(
+            clipped(&long).to_string(),
+            format!("{}… (1000 bytes)", &long[..QUOTE_MAX])
+        );
+    }
+
+    #[test]
+    fn escapes_count_in_what_is_shown() {
+        let q = quoted(&"\u{202e}x".repeat(1000)).to_string();
+        assert_eq!(q, format!("\"{}\"… (4000 bytes)", "\\u{202e}x".repeat(7)));
+        let q = quoted(&"\u{e0041}".repeat(100)).to_string();
+        assert!(q.starts_with("\"\\u{e0041}\\u{e0041}"), "{q}");
+        assert!(q.chars().count() <= QUOTE_MAX + 20, "{q}");
+        assert_eq!(quoted(&"\n".repeat(32)).to_string().len(), QUOTE_MAX + 2);
+        assert!(
+            quoted(&"\n".repeat(33))
+                .to_string()
+                .ends_with("… (33 bytes)")
+        );
     }
 
     #[test]
@@ -154,6 +239,64 @@ mod tests {
         assert!(q.len() < 200, "{}", q.len());
         assert!(q.ends_with("\"… (2000000 bytes)"), "{q}");
         assert_eq!(q.chars().filter(|c| *c == 'é').count(), QUOTE_MAX);
+        assert_eq!(
+            quoted(&"x".repeat(QUOTE_MAX)).to_string().len(),
+            QUOTE_MAX + 2
+        );
+    }
+
+    /// The crate's errors show what a caller chose (ids, methods, config values) through this
+    /// module: a message stays short whatever it was given.
+    #[test]
+    fn errors_show_caller_values_clipped() {
+        use crate::error::Error;
+        use std::time::Duration;
+        let huge = "\u{202e}x".repeat(500_000);
+        let s = || huge.clone();
+        for e in [
+            Error::UnknownFrame(s()),
+            Error::UnknownTarget(s()),
+            Error::NotActive(s()),
+            Error::UnknownDialog {
+                id: s(),
+                known: "d-1".into(),
+            },
+            Error::Timeout {
+                method: s(),
+                after: Duration::from_secs(1),
+            },
+            Error::Cdp {
+                method: s(),
+                code: -32601,
+                message: "not found".into(),
+            },
+            Error::Refused {
+                method: s(),
+                option: "security.cdp_deny".into(),
+                detail: "no".into(),
+            },
+            Error::TargetCrashed {
+                what: "the page".into(),
+                method: s(),
+            },
+            Error::UndecodableReply {
+                method: s(),
+                reason: "deep".into(),
+            },
+            Error::Cancelled(s()),
+            Error::StartCancelled {
+                task_id: s(),
+                during: "connecting".into(),
+            },
+            crate::config::seconds_setting("k", f64::MAX, Duration::from_secs(1)).unwrap_err(),
+        ] {
+            let text = e.to_string();
+            assert!(text.len() < 600 && !text.contains('\u{202e}'), "{text}");
+            assert!(
+                text.contains("(1500000 bytes)") || text.contains('…'),
+                "{text}"
+            );
+        }
     }
 
     #[test]

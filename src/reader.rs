@@ -354,7 +354,7 @@ impl Reader {
             .spawn(move || {
                 let choice = match &same_page {
                     Some(t) => Choice::Same(t),
-                    None => Choice::FirstPage,
+                    None => Choice::FirstPage(&[]),
                 };
                 match attach_page(&shared, choice, Deadline::after(timeout), None) {
                     Ok(t) => {

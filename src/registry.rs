@@ -9,11 +9,19 @@
 //! zombie. A [`StartGuard`] owns the `starting` mark: its `Drop` clears it, so a start that
 //! fails, returns early or panics never leaves its task stuck starting.
 //!
+//! A stop does not wait for the start it beat: every start runs with a [`CancelToken`] of its
+//! slot (a child of the caller's, if any), which the stop cancels, so the start returns
+//! [`Error::StartCancelled`] at once from wherever it waits (connecting to a black hole,
+//! attaching to a page that never answers). [`SupervisorRegistry::close`] marks the slots
+//! closed under the same lock: every start in progress is cancelled that way, and every later
+//! start is refused with [`Error::RegistryClosed`].
+//!
 //! Reads (`get`, `snapshot`, `with_snapshot`) never lock: they go through the read side in
 //! `registry/read_cache.rs`, an arc-swapped `task -> supervisor` map that only the holder of
 //! the slot lock replaces, with a per-thread cache in front of it.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,6 +32,7 @@ use crate::config::{Config, StartOptions, check_seconds};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::redact::redact_url;
+use crate::security::isolation::{self, Reach as _};
 use crate::snapshot::Snapshot;
 use crate::supervisor::Supervisor;
 
@@ -47,6 +56,15 @@ struct Starting {
     ticket: u64,
     /// Disconnects when that start ends, however it ends.
     done: Receiver<()>,
+    /// The start's own token: cancelled by [`SupervisorRegistry::remove_slot`] (a stop, a
+    /// close), so that the start returns at once instead of finishing for nothing.
+    cancel: CancelToken,
+    /// Set by [`SupervisorRegistry::remove_slot`] with `cancel`: callers waiting for this start
+    /// were stopped too (`cancel` alone may be the starting caller's own cancel).
+    stopped: Arc<AtomicBool>,
+    /// The page it was told to attach to (`StartOptions::target_id`), which no other task may
+    /// take meanwhile (`security.isolate_tasks`).
+    claim: Option<String>,
 }
 
 /// Everything behind the registry's one lock.
@@ -55,6 +73,8 @@ struct Slots {
     tasks: HashMap<String, Slot>,
     /// The next start's ticket.
     next_ticket: u64,
+    /// Set by [`SupervisorRegistry::close`]: no slot is added any more.
+    closed: bool,
 }
 
 impl Slots {
@@ -63,6 +83,52 @@ impl Slots {
         self.tasks
             .get_mut(task_id)
             .filter(|s| s.starting.as_ref().is_some_and(|s| s.ticket == ticket))
+    }
+
+    /// Whether a task other than `task_id` owns `target_id` (its published snapshot reaches it:
+    /// `crate::security::isolation`) or is starting on it. O(tasks), at start only.
+    fn owned_elsewhere(&self, task_id: &str, target_id: &str) -> bool {
+        self.others(task_id).any(|slot| {
+            slot.current
+                .as_ref()
+                .is_some_and(|s| s.with_snapshot(|snap| snap.owns_target(target_id)))
+                || slot
+                    .starting
+                    .as_ref()
+                    .is_some_and(|s| s.claim.as_deref() == Some(target_id))
+        })
+    }
+
+    /// The pages tasks other than `task_id` own or are starting on (which a start that takes
+    /// the browser's first page skips).
+    fn taken_pages(&self, task_id: &str) -> Vec<String> {
+        let mut taken = Vec::new();
+        for slot in self.others(task_id) {
+            if let Some(sup) = &slot.current {
+                sup.with_snapshot(|snap| {
+                    taken.extend(isolation::pages_of(snap).map(str::to_string));
+                });
+            }
+            taken.extend(slot.starting.as_ref().and_then(|s| s.claim.clone()));
+        }
+        taken
+    }
+
+    fn others<'a>(&'a self, task_id: &'a str) -> impl Iterator<Item = &'a Slot> {
+        self.tasks
+            .iter()
+            .filter(move |(t, _)| t.as_str() != task_id)
+            .map(|(_, slot)| slot)
+    }
+}
+
+/// The error of a start on a page another task owns (`security.isolate_tasks`).
+fn refused_page(target_id: &str) -> Error {
+    let (option, detail) = isolation::another_tasks_target(target_id);
+    Error::Refused {
+        method: "Target.attachToTarget".into(),
+        option: option.into(),
+        detail,
     }
 }
 
@@ -88,23 +154,41 @@ struct StartGuard<'a> {
     registry: &'a SupervisorRegistry,
     task_id: &'a str,
     ticket: u64,
+    /// The token the start runs with (the slot's [`Starting::cancel`]).
+    cancel: CancelToken,
     /// Dropped last: waiters wake once the slot says how the start ended.
     _done: Sender<()>,
 }
 
 impl StartGuard<'_> {
     /// Publishes `sup` as the task's supervisor, unless a stop came while it was starting: then
-    /// it stops it (no zombie) and says so.
-    fn publish(self, sup: Arc<Supervisor>) -> Result<Arc<Supervisor>, Error> {
+    /// it stops it (no zombie) and says so. With `isolate` (`security.isolate_tasks`), a
+    /// supervisor on a page it did not create is stopped too when another task took that page
+    /// meanwhile (two starts racing for one page: the first to publish keeps it).
+    fn publish(self, sup: Arc<Supervisor>, isolate: bool) -> Result<Arc<Supervisor>, Error> {
         let mut slots = self.registry.lock();
-        let Some(slot) = slots.started_by(self.task_id, self.ticket) else {
+        if slots.started_by(self.task_id, self.ticket).is_none() {
+            let closed = slots.closed;
             drop(slots);
             log::info!(
                 "task {}: stopped while it was starting; its new supervisor stops too",
                 self.task_id
             );
             sup.stop();
-            return Err(Error::NotActive(self.task_id.to_string()));
+            return Err(stopped_start(self.task_id, "finishing", closed));
+        }
+        let fresh_page = sup.options().new_page && sup.options().target_id.is_none();
+        if isolate && !fresh_page {
+            let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
+            if slots.owned_elsewhere(self.task_id, &page) {
+                drop(slots);
+                sup.stop();
+                return Err(refused_page(&page));
+            }
+        }
+        let closed = slots.closed;
+        let Some(slot) = slots.started_by(self.task_id, self.ticket) else {
+            return Err(stopped_start(self.task_id, "finishing", closed));
         };
         slot.starting = None;
         slot.current = Some(Arc::clone(&sup));
@@ -245,8 +329,12 @@ impl SupervisorRegistry {
                 .saturating_mul(2)
                 .saturating_add(Duration::from_secs(2)),
         );
-        let (guard, old) = loop {
+        let isolate = config.security.isolate_tasks;
+        let (guard, old, taken) = loop {
             let mut slots = self.lock();
+            if slots.closed {
+                return Err(Error::RegistryClosed(task_id.to_string()));
+            }
             if let Some(slot) = slots.tasks.get(task_id) {
                 if let Some(cur) = &slot.current
                     && cur.cdp_url_raw() == cdp_url
@@ -257,23 +345,40 @@ impl SupervisorRegistry {
                 }
                 if let Some(starting) = &slot.starting {
                     let done = starting.done.clone();
+                    let stopped = Arc::clone(&starting.stopped);
                     drop(slots);
                     let never = crossbeam_channel::never();
                     let cancelled = cancel.map_or(&never, CancelToken::receiver);
+                    const WAITING: &str = "waiting for another caller's start of the task";
                     crossbeam_channel::select! {
                         recv(done) -> _ => {}
                         recv(cancelled) -> _ => return Err(Error::StartCancelled {
                             task_id: task_id.to_string(),
-                            during: "waiting for another caller's start of the task".into(),
+                            during: WAITING.into(),
                         }),
                         recv(wait_deadline.alarm()) -> _ => return Err(Error::StartTimeout(
                             config.start_timeout,
                             "another caller's start of this task did not finish".into(),
                         )),
                     }
+                    if stopped.load(Ordering::Acquire) {
+                        // The stop was meant for this call too: it does not start again.
+                        return Err(stopped_start(task_id, WAITING, self.lock().closed));
+                    }
                     continue;
                 }
             }
+            if isolate
+                && let Some(t) = &options.target_id
+                && slots.owned_elsewhere(task_id, t)
+            {
+                return Err(refused_page(t));
+            }
+            let taken = if isolate && options.target_id.is_none() && !options.new_page {
+                slots.taken_pages(task_id)
+            } else {
+                Vec::new()
+            };
             // This caller starts the supervisor; the one it replaces (rebind, new options,
             // dead) is not alive from here on.
             let old = self
@@ -282,6 +387,8 @@ impl SupervisorRegistry {
             let ticket = slots.next_ticket;
             slots.next_ticket += 1;
             let (done_tx, done_rx) = bounded::<()>(0);
+            // Cancelled by the caller's token, or on its own by a stop of the task.
+            let token = cancel.map_or_else(CancelToken::new, CancelToken::child);
             slots.tasks.insert(
                 task_id.to_string(),
                 Slot {
@@ -289,6 +396,9 @@ impl SupervisorRegistry {
                     starting: Some(Starting {
                         ticket,
                         done: done_rx,
+                        cancel: token.clone(),
+                        stopped: Arc::default(),
+                        claim: options.target_id.clone(),
                     }),
                 },
             );
@@ -296,9 +406,10 @@ impl SupervisorRegistry {
                 registry: self,
                 task_id,
                 ticket,
+                cancel: token,
                 _done: done_tx,
             };
-            break (guard, old);
+            break (guard, old, taken);
         };
         if let Some(old) = old {
             log::info!(
@@ -308,12 +419,29 @@ impl SupervisorRegistry {
             old.stop();
         }
         let served = config.follow_popups && self.popup_watcher;
-        let sup = Supervisor::start_served(task_id, cdp_url, config, options, cancel, served)?;
-        if served && let Err(e) = self.popups.serve(&sup, cdp_url, config, cancel) {
-            sup.stop();
-            return Err(e);
+        let token = Some(&guard.cancel);
+        let started =
+            Supervisor::start_served(task_id, cdp_url, config, options, token, served, &taken)
+                .and_then(|sup| match served {
+                    true => match self.popups.serve(&sup, cdp_url, config, token) {
+                        Ok(()) => Ok(sup),
+                        Err(e) => {
+                            sup.stop();
+                            Err(e)
+                        }
+                    },
+                    false => Ok(sup),
+                });
+        match started {
+            Ok(sup) => guard.publish(sup, isolate),
+            // Called off by a stop or a close rather than by the caller: say so.
+            Err(Error::StartCancelled { during, .. })
+                if !cancel.is_some_and(CancelToken::is_cancelled) =>
+            {
+                Err(stopped_start(task_id, &during, self.lock().closed))
+            }
+            Err(e) => Err(e),
         }
-        guard.publish(sup)
     }
 
     /// Removes `task_id`'s slot, with `slots` locked: its supervisor is asked to stop (not
@@ -322,6 +450,10 @@ impl SupervisorRegistry {
     /// the lock is released.
     fn remove_slot(&self, slots: &mut Slots, task_id: &str) -> Option<Slot> {
         let slot = slots.tasks.remove(task_id)?;
+        if let Some(starting) = &slot.starting {
+            starting.stopped.store(true, Ordering::Release);
+            starting.cancel.cancel();
+        }
         if let Some(sup) = &slot.current {
             sup.request_stop();
             self.reads.set(slots, task_id, None);
@@ -356,7 +488,8 @@ impl SupervisorRegistry {
     }
 
     /// Stops `task_id`'s supervisor (dismissing pending dialogs first) and forgets it. Returns
-    /// whether there was one. A start in progress for the task is cancelled.
+    /// whether there was one. A start in progress for the task is cancelled: it returns
+    /// [`Error::StartCancelled`] at once, wherever it was waiting, and leaves nothing behind.
     pub fn stop(&self, task_id: &str) -> bool {
         let Some(slot) = self.remove_slot(&mut self.lock(), task_id) else {
             return false;
@@ -370,12 +503,28 @@ impl SupervisorRegistry {
         }
     }
 
-    /// Stops every supervisor.
+    /// Stops every supervisor, and cancels every start in progress (as [`stop`](Self::stop)
+    /// does). The registry stays open: later starts run as usual.
     pub fn stop_all(&self) {
         for t in self.tasks() {
             self.stop(&t);
         }
         self.popups.close_idle();
+    }
+
+    /// Closes the registry: every start in progress is cancelled ([`Error::StartCancelled`],
+    /// at once), every supervisor stopped, the popup watchers closed, and every later start
+    /// refused with [`Error::RegistryClosed`] (lookups, snapshots and `stop` still answer).
+    /// Idempotent; dropping the registry closes it too.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.stop_all();
+        self.popups.close_all();
+    }
+
+    /// True once [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 
     /// Task ids with a slot (live or starting).
@@ -386,8 +535,21 @@ impl SupervisorRegistry {
 
 impl Drop for SupervisorRegistry {
     fn drop(&mut self) {
-        self.stop_all();
-        self.popups.close_all();
+        self.close();
+    }
+}
+
+/// The error of a start that a stop of its task (or the registry's close) called off while it
+/// was `during` something.
+fn stopped_start(task_id: &str, during: &str, closed: bool) -> Error {
+    let by = if closed {
+        "the registry was closed"
+    } else {
+        "the task was stopped"
+    };
+    Error::StartCancelled {
+        task_id: task_id.to_string(),
+        during: format!("{during} ({by})"),
     }
 }
 

@@ -28,6 +28,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::config::Security;
+use crate::quote::{clipped, quoted, quoted_json};
 use crate::url_policy::{self, Verdict};
 
 /// A refused call: the option that refuses it, and why.
@@ -83,11 +84,7 @@ fn check_at(sec: &Security, method: &str, params: &Value, depth: usize) -> Resul
         )
         && let Some(path) = params.get("downloadPath").filter(|p| !p.is_null())
     {
-        let path = shown(
-            &path
-                .as_str()
-                .map_or_else(|| path.to_string(), str::to_string),
-        );
+        let path = quoted_json(path);
         return Err(refuse(
             FILE_URLS,
             format!("downloadPath {path} reaches the local file system"),
@@ -131,7 +128,7 @@ fn patterns(sec: &Security, method: &str) -> Result<(), Refusal> {
     {
         return Err((
             "security.cdp_deny",
-            format!("it matches the denied pattern {p:?}"),
+            format!("it matches the denied pattern {}", quoted(p)),
         ));
     }
     if !sec.cdp_allow.is_empty()
@@ -155,14 +152,14 @@ fn url_allowed(sec: &Security, key: &str, url: &str) -> Result<(), Refusal> {
     match url_policy::judge(url) {
         Verdict::Local(why) if !sec.allow_file_urls => Err(refuse(
             FILE_URLS,
-            format!("{key} {} {why} (read as Chromium reads it)", shown(url)),
+            format!("{key} {} {why} (read as Chromium reads it)", quoted(url)),
         )),
         Verdict::Privileged(scheme) if !sec.allow_page_protocol => Err(refuse(
             PAGE_PROTOCOL,
             format!(
                 "{key} {} opens a {scheme}: page, which has browser privileges (the DevTools \
                  protocol, local files)",
-                shown(url)
+                quoted(url)
             ),
         )),
         _ => Ok(()),
@@ -218,19 +215,26 @@ fn nested(sec: &Security, message: &str, depth: usize) -> Result<(), Refusal> {
     if depth >= MAX_NESTING {
         return Err(unreadable("Target.sendMessageToTarget nested too deeply"));
     }
+    let (method, params) = read_command(message).map_err(|why| unreadable(&why))?;
+    check_at(sec, &method, &params, depth + 1)
+        .map_err(|(option, why)| (option, format!("its nested {}: {why}", clipped(&method))))
+}
+
+/// The command (method, params) a `Target.sendMessageToTarget` message carries, read exactly as
+/// Chromium reads it; `Err(why)` when it cannot be (not one JSON object without duplicate keys,
+/// no method, params not an object).
+pub(crate) fn read_command(message: &str) -> Result<(String, Value), String> {
     let Strict(command) = serde_json::from_str(message)
-        .map_err(|e| unreadable(&format!("not one JSON object without duplicate keys: {e}")))?;
+        .map_err(|e| format!("not one JSON object without duplicate keys: {e}"))?;
     let Some(method) = command.get("method").and_then(Value::as_str) else {
-        return Err(unreadable("no method"));
+        return Err("no method".into());
     };
-    let empty = Value::Object(Map::new());
     let params = match command.get("params") {
-        None | Some(Value::Null) => &empty,
-        Some(p @ Value::Object(_)) => p,
-        Some(_) => return Err(unreadable("params is not an object")),
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(p @ Value::Object(_)) => p.clone(),
+        Some(_) => return Err("params is not an object".into()),
     };
-    check_at(sec, method, params, depth + 1)
-        .map_err(|(option, why)| (option, format!("its nested {method}: {why}")))
+    Ok((method.to_string(), params))
 }
 
 /// The first option that refuses anything (the one a message that cannot be checked is refused
@@ -253,14 +257,6 @@ fn strictest(sec: &Security) -> Option<&'static str> {
 
 fn refuse(option: &'static str, why: String) -> Refusal {
     (option, format!("{why}; set {option} = true to allow it"))
-}
-
-/// A value quoted for an error message, cut after 120 characters.
-fn shown(s: &str) -> String {
-    match s.char_indices().nth(120) {
-        Some((cut, _)) => format!("{:?}…", &s[..cut]),
-        None => format!("{s:?}"),
-    }
 }
 
 /// A JSON value parsed like `serde_json::Value`, except that a duplicate key anywhere is an
@@ -314,7 +310,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if object.contains_key(&key) {
-                return Err(de::Error::custom(format!("duplicate key {key:?}")));
+                return Err(de::Error::custom(format!("duplicate key {}", quoted(&key))));
             }
             let Strict(v) = map.next_value()?;
             object.insert(key, v);
@@ -323,5 +319,6 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+pub(crate) mod isolation;
 #[cfg(test)]
 mod tests;

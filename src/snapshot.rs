@@ -122,15 +122,21 @@ pub enum BlockedReason {
     Unresponsive,
     /// A dialog the browser no longer lets CDP answer (SPEC §11).
     UnanswerableDialog,
+    /// A dialog in a page the supervisor does not watch (a popup past `limits.pages_max` +
+    /// `limits.watched_pages_max`) freezes the renderer it shares with the task's pages (SPEC
+    /// §8 "No silent wedge"): `target_ids` lists the candidates to close.
+    DialogInUnfollowedPage,
 }
 
 impl BlockedReason {
-    /// `orphaned_dialog`, `unresponsive` or `unanswerable_dialog`.
+    /// `orphaned_dialog`, `unresponsive`, `unanswerable_dialog` or
+    /// `dialog_in_unfollowed_page`.
     pub fn as_str(self) -> &'static str {
         match self {
             BlockedReason::OrphanedDialog => "orphaned_dialog",
             BlockedReason::Unresponsive => "unresponsive",
             BlockedReason::UnanswerableDialog => "unanswerable_dialog",
+            BlockedReason::DialogInUnfollowedPage => "dialog_in_unfollowed_page",
         }
     }
 }
@@ -345,6 +351,9 @@ pub struct Blocked {
     pub hint: String,
     /// The out-of-process iframe that does not answer; `None` when it is the page itself.
     pub frame_id: Option<String>,
+    /// For `dialog_in_unfollowed_page`: the open pages the task opened but no longer watches,
+    /// one of which shows the dialog (closing it clears the block). Empty otherwise.
+    pub target_ids: Vec<String>,
 }
 
 /// An immutable view of one supervisor's state. Cheap to read from any thread.
@@ -374,6 +383,8 @@ pub struct Snapshot {
     pub console_errors: Arc<[Arc<ConsoleEntry>]>,
     /// Set when the page is wedged by an orphaned dialog.
     pub blocked: Option<Blocked>,
+    /// The session whose document `blocked` is about (its renderer is the one it blocks).
+    pub(crate) blocked_session: Option<String>,
     /// The page's renderer crashed (`"crashed": true`); calls into the page fail at once, except
     /// `Page.navigate` and `Page.reload`, which recover it.
     pub crashed: bool,
@@ -397,6 +408,15 @@ pub struct Snapshot {
     /// The renderer behind each page and OOPIF session, for the dialog rule
     /// (`crate::core::policy`).
     pub(crate) renderers: Arc<HashMap<String, Renderer>>,
+    /// The pages the task created through raw calls (`Target.createTarget`), oldest first, for
+    /// `security.isolate_tasks` (`crate::security::isolation`).
+    pub(crate) created_targets: Arc<[String]>,
+    /// The browser contexts it created (`Target.createBrowserContext`), likewise.
+    pub(crate) created_contexts: Arc<[String]>,
+    /// Popups were let go past `limits.pages_max` + `limits.watched_pages_max`: a dialog in one
+    /// of them may freeze the task's renderer unseen, which a call into it that stops answering
+    /// then probes for (`crate::supervisor`, SPEC §8 "No silent wedge").
+    pub(crate) popups_let_go: bool,
 }
 
 /// What is known of the renderer process behind one page or OOPIF session: the input of the
@@ -445,6 +465,7 @@ impl Snapshot {
             frames: Arc::new(HashMap::new()),
             console_errors: Arc::from(Vec::new()),
             blocked: None,
+            blocked_session: None,
             crashed: false,
             disconnect_reason: None,
             pages: Arc::from(Vec::new()),
@@ -453,6 +474,9 @@ impl Snapshot {
             watched_pages: Arc::from(Vec::new()),
             unanswerable: Arc::from(Vec::new()),
             renderers: Arc::new(HashMap::new()),
+            created_targets: Arc::from(Vec::new()),
+            created_contexts: Arc::from(Vec::new()),
+            popups_let_go: false,
         }
     }
 

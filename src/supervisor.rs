@@ -41,6 +41,7 @@ use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
+mod stall;
 mod stop;
 
 /// Where a CDP call goes (SPEC §8).
@@ -125,15 +126,13 @@ impl DialogAction {
         match action {
             "accept" => Ok(DialogAction::Accept),
             "dismiss" => Ok(DialogAction::Dismiss),
-            _ => Err(invalid_action(&serde_json::Value::from(action))),
+            _ => Err(invalid_action(crate::quote::quoted(action))),
         }
     }
 }
 
-/// The error for an action that is neither, `given` as a JSON value of any kind: at most 60
-/// characters of its JSON text (it may be huge).
-pub(crate) fn invalid_action(given: &serde_json::Value) -> Error {
-    let shown: String = given.to_string().chars().take(60).collect();
+/// The error for an action that is neither, `shown` through [`crate::quote`] (it may be huge).
+pub(crate) fn invalid_action(shown: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!(
         "invalid action {shown}: use \"accept\" or \"dismiss\""
     ))
@@ -152,7 +151,7 @@ impl Supervisor {
         config: &Config,
         options: StartOptions,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, None, false)
+        Supervisor::start_served(task_id, cdp_url, config, options, None, false, &[])
     }
 
     /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
@@ -170,13 +169,15 @@ impl Supervisor {
         options: StartOptions,
         cancel: &CancelToken,
     ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false)
+        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false, &[])
     }
 
     /// The registry's start: like [`Supervisor::start_cancellable`] (without a cancel when
     /// `cancel` is `None`). With `popups_elsewhere` the supervisor does not turn browser-level
     /// auto-attach on: the registry then has its popup watcher hand it its popups, or calls
-    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`).
+    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`). A start that takes the
+    /// browser's first page skips the pages in `taken` (other tasks' pages, with
+    /// `security.isolate_tasks`).
     pub(crate) fn start_served(
         task_id: &str,
         cdp_url: &str,
@@ -184,6 +185,7 @@ impl Supervisor {
         options: StartOptions,
         cancel: Option<&CancelToken>,
         popups_elsewhere: bool,
+        taken: &[String],
     ) -> Result<Arc<Supervisor>, Error> {
         crate::task_id::check(task_id)?;
         let cancelled = |during: &str| Error::StartCancelled {
@@ -248,7 +250,7 @@ impl Supervisor {
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
             None if sup.options.new_page => Choice::NewPage,
-            None => Choice::FirstPage,
+            None => Choice::FirstPage(taken),
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
         if let Err(e) = attached {
@@ -508,7 +510,14 @@ impl Supervisor {
                             count: n,
                             pending: pending
                                 .iter()
-                                .map(|d| format!("{} ({}: {:?})", d.id, d.kind, d.message))
+                                .map(|d| {
+                                    format!(
+                                        "{} ({}: {})",
+                                        d.id,
+                                        d.kind,
+                                        crate::quote::quoted(&d.message)
+                                    )
+                                })
                                 .collect::<Vec<_>>()
                                 .join(", "),
                         });

@@ -23,6 +23,7 @@
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::error::Error;
+use crate::quote::{needs_escape, quoted};
 
 /// Longest task id accepted, in bytes of UTF-8.
 pub const TASK_ID_MAX_BYTES: usize = 128;
@@ -38,7 +39,7 @@ pub fn check(task_id: &str) -> Result<(), Error> {
         Err(Error::InvalidArgument(format!(
             "invalid task_id {}: {why}; a task_id is 1 to {TASK_ID_MAX_BYTES} bytes of printable \
              text (no control, formatting or invisible characters, no leading or trailing space)",
-            escaped(task_id)
+            quoted(task_id)
         )))
     })
 }
@@ -75,57 +76,7 @@ fn allowed(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_graphic() || c == ' ';
     }
-    !(c.is_control() || c.is_whitespace() || is_format(c))
-}
-
-/// Unicode general category `Cf` (format characters), Unicode 16.
-fn is_format(c: char) -> bool {
-    matches!(
-        c as u32,
-        0x00AD
-            | 0x0600..=0x0605
-            | 0x061C
-            | 0x06DD
-            | 0x070F
-            | 0x0890..=0x0891
-            | 0x08E2
-            | 0x180E
-            | 0x200B..=0x200F
-            | 0x202A..=0x202E
-            | 0x2060..=0x2064
-            | 0x2066..=0x206F
-            | 0xFEFF
-            | 0xFFF9..=0xFFFB
-            | 0x110BD
-            | 0x110CD
-            | 0x13430..=0x1343F
-            | 0x1BCA0..=0x1BCA3
-            | 0x1D173..=0x1D17A
-            | 0xE0001
-            | 0xE0020..=0xE007F
-    ) || matches!(c, '\u{2028}' | '\u{2029}')
-}
-
-/// `task_id` quoted for a message: printable ASCII as is, everything else as `\u{..}`, at most
-/// 40 characters of it (then `...`). Never carries a character that could rewrite a log line.
-fn escaped(task_id: &str) -> String {
-    let mut out = String::from("\"");
-    for (i, c) in task_id.chars().enumerate() {
-        if i == 40 {
-            out.push_str("...");
-            break;
-        }
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            _ => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
+    !needs_escape(c)
 }
 
 /// The part of a task id that goes into a thread name: ASCII letters, digits, `-`, `_` and
@@ -214,8 +165,9 @@ mod tests {
             assert!(e.contains("task_id"), "{id:?}: {e}");
             assert!(e.contains(why), "{id:?}: {e}");
             assert!(
-                e.chars().all(|c| c == ' ' || c.is_ascii_graphic()),
-                "the message is plain ASCII: {e:?}"
+                !e.chars().any(needs_escape) && e.len() < 400,
+                "the message shows every character that could rewrite a log line as an escape: \
+                 {e:?}"
             );
         }
     }

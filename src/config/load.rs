@@ -2,18 +2,41 @@
 //! `CDP_SUPERVISOR__SECTION__KEY` environment overrides, through the `config` crate, and every
 //! value validated on the way (an invalid one is an [`Error::Config`] naming the key, the value
 //! and what is allowed; a file that is missing or not TOML is an [`Error::InvalidConfig`]).
+//!
+//! Each setting is read by the kind it must have, and a value of another kind is refused by its
+//! kind first: a text setting takes a string; a number takes a number (or, from the
+//! environment, a string that reads as one); a switch takes a boolean (or `"true"`/`"false"`);
+//! a list takes a list of strings (or a comma-separated string), each item checked in turn. A
+//! list or table where it does not belong is named by its kind and position, never shown
+//! (`security.cdp_deny[0] is a list; expected a CDP method pattern such as "Browser.close", …`),
+//! so a value nested 10,000 deep costs what a flat one costs, and a value that is shown is
+//! shown through [`crate::quote`]: no message grows with what it was given.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use config::ValueKind;
+
+use super::rules::{invalid, invalid_as, positive_seconds, seconds_allowed};
 use super::{
-    BridgeMode, Config, DialogPolicy, MAX_CALL_TIMEOUT, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT,
-    invalid, positive_seconds, seconds_allowed,
+    BridgeMode, Config, DialogPolicy, MAX_CALL_TIMEOUT, MAX_DIALOG_TIMEOUT, MAX_HTTP_HEAD_TIMEOUT,
+    MAX_START_TIMEOUT,
 };
 use crate::error::Error;
+use crate::quote::{clipped, quoted};
 
 /// The shipped defaults, documented line by line in the file itself.
 const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+/// What `browser.cdp_url` takes.
+const CDP_URL: &str = "empty (launch a local browser) or a ws://, wss:// or http:// URL";
+/// What `browser.ca_file` takes.
+const CA_FILE: &str = "empty, or the path of an existing PEM file of CA certificates";
+/// What a switch takes.
+const SWITCH: &str = "true or false";
+
+/// The sections of the configuration: each must be a table.
+const SECTIONS: &[&str] = &["browser", "supervisor", "limits", "security", "mcp"];
 
 impl Config {
     /// Loads `config/default.toml`, then `path` (or `$CDP_SUPERVISOR_CONFIG`) if given, then the
@@ -58,45 +81,46 @@ impl Config {
     }
 
     fn from_source(c: &config::Config) -> Result<Config, Error> {
+        for section in SECTIONS {
+            if let Some(kind) = get(c, section)?
+                && !matches!(kind, ValueKind::Table(_))
+            {
+                return Err(wrong_kind(section, &kind, "a table of settings"));
+            }
+        }
         let mut cfg = Config::default();
-        if let Some(s) = get_str(c, "browser.dialog_policy")? {
+        if let Some(s) = get_text(c, "browser.dialog_policy", DialogPolicy::ALLOWED)? {
             cfg.dialog_policy = DialogPolicy::parse(s.trim())?;
         }
         if let Some(d) = get_secs(c, "browser.dialog_timeout_s", MAX_DIALOG_TIMEOUT)? {
             cfg.dialog_timeout = d;
         }
-        if let Some(s) = get_str(c, "browser.dialog_bridge")? {
+        if let Some(s) = get_text(c, "browser.dialog_bridge", BridgeMode::ALLOWED)? {
             cfg.dialog_bridge = BridgeMode::parse(s.trim())?;
         }
-        cfg.cdp_url = non_empty(get_str(c, "browser.cdp_url")?);
+        cfg.cdp_url = non_empty(get_text(c, "browser.cdp_url", CDP_URL)?);
         if let Some(u) = &cfg.cdp_url {
             let ok = ["ws://", "wss://", "http://", "https://"]
                 .iter()
                 .any(|p| u.starts_with(p));
             if !ok {
-                return Err(invalid(
-                    "browser.cdp_url",
-                    &crate::redact::redact_url(u),
-                    "empty (launch a local browser) or a ws://, wss:// or http:// URL",
-                ));
+                let u = crate::redact::redact_url(u);
+                return Err(invalid("browser.cdp_url", &u, CDP_URL));
             }
         }
-        cfg.chrome_path = non_empty(get_str(c, "browser.chrome_path")?);
-        if let Some(s) = get_str(c, "browser.follow_popups")? {
-            cfg.follow_popups = match s.trim() {
-                "true" => true,
-                "false" => false,
-                other => return Err(invalid("browser.follow_popups", other, "true or false")),
-            };
+        let chrome = "empty, or the path of a Chrome or Chromium executable";
+        cfg.chrome_path = non_empty(get_text(c, "browser.chrome_path", chrome)?);
+        if let Some(b) = get_bool(c, "browser.follow_popups")? {
+            cfg.follow_popups = b;
         }
-        cfg.ca_file = non_empty(get_str(c, "browser.ca_file")?).map(PathBuf::from);
+        cfg.ca_file = non_empty(get_text(c, "browser.ca_file", CA_FILE)?).map(PathBuf::from);
         if let Some(p) = &cfg.ca_file
             && !p.is_file()
         {
             return Err(invalid(
                 "browser.ca_file",
                 &p.display().to_string(),
-                "empty, or the path of an existing PEM file of CA certificates",
+                CA_FILE,
             ));
         }
         if let Some(d) = get_secs(c, "supervisor.start_timeout_s", MAX_START_TIMEOUT)? {
@@ -138,6 +162,7 @@ impl Config {
             ("security.allow_file_urls", &mut sec.allow_file_urls),
             ("security.allow_file_access", &mut sec.allow_file_access),
             ("security.allow_page_protocol", &mut sec.allow_page_protocol),
+            ("security.isolate_tasks", &mut sec.isolate_tasks),
         ] {
             if let Some(b) = get_bool(c, key)? {
                 *value = b;
@@ -146,115 +171,228 @@ impl Config {
         cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
         cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
         cfg.allowed_hosts = get_hosts(c, "mcp.allowed_hosts")?;
+        if let Some(d) = get_secs(c, "mcp.http_head_timeout_s", MAX_HTTP_HEAD_TIMEOUT)? {
+            cfg.http_head_timeout = d;
+        }
+        if let Some(n) = get_uint(c, "mcp.http_max_new_connections", 1, 4096)? {
+            cfg.http_max_new_connections = n as usize;
+        }
+        // 64: the server's cap on listen streams over every transport (`mcp::listen`).
+        if let Some(n) = get_uint(c, "mcp.http_max_listen_streams", 1, 64)? {
+            cfg.http_max_listen_streams = n as usize;
+        }
         Ok(cfg)
     }
 }
 
-/// The layers could not be read as a whole (TOML syntax, a file that cannot be read).
+/// The longest line of the `config` crate's own error (a TOML error quotes the source line)
+/// that is shown whole; a longer one is clipped ([`crate::quote::clipped`]).
+const ERROR_LINE_MAX: usize = 120;
+
+/// The layers could not be read as a whole (TOML syntax, a file that cannot be read). The
+/// parser's message quotes the offending source line, which may be as long as the file: every
+/// line of it is kept short, and at most 8 of them.
 fn unreadable(e: config::ConfigError) -> Error {
-    Error::InvalidConfig(format!("cannot read configuration: {e}"))
+    let text = e.to_string();
+    let long = |line: &str| line.chars().nth(ERROR_LINE_MAX).is_some();
+    let clipping = text.lines().any(long);
+    let shown: Vec<String> = text
+        .lines()
+        .take(8)
+        .filter_map(|line| {
+            if clipping && line.trim_start_matches([' ', '|']).starts_with('^') {
+                // The marker under a clipped source line would point past what is shown.
+                None
+            } else if long(line) {
+                Some(clipped(line).to_string())
+            } else {
+                Some(line.to_string())
+            }
+        })
+        .collect();
+    let shown = shown.join("\n");
+    Error::InvalidConfig(format!("cannot read configuration: {shown}"))
 }
 
-/// Reads one key as a string, whatever type the source gave it.
-fn get_str(c: &config::Config, key: &str) -> Result<Option<String>, Error> {
+/// One key's value as the layers give it: `None` when absent or empty.
+fn get(c: &config::Config, key: &str) -> Result<Option<ValueKind>, Error> {
     match c.get::<config::Value>(key) {
-        Ok(v) => match v.kind {
-            config::ValueKind::Nil => Ok(None),
-            config::ValueKind::Table(_) | config::ValueKind::Array(_) => Err(invalid(
-                key,
-                &v.to_string(),
-                "a single value, not a table or list",
-            )),
-            _ => Ok(Some(v.to_string())),
-        },
+        Ok(v) => Ok(Some(v.kind).filter(|k| !matches!(k, ValueKind::Nil))),
         Err(config::ConfigError::NotFound(_)) => Ok(None),
-        Err(e) => Err(invalid(key, "?", &e.to_string())),
+        Err(e) => Err(Error::InvalidConfig(format!(
+            "cannot read {key}: {}",
+            clipped(&e.to_string())
+        ))),
+    }
+}
+
+/// A value as an error shows it: a string quoted and clipped, a number or boolean as written,
+/// a list or table by its kind alone (never its contents, which may nest without end).
+fn shown(kind: &ValueKind) -> String {
+    match kind {
+        ValueKind::Nil => "empty".into(),
+        ValueKind::Boolean(b) => b.to_string(),
+        ValueKind::I64(n) => n.to_string(),
+        ValueKind::I128(n) => n.to_string(),
+        ValueKind::U64(n) => n.to_string(),
+        ValueKind::U128(n) => n.to_string(),
+        ValueKind::Float(f) => clipped(&format!("{f:?}")).to_string(),
+        ValueKind::String(s) => quoted(s).to_string(),
+        ValueKind::Table(_) => "a table".into(),
+        ValueKind::Array(_) => "a list".into(),
+    }
+}
+
+/// The error for `key` holding a value of a kind it does not take.
+fn wrong_kind(key: &str, kind: &ValueKind, expected: &str) -> Error {
+    invalid_as(key, shown(kind), expected)
+}
+
+/// Reads a text setting: a string; any other kind is refused (`expected` says what it takes).
+fn get_text(c: &config::Config, key: &str, expected: &str) -> Result<Option<String>, Error> {
+    match get(c, key)? {
+        None => Ok(None),
+        Some(ValueKind::String(s)) => Ok(Some(s)),
+        Some(other) => Err(wrong_kind(key, &other, expected)),
+    }
+}
+
+/// A number setting's value: a number (`from`), or a string (from the environment) that reads
+/// as one (`parse`).
+fn number<T>(
+    kind: &ValueKind,
+    parse: impl Fn(&str) -> Option<T>,
+    from: impl Fn(&ValueKind) -> Option<T>,
+) -> Option<T> {
+    match kind {
+        ValueKind::String(s) => parse(s.trim()),
+        other => from(other),
     }
 }
 
 /// Reads a number of seconds, under the one rule of such settings (see
 /// [`super::seconds_setting`]); an error shows the value as it was written.
 fn get_secs(c: &config::Config, key: &str, max: Duration) -> Result<Option<Duration>, Error> {
-    let Some(s) = get_str(c, key)? else {
+    let Some(kind) = get(c, key)? else {
         return Ok(None);
     };
-    let wrong = || invalid(key, &s, &seconds_allowed(max));
-    let v: f64 = s.trim().parse().map_err(|_| wrong())?;
-    positive_seconds(v, max).map(Some).ok_or_else(wrong)
+    let secs = number(
+        &kind,
+        |s| s.parse::<f64>().ok(),
+        |k| match k {
+            ValueKind::I64(n) => Some(*n as f64),
+            ValueKind::U64(n) => Some(*n as f64),
+            ValueKind::Float(f) => Some(*f),
+            _ => None,
+        },
+    );
+    match secs.and_then(|v| positive_seconds(v, max)) {
+        Some(d) => Ok(Some(d)),
+        None => Err(invalid_as(key, shown(&kind), &seconds_allowed(max))),
+    }
 }
 
+/// Reads a whole number from `min` to `max`; an error shows the value as it was written.
 fn get_uint(c: &config::Config, key: &str, min: u64, max: u64) -> Result<Option<u64>, Error> {
-    let Some(s) = get_str(c, key)? else {
+    let Some(kind) = get(c, key)? else {
         return Ok(None);
     };
-    let allowed = format!("a whole number from {min} to {max}");
-    let v: u64 = s.trim().parse().map_err(|_| invalid(key, &s, &allowed))?;
-    if v < min || v > max {
-        return Err(invalid(key, &s, &allowed));
+    let n = number(
+        &kind,
+        |s| s.parse::<u64>().ok(),
+        |k| match k {
+            ValueKind::I64(n) => u64::try_from(*n).ok(),
+            ValueKind::U64(n) => Some(*n),
+            _ => None,
+        },
+    );
+    match n.filter(|n| (min..=max).contains(n)) {
+        Some(n) => Ok(Some(n)),
+        None => {
+            let allowed = format!("a whole number from {min} to {max}");
+            Err(invalid_as(key, shown(&kind), &allowed))
+        }
     }
-    Ok(Some(v))
 }
 
+/// Reads a switch: a boolean, or `"true"`/`"false"` (from the environment).
 fn get_bool(c: &config::Config, key: &str) -> Result<Option<bool>, Error> {
-    let Some(s) = get_str(c, key)? else {
-        return Ok(None);
-    };
-    match s.trim() {
-        "true" => Ok(Some(true)),
-        "false" => Ok(Some(false)),
-        _ => Err(invalid(key, &s, "true or false")),
+    match get(c, key)? {
+        None => Ok(None),
+        Some(ValueKind::Boolean(b)) => Ok(Some(b)),
+        Some(ValueKind::String(s)) => match s.trim() {
+            "true" => Ok(Some(true)),
+            "false" => Ok(Some(false)),
+            _ => Err(invalid(key, &s, SWITCH)),
+        },
+        Some(other) => Err(wrong_kind(key, &other, SWITCH)),
     }
 }
 
-/// Reads a list setting: a TOML array, or (from the environment) a comma-separated string;
-/// each item goes through `item` (its value kept, or `None`: refused). Absent: empty.
+/// What a list setting takes: the whole list (`list`) and each of its items (`item`).
+struct ListRule {
+    list: &'static str,
+    item: &'static str,
+}
+
+/// Reads a list setting: a TOML array, or (from the environment) a comma-separated string.
+/// Each item's kind is checked first (a string, or `key[i]` is refused by its kind alone), then
+/// it goes through `check` (its value kept, or `None`: refused). Absent: empty.
 fn get_list(
     c: &config::Config,
     key: &str,
-    allowed: &str,
-    item: impl Fn(String) -> Option<String>,
+    rule: &ListRule,
+    check: impl Fn(&str) -> Option<String>,
 ) -> Result<Vec<String>, Error> {
-    let list = match c.get::<config::Value>(key) {
-        Ok(v) => match v.kind {
-            config::ValueKind::Nil => return Ok(Vec::new()),
-            config::ValueKind::Array(items) => items,
-            config::ValueKind::String(s) => s
-                .split(',')
-                .filter(|p| !p.trim().is_empty())
-                .map(|p| config::Value::new(None, p.trim()))
-                .collect(),
-            _ => return Err(invalid(key, &v.to_string(), allowed)),
-        },
-        Err(config::ConfigError::NotFound(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(invalid(key, "?", &e.to_string())),
+    let items: Vec<ValueKind> = match get(c, key)? {
+        None => return Ok(Vec::new()),
+        Some(ValueKind::Array(items)) => items.into_iter().map(|v| v.kind).collect(),
+        Some(ValueKind::String(s)) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| ValueKind::String(p.to_string()))
+            .collect(),
+        Some(other) => return Err(wrong_kind(key, &other, rule.list)),
     };
-    list.into_iter()
-        .map(|v| {
-            let s = v.to_string();
-            item(s.clone()).ok_or_else(|| invalid(key, &s, allowed))
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let at = || format!("{key}[{i}]");
+            match kind {
+                ValueKind::String(s) => check(&s).ok_or_else(|| invalid(&at(), &s, rule.item)),
+                other => Err(wrong_kind(&at(), &other, rule.item)),
+            }
         })
         .collect()
 }
 
 /// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).
 fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
-    let allowed = "a list of CDP method patterns such as [\"Browser.close\", \"Storage.*\", \"*\"]";
-    get_list(c, key, allowed, |s| {
+    let rule = ListRule {
+        list: r#"a list of CDP method patterns such as ["Browser.close", "Storage.*", "*"]"#,
+        item: r#"a CDP method pattern such as "Browser.close", "Storage.*" or "*""#,
+    };
+    get_list(c, key, &rule, |s| {
         let ok = s == "*"
             || s.split_once('.').is_some_and(|(d, m)| {
                 !d.is_empty()
                     && d.chars().all(|c| c.is_ascii_alphanumeric())
                     && (m == "*" || (!m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric())))
             });
-        ok.then_some(s)
+        ok.then(|| s.to_string())
     })
 }
 
 /// Reads a list of host names for `Host`/`Origin` checks: `name` or `name:port`, an IPv6
 /// address in brackets (`[fd00::1]:8737`); kept lowercase.
 fn get_hosts(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
-    let allowed = "a list of host names such as [\"mcp.example.com\", \"10.0.0.5:8737\"] (no scheme, no path)";
-    get_list(c, key, allowed, |s| {
+    let rule = ListRule {
+        list: r#"a list of host names such as ["mcp.example.com", "10.0.0.5:8737"] (no scheme, no path)"#,
+        item: r#"a host name such as "mcp.example.com" or "10.0.0.5:8737" (no scheme, no path)"#,
+    };
+    get_list(c, key, &rule, |s| {
         let s = s.trim().to_ascii_lowercase();
         host_name_ok(&s).then_some(s)
     })

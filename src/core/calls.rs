@@ -17,7 +17,7 @@ use crate::config::DialogPolicy;
 use crate::deadline::{Deadline, Left};
 use crate::error::Error;
 use crate::protocol::CdpError;
-use crate::snapshot::{Blocked, ClosedBy, PendingDialog};
+use crate::snapshot::{Blocked, ClosedBy, DialogKind, PendingDialog};
 
 /// What a call is for, beyond handing its reply to a caller.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,9 +35,10 @@ pub enum CallKind {
         /// The page target.
         target_id: String,
     },
-    /// `Page.enable` on the page session or on an OOPIF's: its reply means that document is
-    /// not wedged (and clears a `blocked` naming that session).
-    PageEnable {
+    /// A call into a session's document whose reply proves that document answers (and clears a
+    /// `blocked` naming that session): `Page.enable` on the page session or on an OOPIF's, and
+    /// the `Runtime.getIsolateId` of the stall probe (`supervisor/stall.rs`).
+    Responds {
         /// The session it was sent on.
         session_id: String,
     },
@@ -284,6 +285,35 @@ impl Core {
                 if let Some(delivery) = blocked_delivery(call, &d.public, d.unanswerable) {
                     self.deliveries.push(delivery);
                 }
+            }
+        }
+    }
+
+    /// Fails at once every in-flight agent call into the renderer of session `sid`, which a
+    /// dialog in a page the supervisor does not watch has frozen (`blocked`, SPEC §8 "No silent
+    /// wedge"), except the methods Chromium answers with a dialog open. Their late replies are
+    /// dropped.
+    pub(super) fn fail_calls_in_renderer_of(&mut self, sid: &str) {
+        let Some(blocked) = self.blocked.clone() else {
+            return;
+        };
+        let frozen: Vec<u64> = self
+            .calls
+            .iter()
+            .filter(|(_, c)| {
+                matches!(c.kind, CallKind::Agent { .. })
+                    && c.reply.is_some()
+                    && c.session_id
+                        .as_deref()
+                        .is_some_and(|s| policy::in_renderer_of(self, sid, s))
+                    && policy::blocks_in_flight(&DialogKind::Alert, &c.method)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in frozen {
+            if let Some(tx) = self.calls.get_mut(&id).and_then(|c| c.reply.take()) {
+                self.deliveries
+                    .push((tx, Err(policy::blocked_error(&blocked))));
             }
         }
     }

@@ -34,6 +34,7 @@ use crate::config::{BridgeMode, DialogPolicy};
 use crate::core::policy::UNANSWERABLE_HINT;
 use crate::error::Error;
 use crate::protocol::{self, CdpError};
+use crate::quote::quoted;
 use crate::snapshot::{Blocked, BlockedReason, ClosedBy, DialogKind, PendingDialog};
 use crate::watchdog::WatchdogMsg;
 
@@ -181,7 +182,7 @@ impl Core {
             bridge_request_id,
         };
         info!(
-            "task {}: dialog {} ({}{}) opened: {:?}",
+            "task {}: dialog {} ({}{}) opened: {}",
             self.task_id,
             dialog.id,
             dialog.kind,
@@ -190,7 +191,7 @@ impl Core {
             } else {
                 ""
             },
-            dialog.message
+            quoted(&dialog.message)
         );
         if over_cap {
             warn!(
@@ -344,8 +345,10 @@ impl Core {
                 }
                 warn!(
                     "task {}: the answer meant for dialog {dialog_id} was applied to dialog {} \
-                     ({:?}): {dialog_id} had already been closed by something else",
-                    self.task_id, landed.id, landed.message
+                     ({}): {dialog_id} had already been closed by something else",
+                    self.task_id,
+                    landed.id,
+                    quoted(&landed.message)
                 );
                 Err(Error::AnswerAppliedToOtherDialog {
                     named: dialog_id.to_string(),
@@ -415,6 +418,7 @@ impl Core {
                 reason: BlockedReason::UnanswerableDialog,
                 hint: UNANSWERABLE_HINT.into(),
                 frame_id: frame_id.clone(),
+                target_ids: Vec::new(),
             });
         }
         // Calls in flight into its renderer, even those made while it was pending (a method

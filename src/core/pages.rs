@@ -97,6 +97,8 @@ pub(crate) struct PublishedPages {
     pub truncated: bool,
     /// `watched_pages`.
     pub watched: Arc<[PageInfo]>,
+    /// A popup was let go past both caps.
+    pub let_go: bool,
 }
 
 impl Pages {
@@ -164,7 +166,9 @@ impl Pages {
 
     /// A popup was let go for `limits.watched_pages_max`: true the first time (log it then).
     pub fn note_watch_truncated(&mut self) -> bool {
-        !std::mem::replace(&mut self.watch_truncated, true)
+        let first = !std::mem::replace(&mut self.watch_truncated, true);
+        self.changed |= first;
+        first
     }
 
     /// The watched page on session `sid` has a new document at `url` (which may run in another
@@ -245,6 +249,7 @@ impl Pages {
             pages: pages.into(),
             truncated: self.truncated,
             watched: self.watched.clone().into(),
+            let_go: self.watch_truncated,
         }
     }
 }

@@ -146,6 +146,16 @@ pub(crate) fn dialog_blocks(
     }
 }
 
+/// Whether a call on session `sid` runs in the renderer of session `blocked_sid`: the same
+/// session, or one the renderer rule puts with it (for a `blocked` that freezes a renderer).
+pub(crate) fn in_renderer_of(view: &impl SessionView, blocked_sid: &str, sid: &str) -> bool {
+    sid == blocked_sid
+        || matches!(
+            (view.renderer(blocked_sid), view.renderer(sid)),
+            (Some(a), Some(b)) if same_renderer(&a, &b)
+        )
+}
+
 /// The live state as a [`SessionView`], for calls in flight.
 impl SessionView for super::Core {
     fn owner_of(&self, frame_id: &str) -> Option<&str> {
@@ -307,6 +317,15 @@ pub(crate) fn admit<'a>(
     {
         return Err(blocked_error(b));
     }
+    // A dialog in a page the supervisor does not watch froze this renderer (a probe proved it):
+    // everything but the methods Chromium answers with a dialog open would hang.
+    if let Some(b) = &snap.blocked
+        && b.reason == BlockedReason::DialogInUnfollowedPage
+        && with_dialog != WithDialog::Send
+        && (snap.blocked_session.as_deref()).is_some_and(|s| in_renderer_of(snap, s, sid))
+    {
+        return Err(blocked_error(b));
+    }
     if with_dialog != WithDialog::Send
         && let Some(d) = snap
             .unanswerable
@@ -396,6 +415,9 @@ pub(crate) fn blocked_error(b: &Blocked) -> Error {
             frame_id: b.frame_id.clone(),
         },
         BlockedReason::Unresponsive => Error::PageUnresponsive,
+        BlockedReason::DialogInUnfollowedPage => Error::DialogInUnfollowedPage {
+            target_ids: b.target_ids.clone(),
+        },
     }
 }
 
@@ -444,6 +466,15 @@ pub const UNANSWERABLE_HINT: &str = "A JavaScript dialog in the frame named by f
 blocks it, but the browser no longer lets CDP answer it ('No dialog is showing'; Chromium does this to \
 an iframe's dialog raised while another dialog was open). Reload the page (browser_cdp Page.reload) to \
 clear it.";
+
+/// The hint published with `blocked` when a dialog in a page the supervisor does not watch
+/// freezes the renderer of the task's pages (SPEC §8 "No silent wedge").
+pub const UNFOLLOWED_HINT: &str = "A JavaScript dialog in a page this task opened but the \
+supervisor does not watch (a popup past limits.pages_max + limits.watched_pages_max) blocks the \
+renderer this page shares with it: calls into it would hang, and that dialog cannot be answered \
+from here. Close the page that shows it: browser_cdp Target.closeTarget with a targetId from \
+blocked.target_ids (closing the others does no harm); the page answers again at once, and blocked \
+disappears. Raising limits.watched_pages_max keeps such popups watched.";
 
 /// The hint published with `blocked` when the page (or the iframe named by `frame_id`) does not
 /// answer and no probe proved a dialog: safe for both causes.

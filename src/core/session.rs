@@ -76,7 +76,7 @@ pub fn bridge_commands(session_id: &str) -> [Command; 2] {
 /// [`CallKind::IsolateId`]): which renderer it runs in decides which dialogs block its calls
 /// (`crate::core::policy`).
 ///
-/// `Page.enable` is a [`CallKind::PageEnable`] (its answer proves the document is not wedged:
+/// `Page.enable` is a [`CallKind::Responds`] (its answer proves the document is not wedged:
 /// SPEC §4.5) and `Page.getFrameTree` a [`CallKind::SeedFrameTree`]. The attach sequence waits
 /// for the replies to the task's page's commands except `Runtime.enable`, so its
 /// `Target.setAutoAttach` is [`CallKind::Plain`]; everything else is [`CallKind::Automatic`].
@@ -90,7 +90,7 @@ pub fn session_setup(session_id: &str, kind: SessionKind, bridge: bool) -> Vec<C
         method: "Page.enable".into(),
         params: json!({}),
         session_id: sid.clone(),
-        kind: CallKind::PageEnable {
+        kind: CallKind::Responds {
             session_id: session_id.to_string(),
         },
     };

@@ -300,6 +300,7 @@ fn rebuilt(core: &Core) -> Snapshot {
     s.page_target_id = core.page_target_id.clone();
     s.page_session_id = core.page_session_id.clone();
     s.blocked = core.blocked.clone();
+    s.blocked_session = core.blocked_session.clone();
     s.crashed = (core.page_session_id.as_deref()).is_some_and(|p| core.sessions.is_crashed(p));
     (s.pending_dialogs, s.unanswerable) = core.dialogs.published_open();
     s.recent_dialogs = core.dialogs.published_recent();
@@ -309,6 +310,8 @@ fn rebuilt(core: &Core) -> Snapshot {
         .map(|t| (t, core.page_session_id.as_deref().unwrap_or_default()));
     let pages = core.pages.published(main, &core.frames);
     (s.pages, s.pages_truncated, s.watched_pages) = (pages.pages, pages.truncated, pages.watched);
+    s.popups_let_go = pages.let_go;
+    (s.created_targets, s.created_contexts) = core.created.published();
     s.renderers = Arc::new(core.renderers());
     s
 }
@@ -322,6 +325,7 @@ fn assert_same_content(a: &Snapshot, b: &Snapshot) {
     assert_eq!(a.page_target_id, b.page_target_id);
     assert_eq!(a.page_session_id, b.page_session_id);
     assert_eq!(a.blocked, b.blocked);
+    assert_eq!(a.blocked_session, b.blocked_session);
     assert_eq!(a.crashed, b.crashed);
     assert_eq!(a.pending_dialogs, b.pending_dialogs);
     assert_eq!(a.unanswerable, b.unanswerable);
@@ -333,6 +337,9 @@ fn assert_same_content(a: &Snapshot, b: &Snapshot) {
     assert_eq!(a.pages_truncated, b.pages_truncated);
     assert_eq!(a.watched_pages, b.watched_pages);
     assert_eq!(a.renderers, b.renderers);
+    assert_eq!(a.created_targets, b.created_targets);
+    assert_eq!(a.created_contexts, b.created_contexts);
+    assert_eq!(a.popups_let_go, b.popups_let_go);
 }
 
 fn ok(rx: &Receiver<CallResult>) -> Value {
@@ -1043,7 +1050,7 @@ fn session_setup_lists_per_kind() {
     assert_eq!(
         kinds,
         [
-            CallKind::PageEnable {
+            CallKind::Responds {
                 session_id: "S".into()
             },
             CallKind::Automatic,
@@ -2157,7 +2164,7 @@ fn blocked_refuses_what_it_proves_and_names_its_cause() {
         sim.register(
             "Page.enable",
             Some(S1),
-            CallKind::PageEnable {
+            CallKind::Responds {
                 session_id: S1.into(),
             },
         );
@@ -2169,6 +2176,7 @@ fn blocked_refuses_what_it_proves_and_names_its_cause() {
             reason,
             hint: hint.into(),
             frame_id: None,
+            target_ids: Vec::new(),
         };
         let probe = sim.register(
             "Browser.getVersion",
@@ -2195,6 +2203,7 @@ fn blocked_refuses_what_it_proves_and_names_its_cause() {
             reason,
             hint: String::new(),
             frame_id: Some("F".into()),
+            target_ids: Vec::new(),
         })
     };
     assert!(matches!(
@@ -2243,4 +2252,128 @@ fn a_sessions_site_follows_its_own_documents_origin() {
     // Its parent removes the frame before the browser detaches its session.
     sim.event(Some(S1), "Page.frameDetached", json!({"frameId": "FB"}));
     assert_eq!(sim.snap().renderers["C1"].site, None);
+}
+
+/// Issue 28: what a task creates through raw calls is its own (`security.isolate_tasks`): the
+/// page and browser-context ids the browser answered are in the snapshot by the time the reply
+/// is handed over (the reader publishes before it delivers). Failed calls and other methods
+/// record nothing, and the record keeps the newest `CREATED_MAX` of each kind.
+#[test]
+fn pages_and_contexts_the_task_creates_are_its_own_when_their_reply_arrives() {
+    let mut sim = Sim::must_respond();
+    let (id, page) = sim.send(Command::new(
+        "Target.createTarget",
+        json!({"url": "about:blank"}),
+    ));
+    sim.reply(id, json!({"targetId": "NEW"}));
+    assert_eq!(ok(&page)["targetId"], "NEW");
+    let (id, context) = sim.send(Command::new("Target.createBrowserContext", json!({})));
+    sim.reply(id, json!({"browserContextId": "CTX"}));
+    ok(&context);
+    let (id, failed) = sim.send(Command::new("Target.createTarget", json!({})));
+    sim.error(id, "Failed to open a new tab");
+    err(&failed);
+    let (id, other) = sim.send(Command::new("Target.getTargetInfo", json!({})));
+    sim.reply(id, json!({"targetId": "NOT-CREATED"}));
+    ok(&other);
+    let snap = sim.snap();
+    assert_eq!(&*snap.created_targets, ["NEW".to_string()]);
+    assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
+    for i in 0..super::created::CREATED_MAX {
+        let (id, _) = sim.send(Command::new("Target.createTarget", json!({})));
+        sim.reply(id, json!({"targetId": format!("T{i}")}));
+    }
+    let snap = sim.snap();
+    assert_eq!(snap.created_targets.len(), super::created::CREATED_MAX);
+    assert_eq!(snap.created_targets[0], "T0", "the oldest went");
+    assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
+}
+
+/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, and the
+/// snapshot says so (calls into the task's renderer then probe it when they stall). Once the
+/// probe has proved a dialog there (its `Runtime.getIsolateId` unanswered, its verdict a
+/// `ProbeBlocked`), `blocked` says `dialog_in_unfollowed_page` with the page to close; calls in
+/// flight into that renderer fail at once (not those Chromium answers with a dialog open, nor
+/// those into another renderer), later ones are refused before they are sent, and the task may
+/// close that page. The renderer answering again clears it all.
+#[test]
+fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_its_renderer() {
+    use crate::security::isolation::Reach as _;
+    let mut sim = Sim::attached(CoreSettings {
+        follow_popups: true,
+        limits: Limits {
+            pages_max: 1,
+            watched_pages_max: 1,
+            ..Limits::default()
+        },
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.isolate(S1, "I-A");
+    sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
+    sim.isolate("P2", "I-A");
+    sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
+    sim.isolate("P3", "I-B");
+    assert!(!sim.snap().popups_let_go);
+    let out = sim.popup("P4", "LET-GO", PAGE, true, "about:blank");
+    assert_eq!(
+        out.methods(),
+        [
+            ("Runtime.runIfWaitingForDebugger", Some("P4")),
+            ("Target.detachFromTarget", None)
+        ]
+    );
+    assert!(sim.snap().popups_let_go);
+    let eval = sim.agent("Runtime.evaluate", S1, &[]);
+    let in_popup = sim.agent("DOM.getDocument", "P2", &[]);
+    let navigate = sim.agent("Page.navigate", S1, &[]);
+    let elsewhere = sim.agent("Runtime.evaluate", "P3", &[]);
+    // The probe: its renderer call stays unanswered, then its verdict.
+    let alive = sim.register(
+        "Runtime.getIsolateId",
+        Some(S1),
+        CallKind::Responds {
+            session_id: S1.into(),
+        },
+    );
+    let blocked = Blocked {
+        reason: BlockedReason::DialogInUnfollowedPage,
+        hint: policy::UNFOLLOWED_HINT.into(),
+        frame_id: None,
+        target_ids: vec!["LET-GO".into()],
+    };
+    let verdict = sim.register(
+        "Browser.getVersion",
+        None,
+        CallKind::ProbeBlocked {
+            session_id: S1.into(),
+            blocked: blocked.clone(),
+        },
+    );
+    sim.reply(verdict, json!({}));
+    let snap = sim.snap();
+    assert_eq!(snap.blocked.as_ref(), Some(&blocked));
+    let shown = &snap.to_json()["blocked"];
+    assert_eq!(shown["reason"], "dialog_in_unfollowed_page");
+    assert_eq!(shown["target_id"], "LET-GO");
+    assert_eq!(shown["target_ids"], json!(["LET-GO"]));
+    let frozen = |e: Error| matches!(e, Error::DialogInUnfollowedPage { ref target_ids } if target_ids == &["LET-GO"]);
+    assert!(frozen(err(&eval)), "the call in flight fails at once");
+    assert!(
+        frozen(err(&in_popup)),
+        "so does one into the popup of that renderer"
+    );
+    nothing_yet(&navigate);
+    nothing_yet(&elsewhere);
+    for (sid, method) in [(S1, "Runtime.evaluate"), ("P2", "Input.dispatchMouseEvent")] {
+        let refused = policy::admit(&snap, true, sid, method).map(|_| ());
+        assert!(frozen(refused.expect_err(method)), "{sid} {method}");
+    }
+    assert!(policy::admit(&snap, true, S1, "Page.navigate").is_ok());
+    assert!(policy::admit(&snap, true, "P3", "Runtime.evaluate").is_ok());
+    assert!(snap.owns_target("LET-GO"), "the task may close it");
+    // The page was closed: the renderer answers again.
+    sim.reply(alive, json!({"id": "I-A"}));
+    let snap = sim.snap();
+    assert_eq!(snap.blocked, None);
+    assert!(policy::admit(&snap, true, S1, "Runtime.evaluate").is_ok());
 }

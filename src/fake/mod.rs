@@ -205,8 +205,8 @@ impl FakeBrowser {
     }
 
     /// Sends an event on every connection's page session (the session that
-    /// connection attached to the default page); connections that have not
-    /// attached get nothing.
+    /// connection attached to a page first: the default page, or the page it
+    /// created for itself); connections that have not attached get nothing.
     pub fn emit_on_page(&self, method: &str, params: Value) {
         self.shared.emit_on_page(method, &params);
     }
@@ -383,7 +383,7 @@ impl FakeBrowser {
         }
     }
 
-    /// The session ids that live connections attached to the default page.
+    /// The page sessions of the live connections (each one's first session).
     pub fn page_sessions(&self) -> Vec<String> {
         self.shared
             .live_conns()

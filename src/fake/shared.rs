@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use tungstenite::{Message, WebSocket};
 
 use super::timer::TimerMsg;
-use super::{BROWSER_CONTEXT_ID, DEFAULT_PAGE_ID, Rule};
+use super::{BROWSER_CONTEXT_ID, Rule};
 use crate::deadline::{Deadline, Left};
 
 /// A page target known to the fake.
@@ -44,7 +44,8 @@ impl Target {
 pub(super) struct Sessions {
     /// Session id -> target id.
     targets: HashMap<String, String>,
-    /// The first session attached to the default page target.
+    /// The connection's page session: the first session it attached to a page (the default
+    /// page, or the page it created for itself, as an MCP task does).
     page: Option<String>,
 }
 
@@ -71,7 +72,7 @@ impl Conn {
         lock(&self.sessions).targets.get(session_id).cloned()
     }
 
-    /// The connection's page session, if it attached to the default page.
+    /// The connection's page session, if it attached to a page.
     pub(super) fn page_session(&self) -> Option<String> {
         lock(&self.sessions).page.clone()
     }
@@ -85,14 +86,14 @@ impl Conn {
         sessions.targets.remove(session_id)
     }
 
-    /// Records a new session; the first one on the default page becomes the
-    /// page session.
+    /// Records a new session; the connection's first one (every target of the fake is a page)
+    /// becomes its page session.
     pub(super) fn add_session(&self, session_id: &str, target_id: &str) {
         let mut sessions = lock(&self.sessions);
         sessions
             .targets
             .insert(session_id.to_string(), target_id.to_string());
-        if target_id == DEFAULT_PAGE_ID && sessions.page.is_none() {
+        if sessions.page.is_none() {
             sessions.page = Some(session_id.to_string());
         }
     }

@@ -26,6 +26,7 @@ use super::resources;
 use super::rpc::{self, Id, IdKey, code};
 use super::{Inner, MAX_IN_FLIGHT, listen};
 use crate::cancel::CancelToken;
+use crate::quote::quoted;
 use crate::tools::table::{self, Host, Tool};
 
 /// How long a client may keep `server/discover`, `tools/list` and the resource lists: they
@@ -33,7 +34,7 @@ use crate::tools::table::{self, Host, Tool};
 const STATIC_TTL_MS: u64 = 3_600_000;
 
 /// What `initialize` and `server/discover` tell the model about using this server.
-const INSTRUCTIONS: &str = "Call browser_connect first (without cdp_url it launches a local headless Chromium and opens a tab for the task). Every tool result lists pending_dialogs: a JS dialog blocks the page until browser_dialog answers it, and browser_cdp calls it blocks fail at once with blocked_by_dialog. State across calls is the task_id argument (on stdio a call without one is the task \"default\").";
+const INSTRUCTIONS: &str = "Call browser_connect first (without cdp_url it launches a local headless Chromium; each task gets a tab of its own). Every tool result lists pending_dialogs: a JS dialog blocks the page until browser_dialog answers it, and browser_cdp calls it blocks fail at once with blocked_by_dialog. State across calls is the task_id argument (on stdio a call without one is the task \"default\").";
 
 impl Inner {
     /// Handles a notification from the client on `channel`: `notifications/cancelled` cancels
@@ -45,7 +46,7 @@ impl Inner {
             && (self.pool.cancel(&(channel, key.clone()))
                 || self.notifier.listens().cancel(channel, key))
         {
-            log::debug!("request {key:?} cancelled by the client");
+            log::debug!("request {key} cancelled by the client");
         }
     }
 
@@ -109,7 +110,8 @@ impl Inner {
                         Some(id),
                         code::INVALID_PARAMS,
                         format!(
-                            "invalid params: unknown level {l:?}; use one of {}",
+                            "invalid params: unknown level {}; use one of {}",
+                            quoted(l),
                             events::LEVELS.join(", ")
                         ),
                     ),
@@ -195,7 +197,7 @@ impl Inner {
                              (resources/templates/list)",
                             uri.map_or_else(
                                 || "(uri must be a string)".into(),
-                                |u| format!("{u:?}")
+                                |u| quoted(u).to_string()
                             ),
                             resources::TEMPLATE
                         ),
@@ -414,7 +416,7 @@ fn not_found(id: &Id, method: &str) -> String {
     rpc::error(
         Some(id),
         code::METHOD_NOT_FOUND,
-        format!("method not found: {method}"),
+        format!("method not found: {}", quoted(method)),
     )
 }
 
@@ -479,7 +481,8 @@ fn tool_call_params(params: &Value) -> Result<(Tool, Value), String> {
     };
     let Some(tool) = Tool::from_name(name) else {
         return Err(format!(
-            "invalid params: unknown tool {name:?}; the tools are {}",
+            "invalid params: unknown tool {}; the tools are {}",
+            quoted(name),
             Tool::names()
         ));
     };

@@ -20,10 +20,11 @@ use super::browser::Launched;
 use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
+use crate::quote::quoted_json;
 use crate::redact::redact_url;
 use crate::supervisor::Supervisor;
 use crate::tools::table::Tool;
-use crate::tools::{check_args, check_task, failure, kind_of, opt_str, shown};
+use crate::tools::{check_args, check_task, failure, kind_of, opt_str};
 
 /// The task of a call over HTTP (module doc).
 pub(super) fn task_per_client(tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
@@ -134,7 +135,7 @@ fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), Value> 
                 return Err(failure(format!(
                     "dialog_timeout_s must be a number of seconds > 0 and <= {}, got {}",
                     MAX_DIALOG_TIMEOUT.as_secs(),
-                    shown(v, 40)
+                    quoted_json(v)
                 )));
             }
         },
@@ -146,10 +147,12 @@ fn start_options(args: &Value) -> Result<(Option<String>, StartOptions), Value> 
 }
 
 /// `browser_connect`. With a URL (argument or configuration): that endpoint. Without: the
-/// server's launched browser, a new tab per task (unless `target_id` names one). When the
-/// launched browser turns out to have died (the start fails, or finds the old supervisor
-/// reconnecting), it is relaunched and the start retried once. `cancel` calls the whole of it
-/// off at once (a launch, a start), leaving nothing behind: the response is not sent then.
+/// server's launched browser. Either way a task gets a new page of its own (SPEC §4: in a
+/// window of its own, closed when the task stops), never one the browser already held, unless
+/// `target_id` names one. When the launched browser turns out to have died (the start fails,
+/// or finds the old supervisor reconnecting), it is relaunched and the start retried once.
+/// `cancel` calls the whole of it off at once (a launch, a start), leaving nothing behind: the
+/// response is not sent then.
 fn connect(inner: &Inner, task: &str, args: &Value, cancel: &CancelToken) -> Value {
     if let Err(e) = check_args(args, Tool::Connect.args()) {
         return e;
@@ -158,6 +161,7 @@ fn connect(inner: &Inner, task: &str, args: &Value, cancel: &CancelToken) -> Val
         Ok(x) => x,
         Err(e) => return e,
     };
+    opts.new_page = opts.target_id.is_none();
     let configured = inner
         .registry
         .config()
@@ -170,7 +174,6 @@ fn connect(inner: &Inner, task: &str, args: &Value, cancel: &CancelToken) -> Val
             .get_or_start_cancellable(task, &url, opts, cancel);
         return started(inner, task, &url, result, false);
     }
-    opts.new_page = opts.target_id.is_none();
     let mut retried = false;
     loop {
         let launched = match inner.browser.get_or_launch(inner.registry.config(), cancel) {
@@ -230,6 +233,12 @@ fn started(
             }
             out
         }
-        Err(e) => failure(e),
+        Err(e) => {
+            let mut out = failure(&e);
+            if let Error::Refused { option, .. } = &e {
+                out["refused_by"] = json!(option);
+            }
+            out
+        }
     }
 }

@@ -31,6 +31,7 @@ use serde_json::json;
 use super::events::{Event, Level};
 use super::exchange::{LegacySession, Sink};
 use super::listen::Listens;
+use crate::quote::quoted;
 use crate::registry::SupervisorRegistry;
 use crate::snapshot::{ClosedBy, Snapshot};
 use crate::supervisor::Supervisor;
@@ -182,7 +183,7 @@ impl Notifier {
             Level::INFO,
             json!({
                 "event": "connected", "task_id": task,
-                "message": format!("task {task:?} is connected to its page"),
+                "message": format!("task {} is connected to its page", quoted(task)),
             }),
         );
         connected.logged = false;
@@ -277,7 +278,7 @@ impl Notifier {
                 Level::ERROR,
                 json!({
                     "event": "supervisor_ended", "task_id": task, "reason": reason,
-                    "message": format!("the supervisor of task {task:?} ended ({reason}); call browser_connect to start a new one"),
+                    "message": format!("the supervisor of task {} ended ({reason}); call browser_connect to start a new one", quoted(task)),
                 }),
             ));
         } else {
@@ -285,7 +286,7 @@ impl Notifier {
                 Level::INFO,
                 json!({
                     "event": "supervisor_stopped", "task_id": task,
-                    "message": format!("the supervisor of task {task:?} was stopped"),
+                    "message": format!("the supervisor of task {} was stopped", quoted(task)),
                 }),
             );
             stopped.logged = false;
@@ -310,8 +311,8 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
                 json!({
                     "event": "dialog_opened", "task_id": task, "dialog": d.to_json(),
                     "message": format!(
-                        "a {} dialog {} is open on task {task:?} ({:?}); the page is blocked until browser_dialog answers it",
-                        d.kind, d.id, d.message
+                        "a {} dialog {} is open on task {} ({}); the page is blocked until browser_dialog answers it",
+                        d.kind, d.id, quoted(task), quoted(&d.message)
                     ),
                 }),
             ));
@@ -336,8 +337,8 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             json!({
                 "event": "dialog_closed", "task_id": task, "dialog": c.to_json(),
                 "message": format!(
-                    "the {} dialog {} of task {task:?} was closed by {}",
-                    c.dialog.kind, c.dialog.id, c.closed_by.as_str()
+                    "the {} dialog {} of task {} was closed by {}",
+                    c.dialog.kind, c.dialog.id, quoted(task), c.closed_by.as_str()
                 ),
             }),
         ));
@@ -348,7 +349,7 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             Level::WARNING,
             json!({
                 "event": "connection_lost", "task_id": task, "reason": reason,
-                "message": format!("task {task:?} lost its CDP connection ({reason}); reconnecting"),
+                "message": format!("task {} lost its CDP connection ({reason}); reconnecting", quoted(task)),
             }),
         ));
     }
@@ -369,7 +370,7 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             Level::WARNING,
             json!({
                 "event": "connection_lost", "task_id": task, "reason": reason,
-                "message": format!("task {task:?} lost its CDP connection ({reason}); reconnecting"),
+                "message": format!("task {} lost its CDP connection ({reason}); reconnecting", quoted(task)),
             }),
         ));
     }
@@ -378,7 +379,7 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             Level::NOTICE,
             json!({
                 "event": "reconnected", "task_id": task,
-                "message": format!("task {task:?} is connected again"),
+                "message": format!("task {} is connected again", quoted(task)),
             }),
         ));
     }
@@ -387,7 +388,7 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             Level::WARNING,
             json!({
                 "event": "page_blocked", "task_id": task, "blocked": b.to_json(),
-                "message": format!("the page of task {task:?} does not answer ({}): {}", b.reason, b.hint),
+                "message": format!("the page of task {} does not answer ({}): {}", quoted(task), b.reason, b.hint),
             }),
         ));
     }

@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 
 use super::events::{LEVELS, Level};
 use super::rpc::{self, Id, code};
+use crate::quote::quoted;
 
 /// The stateless protocol revisions, newest first.
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
@@ -137,8 +138,9 @@ pub(crate) fn era(params: &Value) -> Result<Era, Refusal> {
         .is_some_and(Value::is_object)
     {
         return Err(Refusal::invalid(format!(
-            "invalid params: a {version} request needs _meta[\"{}\"] (an object, {{}} when the \
+            "invalid params: a {} request needs _meta[\"{}\"] (an object, {{}} when the \
              client has none)",
+            quoted(version),
             meta::CLIENT_CAPABILITIES
         )));
     }
@@ -166,8 +168,9 @@ pub(crate) fn unsupported(requested: &str) -> Refusal {
     Refusal {
         code: UNSUPPORTED_PROTOCOL_VERSION,
         message: format!(
-            "Unsupported protocol version {requested:?}: this server speaks {} (2026-07-28 with \
-             the per-request _meta envelope, the others through initialize)",
+            "Unsupported protocol version {}: this server speaks {} (2026-07-28 with the \
+             per-request _meta envelope, the others through initialize)",
+            quoted(requested),
             SUPPORTED_VERSIONS.join(", ")
         ),
         data: Some(json!({"supported": SUPPORTED_VERSIONS, "requested": requested})),

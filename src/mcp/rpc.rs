@@ -80,9 +80,11 @@ impl Id {
     }
 }
 
+/// For log lines and messages: the id's JSON text as sent, clipped and escaped
+/// ([`crate::quote::clipped`]); [`Id::raw`] is what answers echo.
 impl std::fmt::Display for Id {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.raw)
+        write!(f, "{}", crate::quote::clipped(&self.raw))
     }
 }
 

@@ -6,7 +6,8 @@ use std::time::Instant;
 
 const WAIT: Duration = Duration::from_secs(5);
 
-/// A start whose attach is held back by the fake, and `stop` called meanwhile.
+/// A start whose attach is held back by the fake, and `stop` called meanwhile: the stop cuts
+/// the start short (it returns at once, cancelled, whether or not the attach would have come).
 fn stop_during_start(answer_late: bool) {
     let fake = FakeBrowser::start().unwrap();
     let rule = if answer_late {
@@ -16,24 +17,30 @@ fn stop_during_start(answer_late: bool) {
     };
     fake.set_rule("Target.getTargets", rule);
     let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(1),
+        start_timeout: Duration::from_secs(10),
         ..Config::default()
     });
     std::thread::scope(|s| {
-        let start = s.spawn(|| reg.get_or_start("t", &fake.ws_url()));
+        let start = s.spawn(|| {
+            let r = reg.get_or_start("t", &fake.ws_url());
+            (r, Instant::now())
+        });
         fake.wait_for_command(|c| c["method"] == "Target.getTargets", WAIT)
             .expect("the start is attaching");
         assert_eq!(reg.tasks(), ["t"], "a starting task has a slot");
+        let stopped_at = Instant::now();
         assert!(reg.stop("t"), "a start in progress counts as a supervisor");
         assert!(reg.tasks().is_empty());
-        let result = start.join().unwrap();
-        match (&result, answer_late) {
-            // Attached after the stop: the start lost, and says so.
-            (Err(Error::NotActive(task)), true) => assert_eq!(task, "t", "the task id alone"),
-            // Never attached: its own time-out.
-            (Err(Error::StartTimeout(..)), false) => {}
+        let (result, returned) = start.join().unwrap();
+        let took = returned - stopped_at;
+        match &result {
+            Err(e @ Error::StartCancelled { task_id, during }) => {
+                assert_eq!(task_id, "t");
+                assert!(during.contains("the task was stopped"), "{e}");
+            }
             _ => panic!("the stop must win: {result:?}"),
         }
+        assert!(took < Duration::from_millis(500), "took {took:?}");
     });
     assert!(reg.get("t").is_none(), "no zombie published");
     assert!(reg.snapshot("t").is_none());
@@ -50,13 +57,71 @@ fn stop_during_start(answer_late: bool) {
 }
 
 #[test]
-fn a_stop_during_a_start_that_then_succeeds_publishes_nothing() {
+fn a_stop_during_a_start_that_would_succeed_cuts_it_short_and_publishes_nothing() {
     stop_during_start(true);
 }
 
 #[test]
-fn a_stop_during_a_start_that_then_fails_leaves_no_slot() {
+fn a_stop_during_a_start_that_would_fail_cuts_it_short_and_leaves_no_slot() {
     stop_during_start(false);
+}
+
+#[test]
+fn a_stop_between_attach_and_publish_publishes_nothing() {
+    let fake = FakeBrowser::start().unwrap();
+    let reg = SupervisorRegistry::new(Config::default());
+    let sup = Supervisor::start(
+        "t",
+        &fake.ws_url(),
+        &Config::default(),
+        StartOptions::default(),
+    )
+    .unwrap();
+    // A slot as a start makes it, then the stop, then the publish.
+    let (done_tx, done_rx) = bounded::<()>(0);
+    let cancel = CancelToken::new();
+    let ticket = {
+        let mut slots = reg.lock();
+        let ticket = slots.next_ticket;
+        slots.next_ticket += 1;
+        slots.tasks.insert(
+            "t".into(),
+            Slot {
+                current: None,
+                starting: Some(Starting {
+                    ticket,
+                    done: done_rx,
+                    cancel: cancel.clone(),
+                    stopped: Arc::default(),
+                    claim: None,
+                }),
+            },
+        );
+        ticket
+    };
+    let guard = StartGuard {
+        registry: &reg,
+        task_id: "t",
+        ticket,
+        cancel: cancel.clone(),
+        _done: done_tx,
+    };
+    assert!(reg.stop("t"));
+    assert!(
+        cancel.is_cancelled(),
+        "the stop cancelled the start's token"
+    );
+    match guard.publish(Arc::clone(&sup), true) {
+        Err(Error::StartCancelled { during, .. }) => {
+            assert_eq!(during, "finishing (the task was stopped)")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        !sup.is_alive(),
+        "the start that lost stopped its supervisor"
+    );
+    assert!(reg.get("t").is_none() && reg.tasks().is_empty());
 }
 
 #[test]

@@ -94,11 +94,18 @@ impl ConsoleEntry {
 }
 
 impl Blocked {
-    /// `{reason, hint, frame_id?}`.
+    /// `{reason, hint, frame_id?, target_id?, target_ids?}`: `target_ids` when the reason
+    /// names pages, and `target_id` too when it names exactly one (SPEC §8).
     pub fn to_json(&self) -> Value {
         let mut v = json!({"reason": self.reason.as_str(), "hint": self.hint});
         if let Some(f) = &self.frame_id {
             v["frame_id"] = json!(f);
+        }
+        if let [one] = self.target_ids.as_slice() {
+            v["target_id"] = json!(one);
+        }
+        if !self.target_ids.is_empty() {
+            v["target_ids"] = json!(self.target_ids);
         }
         v
     }

@@ -15,6 +15,9 @@ use crate::core::{CallKind, CallResult, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::{Outbound, Reply};
+use crate::security::isolation;
+
+use super::stall::STALL_AFTER;
 use crate::snapshot::Snapshot;
 
 impl Supervisor {
@@ -85,13 +88,37 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
-        if let Err((option, detail)) = self.config.security.check(method, &params) {
+        let isolate = self.config.security.isolate_tasks;
+        let refusal = self.config.security.check(method, &params).and_then(|()| {
+            if isolate {
+                isolation::check(&*self.snapshot(), method, &params)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err((option, detail)) = refusal {
             return Err(Error::Refused {
                 method: method.to_string(),
                 option: option.to_string(),
                 detail,
             });
         }
+        let mut answer = self.call_admitted(method, params, route, timeout, cancel);
+        if isolate && let Ok((result, _)) = &mut answer {
+            isolation::filter_reply(&*self.snapshot(), method, result);
+        }
+        answer
+    }
+
+    /// [`Supervisor::call_with`] once the security policy has let the call through.
+    fn call_admitted(
+        &self,
+        method: &str,
+        mut params: Value,
+        route: Route<'_>,
+        timeout: Duration,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(Value, Option<String>), Error> {
         if cancel.is_some_and(CancelToken::is_cancelled) {
             return Err(Error::Cancelled(method.to_string()));
         }
@@ -141,7 +168,37 @@ impl Supervisor {
                 other => return other.map(|v| (v, Some(sid))),
             }
         }
-        wait_agent_reply(&reply, deadline, cancel).map(|v| (v, Some(sid)))
+        self.wait_in_renderer(&reply, deadline, cancel, &sid, method)
+            .map(|v| (v, Some(sid)))
+    }
+
+    /// Waits for the reply of an agent call into session `sid` until `deadline`, in steps of
+    /// [`STALL_AFTER`], then twice as long, and so on: after a step without a reply, if popups
+    /// run unwatched by then, the renderer is probed for a dialog in a page the supervisor does
+    /// not watch, which fails the call at once (`supervisor/stall.rs`). (A waiting caller's
+    /// thread wakes a few times per call; an idle supervisor never.)
+    fn wait_in_renderer(
+        &self,
+        reply: &Reply,
+        deadline: Deadline,
+        cancel: Option<&CancelToken>,
+        sid: &str,
+        method: &str,
+    ) -> CallResult {
+        let mut step = STALL_AFTER;
+        loop {
+            match wait_agent_reply(reply, deadline.within(step), cancel) {
+                Err(Error::Timeout { .. }) if !deadline.passed() => {
+                    if self.with_snapshot(|s| s.popups_let_go)
+                        && let Some(e) = self.probe_stall(sid, method)
+                    {
+                        return Err(e);
+                    }
+                    step = step.saturating_mul(2);
+                }
+                other => return other,
+            }
+        }
     }
 }
 

@@ -2,12 +2,14 @@
 //!
 //! Argument errors are tool results (`{"success": false, "error": ...}`, SPEC §10), never
 //! protocol errors. A message names the argument and the kind of value it got, never the whole
-//! value (it may be huge): where showing it helps, at most a few dozen characters of its JSON.
+//! value (it may be huge): where showing it helps, at most 64 characters of its JSON
+//! ([`crate::quote`]), and at most [`NAMES_SHOWN`] unknown argument names.
 
 use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
+use crate::quote::quoted;
 use crate::registry::SupervisorRegistry;
 
 /// A failed tool result.
@@ -27,10 +29,8 @@ pub(crate) fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// At most `max` characters of `v`'s JSON text.
-pub(crate) fn shown(v: &Value, max: usize) -> String {
-    v.to_string().chars().take(max).collect()
-}
+/// The most unknown argument names one message shows.
+const NAMES_SHOWN: usize = 3;
 
 /// Fails for arguments that are no JSON object (`null` stands for none).
 fn object(args: &Value) -> Result<(), Value> {
@@ -65,14 +65,18 @@ pub fn check_args(args: &Value, allowed: &[&str]) -> Result<(), Value> {
         return Ok(());
     }
     unknown.sort_unstable();
+    let mut names: Vec<String> = unknown
+        .iter()
+        .take(NAMES_SHOWN)
+        .map(|k| quoted(k).to_string())
+        .collect();
+    if unknown.len() > NAMES_SHOWN {
+        names.push(format!("and {} more", unknown.len() - NAMES_SHOWN));
+    }
     Err(failure(format!(
         "unknown argument{} {}: allowed arguments are {}",
         if unknown.len() == 1 { "" } else { "s" },
-        unknown
-            .iter()
-            .map(|k| format!("{k:?}"))
-            .collect::<Vec<_>>()
-            .join(", "),
+        names.join(", "),
         allowed.join(", ")
     )))
 }

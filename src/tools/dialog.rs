@@ -20,7 +20,7 @@ fn answer(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Value
     check_task(task_id)?;
     let action = match args.get("action") {
         Some(Value::String(s)) => DialogAction::parse(s),
-        Some(other) => Err(invalid_action(other)),
+        Some(other) => Err(invalid_action(crate::quote::quoted_json(other))),
         None => return Err(failure("missing action: use \"accept\" or \"dismiss\"")),
     }
     .map_err(failure)?;

@@ -32,7 +32,7 @@ use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
 
 pub use args::check_args;
-pub(crate) use args::{check_task, failure, kind_of, opt_str, shown};
+pub(crate) use args::{check_task, failure, kind_of, opt_str};
 pub(crate) use snapshot::as_result as snapshot_result;
 
 /// Arguments of `browser_snapshot`.
@@ -52,7 +52,8 @@ pub const CDP_ARGS: &[&str] = &[
 /// The one wording for a task that has no supervisor.
 pub fn no_supervisor(task_id: &str) -> Value {
     failure(format!(
-        "no browser supervisor for task {task_id:?}: call browser_connect first"
+        "no browser supervisor for task {}: call browser_connect first",
+        crate::quote::quoted(task_id)
     ))
 }
 

@@ -11,7 +11,7 @@ fn task_schema() -> Value {
     json!({
         "type": "string",
         "minLength": 1,
-        "description": "Which browser task this call is about; each task has its own supervisor (and, without cdp_url, its own tab). On stdio the default is \"default\". Over HTTP browser_connect without task_id creates a new task and returns its task_id, which every other call must pass."
+        "description": "Which browser task this call is about; each task has its own supervisor and its own tab. On stdio the default is \"default\". Over HTTP browser_connect without task_id creates a new task and returns its task_id, which every other call must pass."
     })
 }
 
@@ -46,9 +46,11 @@ pub(super) fn output_schema(extra: Value) -> Value {
             "type": "object",
             "description": "Present when the page does not answer (a dialog no client can answer, or a busy script)",
             "properties": {
-                "reason": {"type": "string", "description": "orphaned_dialog (a dialog no live client can answer), unanswerable_dialog (a dialog CDP can no longer answer) or unresponsive (a busy script, or such a dialog)"},
+                "reason": {"type": "string", "description": "orphaned_dialog (a dialog no live client can answer), unanswerable_dialog (a dialog CDP can no longer answer), dialog_in_unfollowed_page (a dialog in a popup the supervisor does not watch freezes the page's renderer) or unresponsive (a busy script, or such a dialog)"},
                 "hint": {"type": "string", "description": "What to do"},
-                "frame_id": {"type": "string", "description": "The iframe that does not answer, when it is not the page itself"}
+                "frame_id": {"type": "string", "description": "The iframe that does not answer, when it is not the page itself"},
+                "target_id": {"type": "string", "description": "dialog_in_unfollowed_page: the page to close (browser_cdp Target.closeTarget), when there is one candidate"},
+                "target_ids": {"type": "array", "items": {"type": "string"}, "description": "dialog_in_unfollowed_page: the pages the task opened and does not watch, one of which shows the dialog"}
             }
         }
     });
@@ -62,7 +64,7 @@ pub(super) fn connect_input() -> Value {
     json!({
         "cdp_url": {"type": "string", "description": "CDP endpoint: ws://, wss:// or http://host:port (what --remote-debugging-port prints). Omit to use the configured one, else a local Chromium launched by the server."},
         "task_id": task_schema(),
-        "target_id": {"type": "string", "description": "Attach to this page target instead of the first page (or, without cdp_url, instead of a new tab)"},
+        "target_id": {"type": "string", "description": "Attach to this existing page target instead of a new tab of the task's own (refused when another task owns it, unless security.isolate_tasks is false)"},
         "dialog_policy": {"type": "string", "enum": ["must_respond", "auto_dismiss", "auto_accept"], "description": "must_respond (default): dialogs wait for browser_dialog; auto_dismiss / auto_accept: answered at once and recorded"},
         "dialog_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400, "description": "With must_respond: seconds after which an unanswered dialog is dismissed (default from the configuration, 300)"},
         "dialog_bridge": {"type": "string", "enum": ["off", "on", "auto"], "description": "Dialog bridge for CDP proxies that auto-close native dialogs: auto (default) turns it on when that is detected"}

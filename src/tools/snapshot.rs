@@ -57,8 +57,9 @@ fn followed_page(snap: &Snapshot, target_id: &str, limits: &Limits) -> Value {
     let Some(page) = snap.pages.iter().skip(1).find(|p| p.target_id == target_id) else {
         let known: Vec<&str> = snap.pages.iter().map(|p| p.target_id.as_str()).collect();
         return failure(format!(
-            "target_id {target_id:?} is not a page this task follows; known pages: {known:?} \
-             (see pages in browser_snapshot)"
+            "target_id {} is not a page this task follows; known pages: {known:?} (see pages \
+             in browser_snapshot)",
+            crate::quote::quoted(target_id)
         ));
     };
     let tree = crate::core::frames::tree_of(&snap.frames, target_id, limits);

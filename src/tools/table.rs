@@ -79,7 +79,7 @@ enum Handler {
 const CONNECT: Spec = Spec {
     name: "browser_connect",
     title: "Connect to a browser",
-    description: "Attach a persistent CDP supervisor to a browser page for a task: it catches native JS dialogs (alert/confirm/prompt/beforeunload) and tracks frames, cross-origin iframes included. Without cdp_url the server launches one local headless Chromium (relaunched if it died) and gives each task a tab of its own, closed by browser_disconnect. Calling it again with the same arguments returns the same supervisor. Over HTTP, a call without task_id creates a new task with a fresh task_id (in the result): pass it to every later call.",
+    description: "Attach a persistent CDP supervisor to a browser page for a task: it catches native JS dialogs (alert/confirm/prompt/beforeunload) and tracks frames, cross-origin iframes included. Without cdp_url the server launches one local headless Chromium (relaunched if it died). Each task gets a tab of its own (never a page the browser already held, unless target_id names one), closed by browser_disconnect; a task reaches only its own pages. Calling it again with the same arguments returns the same supervisor. Over HTTP, a call without task_id creates a new task with a fresh task_id (in the result): pass it to every later call.",
     annotations: Annotations {
         read_only: false,
         destructive: Some(false),
@@ -334,7 +334,7 @@ pub(crate) fn dispatch(
 
 /// The result of a call of a tool the host does not have.
 fn unknown(name: &str) -> Value {
-    failure(format!("unknown tool {name:?}"))
+    failure(format!("unknown tool {}", crate::quote::quoted(name)))
 }
 
 /// The host of the Python binding: a registry and nothing else, so it serves the tools that

@@ -214,13 +214,17 @@ fn dialog_actions_are_read_by_one_rule_with_one_wording() {
         }
     }
     let reg = SupervisorRegistry::new(Config::default());
-    // The tool reads it with the same rule, whatever the value's kind; at most 60 characters
-    // of it are shown.
+    // The tool reads it with the same rule, whatever the value's kind; at most 64 characters
+    // of it are shown (`quote`).
     let long = "x".repeat(200);
     for (action, shown) in [
         (json!("eat"), "\"eat\"".to_string()),
         (json!(5), "5".to_string()),
-        (json!(long), format!("\"{}", "x".repeat(59))),
+        (json!(long), format!("\"{}\"… (200 bytes)", "x".repeat(64))),
+        (
+            json!([[long]]),
+            format!("[[\"{}… (a longer list)", "x".repeat(61)),
+        ),
     ] {
         let out = browser_dialog(&reg, "t", &json!({ "action": action }));
         assert_eq!(

@@ -1,16 +1,19 @@
 //! Connecting: the TLS handshake of `wss://` and the WebSocket upgrade, each bounded by the
 //! connect deadline that the [`Socket`] under them carries, and nothing of the request logged.
 
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tungstenite::WebSocket;
 use tungstenite::protocol::WebSocketConfig;
 
 use super::socket::Socket;
 use super::stream::{Stream, Watched};
-use crate::net::{self, HeadError};
+use crate::deadline::Deadline;
+use crate::http1::{self, Conn, HttpError, Limits, Request};
+use crate::net;
+use crate::quote::quoted;
 
 /// Bytes tungstenite reads per `read` call. Its default (128 KiB) is zero-filled before every
 /// read, which costs microseconds per message and makes 128 KiB per connection resident; CDP
@@ -56,11 +59,13 @@ pub(super) fn tls(
 
 /// The client side of the WebSocket upgrade, done here rather than by tungstenite's client
 /// handshake so that nothing logs the request line or headers (query tokens, `Authorization`):
-/// credentials never reach a log line, even a dependency's at trace level.
+/// credentials never reach a log line, even a dependency's at trace level. The request and the
+/// answer's head go through `http1`, by `deadline` (the one `stream`'s socket carries).
 pub(super) fn websocket(
     mut stream: Stream,
     url: &url::Url,
     max_message_bytes: usize,
+    deadline: Deadline,
 ) -> Result<WebSocket<Watched>, String> {
     let key = tungstenite::handshake::client::generate_key();
     let host = url.host_str().unwrap_or("");
@@ -73,63 +78,65 @@ pub(super) fn websocket(
         target.push('?');
         target.push_str(q);
     }
-    let key_header = format!("Sec-WebSocket-Key: {key}");
-    let req = net::get_request(
-        url,
-        &target,
-        &host_header,
-        &[
-            "Upgrade: websocket",
-            "Connection: Upgrade",
-            &key_header,
-            "Sec-WebSocket-Version: 13",
-        ],
-    );
-    stream
-        .write_all(req.as_bytes())
-        .and_then(|_| stream.flush())
-        .map_err(|e| match e.kind() {
+    let mut req = Request::get(target)
+        .with("Host", host_header)
+        .with("Upgrade", "websocket")
+        .with("Connection", "Upgrade")
+        .with("Sec-WebSocket-Key", key.as_str())
+        .with("Sec-WebSocket-Version", "13");
+    if let Some(auth) = net::basic_auth(url) {
+        req = req.with("Authorization", auth);
+    }
+    http1::write_all(&mut stream, &req.bytes(), Duration::MAX, deadline).map_err(|e| {
+        match e.kind() {
             io::ErrorKind::TimedOut => {
                 "the WebSocket upgrade request could not be sent before the connect deadline"
                     .to_string()
             }
             _ => format!("WebSocket handshake failed: sending the upgrade request: {e}"),
-        })?;
-    let head = net::read_http_head(&mut stream, MAX_UPGRADE_HEAD).map_err(|e| match e {
-        HeadError::Closed(n) => format!(
-            "WebSocket handshake failed: the server closed the connection ({n} bytes of its \
-             answer)"
-        ),
-        HeadError::TooLarge(max) => format!(
-            "WebSocket handshake failed: the answer's head is larger than {} KiB",
-            max / 1024
-        ),
-        HeadError::TimedOut(n) => format!(
-            "the server did not finish the WebSocket upgrade before the connect deadline \
-             ({n} bytes of its answer so far)"
-        ),
-        HeadError::Io(e) => format!("WebSocket handshake failed: reading the answer: {e}"),
+        }
     })?;
-    if head.code != Some(101) {
+    let mut conn = Conn::new(stream);
+    let head = conn
+        .read_response(deadline, &UPGRADE_LIMITS)
+        .map_err(|e| match e {
+            HttpError::Closed { read, .. } => format!(
+                "WebSocket handshake failed: the server closed the connection ({read} bytes of \
+                 its answer)"
+            ),
+            HttpError::TimedOut { read, .. } => format!(
+                "the server did not finish the WebSocket upgrade before the connect deadline \
+                 ({read} bytes of its answer so far)"
+            ),
+            HttpError::Io(e) => format!("WebSocket handshake failed: reading the answer: {e}"),
+            e => format!("WebSocket handshake failed: the answer's {e}"),
+        })?;
+    if head.code != 101 {
         return Err(format!(
-            "WebSocket handshake failed: the server answered {:?} instead of 101 Switching Protocols",
-            head.status
+            "WebSocket handshake failed: the server answered {} instead of 101 Switching \
+             Protocols",
+            quoted(&head.status)
         ));
     }
     let expected = tungstenite::handshake::derive_accept_key(key.as_bytes());
     if head.header("sec-websocket-accept") != Some(expected.as_str()) {
         return Err("WebSocket handshake failed: wrong or missing Sec-WebSocket-Accept".into());
     }
+    let (stream, leftover) = conn.into_parts();
     Ok(WebSocket::from_partially_read(
         Watched::new(stream),
-        head.leftover,
+        leftover,
         tungstenite::protocol::Role::Client,
         Some(ws_config(max_message_bytes)),
     ))
 }
 
-/// Longest upgrade answer head accepted.
-const MAX_UPGRADE_HEAD: usize = 64 * 1024;
+/// The caps on an upgrade's answer head (it has no body).
+const UPGRADE_LIMITS: Limits = Limits {
+    head: 64 * 1024,
+    headers: 96,
+    body: 0,
+};
 
 /// A rustls client configuration: the web PKI roots, plus the certificates of `ca_file` (PEM).
 fn tls_config(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {

@@ -70,8 +70,7 @@ mod handshake;
 mod socket;
 mod stream;
 
-use socket::Mode;
-pub(crate) use socket::Socket;
+pub(crate) use socket::{Mode, Socket, wait_readable_any};
 use stream::{Stream, Watched};
 
 /// How often the reader yields to a writer holding the socket lock before it sleeps on it.
@@ -170,7 +169,10 @@ impl Transport {
             other => {
                 return Err(Error::InvalidUrl {
                     url: url_redacted,
-                    reason: format!("scheme {other:?} is not a WebSocket scheme (ws:// or wss://)"),
+                    reason: format!(
+                        "scheme {} is not a WebSocket scheme (ws:// or wss://)",
+                        crate::quote::quoted(other)
+                    ),
                 });
             }
         };
@@ -187,8 +189,8 @@ impl Transport {
         } else {
             Stream::Plain(socket)
         };
-        let mut socket =
-            handshake::websocket(stream, &parsed, opts.max_message_bytes).map_err(|e| {
+        let mut socket = handshake::websocket(stream, &parsed, opts.max_message_bytes, deadline)
+            .map_err(|e| {
                 connect_err(format!(
                     "{e} ({:.1} s after the start)",
                     started.elapsed().as_secs_f64()

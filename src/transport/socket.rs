@@ -1,11 +1,12 @@
 //! A TCP socket whose every `read` and `write` is bounded by what it is doing ([`Mode`]): the
-//! layer under TLS and the WebSocket, and under `http://` discovery's `GET`.
+//! layer under TLS and the WebSocket, under `http://` discovery's `GET`, and under every
+//! connection of the MCP HTTP server (through `http1::Timed`).
 //!
 //! Its three syscalls (read or write without waiting, wait for readiness until a deadline) are
 //! the `sys` module: `sys_unix.rs` on Unix, `sys_portable.rs` elsewhere.
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::deadline::Deadline;
@@ -73,6 +74,16 @@ impl Socket {
         self.mode = mode;
     }
 
+    /// The TCP socket under it (to wait on it, to shut it down).
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    /// The TCP socket under it, for another owner.
+    pub(crate) fn into_tcp(self) -> TcpStream {
+        self.tcp
+    }
+
     fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         sys::try_recv(&self.tcp, buf)
     }
@@ -85,6 +96,13 @@ impl Socket {
     /// `until` passes. `Ok(false)`: the deadline passed.
     fn wait(&self, interest: Interest, until: Deadline) -> io::Result<bool> {
         sys::wait(&self.tcp, interest, until)
+    }
+}
+
+/// For HTTP/1.1 (`crate::http1`): a deadline is [`Mode::Handshake`] until it.
+impl crate::http1::Timed for Socket {
+    fn set_deadline(&mut self, deadline: Deadline) {
+        self.set_mode(Mode::Handshake(deadline));
     }
 }
 
@@ -153,4 +171,16 @@ impl Write for Socket {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// Waits until `listener` has a connection waiting or one of `streams` has bytes (or reports
+/// an error or hang-up), or `until` passes: which may be ready, the listener first. One
+/// `poll(2)` for all on Unix; elsewhere a short sleep after which everything may be (the caller
+/// tries each without waiting).
+pub(crate) fn wait_readable_any(
+    listener: &TcpListener,
+    streams: &[&TcpStream],
+    until: Deadline,
+) -> io::Result<Vec<bool>> {
+    sys::wait_readable_any(listener, streams, until)
 }

@@ -4,7 +4,7 @@
 use std::io::{self, Read, Write};
 
 use super::socket::Socket;
-use crate::net;
+use crate::http1;
 
 /// The byte stream under the WebSocket. The transport's module doc (`wss://`) says how TLS
 /// fits in.
@@ -22,6 +22,13 @@ impl Stream {
             Stream::Plain(s) => s,
             Stream::Tls(s) => &mut s.sock,
         }
+    }
+}
+
+/// The upgrade's request and answer go over TLS as over TCP: the deadline is the socket's.
+impl crate::http1::Timed for Stream {
+    fn set_deadline(&mut self, deadline: crate::deadline::Deadline) {
+        crate::http1::Timed::set_deadline(self.socket_mut(), deadline);
     }
 }
 
@@ -81,7 +88,7 @@ impl Read for Watched {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.stream.read(buf)?;
         if buf[..n].starts_with(b"HTTP/") {
-            self.http_status = Some(net::status_line(&buf[..n]));
+            self.http_status = Some(http1::status_line(&buf[..n]));
         }
         Ok(n)
     }

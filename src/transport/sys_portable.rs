@@ -7,7 +7,7 @@
 //! (see `Transport::wait_readable`).
 
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use super::Interest;
@@ -50,4 +50,29 @@ pub(super) fn wait(_tcp: &TcpStream, _interest: Interest, until: Deadline) -> io
             Ok(true)
         }
     }
+}
+
+/// Sleeps one step (at most until `until`) and says that everything may be ready: the caller
+/// tries each without waiting.
+pub(super) fn wait_readable_any(
+    listener: &TcpListener,
+    streams: &[&TcpStream],
+    until: Deadline,
+) -> io::Result<Vec<bool>> {
+    let _ = listener;
+    let slept = match streams.first() {
+        Some(s) => wait(s, Interest::Read, until)?,
+        None => match until.left() {
+            Left::Passed => false,
+            Left::In(d) => {
+                std::thread::sleep(d.min(STEP));
+                true
+            }
+            Left::Never => {
+                std::thread::sleep(STEP);
+                true
+            }
+        },
+    };
+    Ok(vec![slept; streams.len() + 1])
 }

@@ -6,7 +6,7 @@
 //! functions, without `unsafe`, are in `sys_portable.rs` for every other platform.
 
 use std::io;
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 
 use super::Interest;
@@ -78,6 +78,41 @@ pub(super) fn wait(tcp: &TcpStream, interest: Interest, until: Deadline) -> io::
         match cvt(rc as isize) {
             Ok(0) => {} // time-out: the loop re-reads the deadline
             Ok(_) => return Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Waits until `listener` has a connection waiting or one of `streams` has bytes (or reports an
+/// error or hang-up), or `until` passes: which are ready, the listener first (all false: the
+/// deadline passed).
+pub(super) fn wait_readable_any(
+    listener: &TcpListener,
+    streams: &[&TcpStream],
+    until: Deadline,
+) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = std::iter::once(listener.as_raw_fd())
+        .chain(streams.iter().map(|s| s.as_raw_fd()))
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let count = libc::nfds_t::try_from(pfds.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many sockets to poll"))?;
+    loop {
+        let left = until.left();
+        if left == Left::Passed {
+            return Ok(vec![false; pfds.len()]);
+        }
+        // SAFETY: `pfds` is a valid array of `count` pollfds, alive for the call; the return
+        // value is checked by `cvt`.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), count, left.poll_millis()) };
+        match cvt(rc as isize) {
+            Ok(0) => {} // time-out: the loop re-reads the deadline
+            Ok(_) => return Ok(pfds.iter().map(|p| p.revents != 0).collect()),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

@@ -460,6 +460,49 @@ fn check_rejects_a_non_cdp_scheme() {
     no_panic(&err, "check");
 }
 
+/// Issue 35: a configuration value nested in lists by mistake, 30 and 10,000 deep, is refused
+/// with a short message and exit code 2 (it was 134 MB of stderr at depth 26, and an abort at
+/// depth 30); a string of 1 MB is shown clipped.
+#[test]
+fn check_refuses_a_deeply_nested_config_value_in_a_short_message() {
+    let dir = TempDir::new("nested-config");
+    let nested = |depth: usize| {
+        format!(
+            "[security]\ncdp_deny = {}\"x\"{}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    };
+    let huge = format!("[browser]\ndialog_policy = \"{}\"\n", "x".repeat(1_000_000));
+    for (name, toml, says) in [
+        ("depth-30", nested(30), "security.cdp_deny[0] is a list"),
+        ("depth-10000", nested(10_000), "cannot read configuration"),
+        ("huge", huge, "1000000 bytes"),
+    ] {
+        let path = dir.0.join(format!("{name}.toml"));
+        std::fs::write(&path, toml).expect("write the config file");
+        let (status, out, err) = run(
+            bin(&[
+                "--config",
+                path.to_str().unwrap(),
+                "check",
+                "http://127.0.0.1:9",
+            ]),
+            Duration::from_secs(10),
+            "check with a nested config value",
+        );
+        assert_eq!(status.code(), Some(2), "{name}: {status:?}\n{err}");
+        assert!(
+            err.len() < 1024,
+            "{name}: {} bytes of stderr: {err}",
+            err.len()
+        );
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(out.is_empty(), "{name}: {out}");
+        no_panic(&err, name);
+    }
+}
+
 #[test]
 fn check_never_prints_credentials() {
     let url = "ws://user:pw@127.0.0.1:1/?token=S3CR3T";

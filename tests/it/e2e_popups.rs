@@ -27,8 +27,8 @@ use crate::common::pages::{
 };
 use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{
-    ClosedBy, Config, DialogAction, DialogPolicy, PendingDialog, Route, StartOptions, Supervisor,
-    SupervisorRegistry, tools,
+    ClosedBy, Config, DialogAction, DialogPolicy, Error, Limits, PendingDialog, Route,
+    StartOptions, Supervisor, SupervisorRegistry, tools,
 };
 use serde_json::{Value, json};
 
@@ -372,6 +372,106 @@ fn fifty_popups_in_a_loop_honour_the_cap_and_none_hangs() {
         .expect("the unfollowed popup loads");
     assert_eq!(state, json!(1));
     assert_eq!(sup.snapshot().to_json()["pages_truncated"], true);
+}
+
+/// Issue 28 item 9 (SPEC §8 "No silent wedge"), with small caps (1 followed, 1 watched): the
+/// third popup, an `about:blank` one the opener writes an `alert()` into, is let go, and its
+/// alert freezes the opener's renderer unseen. The opener's call that wrote it fails within
+/// 2 s, naming the page to close; `blocked` says so; later calls into the page fail at once;
+/// closing that popup (which `security.isolate_tasks` lets the task do) unfreezes the page and
+/// `blocked` goes. A browser of its own: a dialog no client has `Page` enabled for is Chromium's
+/// own, which it dismisses when another window of the browser comes up (other tests open some).
+#[test]
+fn an_alert_in_a_blank_popup_past_both_caps_is_reported_within_2_s_and_calls_fail_at_once() {
+    if browser().is_none() {
+        return;
+    }
+    let b = common::Browser::launch().expect("a Chromium of its own");
+    let limits = Limits::default()
+        .with_pages_max(1)
+        .with_watched_pages_max(1);
+    let mut fx = Fixture::open(&b.ws_url, Config::default().with_limits(limits));
+    let sup = fx.attach(StartOptions::default());
+    let url = fx.a.url("127.0.0.1", "/blank");
+    fx.window_open(&url);
+    fx.window_open(&url);
+    wait_pick(&sup, T, "one popup followed, one watched", |s| {
+        (s.pages.len() == 2 && s.pages_truncated).then_some(())
+    });
+    let t = std::time::Instant::now();
+    let wrote = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "window.w3 = window.open(''); \
+               w3.document.write('<script>alert(\"frozen\")<\\/script>'); 'written'",
+               "userGesture": true}),
+        Route::Page,
+        Duration::from_secs(20),
+    );
+    let took = t.elapsed();
+    let Err(Error::DialogInUnfollowedPage { target_ids }) = &wrote else {
+        panic!("expected DialogInUnfollowedPage after {took:?}, got {wrote:?}");
+    };
+    eprintln!("the frozen renderer was reported after {took:?}: close one of {target_ids:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let third: Vec<String> = fx
+        .popups()
+        .into_iter()
+        .filter_map(|t| t["targetId"].as_str().map(str::to_string))
+        .filter(|t| sup.snapshot().pages.iter().all(|p| &p.target_id != t))
+        .collect();
+    assert_eq!(target_ids.len(), 1, "{target_ids:?}");
+    assert!(third.contains(&target_ids[0]), "{target_ids:?} {third:?}");
+    let snap = sup.snapshot().to_json();
+    assert_eq!(
+        snap["blocked"]["reason"], "dialog_in_unfollowed_page",
+        "{snap}"
+    );
+    assert_eq!(
+        snap["blocked"]["target_id"],
+        target_ids[0].as_str(),
+        "{snap}"
+    );
+    assert!(
+        snap["pending_dialogs"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "{snap}"
+    );
+    let t = std::time::Instant::now();
+    let later = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "1"}),
+        Route::Page,
+        Duration::from_secs(20),
+    );
+    assert!(
+        matches!(later, Err(Error::DialogInUnfollowedPage { .. })),
+        "{later:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    sup.call(
+        "Target.closeTarget",
+        json!({"targetId": target_ids[0]}),
+        Route::Browser,
+        T,
+    )
+    .expect("the task closes the popup that froze it");
+    wait_pick(&sup, T, "blocked to go", |s| {
+        s.blocked.is_none().then_some(())
+    });
+    let again = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "typeof w3", "returnByValue": true}),
+            Route::Page,
+            T,
+        )
+        .expect("the page answers again");
+    assert_eq!(again["result"]["value"], "object");
 }
 
 /// Popups of `page`, counted by a client of its own (the fixture's is borrowed by the wait).

@@ -133,7 +133,11 @@ fn black_hole_peer_fails_start_within_its_bound_and_stop_is_quick() {
 fn peer_that_stops_reading_blocks_neither_snapshots_nor_other_tasks() {
     let stuck = FakeBrowser::start().unwrap();
     let healthy = FakeBrowser::start().unwrap();
-    let reg = Arc::new(SupervisorRegistry::new(config(0)));
+    // Two fakes name their pages alike (`PAGE-1`), which two real browsers never do: without
+    // security.isolate_tasks the second task may take its browser's first page too.
+    let reg = Arc::new(SupervisorRegistry::new(config(0).with_security(
+        cdp_supervisor::Security::default().with_isolate_tasks(false),
+    )));
     let a = reg.get_or_start("stuck", &stuck.ws_url()).unwrap();
     let b = reg.get_or_start("healthy", &healthy.ws_url()).unwrap();
     stuck.set_stop_reading(true);

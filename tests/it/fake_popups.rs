@@ -17,6 +17,7 @@
 use crate::common;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::common::fakes::{WAIT, barrier, methods, sent_on, wait_pending, wait_snapshot};
 use cdp_supervisor::fake::{FakeBrowser, Rule};
@@ -306,6 +307,101 @@ fn a_thousand_popups_past_pages_max_are_watched_up_to_the_second_cap_then_let_go
     wait_snapshot(&sup, "the new popup", |s| {
         s.pages.iter().any(|p| p.target_id == "POP-NEW")
     });
+}
+
+/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps (1 + 1 here) a popup is let
+/// go. When the task's renderer then stops answering while the browser and input still do
+/// (what an alert in that popup does on Chromium: `e2e_popups`), a call into the page fails
+/// after its first stall step (1 s) and the probe, naming the page to close; `blocked` says
+/// so; the next call fails at once; the renderer answering again clears it. A page that only
+/// answers slowly, or a busy one (input unanswered too), is never reported.
+#[test]
+fn a_renderer_frozen_past_both_popup_caps_fails_calls_after_one_stall_step_and_recovers() {
+    let config = Config::default().with_limits(
+        cdp_supervisor::Limits::default()
+            .with_pages_max(1)
+            .with_watched_pages_max(1),
+    );
+    let (fake, _reg, sup) = setup_with(config);
+    for i in 0..3 {
+        page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
+    }
+    barrier(&sup);
+    let eval = |timeout| {
+        sup.call(
+            "Runtime.evaluate",
+            json!({"expression": "1"}),
+            Route::Page,
+            timeout,
+        )
+    };
+    // Slow but alive: answered after 1.5 s (the probe's renderer call is answered at once).
+    fake.set_rule("Input.dispatchMouseEvent", Rule::Reply(json!({})));
+    fake.set_rule(
+        "Runtime.evaluate",
+        Rule::Delay(Duration::from_millis(1500), Box::new(Rule::Default)),
+    );
+    assert!(eval(WAIT).is_ok());
+    assert_eq!(sup.snapshot().blocked, None);
+    // Busy: neither the renderer nor input answers: the call waits for its deadline.
+    fake.set_rule("Runtime.evaluate", Rule::Ignore);
+    fake.set_rule("Runtime.getIsolateId", Rule::Ignore);
+    fake.set_rule("Input.dispatchMouseEvent", Rule::Ignore);
+    let busy = eval(Duration::from_millis(1200));
+    assert!(matches!(busy, Err(Error::Timeout { .. })), "{busy:?}");
+    assert_eq!(sup.snapshot().blocked, None);
+    // Frozen: input is dropped (answered at once), the renderer never answers.
+    fake.set_rule("Input.dispatchMouseEvent", Rule::Reply(json!({})));
+    let opened_by =
+        |id: &str, opener: &str| json!({"targetId": id, "type": "page", "openerId": opener});
+    fake.set_rule(
+        "Target.getTargets",
+        Rule::Reply(json!({"targetInfos": [
+            {"targetId": PAGE, "type": "page"},
+            opened_by("POP-0", PAGE), opened_by("POP-1", PAGE), opened_by("POP-2", PAGE),
+            {"targetId": "ANOTHER-CLIENTS", "type": "page"},
+        ]})),
+    );
+    let t = Instant::now();
+    let frozen = eval(WAIT);
+    let took = t.elapsed();
+    match &frozen {
+        Err(Error::DialogInUnfollowedPage { target_ids }) => assert_eq!(target_ids, &["POP-2"]),
+        other => panic!("expected DialogInUnfollowedPage, got {other:?}"),
+    }
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    let snap = sup.snapshot().to_json();
+    assert_eq!(
+        snap["blocked"]["reason"], "dialog_in_unfollowed_page",
+        "{snap}"
+    );
+    assert_eq!(snap["blocked"]["target_ids"], json!(["POP-2"]), "{snap}");
+    let t = Instant::now();
+    let next = sup.call("DOM.getDocument", json!({}), Route::Page, WAIT);
+    assert!(
+        matches!(next, Err(Error::DialogInUnfollowedPage { .. })),
+        "{next:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        t.elapsed()
+    );
+    // The popup is closed: the renderer answers the probe's call again.
+    let session = common::fakes::page_session(&sup);
+    let probe = fake
+        .received()
+        .into_iter()
+        .rev()
+        .find(|c| c["method"] == "Runtime.getIsolateId" && c["sessionId"] == session.as_str())
+        .expect("the probe's renderer call");
+    fake.send_reply(&probe["id"], &session, json!({"id": "isolate-PAGE-1"}));
+    wait_snapshot(&sup, "blocked gone", |s| s.blocked.is_none());
+    fake.clear_rule("Runtime.evaluate");
+    assert!(eval(WAIT).is_ok());
 }
 
 #[test]

@@ -473,7 +473,7 @@ fn a_thousand_hostile_values_per_argument_are_each_answered_and_the_server_still
         json!({"cdp_url": ws, "task_id": "after"}),
         T,
     );
-    assert_eq!(c["page_target_id"], "PAGE-1", "{c}");
+    assert_ne!(c["page_target_id"], "PAGE-1", "a page of its own: {c}");
     let r = mcp.ok_tool(
         "browser_cdp",
         json!({"task_id": "after", "method": "Runtime.evaluate", "params": {"expression": "1+1"}}),
@@ -570,6 +570,134 @@ fn task_ids_with_a_nul_are_tool_errors_and_never_use_up_the_workers() {
     for id in &ids {
         let (is_error, v) = mcp.tool_answer(id, T, "one of 16 calls");
         assert!(!is_error, "{v}");
+    }
+    assert!(!mcp.err.all().join("\n").contains("panicked"));
+    mcp.close_and_wait(STOP);
+}
+
+// ---------------------------------------------------------------------------
+// Huge values in messages (issue 35)
+// ---------------------------------------------------------------------------
+
+/// Issue 35: a message that quotes a caller's value shows at most 64 characters of it, so a
+/// value of 1,000,000 bytes (a tool name, a method, a level, an action, ids, 10,000 unknown
+/// argument names, a value nested 100 deep) gets an answer under 1 KiB (the unknown tool name
+/// was answered with 1,000,193 bytes).
+#[test]
+fn a_huge_caller_value_gets_an_answer_under_one_kib() {
+    let fake = FakeBrowser::start().expect("fake browser");
+    let mut mcp = server();
+    mcp.ok_tool("browser_connect", json!({"cdp_url": fake.ws_url()}), T);
+    let huge = "\u{202E}x".repeat(500_000);
+    let mut deep = json!(1);
+    for _ in 0..100 {
+        deep = json!([deep]);
+    }
+    let many: serde_json::Map<String, Value> = (0..10_000)
+        .map(|i| (format!("{i:0>100}"), json!(1)))
+        .collect();
+    let tool = |name: &str, arguments: Value| json!({"name": name, "arguments": arguments});
+    let cases: Vec<(&str, &str, Value)> = vec![
+        ("unknown tool", "tools/call", tool(&huge, json!({}))),
+        ("unknown method", &huge, json!({})),
+        ("unknown level", "logging/setLevel", json!({"level": huge})),
+        (
+            "unknown arguments",
+            "tools/call",
+            tool("browser_snapshot", Value::Object(many)),
+        ),
+        (
+            "task_id",
+            "tools/call",
+            tool("browser_snapshot", json!({"task_id": huge})),
+        ),
+        (
+            "action",
+            "tools/call",
+            tool("browser_dialog", json!({"action": huge})),
+        ),
+        (
+            "action nested",
+            "tools/call",
+            tool("browser_dialog", json!({"action": deep})),
+        ),
+        (
+            "dialog_timeout_s nested",
+            "tools/call",
+            tool(
+                "browser_connect",
+                json!({"task_id": "t2", "dialog_timeout_s": deep}),
+            ),
+        ),
+        (
+            "dialog_policy",
+            "tools/call",
+            tool(
+                "browser_connect",
+                json!({"task_id": "t2", "dialog_policy": huge}),
+            ),
+        ),
+        (
+            "dialog_id",
+            "tools/call",
+            tool(
+                "browser_dialog",
+                json!({"action": "accept", "dialog_id": huge}),
+            ),
+        ),
+        (
+            "target_id",
+            "tools/call",
+            tool("browser_snapshot", json!({"target_id": huge})),
+        ),
+        (
+            "cdp target_id",
+            "tools/call",
+            tool(
+                "browser_cdp",
+                json!({"method": "Runtime.evaluate", "target_id": huge}),
+            ),
+        ),
+        (
+            "cdp frame_id",
+            "tools/call",
+            tool(
+                "browser_cdp",
+                json!({"method": "Runtime.evaluate", "frame_id": huge}),
+            ),
+        ),
+        (
+            "protocol version",
+            "tools/list",
+            json!({"_meta": {"io.modelcontextprotocol/protocolVersion": huge}}),
+        ),
+    ];
+    for (i, (what, method, params)) in cases.into_iter().enumerate() {
+        let raw = format!("{}", 50_000 + i);
+        let request =
+            json!({"jsonrpc": "2.0", "id": 50_000 + i, "method": method, "params": params});
+        let request = request.to_string();
+        assert!(
+            request.len() > 100_000 || what.ends_with("nested"),
+            "{what}: the request carries a huge value"
+        );
+        mcp.send_raw(request.as_bytes());
+        let answer = raw_answer(&mut mcp, &raw);
+        assert!(
+            answer.len() < 1024,
+            "{what}: {} bytes: {answer:.2000}",
+            answer.len()
+        );
+        assert!(!answer.contains('\u{202E}'), "{what}: {answer}");
+        let a: Value = serde_json::from_str(&answer).expect("one JSON message");
+        let error = a["error"]["message"]
+            .as_str()
+            .or(a["result"]["structuredContent"]["error"].as_str())
+            .unwrap_or_else(|| panic!("{what}: no error: {answer}"));
+        assert!(
+            error.contains("bytes)") || error.contains("… (a longer") || error.contains("more"),
+            "{what}: the message says the value was clipped: {error}"
+        );
     }
     assert!(!mcp.err.all().join("\n").contains("panicked"));
     mcp.close_and_wait(STOP);
@@ -860,7 +988,7 @@ fn a_cancelled_connect_stops_its_start_at_once_and_leaves_nothing() {
         json!({"cdp_url": fake.ws_url(), "task_id": "slow"}),
         T,
     );
-    assert_eq!(c["page_target_id"], "PAGE-1", "{c}");
+    assert_ne!(c["page_target_id"], "PAGE-1", "a page of its own: {c}");
     mcp.close_and_wait(STOP);
 }
 

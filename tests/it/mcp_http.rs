@@ -136,14 +136,14 @@ const MUST_PASS: &[(&str, &str)] = &[
 ];
 
 /// `mcp --http 127.0.0.1:0` running, its URL read from stderr; killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     err: Lines,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Server {
-    fn start(env: &[(&str, &str)]) -> Server {
+    pub(crate) fn start(env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(BIN);
         clean_config_env(&mut cmd);
         cmd.args(["mcp", "--http", "127.0.0.1:0"])
@@ -285,7 +285,7 @@ fn send_modern(c: &mut Conn, base: &[(&str, &str)], id: u64, method: &str, param
 }
 
 /// A tool call on a fresh connection; its structured result.
-fn tool(addr: SocketAddr, base: &[(&str, &str)], name: &str, args: Value) -> Value {
+pub(crate) fn tool(addr: SocketAddr, base: &[(&str, &str)], name: &str, args: Value) -> Value {
     let mut c = Conn::new(addr);
     send_modern(
         &mut c,

@@ -1217,18 +1217,32 @@ fn tasks_without_cdp_url_get_own_tabs_and_dialogs_and_browser_close_relaunches()
     let d = mcp.ok_tool("browser_disconnect", json!({"task_id": "b"}), T);
     assert_eq!(d["stopped"], true, "{d}");
     // The close was sent before the disconnect answered; under load the browser may list the
-    // closing tab a moment longer, so look again until it is gone (bounded).
+    // closing tab a moment longer, so look again until it is gone (bounded). A task lists its
+    // own targets only (security.isolate_tasks): the browser's list comes from a client of the
+    // test's own.
+    let targets = mcp.ok_tool(
+        "browser_cdp",
+        json!({"task_id": "a", "method": "Target.getTargets"}),
+        T,
+    );
+    assert_eq!(targets["routed_to"], "browser", "{targets}");
+    let listed: Vec<&Value> = targets["result"]["targetInfos"]
+        .as_array()
+        .expect("targetInfos")
+        .iter()
+        .map(|t| &t["targetId"])
+        .collect();
+    assert_eq!(listed, [&page_a], "a sees its own page only: {targets}");
+    let mut raw = common::RawCdp::connect(a["cdp_url"].as_str().expect("the launched browser"))
+        .expect("a raw client on the launched browser");
     let deadline = Instant::now()
         .checked_add(T)
         .expect("a deadline within range");
     loop {
-        let targets = mcp.ok_tool(
-            "browser_cdp",
-            json!({"task_id": "a", "method": "Target.getTargets"}),
-            T,
-        );
-        assert_eq!(targets["routed_to"], "browser", "{targets}");
-        let ids: Vec<&Value> = targets["result"]["targetInfos"]
+        let targets = raw
+            .call("Target.getTargets", json!({}), None, T)
+            .expect("Target.getTargets");
+        let ids: Vec<&Value> = targets["targetInfos"]
             .as_array()
             .expect("targetInfos")
             .iter()

@@ -291,12 +291,16 @@ fn methods_that_hand_local_files_to_the_page_are_refused_unless_allowed() {
 
 #[test]
 fn handing_the_protocol_to_the_page_is_refused_unless_allowed() {
+    let (fake, reg, sup) = setup("");
+    // The task's own page (a target of another task's would be refused by
+    // security.isolate_tasks instead: `fake_isolation`).
+    let page = fake.page_target_id();
     let calls = [
         (
             "Target.exposeDevToolsProtocol",
-            json!({"targetId": "T", "bindingName": "cdp"}),
+            json!({"targetId": page, "bindingName": "cdp"}),
         ),
-        ("Target.openDevTools", json!({"targetId": "T"})),
+        ("Target.openDevTools", json!({"targetId": page})),
         (
             "Page.navigate",
             json!({"url": "devtools://devtools/bundled/devtools_app.html"}),
@@ -307,7 +311,6 @@ fn handing_the_protocol_to_the_page_is_refused_unless_allowed() {
             json!({"url": " view-source:\tCHROME://inspect"}),
         ),
     ];
-    let (fake, reg, sup) = setup("");
     for (method, params) in &calls {
         let out = cdp(&reg, json!({"method": method, "params": params}));
         assert_eq!(out["refused_by"], "security.allow_page_protocol", "{out}");

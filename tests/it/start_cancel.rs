@@ -6,6 +6,10 @@
 //! leaves nothing: no slot in the registry, no connection, no thread named after its task, no
 //! page it created. The thread counts of the whole process are checked in
 //! `tests/solo/start_cancel.rs`.
+//!
+//! A stop of the task or the registry's close, from another thread, cuts a start short the same
+//! way without any token of the caller's (issue 28 item 12), and a closed registry refuses new
+//! starts (`Error::RegistryClosed`).
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -177,7 +181,7 @@ fn a_start_that_times_out_closes_the_page_it_created() {
 fn a_cancel_while_waiting_for_another_callers_start_returns_at_once() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
-    // The first start times out after 1 s (a stop does not cut an attach short).
+    // The first start would time out after 1 s.
     let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(1)));
     let cancel = CancelToken::new();
     std::thread::scope(|s| {
@@ -363,4 +367,177 @@ fn thread_names_carry_only_safe_ascii_of_the_task_id() {
     assert!(v["frame_tree"].is_object(), "{v}");
     reg.stop("nm/é 任 x.y-z");
     assert_eq!(threads_named("cdp-reader-nmx."), 0);
+}
+
+// A stop or a close from another thread cuts a start short (issue 28 item 12): the start has
+// no token of its caller's; the registry cancels the one it runs with.
+
+/// A peer that accepts TCP and never answers the WebSocket upgrade (a black hole to a start),
+/// and its `ws://` URL.
+fn silent_peer() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "ws://127.0.0.1:{}/devtools/browser/x",
+        listener.local_addr().unwrap().port()
+    );
+    (listener, url)
+}
+
+fn assert_stopped(result: &Result<Arc<Supervisor>, Error>, during: &str, by: &str) {
+    assert_cancelled(result, during);
+    let m = result.as_ref().err().map(ToString::to_string);
+    assert!(m.as_deref().is_some_and(|m| m.contains(by)), "{m:?}");
+}
+
+#[test]
+fn a_stop_from_another_thread_cuts_a_start_to_a_black_hole_short() {
+    let (listener, url) = silent_peer();
+    let reg = registry(); // 15 s start_timeout
+    let (result, took) = std::thread::scope(|s| {
+        let start = s.spawn(|| -> Started {
+            let r = reg.get_or_start("stop-connect", &url);
+            (r, Instant::now())
+        });
+        let _peer = listener.accept().unwrap();
+        assert_eq!(reg.tasks(), ["stop-connect"]);
+        let t = Instant::now();
+        assert!(reg.stop("stop-connect"), "a start in progress counts");
+        let (result, returned) = start.join().unwrap();
+        (result, returned - t)
+    });
+    eprintln!("stop while connecting to a silent peer -> the start returned after {took:?}");
+    assert_stopped(&result, "connecting", "the task was stopped");
+    assert!(took < Duration::from_millis(500), "took {took:?}");
+    assert!(reg.tasks().is_empty() && reg.get("stop-connect").is_none());
+}
+
+#[test]
+fn a_stop_cuts_short_the_start_and_every_caller_waiting_for_it_but_not_the_callers_token() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("Target.attachToTarget", Rule::Ignore);
+    let reg = registry(); // 15 s start_timeout
+    let own = CancelToken::new();
+    let (first, second, took) = std::thread::scope(|s| {
+        let first = s.spawn(|| -> Started {
+            let r = reg.get_or_start_cancellable(
+                "stop-many",
+                &fake.ws_url(),
+                StartOptions::default(),
+                &own,
+            );
+            (r, Instant::now())
+        });
+        fake.wait_for_command(|c| c["method"] == "Target.attachToTarget", WAIT)
+            .expect("the first start is attaching");
+        let second = std::thread::Builder::new()
+            .name("qa-stop-waiter".into())
+            .spawn_scoped(s, || -> Started {
+                let r = reg.get_or_start("stop-many", &fake.ws_url());
+                (r, Instant::now())
+            })
+            .unwrap();
+        let waiting = crate::common::wait_until(WAIT, || {
+            (thread_state("qa-stop-waiter") == Some('S')).then_some(())
+        });
+        assert!(waiting.is_some(), "the second caller never waited");
+        let t = Instant::now();
+        assert!(reg.stop("stop-many"));
+        let (a, at) = first.join().unwrap();
+        let (b, bt) = second.join().unwrap();
+        (a, b, at.max(bt) - t)
+    });
+    eprintln!("stop with a start and a caller waiting for it -> both returned after {took:?}");
+    assert_stopped(&first, "attaching", "the task was stopped");
+    assert_stopped(
+        &second,
+        "waiting for another caller's start",
+        "the task was stopped",
+    );
+    assert!(took < Duration::from_millis(500), "took {took:?}");
+    assert!(
+        !own.is_cancelled(),
+        "the stop cancels the start, not the caller's token"
+    );
+    assert_eq!(fake.accepted_count(), 1, "the waiter did not start again");
+    assert!(
+        fake.wait_for_connections(0, WAIT),
+        "the start's connection is closed"
+    );
+    assert!(reg.tasks().is_empty());
+    assert_eq!(threads_named("cdp-reader-stop"), 0);
+}
+
+#[test]
+fn a_closed_registry_cuts_its_starts_short_stops_its_tasks_and_refuses_new_starts() {
+    let fake = FakeBrowser::start().unwrap();
+    let reg = registry(); // 15 s start_timeout
+    let live = reg.get_or_start("close-live", &fake.ws_url()).unwrap();
+    fake.set_rule("Target.attachToTarget", Rule::Ignore);
+    let (result, took) = std::thread::scope(|s| {
+        let start = s.spawn(|| -> Started {
+            let options = StartOptions::default().with_new_page(true);
+            let r = reg.get_or_start_with("close-starting", &fake.ws_url(), options);
+            (r, Instant::now())
+        });
+        // (The live task attached to PAGE-1 before.)
+        fake.wait_for_command(
+            |c| c["method"] == "Target.attachToTarget" && c["params"]["targetId"] == "PAGE-2",
+            WAIT,
+        )
+        .expect("the start is attaching to the page it created");
+        assert!(!reg.is_closed());
+        let t = Instant::now();
+        reg.close();
+        let (result, returned) = start.join().unwrap();
+        (result, returned.saturating_duration_since(t))
+    });
+    eprintln!("close with a start in progress -> the start returned after {took:?}");
+    assert_stopped(&result, "attaching", "the registry was closed");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(reg.is_closed());
+    assert!(!live.is_alive(), "the live task was stopped");
+    assert!(reg.tasks().is_empty() && reg.get("close-live").is_none());
+    fake.clear_rule("Target.attachToTarget");
+    let accepted = fake.accepted_count();
+    let refused = [
+        reg.get_or_start("close-live", &fake.ws_url()),
+        reg.get_or_start_with("new", &fake.ws_url(), StartOptions::default()),
+        reg.get_or_start_within(
+            "new",
+            &fake.ws_url(),
+            StartOptions::default(),
+            Duration::from_secs(1),
+        ),
+        reg.get_or_start_cancellable(
+            "new",
+            &fake.ws_url(),
+            StartOptions::default(),
+            &CancelToken::new(),
+        ),
+    ];
+    for r in refused {
+        match r {
+            Err(e @ Error::RegistryClosed(_)) => {
+                let m = e.to_string();
+                assert!(
+                    m.contains("closed") && m.contains("make a new registry"),
+                    "{m}"
+                );
+            }
+            other => panic!("a closed registry started a task: {other:?}"),
+        }
+    }
+    assert_eq!(
+        fake.accepted_count(),
+        accepted,
+        "no connection after the close"
+    );
+    assert!(!reg.stop("new") && reg.tasks().is_empty());
+    reg.close(); // idempotent
+    assert!(fake.wait_for_connections(0, WAIT));
+    assert_eq!(
+        fake.page_target_ids(),
+        ["PAGE-1"],
+        "the start's page was closed"
+    );
 }

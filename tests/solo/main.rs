@@ -60,6 +60,7 @@ const TESTS: &[(&str, fn())] = tests![
     registry_race::racing_get_or_start_and_stop_never_leaves_two_live_supervisors_or_threads,
     start_cancel::cancelled_starts_leave_no_threads_sockets_or_slots,
     start_cancel::starts_cancelled_while_connecting_leave_nothing_once_their_deadline_passes,
+    start_cancel::starts_cut_short_by_stop_or_close_leave_no_threads_sockets_or_slots,
     reconnect_stop_race::stop_during_a_reconnect_returns_within_a_second_in_a_thousand_races,
     // Last: the logger it installs stays.
     redaction::the_scenario_really_ran,

@@ -25,6 +25,7 @@ pub fn detect_rust(
     sup: &Bound<'_, PySupervisor>,
     samples: usize,
 ) -> PyResult<Vec<u64>> {
+    sup.get().check_home()?;
     let sup = Arc::clone(&sup.get().sup);
     let fake = fake.get();
     let err = |m: &str| PyRuntimeError::new_err(m.to_string());

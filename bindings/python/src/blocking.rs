@@ -8,11 +8,15 @@
 //! wait is interrupted, the call is cancelled ([`CancelToken`]: its late reply is dropped) or,
 //! for a start, left to finish on its own. On any other thread (no signal ever reaches it) a
 //! call runs where it is, in one wait, with no helper and no slices.
+//!
+//! After `os.fork()` the child's only thread (the one that forked) is its main thread, and the
+//! helper thread is not in the child: the child records the one and starts its own other.
 
-use std::sync::OnceLock;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -30,7 +34,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(30 * 24 * 3600);
 /// `threading.main_thread().ident`, read when the module is imported.
 static MAIN_THREAD: AtomicU64 = AtomicU64::new(0);
 
-/// Records which thread is Python's main thread (called once, at import).
+/// Records which thread is Python's main thread, in this process and in children of
+/// `os.fork()` (called once, at import, after `crate::fork::init`).
 pub fn init(py: Python<'_>) -> PyResult<()> {
     let ident: u64 = py
         .import("threading")?
@@ -38,7 +43,7 @@ pub fn init(py: Python<'_>) -> PyResult<()> {
         .getattr("ident")?
         .extract()?;
     MAIN_THREAD.store(ident, Ordering::Relaxed);
-    Ok(())
+    crate::fork::in_every_child(&wrap_pyfunction!(after_fork_in_child, py)?)
 }
 
 /// True on the thread Python delivers signals to.
@@ -52,32 +57,63 @@ pub fn on_main_thread() -> bool {
 type Job = Box<dyn FnOnce() + Send>;
 
 /// The helper thread of the main thread's calls (the main thread makes one call at a time),
-/// started on first use.
+/// started on first use in each process: a child of `os.fork()` has the parent's `Helper` but
+/// not its thread, and starts its own.
 struct Helper {
     jobs: Sender<Job>,
-    busy: AtomicBool,
+    /// Set by `dispatch`, cleared by the helper thread when a job is done.
+    busy: Arc<AtomicBool>,
+    /// The process whose thread this is.
+    pid: u32,
 }
 
-fn helper() -> &'static Helper {
-    static HELPER: OnceLock<Helper> = OnceLock::new();
-    HELPER.get_or_init(|| {
-        let (tx, rx): (Sender<Job>, Receiver<Job>) = unbounded();
-        let spawned = std::thread::Builder::new()
-            .name("cdp-py-main-calls".into())
-            .spawn(move || {
-                for job in rx {
-                    job();
-                    helper().busy.store(false, Ordering::Release);
-                }
-            });
-        if let Err(e) = spawned {
-            log_spawn_failure(&e);
-        }
-        Helper {
-            jobs: tx,
-            busy: AtomicBool::new(false),
-        }
-    })
+/// The current process's helper. Only the main thread reads or replaces it.
+static HELPER: ArcSwapOption<Helper> = ArcSwapOption::const_empty();
+
+fn helper() -> Arc<Helper> {
+    let pid = crate::fork::current_pid();
+    if let Some(h) = HELPER.load_full()
+        && h.pid == pid
+    {
+        return h;
+    }
+    let (tx, rx): (Sender<Job>, Receiver<Job>) = unbounded();
+    let busy = Arc::new(AtomicBool::new(false));
+    let done = Arc::clone(&busy);
+    let spawned = std::thread::Builder::new()
+        .name("cdp-py-main-calls".into())
+        .spawn(move || {
+            for job in rx {
+                job();
+                done.store(false, Ordering::Release);
+            }
+        });
+    if let Err(e) = spawned {
+        log_spawn_failure(&e);
+    }
+    let fresh = Arc::new(Helper {
+        jobs: tx,
+        busy,
+        pid,
+    });
+    if let Some(old) = HELPER.swap(Some(Arc::clone(&fresh)))
+        && old.pid != pid
+    {
+        // The parent's: its thread is not in this process, and waking it is not ours to do.
+        std::mem::forget(old);
+    }
+    fresh
+}
+
+/// In the child of a fork (`crate::fork`): the thread that forked is the main thread now (as
+/// Python sees it), and the parent's helper is left alone (`helper` starts this process's own).
+#[pyfunction]
+#[pyo3(name = "_blocking_after_fork_in_child")]
+fn after_fork_in_child() {
+    // SAFETY: a plain query of the calling thread's id.
+    #[allow(unsafe_code)]
+    let me = unsafe { pyo3::ffi::PyThread_get_thread_ident() } as u64;
+    MAIN_THREAD.store(me, Ordering::Relaxed);
 }
 
 fn log_spawn_failure(e: &std::io::Error) {

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use cdp_supervisor::Config;
+use cdp_supervisor::unversioned::quote::quoted;
 
 use crate::convert::type_name;
 use crate::errors::{invalid_argument, to_py_err};
@@ -38,6 +39,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("allow_page_protocol", "security"),
     ("cdp_deny", "security"),
     ("cdp_allow", "security"),
+    ("isolate_tasks", "security"),
 ];
 
 /// A TOML basic string.
@@ -59,14 +61,40 @@ fn toml_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// A Python value as a TOML value: what a user would have written in the file.
+/// A Python value as a TOML value: what a user would have written in the file, except inside a
+/// list: an item that is itself a list (or a tuple, or a dict) is written empty (`[]`, `{}`).
+/// Every list setting takes strings, and the crate refuses such an item by its kind alone
+/// (`security.cdp_deny[0] is a list; expected ...`) without looking inside, so nothing is lost,
+/// and the document costs what the top level costs: a value nested 100,000 deep (or a list
+/// that contains itself) is never walked.
 fn toml_value(out: &mut String, key: &str, v: &Bound<'_, PyAny>) -> PyResult<()> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = v.cast::<PyList>() {
+        l.iter().collect()
+    } else if let Ok(t) = v.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        return toml_scalar(out, key, v, true);
+    };
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        toml_scalar(out, &format!("{key}[{i}]"), item, false)?;
+    }
+    out.push(']');
+    Ok(())
+}
+
+/// A value that is no list (or, when `top` is false, a list item) as TOML; a list, tuple or dict
+/// is written empty (see [`toml_value`]).
+fn toml_scalar(out: &mut String, key: &str, v: &Bound<'_, PyAny>, top: bool) -> PyResult<()> {
     if let Ok(b) = v.cast::<PyBool>() {
         out.push_str(if b.is_true() { "true" } else { "false" });
     } else if v.cast::<PyInt>().is_ok() {
         let i: i64 = v
             .extract()
-            .map_err(|_| invalid_argument(format!("{key}: {v} does not fit in 64 bits")))?;
+            .map_err(|_| invalid_argument(format!("{key}: the integer does not fit in 64 bits")))?;
         let _ = write!(out, "{i}");
     } else if let Ok(f) = v.cast::<PyFloat>() {
         let f = f.value();
@@ -79,15 +107,10 @@ fn toml_value(out: &mut String, key: &str, v: &Bound<'_, PyAny>) -> PyResult<()>
         }
     } else if let Ok(s) = v.cast::<PyString>() {
         toml_str(out, &s.to_cow()?);
-    } else if v.cast::<PyList>().is_ok() || v.cast::<PyTuple>().is_ok() {
-        out.push('[');
-        for (i, item) in v.try_iter()?.enumerate() {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            toml_value(out, key, &item?)?;
-        }
-        out.push(']');
+    } else if !top && (v.cast::<PyList>().is_ok() || v.cast::<PyTuple>().is_ok()) {
+        out.push_str("[]");
+    } else if v.cast::<PyDict>().is_ok() {
+        out.push_str("{}");
     } else if let Ok(p) = v.extract::<PathBuf>() {
         toml_str(out, &p.to_string_lossy());
     } else {
@@ -107,7 +130,8 @@ pub fn toml_of(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<String> {
             let key: String = k.extract()?;
             let Some((name, section)) = KEYS.iter().find(|(n, _)| *n == key) else {
                 return Err(invalid_argument(format!(
-                    "unknown configuration keyword {key:?}: allowed are {}",
+                    "unknown configuration keyword {}: allowed are {}",
+                    quoted(&key),
                     KEYS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
                 )));
             };
@@ -234,6 +258,11 @@ impl PyConfig {
     #[getter]
     fn cdp_allow(&self) -> Vec<String> {
         self.inner.security.cdp_allow.clone()
+    }
+
+    #[getter]
+    fn isolate_tasks(&self) -> bool {
+        self.inner.security.isolate_tasks
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

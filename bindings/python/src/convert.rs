@@ -1,16 +1,34 @@
 //! JSON values between Rust (`serde_json::Value`) and Python (`dict`, `list`, `str`, `int`,
-//! `float`, `bool`, `None`), for CDP parameters and results.
+//! `float`, `bool`, `None`), for CDP parameters and results. Both ways are recursive, and both
+//! stop at a depth bound with a `ValueError` (issue 28 item 7): a caller's value nested 100,000
+//! deep, or a list that contains itself, never overflows the stack.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 
+use cdp_supervisor::unversioned::quote::clipped;
+
 /// Deeper Python values are refused (CDP replies nest at most 128 levels too).
 const MAX_DEPTH: usize = 128;
 
+/// Deeper JSON values are not turned into Python objects. The crate's values are at most 128
+/// deep (its JSON decoder's limit, [`from_py`]'s) plus the few levels of a tool result around a
+/// reply: this bound is never reached by them, only by a value built to overflow.
+const MAX_DEPTH_TO_PY: usize = 2 * MAX_DEPTH;
+
 /// A JSON value as a new Python object.
 pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    to_py_at(py, v, 0)
+}
+
+fn to_py_at<'py>(py: Python<'py>, v: &Value, depth: usize) -> PyResult<Bound<'py, PyAny>> {
+    if depth > MAX_DEPTH_TO_PY {
+        return Err(PyValueError::new_err(format!(
+            "the value nests deeper than {MAX_DEPTH_TO_PY} levels"
+        )));
+    }
     Ok(match v {
         Value::Null => py.None().into_bound(py),
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
@@ -27,14 +45,14 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
         Value::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
-                list.append(to_py(py, item)?)?;
+                list.append(to_py_at(py, item, depth + 1)?)?;
             }
             list.into_any()
         }
         Value::Object(map) => {
             let dict = PyDict::new(py);
             for (k, item) in map {
-                dict.set_item(k, to_py(py, item)?)?;
+                dict.set_item(k, to_py_at(py, item, depth + 1)?)?;
             }
             dict.into_any()
         }
@@ -112,10 +130,11 @@ fn from_py_at(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
     )))
 }
 
-/// The Python type name of `obj`, for error messages.
+/// The Python type name of `obj`, for error messages (a class may have any name: clipped as
+/// every value a message shows, [`cdp_supervisor::unversioned::quote`]).
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
-        .map(|n| n.to_string())
+        .map(|n| clipped(&n.to_cow().unwrap_or_default()).to_string())
         .unwrap_or_else(|_| "?".into())
 }

@@ -27,6 +27,7 @@ enum Attr {
     Int(i64),
     Float(f64),
     Dialog(Box<cdp_supervisor::PendingDialog>),
+    List(Vec<String>),
 }
 
 /// The Python exception for `e`: its class, its message (the Rust error's), its fields.
@@ -83,6 +84,10 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         ),
         Error::OrphanedDialog => ("OrphanedDialog", vec![]),
         Error::PageUnresponsive => ("PageUnresponsive", vec![]),
+        Error::DialogInUnfollowedPage { target_ids } => (
+            "DialogInUnfollowedPage",
+            vec![("target_ids", Attr::List(target_ids))],
+        ),
         Error::AnswerAppliedToOtherDialog { named, received } => (
             "AnswerAppliedToOtherDialog",
             vec![
@@ -148,6 +153,7 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
                 ("during", Attr::Str(during)),
             ],
         ),
+        Error::RegistryClosed(task) => ("RegistryClosed", vec![("task_id", Attr::Str(task))]),
         // A variant newer than this binding (`Error` is non-exhaustive):
         // `tests/test_errors.py` fails until it gets a class of its own.
         _ => ("CdpSupervisorError", vec![]),
@@ -160,10 +166,31 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             Attr::Int(i) => i.into_pyobject(py)?.into_any(),
             Attr::Float(f) => f.into_pyobject(py)?.into_any(),
             Attr::Dialog(d) => Bound::new(py, PyPendingDialog::new(py, &d)?)?.into_any(),
+            Attr::List(l) => l.into_pyobject(py)?.into_any(),
         };
         exc.setattr(key, value)?;
     }
     Ok(PyErr::from_value(exc))
+}
+
+/// `UsedAfterFork`: an object made in process `made_in` (a `what`: `SupervisorRegistry`,
+/// `Supervisor`, `FakeBrowser`) used in process `now`, a child of that one (see `crate::fork`).
+pub fn used_after_fork(what: &str, made_in: u32, now: u32) -> PyErr {
+    let message = format!(
+        "this {what} was made in process {made_in} and cannot be used in process {now}, a child \
+         made by fork(): its connections and threads stayed with the parent, and nothing of it \
+         was touched. Make a new SupervisorRegistry in the child (or start children with \
+         multiprocessing's \"spawn\" or \"forkserver\" method)"
+    );
+    Python::attach(|py| {
+        let built = class(py, "UsedAfterFork").and_then(|cls| {
+            let exc = cls.call1((message,))?;
+            exc.setattr("made_in_pid", made_in)?;
+            exc.setattr("pid", now)?;
+            Ok(PyErr::from_value(exc))
+        });
+        built.unwrap_or_else(|failed| failed)
+    })
 }
 
 /// `InvalidArgument(message)`.
@@ -250,6 +277,12 @@ pub fn error_samples(
         ("OrphanedDialog", Error::OrphanedDialog),
         ("PageUnresponsive", Error::PageUnresponsive),
         (
+            "DialogInUnfollowedPage",
+            Error::DialogInUnfollowedPage {
+                target_ids: vec![s("T1"), s("T2")],
+            },
+        ),
+        (
             "AnswerAppliedToOtherDialog",
             Error::AnswerAppliedToOtherDialog {
                 named: s("d-0"),
@@ -316,6 +349,7 @@ pub fn error_samples(
                 during: s("connecting"),
             },
         ),
+        ("RegistryClosed", Error::RegistryClosed(s("task-1"))),
     ];
     samples
         .into_iter()

@@ -6,6 +6,8 @@
 //! * `registry`: one Python object per Rust supervisor, and its snapshot converted once per
 //!   published version (`snapshot`: frozen, typed objects).
 //! * `blocking`: every wait releases the GIL; on the main thread Ctrl-C ends it.
+//! * `fork`: after `os.fork()`, objects of the parent refuse every call in the child and are
+//!   never dropped there (`UsedAfterFork`).
 //! * `errors`: `cdp_supervisor::Error` as exception classes with attributes.
 //! * `config`: keyword arguments to `Config` through `Config::from_toml`.
 //! * `convert`: JSON values to Python and back.
@@ -22,6 +24,7 @@ mod blocking;
 mod config;
 mod convert;
 mod errors;
+mod fork;
 mod hermes;
 mod registry;
 mod snapshot;
@@ -44,6 +47,7 @@ pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    fork::init(m.py())?;
     blocking::init(m.py())?;
     m.add_class::<config::PyConfig>()?;
     m.add_class::<registry::PySupervisorRegistry>()?;

@@ -2,12 +2,16 @@
 //! thing they add is identity: the same Rust supervisor is always the same Python object, and
 //! that object keeps the Python form of its latest snapshot, converted once per published
 //! version ([`PySupervisor::snapshot`]).
+//!
+//! Both remember the process they were made in (`crate::fork`): in a child of `os.fork()` they
+//! raise `UsedAfterFork` and are never dropped for real.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
+use crossbeam_channel::{Receiver, Sender, bounded};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
@@ -24,6 +28,7 @@ use crate::blocking::{self, Step};
 use crate::config::PyConfig;
 use crate::convert::{from_py, to_py};
 use crate::errors::{invalid_argument, to_py_err};
+use crate::fork::Home;
 use crate::seconds;
 use crate::snapshot::{PyPendingDialog, PySnapshot};
 
@@ -33,18 +38,49 @@ pub struct Inner {
     pub registry: SupervisorRegistry,
     /// The browser launched for tasks started without a CDP URL (none configured either).
     browser: Mutex<Option<LaunchedBrowser>>,
+    /// Dropped by `close`: a launch in progress gives up (it waits on `closed`).
+    closing: Mutex<Option<Sender<()>>>,
+    /// Disconnects when the registry is closed.
+    closed: Receiver<()>,
 }
 
 impl Inner {
+    fn new(config: cdp_supervisor::Config) -> Inner {
+        let (closing, closed) = bounded(0);
+        Inner {
+            registry: SupervisorRegistry::new(config),
+            browser: Mutex::new(None),
+            closing: Mutex::new(Some(closing)),
+            closed,
+        }
+    }
+
     fn lock_browser(&self) -> MutexGuard<'_, Option<LaunchedBrowser>> {
         self.browser.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The launched browser's URL, launching it (again, when it has exited) as needed. Only one
-    /// launch at a time: the slot's lock is held across it (callers that need the browser
-    /// wait for it anyway).
-    fn launched_url(&self) -> Result<String, Error> {
+    /// Closes the registry (every start in progress cancelled, a launch in progress given up,
+    /// every task stopped, later starts refused) and the browser it launched.
+    fn close(&self) {
+        self.registry.close();
+        drop(
+            self.closing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        let browser = self.lock_browser().take();
+        drop(browser);
+    }
+
+    /// The launched browser's URL, launching it (again, when it has exited) as needed, for the
+    /// start of `task_id`. Only one launch at a time: the slot's lock is held across it (callers
+    /// that need the browser wait for it anyway); a close gives it up.
+    fn launched_url(&self, task_id: &str) -> Result<String, Error> {
         let mut slot = self.lock_browser();
+        if self.registry.is_closed() {
+            return Err(Error::RegistryClosed(task_id.to_string()));
+        }
         if let Some(b) = slot.as_ref().filter(|b| b.is_running()) {
             return Ok(b.ws_url().to_string());
         }
@@ -60,7 +96,15 @@ impl Inner {
                         .into(),
                 )
             })?;
-        let b = LaunchedBrowser::launch(&exe)?;
+        let b = match LaunchedBrowser::launch_cancellable(&exe, &self.closed) {
+            Err(_) if self.registry.is_closed() => {
+                return Err(Error::StartCancelled {
+                    task_id: task_id.to_string(),
+                    during: "launching the browser (the registry was closed)".into(),
+                });
+            }
+            launched => launched?,
+        };
         let url = b.ws_url().to_string();
         *slot = Some(b);
         Ok(url)
@@ -71,6 +115,8 @@ impl Inner {
 #[pyclass(name = "SupervisorRegistry", module = "cdp_supervisor", frozen)]
 pub struct PySupervisorRegistry {
     pub inner: Arc<Inner>,
+    /// The process it was made in.
+    pub home: Home,
     /// The Python object of each task's supervisor, so that the same supervisor is always the
     /// same object. Never held while Python code runs or a supervisor stops.
     wrappers: Mutex<HashMap<String, Py<PySupervisor>>>,
@@ -107,9 +153,27 @@ impl PySupervisorRegistry {
         Ok(fresh)
     }
 
+    fn forget_all(&self) {
+        let old = std::mem::take(&mut *self.lock_wrappers());
+        drop(old);
+    }
+
     fn forget(&self, task_id: &str) {
         let old = self.lock_wrappers().remove(task_id);
         drop(old);
+    }
+
+    /// `UsedAfterFork` in a child of the process that made it.
+    pub fn check_home(&self) -> PyResult<()> {
+        self.home.check("SupervisorRegistry")
+    }
+}
+
+impl Drop for PySupervisorRegistry {
+    /// In a child of `os.fork()`: the registry, its supervisors and its browser are the
+    /// parent's, and are left alone (`crate::fork`).
+    fn drop(&mut self) {
+        self.home.leak_elsewhere(&self.inner);
     }
 }
 
@@ -120,10 +184,8 @@ impl PySupervisorRegistry {
     fn new(config: Option<&Bound<'_, PyConfig>>) -> Self {
         let config = config.map(|c| c.get().inner.clone()).unwrap_or_default();
         PySupervisorRegistry {
-            inner: Arc::new(Inner {
-                registry: SupervisorRegistry::new(config),
-                browser: Mutex::new(None),
-            }),
+            inner: Arc::new(Inner::new(config)),
+            home: Home::here(),
             wrappers: Mutex::new(HashMap::new()),
         }
     }
@@ -152,6 +214,7 @@ impl PySupervisorRegistry {
         start_timeout_s: Option<f64>,
         new_page: bool,
     ) -> PyResult<Py<PySupervisor>> {
+        self.check_home()?;
         let mut options = StartOptions::default().with_new_page(new_page);
         options.target_id = target_id;
         if let Some(p) = dialog_policy {
@@ -179,7 +242,7 @@ impl PySupervisorRegistry {
                     // A launched browser: each task gets a page of its own, like the MCP
                     // server's tasks, unless it names one.
                     options.new_page |= options.target_id.is_none();
-                    inner.launched_url()?
+                    inner.launched_url(&task)?
                 }
             };
             match start_timeout {
@@ -194,6 +257,7 @@ impl PySupervisorRegistry {
     /// The task's supervisor, if one was started and not stopped (it may have died: see
     /// `is_alive`).
     fn get(&self, py: Python<'_>, task_id: String) -> PyResult<Option<Py<PySupervisor>>> {
+        self.check_home()?;
         match self.inner.registry.get(&task_id) {
             Some(sup) => self.wrap(py, &task_id, sup).map(Some),
             None => Ok(None),
@@ -202,36 +266,44 @@ impl PySupervisorRegistry {
 
     /// The task's latest snapshot (`None` without a supervisor).
     fn snapshot(&self, py: Python<'_>, task_id: String) -> PyResult<Option<Py<PySnapshot>>> {
+        self.check_home()?;
         match self.get(py, task_id)? {
             Some(w) => w.get().snapshot(py).map(Some),
             None => Ok(None),
         }
     }
 
-    /// Stops the task's supervisor (pending dialogs dismissed first); whether there was one.
-    fn stop(&self, py: Python<'_>, task_id: String) -> bool {
+    /// Stops the task's supervisor (pending dialogs dismissed first), or cuts its start in
+    /// progress short (`StartCancelled`); whether there was either.
+    fn stop(&self, py: Python<'_>, task_id: String) -> PyResult<bool> {
+        self.check_home()?;
         let stopped = py.detach(|| self.inner.registry.stop(&task_id));
         self.forget(&task_id);
-        stopped
+        Ok(stopped)
     }
 
-    /// Stops every supervisor.
-    fn stop_all(&self, py: Python<'_>) {
+    /// Stops every supervisor and cuts every start in progress short.
+    fn stop_all(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_home()?;
         py.detach(|| self.inner.registry.stop_all());
-        let old = std::mem::take(&mut *self.lock_wrappers());
-        drop(old);
+        self.forget_all();
+        Ok(())
     }
 
-    /// Stops every supervisor and closes the browser this registry launched, if any.
-    fn close(&self, py: Python<'_>) {
-        self.stop_all(py);
-        let browser = self.inner.lock_browser().take();
-        py.detach(|| drop(browser));
+    /// Closes the registry: starts in progress are cut short (`StartCancelled`), every
+    /// supervisor stops, the browser it launched closes, and later starts raise
+    /// `RegistryClosed`. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_home()?;
+        py.detach(|| self.inner.close());
+        self.forget_all();
+        Ok(())
     }
 
     /// Task ids with a supervisor (live or starting).
-    fn tasks(&self) -> Vec<String> {
-        self.inner.registry.tasks()
+    fn tasks(&self) -> PyResult<Vec<String>> {
+        self.check_home()?;
+        Ok(self.inner.registry.tasks())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -239,12 +311,15 @@ impl PySupervisorRegistry {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close(py);
-        false
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
     fn __repr__(&self) -> String {
+        if let Some(r) = self.home.repr_elsewhere("SupervisorRegistry") {
+            return r;
+        }
         format!(
             "SupervisorRegistry(tasks={:?})",
             self.inner.registry.tasks()
@@ -266,6 +341,15 @@ pub struct PySupervisor {
     /// from), replaced when a newer version is read; written by whichever thread reads first.
     cache: ArcSwapOption<Py<PySnapshot>>,
     task_id: Py<PyString>,
+    /// The process it was made in.
+    home: Home,
+}
+
+impl Drop for PySupervisor {
+    /// In a child of `os.fork()`: the supervisor is the parent's, and is left alone.
+    fn drop(&mut self) {
+        self.home.leak_elsewhere(&self.sup);
+    }
 }
 
 impl PySupervisor {
@@ -275,13 +359,20 @@ impl PySupervisor {
             sup,
             cache: ArcSwapOption::empty(),
             task_id,
+            home: Home::here(),
         }
+    }
+
+    /// `UsedAfterFork` in a child of the process that made it.
+    pub fn check_home(&self) -> PyResult<()> {
+        self.home.check("Supervisor")
     }
 
     /// The latest snapshot as a Python object: the cached one while the published version is
     /// unchanged (two wait-free loads and a reference count: no allocation, no lock), else a
     /// new conversion that shares what did not change.
     pub fn snapshot(&self, py: Python<'_>) -> PyResult<Py<PySnapshot>> {
+        self.check_home()?;
         let version = self.sup.with_snapshot(|s| s.version);
         if let Some(cached) = &*self.cache.load()
             && cached.get().version == version
@@ -314,12 +405,14 @@ impl PySupervisor {
         prompt_text: Option<String>,
         dialog_id: Option<String>,
     ) -> PyResult<PyPendingDialog> {
+        self.check_home()?;
         let action = match action.as_str() {
             "accept" => DialogAction::Accept,
             "dismiss" => DialogAction::Dismiss,
             other => {
                 return Err(invalid_argument(format!(
-                    "invalid action {other:?}: use \"accept\" or \"dismiss\""
+                    "invalid action {}: use \"accept\" or \"dismiss\"",
+                    cdp_supervisor::unversioned::quote::quoted(other)
                 )));
             }
         };
@@ -340,6 +433,7 @@ impl PySupervisor {
         frame_id: Option<String>,
         timeout_s: Option<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        self.check_home()?;
         let params = match params {
             Some(p) => from_py(p)?,
             None => Value::Null,
@@ -375,6 +469,7 @@ impl PySupervisor {
     /// supervisor has ended).
     #[pyo3(signature = (timeout_s))]
     fn wait_for_dialog(&self, py: Python<'_>, timeout_s: f64) -> PyResult<Option<PyPendingDialog>> {
+        self.check_home()?;
         let timeout = seconds("timeout_s", timeout_s)?;
         let sup = &self.sup;
         let found = blocking::sliced(py, timeout, |slice| match sup.wait_for_dialog(slice) {
@@ -389,27 +484,32 @@ impl PySupervisor {
     }
 
     /// Stops the supervisor (pending dialogs dismissed first); returns within about 1 s.
-    fn stop(&self, py: Python<'_>) {
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_home()?;
         py.detach(|| self.sup.stop());
+        Ok(())
     }
 
     /// `active`, `reconnecting`, `stopped` or `dead`.
     #[getter]
-    fn state<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
+        self.check_home()?;
         let state: SupervisorState = self.sup.state();
-        PyString::intern(py, state.as_str())
+        Ok(PyString::intern(py, state.as_str()))
     }
 
     /// Not stopped and not given up (it may be reconnecting).
     #[getter]
-    fn is_alive(&self) -> bool {
-        self.sup.is_alive()
+    fn is_alive(&self) -> PyResult<bool> {
+        self.check_home()?;
+        Ok(self.sup.is_alive())
     }
 
     /// Connected and attached to its page.
     #[getter]
-    fn is_active(&self) -> bool {
-        self.sup.is_active()
+    fn is_active(&self) -> PyResult<bool> {
+        self.check_home()?;
+        Ok(self.sup.is_active())
     }
 
     #[getter]
@@ -425,11 +525,15 @@ impl PySupervisor {
 
     /// The page target it attached to.
     #[getter]
-    fn page_target_id(&self) -> Option<String> {
-        self.sup.with_snapshot(|s| s.page_target_id.clone())
+    fn page_target_id(&self) -> PyResult<Option<String>> {
+        self.check_home()?;
+        Ok(self.sup.with_snapshot(|s| s.page_target_id.clone()))
     }
 
     fn __repr__(&self) -> String {
+        if let Some(r) = self.home.repr_elsewhere("Supervisor") {
+            return r;
+        }
         format!(
             "Supervisor(task_id={:?}, cdp_url={:?}, state={:?})",
             self.sup.task_id(),

@@ -10,6 +10,7 @@ use cdp_supervisor::fake::{FakeBrowser, Rule};
 
 use crate::convert::{from_py, to_py};
 use crate::errors::to_py_err;
+use crate::fork::Home;
 
 /// A fake CDP browser on loopback (see `_native.pyi`).
 #[pyclass(name = "FakeBrowser", module = "cdp_supervisor.testing", frozen)]
@@ -19,10 +20,27 @@ pub struct PyFakeBrowser {
     ws_url: String,
     http_url: String,
     page_target_id: String,
+    /// The process it was made in (`crate::fork`): in a child of `os.fork()` it refuses every
+    /// call (its threads are the parent's) and is never dropped for real.
+    home: Home,
+}
+
+impl Drop for PyFakeBrowser {
+    fn drop(&mut self) {
+        if self.home.is_elsewhere() {
+            let fake = self
+                .inner
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            std::mem::forget(fake);
+        }
+    }
 }
 
 impl PyFakeBrowser {
     fn fake(&self) -> PyResult<RwLockReadGuard<'_, Option<FakeBrowser>>> {
+        self.home.check("FakeBrowser")?;
         let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             return Err(to_py_err(cdp_supervisor::Error::InvalidArgument(
@@ -59,6 +77,7 @@ impl PyFakeBrowser {
             http_url: fake.http_url(),
             page_target_id: fake.page_target_id(),
             inner: RwLock::new(Some(fake)),
+            home: Home::here(),
         })
     }
 
@@ -147,9 +166,11 @@ impl PyFakeBrowser {
     }
 
     /// Stops the fake: every connection closes. Idempotent.
-    fn close(&self, py: Python<'_>) {
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.home.check("FakeBrowser")?;
         let fake = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
         py.detach(|| drop(fake));
+        Ok(())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -157,12 +178,15 @@ impl PyFakeBrowser {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close(py);
-        false
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
     }
 
     fn __repr__(&self) -> String {
+        if let Some(r) = self.home.repr_elsewhere("FakeBrowser") {
+            return r;
+        }
         format!("FakeBrowser(ws_url={:?})", self.ws_url)
     }
 }

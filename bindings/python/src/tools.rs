@@ -25,6 +25,7 @@ pub fn call_tool(
     name: String,
     arguments: &Bound<'_, PyDict>,
 ) -> PyResult<String> {
+    registry.get().check_home()?;
     let args = from_py(arguments.as_any())?;
     let inner = Arc::clone(&registry.get().inner);
     let out = blocking::call(py, move |cancel| {

@@ -261,6 +261,30 @@ def test_the_security_policy_refuses_with_its_option(fake: FakeBrowser) -> None:
         assert f.value.option == "security.allow_file_urls"
 
 
+def test_tasks_reach_only_their_own_pages_unless_isolate_tasks_is_false(fake: FakeBrowser) -> None:
+    assert Config().isolate_tasks is True
+    assert Config(isolate_tasks=False).isolate_tasks is False
+    with SupervisorRegistry(Config()) as reg:
+        a = reg.get_or_start("a", fake.ws_url)
+        page = a.snapshot().page_target_id
+        assert page == fake.page_target_id
+        with pytest.raises(SecurityPolicy) as e:
+            reg.get_or_start("b", fake.ws_url, target_id=page)
+        assert e.value.option == "security.isolate_tasks"
+        b = reg.get_or_start("b", fake.ws_url)
+        own = b.snapshot().page_target_id
+        assert own is not None and own != page
+        listed = [t["targetId"] for t in b.call("Target.getTargets")["targetInfos"]]
+        assert listed == [own]
+        with pytest.raises(SecurityPolicy) as f:
+            b.call("Target.closeTarget", {"targetId": page})
+        assert f.value.option == "security.isolate_tasks"
+    with SupervisorRegistry(Config(isolate_tasks=False)) as reg:
+        a = reg.get_or_start("a", fake.ws_url)
+        b = reg.get_or_start("b", fake.ws_url, target_id=a.snapshot().page_target_id)
+        assert b.snapshot().page_target_id == a.snapshot().page_target_id
+
+
 def test_a_stopped_supervisor_is_not_active(fake: FakeBrowser, registry: SupervisorRegistry) -> None:
     sup = registry.get_or_start("t", fake.ws_url)
     assert registry.stop("t") is True

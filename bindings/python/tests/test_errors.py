@@ -39,6 +39,7 @@ EXPECTED: Dict[str, Tuple[Type[errors.CdpSupervisorError], Dict[str, Any]]] = {
     "DialogAlreadyClosed": (errors.DialogAlreadyClosed, {"dialog_id": "d-1", "closed_by": "remote"}),
     "OrphanedDialog": (errors.OrphanedDialog, {}),
     "PageUnresponsive": (errors.PageUnresponsive, {}),
+    "DialogInUnfollowedPage": (errors.DialogInUnfollowedPage, {"target_ids": ["T1", "T2"]}),
     "AnswerAppliedToOtherDialog": (
         errors.AnswerAppliedToOtherDialog,
         {"named": "d-0", "received": DIALOG},
@@ -66,6 +67,7 @@ EXPECTED: Dict[str, Tuple[Type[errors.CdpSupervisorError], Dict[str, Any]]] = {
     "UndecodableReply": (errors.UndecodableReply, {"method": "Runtime.evaluate"}),
     "Cancelled": (errors.Cancelled, {"method": "Page.reload"}),
     "StartCancelled": (errors.StartCancelled, {"task_id": "task-1", "during": "connecting"}),
+    "RegistryClosed": (errors.RegistryClosed, {"task_id": "task-1"}),
 }
 
 
@@ -117,3 +119,7 @@ def test_every_exception_class_is_exported_and_a_cdp_supervisor_error() -> None:
     assert issubclass(errors.ConnectError, ConnectionError)
     assert issubclass(errors.ConnectionLost, ConnectionError)
     assert issubclass(errors.IoError, OSError)
+    # Raised by the binding itself (after a fork), not mapped from a Rust error.
+    assert issubclass(errors.UsedAfterFork, errors.CdpSupervisorError)
+    assert issubclass(errors.UsedAfterFork, RuntimeError)
+    assert "UsedAfterFork" in errors.__all__ and cdp_supervisor.UsedAfterFork is errors.UsedAfterFork

@@ -1,11 +1,14 @@
 """Hermes Agent's own supervisor tests, run against ``cdp_supervisor.hermes``.
 
-Needs a checkout of NousResearch/hermes-agent, or a directory holding just its
-``tests/tools/test_browser_supervisor.py`` (passes at commits 4e898ab and 099e64b; any version
-with that file will do): set ``HERMES_AGENT_DIR`` to it. ``.ci/run`` downloads that file at a
-pinned commit and sets it. Without one the test skips and says why (it fails instead under
-``CDP_SUPERVISOR_HERMES=require``); ``test_hermes_compat.py`` runs the same scenarios, written
-again. Nothing of Hermes is copied into this repository.
+Hermes's ``tests/tools/test_browser_supervisor.py`` at the two commits it is known to pass at
+(4e898ab and 099e64b), from byte-exact copies kept beside this repository, never in it:
+``<dir>/<commit>/tests/tools/test_browser_supervisor.py``, where ``<dir>`` is
+``$CDP_SUPERVISOR_HERMES_TESTS``, else ``<repository>/../shared/hermes-tests``, else
+``/work/shared/hermes-tests`` (``.ci/run`` looks the same way). Each copy is checked against the
+sha256 of its commit's file. ``HERMES_AGENT_DIR`` adds a run of a checkout of
+NousResearch/hermes-agent (or a directory holding just that file). A copy that is not there
+skips and says why; under ``CDP_SUPERVISOR_HERMES=require`` (``.ci/run`` sets it) it fails.
+``test_hermes_compat.py`` runs the same scenarios, written again.
 
 How: Hermes's test file is copied to a temporary directory (away from Hermes's own
 ``conftest.py`` and ``pyproject.toml``, which import the rest of Hermes) and run by pytest with
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import signal
@@ -30,7 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, NoReturn, Optional
 from xml.etree import ElementTree
 
 import pytest
@@ -38,26 +42,63 @@ import pytest
 from conftest import need_chromium
 
 SHIM = Path(__file__).resolve().parent / "hermes_shim"
+REPO = Path(__file__).resolve().parents[3]
+HERMES_FILE = Path("tests") / "tools" / "test_browser_supervisor.py"
+# The commits whose file passes, with its sha256 and how many of its tests run (not skipped).
+COMMITS = {
+    "099e64b": ("34a073d76743494096bdfddb1f183d9e6de95464aef9b5680ed2bcd6da34fc49", 7),
+    "4e898ab": ("2a836a1aa7d2103d3bc38d5470e01916f6eda44eb2a7908877df92586b74571a", 20),
+}
 DESELECTED = [
     "test_browser_cdp_frame_id_routes_via_supervisor",
     "test_two_supervisors_bind_concurrent_follow_up_actions",
 ]
 # Skips that Hermes's file makes by itself.
 EXPECTED_SKIPS = {"test_browser_cdp_frame_id_real_oopif_smoke_documented"}
+REQUIRED = os.environ.get("CDP_SUPERVISOR_HERMES", "") == "require"
 
 
-def test_hermes_own_supervisor_tests_pass_against_the_drop_in(tmp_path: Path) -> None:
-    checkout = os.environ.get("HERMES_AGENT_DIR")
-    if not checkout:
-        message = (
-            "set HERMES_AGENT_DIR to a checkout of NousResearch/hermes-agent to run its "
-            "tests/tools/test_browser_supervisor.py against cdp_supervisor.hermes"
-        )
-        if os.environ.get("CDP_SUPERVISOR_HERMES", "") == "require":
-            pytest.fail(f"{message} (CDP_SUPERVISOR_HERMES=require)")
-        pytest.skip(message)
-    source = Path(checkout) / "tests" / "tools" / "test_browser_supervisor.py"
-    assert source.is_file(), f"{source} does not exist"
+def copies_dir() -> Optional[Path]:
+    """Where the copies of Hermes's file are kept (see the module doc), if anywhere."""
+    named = os.environ.get("CDP_SUPERVISOR_HERMES_TESTS")
+    if named:
+        return Path(named)
+    for candidate in (REPO.parent / "shared" / "hermes-tests", Path("/work/shared/hermes-tests")):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def missing(message: str) -> NoReturn:
+    if REQUIRED:
+        pytest.fail(f"{message} (CDP_SUPERVISOR_HERMES=require)")
+    print(f"SKIPPED: {message}", file=sys.stderr)
+    pytest.skip(message)
+
+
+# A checkout named by HERMES_AGENT_DIR runs too, beside the pinned copies.
+RUNS = list(COMMITS) + (["HERMES_AGENT_DIR"] if os.environ.get("HERMES_AGENT_DIR") else [])
+
+
+@pytest.mark.parametrize("version", RUNS)
+def test_hermes_own_supervisor_tests_pass_against_the_drop_in(version: str, tmp_path: Path) -> None:
+    if version == "HERMES_AGENT_DIR":
+        source = Path(os.environ["HERMES_AGENT_DIR"]) / HERMES_FILE
+        assert source.is_file(), f"{source} does not exist"
+        at_least = 5
+    else:
+        where = copies_dir()
+        if where is None:
+            missing(
+                "no copies of Hermes Agent's tests (set CDP_SUPERVISOR_HERMES_TESTS, or put them "
+                "in ../shared/hermes-tests beside the repository)"
+            )
+        source = where / version / HERMES_FILE
+        if not source.is_file():
+            missing(f"{source} does not exist")
+        sha256, at_least = COMMITS[version]
+        got = hashlib.sha256(source.read_bytes()).hexdigest()
+        assert got == sha256, f"{source} is not Hermes's file at {version} (sha256 {got})"
     chromium = need_chromium()
     shutil.copy(source, tmp_path / "test_browser_supervisor.py")
     bin_dir = tmp_path / "bin"
@@ -88,7 +129,9 @@ def test_hermes_own_supervisor_tests_pass_against_the_drop_in(tmp_path: Path) ->
     }
     skipped = {name for name, outcome in outcomes.items() if outcome == "skipped"}
     assert skipped <= EXPECTED_SKIPS, f"skipped: {sorted(skipped - EXPECTED_SKIPS)}"
-    assert sum(o == "ran" for o in outcomes.values()) >= 5, outcomes
+    ran = sum(o == "ran" for o in outcomes.values())
+    print(f"Hermes's tests at {version}: {ran} ran, skipped {sorted(skipped)}")
+    assert ran >= at_least, outcomes
 
 
 def remove_when_unused(scratch: Path, timeout: float = 10.0) -> None:

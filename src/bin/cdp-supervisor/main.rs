@@ -248,7 +248,9 @@ fn mcp_http(config: Config, addr: &str, cleanup: &Cleanup) -> Result<(), String>
             return Err(format!("{TOKEN_ENV} is not valid text"));
         }
     };
-    let options = HttpOptions::default().with_addr(addr).with_token(token);
+    let options = HttpOptions::from_config(&config)
+        .with_addr(addr)
+        .with_token(token);
     let with_token = options.has_token();
     let server = Arc::new(HttpServer::start(config, options).map_err(|e| e.to_string())?);
     {

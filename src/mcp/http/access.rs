@@ -6,7 +6,10 @@
 //!   that name in `Host`, so a request is served only when `Host` names this server: `127.0.0.1`,
 //!   `localhost` or `[::1]` with the server's port, the bound address itself, or an entry of
 //!   `mcp.allowed_hosts` (`name` matches that name on any port, `name:port` exactly). Names are
-//!   compared without regard to case. Anything else is 403.
+//!   compared without regard to case. Anything else is 403; a value that is no `host[:port]`
+//!   at all (a port that is not plain digits, `+8737`, or has a leading zero, `08737`, which a
+//!   proxy in front could read otherwise) is 400, as RFC 9112 §3.2 asks. A second `Host` or
+//!   `Origin` line is refused (400) before this, by `http1`.
 //! * **Origin.** Present on every cross-site request a browser makes; when a request has one,
 //!   its `host[:port]` must pass the same rule (and its scheme be `http` or `https`), else 403.
 //!   `Origin: null` (sandboxed frames, `file:` pages) is refused too.
@@ -19,13 +22,15 @@ use std::net::{IpAddr, SocketAddr};
 
 use ring::digest::{SHA256, digest};
 
-use super::wire::Head;
+use crate::http1::RequestHead as Head;
 
 /// Why a request is refused before anything reads its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Refusal {
     /// 400: no `Host` header (HTTP/1.1 requires one).
     NoHost,
+    /// 400: a `Host` value that is no `host[:port]`.
+    BadHost,
     /// 403: `Host` names another server.
     ForeignHost,
     /// 403: `Origin` names another site.
@@ -41,7 +46,7 @@ impl Refusal {
     /// The HTTP status.
     pub(super) fn status(&self) -> u16 {
         match self {
-            Refusal::NoHost => 400,
+            Refusal::NoHost | Refusal::BadHost => 400,
             Refusal::ForeignHost | Refusal::ForeignOrigin => 403,
             Refusal::Unauthorized { .. } => 401,
         }
@@ -51,6 +56,10 @@ impl Refusal {
     pub(super) fn message(&self) -> &'static str {
         match self {
             Refusal::NoHost => "bad request: a Host header is required",
+            Refusal::BadHost => {
+                "bad request: the Host header is not a host name with an optional port (plain \
+                 digits, no leading zero)"
+            }
             Refusal::ForeignHost => {
                 "forbidden: the Host header does not name this server (127.0.0.1, localhost or \
                  [::1] with its port, or an entry of mcp.allowed_hosts); see the README's MCP over \
@@ -119,8 +128,10 @@ impl Access {
     /// `Ok` when the request's head passes every rule (module doc).
     pub(super) fn check(&self, head: &Head) -> Result<(), Refusal> {
         let host = head.header("host").ok_or(Refusal::NoHost)?;
-        let host = std::str::from_utf8(host).map_err(|_| Refusal::ForeignHost)?;
-        if !self.host_ok(host.trim()) {
+        let host = std::str::from_utf8(host).map_err(|_| Refusal::BadHost)?;
+        let host = host.trim().to_ascii_lowercase();
+        let (name, port) = split_host(&host).ok_or(Refusal::BadHost)?;
+        if !self.names_this_server(name, port) {
             return Err(Refusal::ForeignHost);
         }
         if let Some(origin) = head.header("origin") {
@@ -145,9 +156,11 @@ impl Access {
     /// Whether `value` (`name`, `name:port`, `[v6]`, `[v6]:port`) names this server.
     fn host_ok(&self, value: &str) -> bool {
         let value = value.to_ascii_lowercase();
-        let Some((name, port)) = split_host(&value) else {
-            return false;
-        };
+        split_host(&value).is_some_and(|(name, port)| self.names_this_server(name, port))
+    }
+
+    /// Whether `name` (lowercase) with `port` (`None`: 80) names this server.
+    fn names_this_server(&self, name: &str, port: Option<u16>) -> bool {
         let port_is_ours = port.unwrap_or(80) == self.port;
         let loopback = matches!(name, "127.0.0.1" | "localhost" | "[::1]");
         let bound = self.bound.is_some_and(|ip| match ip {
@@ -188,7 +201,7 @@ impl Access {
 }
 
 /// `name[:port]` or `[v6][:port]` into the name (brackets kept) and the port; `None` when the
-/// port is not a number.
+/// port is not plain digits without a leading zero (`+80`, `080`, ` 80`), or past 65535.
 fn split_host(value: &str) -> Option<(&str, Option<u16>)> {
     let (name, port) = if value.starts_with('[') {
         let end = value.find(']')? + 1;
@@ -208,6 +221,8 @@ fn split_host(value: &str) -> Option<(&str, Option<u16>)> {
     }
     match port {
         None => Some((name, None)),
+        Some(p) if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) => None,
+        Some(p) if p.len() > 1 && p.starts_with('0') => None,
         Some(p) => p.parse::<u16>().ok().map(|p| (name, Some(p))),
     }
 }
@@ -235,7 +250,6 @@ pub(crate) fn token_problem(token: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::http::wire::Head;
     use crate::task_id::random_hex;
 
     fn head(headers: &[(&str, &str)]) -> Head {
@@ -273,12 +287,27 @@ mod tests {
             "127.0.0.1.evil.example:8737",
             "10.0.0.5:9001",
             "[::1]",
-            "localhost:x",
-            "",
         ] {
             assert_eq!(
                 a.check(&head(&[("Host", bad)])),
                 Err(Refusal::ForeignHost),
+                "{bad}"
+            );
+        }
+        // Not a host and port at all: 400 (a proxy could read these otherwise).
+        for bad in [
+            "localhost:x",
+            "",
+            "localhost:+8737",
+            "localhost:08737",
+            "localhost: 8737",
+            "localhost:",
+            "localhost:65536",
+            "[::1",
+        ] {
+            assert_eq!(
+                a.check(&head(&[("Host", bad)])),
+                Err(Refusal::BadHost),
                 "{bad}"
             );
         }

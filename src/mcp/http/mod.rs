@@ -9,26 +9,46 @@
 //! sends one header byte every few seconds, or opens connections and sends nothing, holds a
 //! thread for as long as it likes (measured: see the report of issue 23). astra runs hyper,
 //! which brings tokio into the dependency tree. What MCP needs of HTTP is small (one endpoint,
-//! POST with a JSON body, an answer that is JSON or a stream of events), and the crate already
-//! parses HTTP heads with `httparse` for the CDP handshake, so this is that parser plus about
-//! 400 lines: `wire.rs` (a request with deadlines, an answer), `access.rs` (the `Host`, `Origin`
-//! and token rules), `route.rs` (what a request means).
+//! POST with a JSON body, an answer that is JSON or a stream of events), and the crate speaks
+//! HTTP/1.1 already (`crate::http1`, about 1,100 lines without its tests, shared with the CDP
+//! upgrade and `http://` discovery). So this is that codec and about 2,100 lines of its own
+//! (`wc -l` without the tests): `accept.rs` (new connections, up to their first request),
+//! `conn.rs` (one connection's loop), `out.rs` (what a connection writes), `access.rs` (the
+//! `Host`, `Origin` and token rules), `route.rs` and `route/` (what a request means), here
+//! (options, start, shutdown).
 //!
 //! # Threads and limits
 //!
-//! * One acceptor thread; one thread per connection, at most [`HttpOptions::max_connections`]
-//!   (past it a connection is answered 503 and closed). A connection is HTTP/1.1 keep-alive:
-//!   it waits up to the idle timeout for the next request, then closes. Reading a request has
-//!   a header and a body deadline (`wire`), so a client that trickles is cut off.
+//! * One acceptor thread holds every new connection, without a thread of its own, until its
+//!   first request head is whole ([`HttpOptions::header_timeout`] from the moment it opened,
+//!   else it is closed), at most [`HttpOptions::max_new_connections`] at once (past it one is
+//!   closed: the oldest that sent nothing, else the oldest). Then the access rules decide: a refusal (400, 401, 403) is written by the
+//!   acceptor, which reads what the client still sends before it closes (so the client reads
+//!   the answer rather than a reset); a request they let in gets a thread and one of
+//!   [`HttpOptions::max_connections`] places (none free: 503 with `Retry-After`, written the
+//!   same way). Clients that send nothing, a head at a trickle, or no token therefore never take
+//!   a place from one that does.
+//! * A connection is HTTP/1.1 keep-alive: it waits up to the idle timeout for the next request,
+//!   whose head then has the header timeout from its first byte and whose body the body timeout
+//!   (`http1`: a client that trickles is cut off). An answer that says `Connection: close`
+//!   (asked for, or HTTP/1.0) ends the connection as soon as it is written, by whichever thread
+//!   wrote it.
+//! * A `subscriptions/listen` stream moves its connection from the connection places to
+//!   [`HttpOptions::max_listen_streams`] places of its own (none free: 503 with `Retry-After`).
+//!   A write to a stream that makes no progress for 2 s ends the stream and closes its
+//!   connection at once, so a client that stops reading holds nothing.
 //! * Tool calls run on the server's worker pool, shared with stdio's rules: at most
 //!   [`MAX_IN_FLIGHT`](crate::mcp::MAX_IN_FLIGHT) in flight (over every client together), a body
 //!   is at most [`MAX_LINE`](crate::mcp::MAX_LINE) bytes. The worker writes its answer to the
-//!   connection itself; the connection's thread meanwhile watches the socket (a blocking peek,
-//!   no polling), and when the client closes the connection before its answer, the call is
+//!   connection itself; the connection's thread meanwhile waits for the client to send more or
+//!   to close, and when the client closes the connection before its answer, the call is
 //!   cancelled (2026-07-28: closing the stream *is* the cancellation; 2025-11-25: the answer
 //!   could never be delivered, since this server keeps no streams to resume).
+//! * Every read and write is on the crate's deadline-bounded `transport::Socket` (`poll(2)`
+//!   with the time left), never a socket time-out; a write gives up when the client reads
+//!   nothing for 10 s (2 s on a stream).
 //! * An idle server makes no wake-ups: the acceptor blocks in `accept`, idle connections in
-//!   `read` with their idle timeout.
+//!   `poll` until their idle deadline.
 //!
 //! # Safety
 //!
@@ -43,15 +63,17 @@
 //! connections close), then the MCP server's shutdown (supervisors stopped, the launched
 //! browser closed, its profile removed), as on stdio.
 
+mod accept;
 mod access;
+mod conn;
+mod out;
 mod route;
 #[cfg(all(test, feature = "fake-browser"))]
 mod tests;
-mod wire;
 
 use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -73,11 +95,8 @@ pub const ENDPOINT: &str = "/mcp";
 /// argument: those show in `ps`).
 pub const TOKEN_ENV: &str = "CDP_SUPERVISOR_MCP_TOKEN";
 
-/// Stack size of connection threads (they parse request heads and bodies, nothing deep).
-const CONN_STACK: usize = 512 * 1024;
-
-/// How the HTTP server listens, and its limits. Start from `HttpOptions::default()` and the
-/// `with_*` setters.
+/// How the HTTP server listens, and its limits. Start from `HttpOptions::default()` (or
+/// [`HttpOptions::from_config`], the `[mcp]` settings) and the `with_*` setters.
 #[derive(Clone)]
 #[non_exhaustive]
 pub struct HttpOptions {
@@ -86,26 +105,26 @@ pub struct HttpOptions {
     pub addr: String,
     /// How long a keep-alive connection may wait for its next request.
     pub idle_timeout: Duration,
-    /// How long a request's head may take to arrive, from its first byte.
+    /// How long a request's head may take to arrive: a connection's first from the moment it
+    /// opens, a later one from its first byte (`mcp.http_head_timeout_s`).
     pub header_timeout: Duration,
     /// How long a request's body may take to arrive, after its head.
     pub body_timeout: Duration,
-    /// Connections open at once; more are answered 503 and closed.
+    /// Connections served at once (past it a request is answered 503 with `Retry-After`).
     pub max_connections: usize,
+    /// Connections that have not yet sent a request the access rules let in, at most this many
+    /// at once; past it the oldest is closed (`mcp.http_max_new_connections`).
+    pub max_new_connections: usize,
+    /// `subscriptions/listen` streams open at once; their connections count here, not in
+    /// `max_connections` (`mcp.http_max_listen_streams`).
+    pub max_listen_streams: usize,
     /// The bearer token every request must carry; never shown by `Debug`.
     token: Option<String>,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
-        HttpOptions {
-            addr: DEFAULT_ADDR.into(),
-            idle_timeout: Duration::from_secs(60),
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            max_connections: 64,
-            token: None,
-        }
+        HttpOptions::from_config(&Config::default())
     }
 }
 
@@ -117,12 +136,29 @@ impl std::fmt::Debug for HttpOptions {
             .field("header_timeout", &self.header_timeout)
             .field("body_timeout", &self.body_timeout)
             .field("max_connections", &self.max_connections)
+            .field("max_new_connections", &self.max_new_connections)
+            .field("max_listen_streams", &self.max_listen_streams)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .finish()
     }
 }
 
 impl HttpOptions {
+    /// The defaults, with the `[mcp]` settings of `config` (`http_head_timeout_s`,
+    /// `http_max_new_connections`, `http_max_listen_streams`).
+    pub fn from_config(config: &Config) -> HttpOptions {
+        HttpOptions {
+            addr: DEFAULT_ADDR.into(),
+            idle_timeout: Duration::from_secs(60),
+            header_timeout: config.http_head_timeout,
+            body_timeout: Duration::from_secs(30),
+            max_connections: 64,
+            max_new_connections: config.http_max_new_connections,
+            max_listen_streams: config.http_max_listen_streams,
+            token: None,
+        }
+    }
+
     /// Sets [`addr`](HttpOptions::addr).
     pub fn with_addr(mut self, addr: impl Into<String>) -> HttpOptions {
         self.addr = addr.into();
@@ -161,6 +197,18 @@ impl HttpOptions {
     /// Sets [`max_connections`](HttpOptions::max_connections).
     pub fn with_max_connections(mut self, n: usize) -> HttpOptions {
         self.max_connections = n;
+        self
+    }
+
+    /// Sets [`max_new_connections`](HttpOptions::max_new_connections) (at least 1).
+    pub fn with_max_new_connections(mut self, n: usize) -> HttpOptions {
+        self.max_new_connections = n.max(1);
+        self
+    }
+
+    /// Sets [`max_listen_streams`](HttpOptions::max_listen_streams).
+    pub fn with_max_listen_streams(mut self, n: usize) -> HttpOptions {
+        self.max_listen_streams = n;
         self
     }
 }
@@ -205,12 +253,10 @@ struct Shared {
     sessions: Sessions,
     /// Set when shutdown starts: no new connections or requests.
     closing: AtomicBool,
-    /// The open connections (a handle to shut each down), by number. Inserted by the
-    /// acceptor, removed by the connection's thread as it ends.
-    conns: Mutex<HashMap<u64, TcpStream>>,
-    next_conn: AtomicU64,
-    /// Connections open (the acceptor's bound).
-    open: AtomicUsize,
+    /// The connections that have a thread (admitted by the acceptor), by number, and how many
+    /// of each kind. Written by the acceptor (admission) and by each connection's thread (a
+    /// listen stream, its end).
+    conns: Mutex<Conns>,
     /// The next channel (`exchange::Exchange::channel`, the first half of a `pool::Key`): one
     /// per legacy session and per stateless request; 0 is stdio's.
     next_channel: AtomicU64,
@@ -219,9 +265,85 @@ struct Shared {
     stopped_cv: Condvar,
 }
 
+/// What a connection with a thread is doing, which says whose places it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Serving requests: one of `max_connections`.
+    Serving,
+    /// Carrying a `subscriptions/listen` stream: one of `max_listen_streams`.
+    Listening,
+}
+
+/// The connections that have a thread.
+#[derive(Debug, Default)]
+struct Conns {
+    /// A handle to shut each down (shutdown, the end of its answer or stream), and its kind.
+    open: HashMap<u64, (TcpStream, Kind)>,
+    serving: usize,
+    listening: usize,
+    next: u64,
+}
+
 impl Shared {
     fn channel(&self) -> u64 {
         self.next_channel.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, Conns> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A place for a connection that serves requests: its number, `None` when all are taken.
+    fn admit(&self, tcp: &TcpStream) -> Option<u64> {
+        let handle = tcp.try_clone().ok()?;
+        let mut c = self.conns();
+        if c.serving >= self.options.max_connections {
+            return None;
+        }
+        c.serving += 1;
+        c.next += 1;
+        let n = c.next;
+        c.open.insert(n, (handle, Kind::Serving));
+        Some(n)
+    }
+
+    /// Moves connection `n` to a listen stream's place; false when all are taken.
+    fn start_listening(&self, n: u64) -> bool {
+        let mut c = self.conns();
+        if c.listening >= self.options.max_listen_streams {
+            return false;
+        }
+        let Some(entry) = c.open.get_mut(&n) else {
+            return false;
+        };
+        if entry.1 == Kind::Serving {
+            entry.1 = Kind::Listening;
+            c.serving -= 1;
+            c.listening += 1;
+        }
+        true
+    }
+
+    /// Moves connection `n` back to serving requests (its listen request was refused).
+    fn stop_listening(&self, n: u64) {
+        let mut c = self.conns();
+        if let Some(entry) = c.open.get_mut(&n)
+            && entry.1 == Kind::Listening
+        {
+            entry.1 = Kind::Serving;
+            c.listening -= 1;
+            c.serving += 1;
+        }
+    }
+
+    /// Connection `n`'s thread ended: its place is free.
+    fn release(&self, n: u64) {
+        let mut c = self.conns();
+        match c.open.remove(&n).map(|(_, kind)| kind) {
+            Some(Kind::Serving) => c.serving -= 1,
+            Some(Kind::Listening) => c.listening -= 1,
+            None => {}
+        }
     }
 }
 
@@ -259,9 +381,7 @@ impl HttpServer {
             access,
             sessions: Sessions::default(),
             closing: AtomicBool::new(false),
-            conns: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(0),
-            open: AtomicUsize::new(0),
+            conns: Mutex::new(Conns::default()),
             next_channel: AtomicU64::new(1),
             stopped: Mutex::new(false),
             stopped_cv: Condvar::new(),
@@ -271,7 +391,7 @@ impl HttpServer {
             std::thread::Builder::new()
                 .name("mcp-http-accept".into())
                 .stack_size(256 * 1024)
-                .spawn(move || accept_loop(&shared, &listener))
+                .spawn(move || accept::run(&shared, &listener))
                 .map_err(|e| Error::Io(format!("cannot start the MCP HTTP acceptor: {e}")))?
         };
         log::info!(
@@ -338,7 +458,7 @@ impl HttpServer {
             let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(200));
             // Listen streams end with their response while their connections still take it.
             sh.mcp.inner.notifier.close();
-            for conn in sh.conns.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            for (conn, _) in sh.conns().open.values() {
                 let _ = conn.shutdown(Shutdown::Both);
             }
         }
@@ -355,71 +475,5 @@ impl HttpServer {
 impl Drop for HttpServer {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-fn accept_loop(sh: &Arc<Shared>, listener: &TcpListener) {
-    loop {
-        let conn = listener.accept();
-        if sh.closing.load(Ordering::Acquire) {
-            return;
-        }
-        let stream = match conn {
-            Ok((s, _)) => s,
-            Err(e) => {
-                // Out of descriptors and the like: say so, and give the system a moment.
-                log::warn!("MCP over HTTP: accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        if sh.open.load(Ordering::Acquire) >= sh.options.max_connections {
-            let mut s = stream;
-            let answer = wire::Response::json(
-                503,
-                route::error_body(
-                    None,
-                    -32000,
-                    &format!(
-                        "too many connections ({}); retry later",
-                        sh.options.max_connections
-                    ),
-                ),
-            )
-            .with("Retry-After", "1");
-            let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
-            let _ = std::io::Write::write_all(&mut s, &answer.bytes(false));
-            continue;
-        }
-        let n = sh.next_conn.fetch_add(1, Ordering::Relaxed);
-        let Ok(handle) = stream.try_clone() else {
-            continue;
-        };
-        sh.conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(n, handle);
-        sh.open.fetch_add(1, Ordering::AcqRel);
-        let shared = Arc::clone(sh);
-        let spawned = std::thread::Builder::new()
-            .name("mcp-http-conn".into())
-            .stack_size(CONN_STACK)
-            .spawn(move || {
-                route::serve_connection(&shared, stream);
-                shared
-                    .conns
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&n);
-                shared.open.fetch_sub(1, Ordering::AcqRel);
-            });
-        if let Err(e) = spawned {
-            log::warn!("MCP over HTTP: cannot start a connection thread: {e}");
-            sh.conns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&n);
-            sh.open.fetch_sub(1, Ordering::AcqRel);
-        }
     }
 }

@@ -31,27 +31,31 @@
 //!
 //! A request answered at once is written by the connection's thread; a tool call that runs on
 //! a worker is written by the worker, while the connection's thread watches for the client
-//! going away (module doc of `http`). Everything a request needs of the protocol goes through
-//! the seam of `exchange`: an [`Exchange`] in, an [`Answer`] out.
+//! going away (`conn.rs`). Everything a request needs of the protocol goes through the seam of
+//! `exchange`: an [`Exchange`] in, an [`Answer`] out.
 
 use std::collections::HashMap;
-use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
-use serde::Deserialize;
+use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::Value;
 
-use super::wire::{self, Head, Next, Reader, Response};
+use super::out::{
+    LIMITS, Out, STREAM_WRITE_STALL, cannot_read, error_body, modern_status, sse_event, sse_head,
+    write_answer,
+};
 use super::{ENDPOINT, Shared, random_hex};
 use crate::deadline::Deadline;
+use crate::http1::{self, Conn, RequestHead as Head, Response};
 use crate::mcp::dispatch::unreadable;
 use crate::mcp::exchange::{Answer, Exchange, LegacySession, Sink, Transport};
 use crate::mcp::pool::Key;
 use crate::mcp::protocol::meta::PROTOCOL_VERSION as META_VERSION;
 use crate::mcp::rpc::{self, Id, Incoming};
 use crate::mcp::{Inner, LEGACY_VERSIONS, MAX_LINE, MODERN_VERSIONS};
+use crate::quote::quoted;
+use crate::transport::Socket;
 
 mod checks;
 mod responder;
@@ -61,38 +65,25 @@ mod stream;
 use checks::*;
 use responder::*;
 pub(super) use sessions::Sessions;
+pub(super) use stream::follow_stream;
 use stream::*;
 
 /// HeaderMismatch (2026-07-28).
 const HEADER_MISMATCH: i64 = -32020;
 
-/// A JSON-RPC error response's text; `id: None` is `null`.
-pub(super) fn error_body(id: Option<&Id>, code: i64, message: &str) -> String {
-    rpc::error(id, code, message)
-}
-
-/// The connection's writing half, shared by its thread, the worker answering its call and the
-/// notifier writing to its event stream.
-type Out = Arc<Mutex<TcpStream>>;
-
-fn send(out: &Out, bytes: &[u8]) -> bool {
-    let mut s = out.lock().unwrap_or_else(|e| e.into_inner());
-    wire::write_all(&mut s, bytes, wire::WRITE_TIMEOUT).is_ok()
-}
-
 /// What a request comes to.
-enum Outcome {
-    /// This response, now. `close`: the connection ends after it (the request's body was not
-    /// read, or the client asked).
+pub(super) enum Outcome {
+    /// This response, now. `close`: a body of the request may be left unread, so the
+    /// connection ends after it (once what the client still sends is read, `conn.rs`).
     Now { response: Response, close: bool },
     /// This answer of the protocol, now (a JSON body or an SSE stream).
     Answered { answer: Answer, modern: bool },
     /// A worker runs the call and writes its answer; `done` says when (disconnected: no answer
     /// was written, the call was cancelled). The client's leaving cancels `key`.
     Later { key: Key, done: Receiver<bool> },
-    /// A `subscriptions/listen` stream is open on the connection, on `channel`; `ended` says
-    /// when the server ended it (true: with its response, the connection may go on).
-    Stream { channel: u64, ended: Receiver<bool> },
+    /// A `subscriptions/listen` stream is open on the connection, on `channel`; the
+    /// connection ends with it.
+    Stream { channel: u64 },
 }
 
 fn now(response: Response) -> Outcome {
@@ -102,152 +93,55 @@ fn now(response: Response) -> Outcome {
     }
 }
 
-/// Serves one connection until the client closes it, it idles out, or the server shuts down.
-pub(super) fn serve_connection(sh: &Arc<Shared>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let Ok(write_half) = stream.try_clone() else {
-        return;
-    };
-    let out: Out = Arc::new(Mutex::new(write_half));
-    let mut reader = Reader::new(stream);
-    let opts = &sh.options;
-    while !sh.closing.load(std::sync::atomic::Ordering::Acquire) {
-        let head = match reader.next_head(opts.idle_timeout, opts.header_timeout) {
-            Ok(Next::Head(h)) => h,
-            Ok(Next::Closed) => return,
-            Err(e) => {
-                log::debug!("MCP over HTTP: {}", e.why);
-                if let Some(status) = e.status {
-                    let response = Response::json(status, error_body(None, -32600, e.why));
-                    send(&out, &response.bytes(false));
-                }
-                return;
-            }
-        };
-        let keep_alive = head.keep_alive();
-        let go_on = match handle(sh, &head, &mut reader, &out, keep_alive) {
-            Outcome::Now { response, close } => {
-                let keep = keep_alive && !close;
-                send(&out, &response.bytes(keep)) && keep
-            }
-            Outcome::Answered { answer, modern } => {
-                write_answer(&out, answer, modern, keep_alive) && keep_alive
-            }
-            Outcome::Later { key, done } => {
-                wait_for_answer(sh, &mut reader, &key, &done) && keep_alive
-            }
-            Outcome::Stream { channel, ended } => {
-                follow_stream(sh, &mut reader, channel, &ended) && keep_alive
-            }
-        };
-        if !go_on {
-            return;
-        }
-    }
-}
-
-/// Writes a protocol answer: a JSON body when nothing precedes the response, else an SSE
-/// stream of the notifications then the response. The status of a 2026-07-28 JSON answer
-/// follows its error code (`modern_status`). False when the write failed.
-fn write_answer(out: &Out, answer: Answer, modern: bool, keep_alive: bool) -> bool {
-    let Some(line) = answer.line else {
-        // Only an open listen stream has no line, and it never comes here.
-        return false;
-    };
-    if answer.before.is_empty() {
-        let status = if modern { modern_status(&line) } else { 200 };
-        return send(out, &Response::json(status, line).bytes(keep_alive));
-    }
-    let mut headers = Vec::new();
-    if !keep_alive {
-        headers.push(("Connection", "close".to_string()));
-    }
-    let mut bytes = wire::sse_head(&headers);
-    for n in &answer.before {
-        bytes.extend(wire::sse_event(n));
-    }
-    bytes.extend(wire::sse_event(&line));
-    bytes.extend_from_slice(wire::LAST_CHUNK);
-    send(out, &bytes)
-}
-
-/// Waits for a worker's answer while watching the client: true when the answer was written
-/// and the connection may go on; false when it must close (the client left, and its call was
-/// cancelled; or no answer was written).
-fn wait_for_answer(sh: &Shared, reader: &mut Reader, key: &Key, done: &Receiver<bool>) -> bool {
-    loop {
-        match done.try_recv() {
-            Ok(written) => return written,
-            Err(TryRecvError::Disconnected) => return false,
-            Err(TryRecvError::Empty) => {}
-        }
-        match reader.watch(sh.options.idle_timeout) {
-            // The next request (pipelined) or the client's next bytes: answer this one first.
-            Ok(true) => return done.recv().unwrap_or(false),
-            Ok(false) => {
-                if done.try_recv().is_err() && sh.mcp.inner.pool.cancel(key) {
-                    log::debug!("MCP over HTTP: the client left; its call is cancelled");
-                }
-                return false;
-            }
-            Err(e) if wire::timed_out(&e) => {}
-            Err(_) => {
-                sh.mcp.inner.pool.cancel(key);
-                return false;
-            }
-        }
-    }
-}
-
-/// Whether the request has a body that was not read (then the connection must close).
-fn has_body(head: &Head) -> bool {
-    head.header("transfer-encoding").is_some()
-        || head
-            .text("content-length")
-            .is_some_and(|l| l.parse::<u64>() != Ok(0))
-}
-
 /// A response decided from the head alone: the connection closes when a body is left unread.
 fn before_body(head: &Head, response: Response) -> Outcome {
     Outcome::Now {
         response,
-        close: has_body(head),
+        close: head.has_body(),
     }
 }
 
-fn handle(
+/// The access rules' refusal of a request (module doc of `access`), as the answer it gets:
+/// `None` when they let it in. Nothing of a refused request is read further.
+pub(super) fn refusal(sh: &Shared, head: &Head) -> Option<Response> {
+    let refusal = sh.access.check(head).err()?;
+    log::debug!(
+        "MCP over HTTP: {} {} refused: {}",
+        quoted(&head.method),
+        quoted(head.path()),
+        refusal.message()
+    );
+    let mut response = Response::json(
+        refusal.status(),
+        error_body(None, -32600, refusal.message()),
+    );
+    if let super::access::Refusal::Unauthorized { wrong } = refusal {
+        response = response.with(
+            "WWW-Authenticate",
+            if wrong {
+                "Bearer realm=\"cdp-supervisor\", error=\"invalid_token\""
+            } else {
+                "Bearer realm=\"cdp-supervisor\""
+            },
+        );
+    }
+    Some(response)
+}
+
+pub(super) fn handle(
     sh: &Arc<Shared>,
     head: &Head,
-    reader: &mut Reader,
-    out: &Out,
+    conn: &mut Conn<Socket>,
+    out: &Arc<Out>,
     keep_alive: bool,
 ) -> Outcome {
-    if let Err(refusal) = sh.access.check(head) {
-        log::debug!(
-            "MCP over HTTP: {} {} refused: {}",
-            head.method,
-            head.path,
-            refusal.message()
-        );
-        let mut response = Response::json(
-            refusal.status(),
-            error_body(None, -32600, refusal.message()),
-        );
-        if matches!(refusal, super::access::Refusal::Unauthorized { wrong } if !wrong) {
-            response = response.with("WWW-Authenticate", "Bearer realm=\"cdp-supervisor\"");
-        } else if matches!(refusal, super::access::Refusal::Unauthorized { .. }) {
-            response = response.with(
-                "WWW-Authenticate",
-                "Bearer realm=\"cdp-supervisor\", error=\"invalid_token\"",
-            );
-        }
-        // Nothing of a refused request is read further.
+    if let Some(response) = refusal(sh, head) {
         return Outcome::Now {
             response,
             close: true,
         };
     }
-    if head.path != ENDPOINT {
+    if head.path() != ENDPOINT {
         return before_body(
             head,
             Response::json(
@@ -261,7 +155,7 @@ fn handle(
         );
     }
     match head.method.as_str() {
-        "POST" => post(sh, head, reader, out, keep_alive),
+        "POST" => post(sh, head, conn, out, keep_alive),
         "DELETE" => before_body(head, delete(sh, head)),
         _ => before_body(
             head,
@@ -298,8 +192,8 @@ fn delete(sh: &Shared, head: &Head) -> Response {
 fn post(
     sh: &Arc<Shared>,
     head: &Head,
-    reader: &mut Reader,
-    out: &Out,
+    conn: &mut Conn<Socket>,
+    out: &Arc<Out>,
     keep_alive: bool,
 ) -> Outcome {
     let json = head.text("content-type").is_some_and(|t| {
@@ -333,19 +227,19 @@ fn post(
             ),
         );
     }
-    if head
-        .text("expect")
-        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
-    {
-        send(out, b"HTTP/1.1 100 Continue\r\n\r\n");
-    }
-    let body = match reader.body(head, MAX_LINE, sh.options.body_timeout) {
+    let deadline = Deadline::after(sh.options.body_timeout);
+    let body = head.framing().and_then(|framing| {
+        if head.expects_continue() {
+            out.send(&Response::empty(100).bytes(true));
+        }
+        conn.read_body(framing, MAX_LINE, &LIMITS, deadline)
+    });
+    let body = match body {
         Ok(b) => b,
         Err(e) => {
-            log::debug!("MCP over HTTP: {}", e.why);
-            let response = Response::json(e.status.unwrap_or(400), error_body(None, -32600, e.why));
+            log::debug!("MCP over HTTP: {e}");
             return Outcome::Now {
-                response,
+                response: cannot_read(&e),
                 close: true,
             };
         }
@@ -406,7 +300,7 @@ fn no_session(id: Option<&Id>) -> Response {
 fn request(
     sh: &Arc<Shared>,
     head: &Head,
-    out: &Out,
+    out: &Arc<Out>,
     keep_alive: bool,
     id: Id,
     method: &str,
@@ -453,7 +347,7 @@ fn request(
             stream: None,
         };
         if method == "subscriptions/listen" {
-            return listen(sh, out, keep_alive, x, id, params);
+            return listen(sh, out, x, id, params);
         }
         return dispatch(sh, out, keep_alive, x, id, method, params, true);
     }
@@ -471,7 +365,8 @@ fn request(
                     Some(&id),
                     -32600,
                     &format!(
-                        "bad request: MCP-Protocol-Version {v:?} is not this session's version ({version})"
+                        "bad request: MCP-Protocol-Version {} is not this session's version ({version})",
+                        quoted(v)
                     ),
                 ),
             ));
@@ -523,28 +418,45 @@ fn initialize(sh: &Arc<Shared>, id: Id, params: &Value) -> Outcome {
     }
     match sh.sessions.create(x.channel, legacy) {
         Ok(session) => now(Response::json(200, line).with("Mcp-Session-Id", session)),
-        Err(why) => now(Response::json(
+        Err(sessions::NoSession::Full { retry_after }) => now(Response::json(
+            503,
+            error_body(
+                Some(&id),
+                -32000,
+                &format!(
+                    "too many sessions in use ({}): a new one can start once one has been idle \
+                     for {} minutes (retry later), or end one with DELETE",
+                    sessions::MAX_SESSIONS,
+                    sessions::IDLE_BEFORE_EVICTION.as_secs() / 60
+                ),
+            ),
+        )
+        .with("Retry-After", retry_after.as_secs().max(1).to_string())),
+        Err(sessions::NoSession::Random(why)) => now(Response::json(
             500,
             error_body(Some(&id), -32603, &format!("cannot start a session: {why}")),
         )),
     }
 }
 
-/// Opens a `subscriptions/listen` stream on this POST's connection.
-fn listen(
-    sh: &Arc<Shared>,
-    out: &Out,
-    keep_alive: bool,
-    mut x: Exchange,
-    id: Id,
-    params: &Value,
-) -> Outcome {
-    let (tx, ended) = bounded(1);
+/// Opens a `subscriptions/listen` stream on this POST's connection, which moves to a listen
+/// stream's place (none free: 503) and closes when the stream ends.
+fn listen(sh: &Arc<Shared>, out: &Arc<Out>, mut x: Exchange, id: Id, params: &Value) -> Outcome {
+    if !sh.start_listening(out.id) {
+        let max = sh.options.max_listen_streams;
+        return now(Response::json(
+            503,
+            error_body(
+                Some(&id),
+                -32000,
+                &format!("too many subscriptions/listen streams over HTTP ({max}); retry later"),
+            ),
+        )
+        .with("Retry-After", "1"));
+    }
     let sink = Arc::new(StreamSink {
         out: Arc::clone(out),
-        keep_alive,
-        state: Mutex::new((false, false)),
-        ended: tx,
+        state: Mutex::new(StreamState::default()),
     });
     x.stream = Some(Arc::clone(&sink) as Arc<dyn Sink>);
     let answer = sh.mcp.inner.answer(
@@ -556,22 +468,20 @@ fn listen(
     );
     if answer.line.is_some() {
         // Refused (a bad filter, too many streams): a plain answer, nothing was streamed.
+        sh.stop_listening(out.id);
         return Outcome::Answered {
             answer,
             modern: true,
         };
     }
-    Outcome::Stream {
-        channel: x.channel,
-        ended,
-    }
+    Outcome::Stream { channel: x.channel }
 }
 
 /// Runs a request through the server: at once, or on a worker that writes the answer.
 #[allow(clippy::too_many_arguments)]
 fn dispatch(
     sh: &Arc<Shared>,
-    out: &Out,
+    out: &Arc<Out>,
     keep_alive: bool,
     x: Exchange,
     id: Id,

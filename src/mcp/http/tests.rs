@@ -514,8 +514,15 @@ fn connections_past_the_limit_are_answered_503() {
     for c in &mut held {
         assert_eq!(c.post(&[], &initialize()).status, 200);
     }
+    // Admission comes with the first request: the third one's is read, then refused.
     let mut third = Client::new(&server);
-    assert_eq!(third.read().expect("a 503").status, 503);
+    let r = third.post(&[], &initialize());
+    assert_eq!(
+        (r.status, r.header("retry-after")),
+        (503, Some("1")),
+        "{r:?}"
+    );
+    assert!(third.closed());
     drop(held);
     let again = crate::deadline::Deadline::after(WAIT);
     loop {
@@ -766,4 +773,531 @@ fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_serve
         "{end}"
     );
     assert!(l.next_event().is_none(), "the stream's last chunk");
+}
+
+// ---------------------------------------------------------------------------
+// Issue 28: slots, closes, framing and sessions
+// ---------------------------------------------------------------------------
+
+/// Whether the server closes the connection within `within` (the client reads and discards
+/// what comes first).
+fn closes_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let by = Instant::now() + within;
+    let mut sink = [0u8; 8192];
+    loop {
+        let left = by.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut sink) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return false;
+            }
+            // A reset is a close too.
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Connects a task on the fake through `c`; its id.
+fn connect_task(c: &mut Client) -> String {
+    tool(c, 1, "browser_connect", json!({}))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A `browser_cdp` call (it runs on a worker) as a 2026-07-28 POST, with `extra` headers, in
+/// HTTP/1.`minor`.
+fn worker_call(c: &mut Client, task: &str, id: u64, minor: u8, extra: &[(&str, &str)]) {
+    let (body, headers) = modern(
+        id,
+        "tools/call",
+        json!({"name": "browser_cdp", "arguments": {
+            "task_id": task, "method": "Runtime.evaluate", "params": {"expression": "1"}}}),
+    );
+    let body = body.to_string();
+    let mut req = format!(
+        "POST {ENDPOINT} HTTP/1.{minor}\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n",
+        c.host,
+        body.len()
+    );
+    for (n, v) in headers
+        .iter()
+        .map(|(n, v)| (*n, v.as_str()))
+        .chain(extra.iter().copied())
+    {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(&body);
+    c.stream.write_all(req.as_bytes()).unwrap();
+}
+
+#[test]
+fn an_answer_that_says_close_closes_the_connection_right_after_it() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let task = connect_task(&mut Client::new(&server));
+    for round in 0..5 {
+        // Connection: close on HTTP/1.1, and HTTP/1.0 without keep-alive: a worker writes the
+        // answer, and the connection ends with it.
+        for (minor, extra) in [(1, &[("Connection", "close")][..]), (0, &[][..])] {
+            let mut c = Client::new(&server);
+            worker_call(&mut c, &task, 10 + round, minor, extra);
+            let r = c.read().expect("the answer");
+            assert_eq!(r.status, 200, "{r:?}");
+            assert_eq!(r.header("connection"), Some("close"), "{r:?}");
+            let t = Instant::now();
+            assert!(
+                closes_within(&mut c.stream, Duration::from_secs(2)),
+                "HTTP/1.{minor} {extra:?}: still open {:?} after the answer",
+                t.elapsed()
+            );
+        }
+    }
+}
+
+/// Sends `raw` on a fresh connection and reads the answer's status (`None`: no answer).
+fn status_of(server: &HttpServer, raw: &[u8]) -> Option<u16> {
+    let mut c = Client::new(server);
+    let _ = c.stream.write_all(raw);
+    c.read().map(|r| r.status)
+}
+
+#[test]
+fn lenient_framing_and_ambiguous_heads_are_refused_with_400() {
+    let server = start(Config::default(), HttpOptions::default());
+    let port = server.local_addr().port();
+    let host = format!("127.0.0.1:{port}");
+    let init = initialize().to_string();
+    let n = init.len();
+    let chunked = |size: &str| format!("{size}\r\n{init}\r\n0\r\n\r\n");
+    let post = |headers: &str, body: &str| {
+        format!("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n{headers}\r\n{body}")
+            .into_bytes()
+    };
+    // The well-formed forms are served, so each refusal below is the one flaw's.
+    for ok in [
+        post(&format!("Host: {host}\r\nContent-Length: {n}\r\n"), &init),
+        post(
+            &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
+            &chunked(&format!("{n:x}")),
+        ),
+        post(
+            &format!("Host: {host}\r\nOrigin: http://{host}\r\nContent-Length: {n}\r\n"),
+            &init,
+        ),
+    ] {
+        assert_eq!(
+            status_of(&server, &ok),
+            Some(200),
+            "{}",
+            String::from_utf8_lossy(&ok)
+        );
+    }
+    let mut te_not_utf8 = format!("Host: {host}\r\nTransfer-Encoding: ").into_bytes();
+    te_not_utf8.extend_from_slice(b"\xffchunked");
+    te_not_utf8.extend_from_slice(format!("\r\nContent-Length: {n}\r\n").as_bytes());
+    let mut te_not_utf8_req = b"POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n".to_vec();
+    te_not_utf8_req.extend_from_slice(&te_not_utf8);
+    te_not_utf8_req.extend_from_slice(b"\r\n");
+    te_not_utf8_req.extend_from_slice(init.as_bytes());
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "two Host lines, ours first",
+            post(
+                &format!("Host: {host}\r\nHost: evil.example\r\nContent-Length: {n}\r\n"),
+                &init,
+            ),
+        ),
+        (
+            "two Origin lines, ours first",
+            post(
+                &format!(
+                    "Host: {host}\r\nOrigin: http://{host}\r\nOrigin: http://evil.example\r\n\
+                     Content-Length: {n}\r\n"
+                ),
+                &init,
+            ),
+        ),
+        (
+            "Transfer-Encoding chunked, then a second line gzip",
+            post(
+                &format!(
+                    "Host: {host}\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n"
+                ),
+                &chunked(&format!("{n:x}")),
+            ),
+        ),
+        (
+            "a Transfer-Encoding that is not UTF-8, beside Content-Length",
+            te_not_utf8_req,
+        ),
+        (
+            "Content-Length: +N",
+            post(&format!("Host: {host}\r\nContent-Length: +{n}\r\n"), &init),
+        ),
+        (
+            "chunk size +N",
+            post(
+                &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
+                &chunked(&format!("+{n:x}")),
+            ),
+        ),
+        (
+            "chunk size with a space before it",
+            post(
+                &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
+                &chunked(&format!(" {n:x}")),
+            ),
+        ),
+        (
+            "Host port +P",
+            post(
+                &format!("Host: 127.0.0.1:+{port}\r\nContent-Length: {n}\r\n"),
+                &init,
+            ),
+        ),
+        (
+            "Host port 0P",
+            post(
+                &format!("Host: 127.0.0.1:0{port}\r\nContent-Length: {n}\r\n"),
+                &init,
+            ),
+        ),
+    ];
+    for (what, raw) in cases {
+        assert_eq!(status_of(&server, &raw), Some(400), "{what}");
+    }
+}
+
+#[test]
+fn a_flood_of_initialize_requests_does_not_end_sessions_in_use() {
+    let server = start(Config::default(), HttpOptions::default());
+    let mut a = Client::new(&server);
+    let session = a
+        .post(&[], &initialize())
+        .header("mcp-session-id")
+        .unwrap()
+        .to_string();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    assert_eq!(a.post(&[("Mcp-Session-Id", &session)], &list).status, 200);
+    // One client opens more sessions than the server keeps.
+    let mut flood = Client::new(&server);
+    let mut refused = 0;
+    for _ in 0..1100 {
+        let r = flood.post(&[], &initialize());
+        match r.status {
+            200 => {}
+            503 => {
+                // When the oldest session may be replaced: after 10 minutes of idleness.
+                let after: u64 = r.header("retry-after").unwrap().parse().unwrap();
+                assert!((1..=600).contains(&after), "{r:?}");
+                refused += 1;
+            }
+            s => panic!("{s}: {r:?}"),
+        }
+    }
+    assert!(refused > 0, "past the cap, new sessions are refused");
+    let r = a.post(&[("Mcp-Session-Id", &session)], &list);
+    assert_eq!(
+        r.status, 200,
+        "the session in use survived the flood: {r:?}"
+    );
+}
+
+/// `n` clients that open a connection and send nothing (`partial`: the start of a head), each
+/// opening a new one as soon as the server closes it, until `stop`.
+fn silent_clients(
+    server: &HttpServer,
+    n: usize,
+    partial: bool,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    let addr = server.local_addr();
+    std::thread::spawn(move || {
+        let open = || {
+            let s = TcpStream::connect(addr).ok()?;
+            s.set_nonblocking(true).ok()?;
+            if partial {
+                let _ = (&s).write_all(b"POST /mcp HTTP/1.1\r\nHo");
+            }
+            Some(s)
+        };
+        let mut conns: Vec<Option<TcpStream>> = (0..n).map(|_| open()).collect();
+        let mut opened = n;
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            for slot in conns.iter_mut() {
+                let closed = match slot {
+                    None => true,
+                    Some(s) => {
+                        let mut b = [0u8; 512];
+                        match s.read(&mut b) {
+                            Ok(0) => true,
+                            Ok(_) => false,
+                            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                        }
+                    }
+                };
+                if closed {
+                    *slot = open();
+                    opened += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        opened
+    })
+}
+
+#[test]
+fn connections_that_send_no_head_cannot_keep_an_authenticated_client_out() {
+    // Issue 28's attack: 64 connections (as many as the server's places) that send nothing, or
+    // the start of a head, each opened again as soon as the server closes it.
+    let server = start(
+        Config::default(),
+        HttpOptions::default()
+            .with_token(Some("tok-6".into()))
+            .with_header_timeout(Duration::from_millis(500)),
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let silent = silent_clients(&server, 32, false, std::sync::Arc::clone(&stop));
+    let partial = silent_clients(&server, 32, true, std::sync::Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let mut served = 0;
+    while started.elapsed() < Duration::from_secs(3) {
+        let mut c = Client::new(&server);
+        let r = c.post(&[("Authorization", "Bearer tok-6")], &initialize());
+        assert_eq!(r.status, 200, "after {:?}: {r:?}", started.elapsed());
+        served += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let opened = silent.join().unwrap() + partial.join().unwrap();
+    assert!(served >= 10, "{served}");
+    // The silent connections were closed at their head deadline, and opened again, all along.
+    assert!(opened >= 3 * 64, "{opened}");
+}
+
+#[test]
+fn past_the_new_connection_cap_the_oldest_silent_one_is_closed_for_a_new_one() {
+    let server = start(
+        Config::default(),
+        HttpOptions::default().with_max_new_connections(2),
+    );
+    let mut first = Client::new(&server);
+    let mut second = Client::new(&server);
+    // A partial head: not the first to go while one that sent nothing is there.
+    second.stream.write_all(b"POST /mcp HTTP/1.1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // A third, before it sends anything: it must be held, so one of the two goes at once.
+    let mut third = Client::new(&server);
+    assert!(
+        closes_within(&mut first.stream, Duration::from_secs(1)),
+        "the oldest silent one is closed"
+    );
+    assert_eq!(third.post(&[], &initialize()).status, 200);
+    // The one with a partial head is still held (it closes at its head deadline, not now).
+    second.stream.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 16];
+    assert!(
+        matches!(second.stream.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the partial one is still open"
+    );
+}
+
+#[test]
+fn a_connection_that_sends_nothing_is_closed_at_the_head_deadline() {
+    let server = start(
+        Config::default(),
+        HttpOptions::default().with_header_timeout(Duration::from_millis(500)),
+    );
+    let mut c = Client::new(&server);
+    assert!(closes_within(&mut c.stream, Duration::from_secs(3)));
+}
+
+#[test]
+fn a_refusal_past_the_limit_is_a_readable_503_not_a_reset() {
+    let server = start(
+        Config::default(),
+        HttpOptions::default().with_max_connections(1),
+    );
+    let mut held = Client::new(&server);
+    assert_eq!(held.post(&[], &initialize()).status, 200);
+    // A request with a body large enough that the client is still sending when refused.
+    let mut big = initialize();
+    big["params"]["padding"] = json!("x".repeat(256 * 1024));
+    let body = big.to_string();
+    for i in 0..20 {
+        let mut c = Client::new(&server);
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            c.host,
+            body.len()
+        );
+        // The client writes as a client across a network does: the refusal may come first.
+        let (head, rest) = req.as_bytes().split_at(req.len() / 2);
+        // An HTTP client whose write fails reports a reset, whatever the server wrote.
+        c.stream
+            .write_all(head)
+            .unwrap_or_else(|e| panic!("attempt {i}: {e}"));
+        std::thread::sleep(Duration::from_millis(20));
+        c.stream
+            .write_all(rest)
+            .unwrap_or_else(|e| panic!("attempt {i}: the request was not read: {e}"));
+        let r = c
+            .read()
+            .unwrap_or_else(|| panic!("attempt {i}: a reset instead of 503"));
+        assert_eq!(r.status, 503, "{r:?}");
+        assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
+    }
+    drop(held);
+}
+
+#[test]
+fn listen_streams_that_never_read_cannot_keep_an_authenticated_client_out() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default().with_max_connections(4),
+    );
+    let task = connect_task(&mut Client::new(&server));
+    let listen = json!({"notifications": {"resourceSubscriptions": [
+        crate::mcp::resources::uri(&task)]}});
+    let streams: Vec<Client> = (0..4)
+        .map(|i| {
+            let mut l = Client::new(&server);
+            send_modern(
+                &mut l,
+                100 + i,
+                "subscriptions/listen",
+                listen.clone(),
+                json!({}),
+            );
+            assert_eq!(l.read_head().0, 200);
+            l
+        })
+        .collect();
+    for id in 0..5 {
+        let mut c = Client::new(&server);
+        let r = post_modern(&mut c, id, "tools/list", json!({}));
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    drop(streams);
+}
+
+#[test]
+fn a_listen_stream_that_stops_reading_is_dropped_at_its_write_deadline() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default(),
+    );
+    let task = connect_task(&mut Client::new(&server));
+    let mut l = Client::new(&server);
+    let listen = json!({"notifications": {"resourceSubscriptions": [
+        crate::mcp::resources::uri(&task)]}});
+    send_modern(&mut l, 7, "subscriptions/listen", listen, json!({}));
+    assert_eq!(l.read_head().0, 200);
+    // The client stops reading; the task's dialogs (16 KiB messages) fill the socket.
+    let message = "m".repeat(16 * 1024);
+    let open = || server.shared.conns().open.len();
+    let by = Instant::now() + Duration::from_secs(30);
+    while open() > 0 {
+        assert!(
+            Instant::now() < by,
+            "the stream's connection outlived its stalled writes"
+        );
+        fake.open_dialog("alert", &message, "");
+        std::thread::sleep(Duration::from_millis(2));
+        fake.close_dialog_remotely();
+    }
+    drop(l);
+}
+
+#[test]
+fn listen_streams_past_their_own_cap_are_refused_with_503_and_a_place_frees_when_one_ends() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()),
+        HttpOptions::default().with_max_listen_streams(2),
+    );
+    let task = connect_task(&mut Client::new(&server));
+    let listen = json!({"notifications": {"resourceSubscriptions": [
+        crate::mcp::resources::uri(&task)]}});
+    let open = |id: u64| {
+        let mut l = Client::new(&server);
+        send_modern(
+            &mut l,
+            id,
+            "subscriptions/listen",
+            listen.clone(),
+            json!({}),
+        );
+        let (status, headers) = l.read_head();
+        (l, status, headers)
+    };
+    let (first, s1, _) = open(1);
+    let (_second, s2, _) = open(2);
+    assert_eq!((s1, s2), (200, 200));
+    let (_, s3, headers) = open(3);
+    assert_eq!(
+        (s3, headers.get("retry-after").map(String::as_str)),
+        (503, Some("1"))
+    );
+    // The streams' connections took no connection place: requests are served meanwhile.
+    let r = post_modern(&mut Client::new(&server), 4, "tools/list", json!({}));
+    assert_eq!(r.status, 200, "{r:?}");
+    drop(first);
+    let again = crate::deadline::Deadline::after(WAIT);
+    loop {
+        let (_l, status, _) = open(5);
+        if status == 200 {
+            break;
+        }
+        assert!(!again.passed(), "the ended stream's place never came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_mcp_section_of_the_configuration_sets_the_http_limits() {
+    let config = Config::from_toml(
+        "[mcp]\nhttp_head_timeout_s = 2\nhttp_max_new_connections = 7\nhttp_max_listen_streams = 3",
+    )
+    .unwrap();
+    let o = HttpOptions::from_config(&config);
+    assert_eq!(
+        (
+            o.header_timeout,
+            o.max_new_connections,
+            o.max_listen_streams
+        ),
+        (Duration::from_secs(2), 7, 3)
+    );
+    let d = HttpOptions::default();
+    assert_eq!(
+        (
+            d.header_timeout,
+            d.max_new_connections,
+            d.max_listen_streams
+        ),
+        (Duration::from_secs(5), 128, 16),
+        "the defaults are config/default.toml's"
+    );
 }

@@ -2,6 +2,7 @@
 //! number by its exact value.
 
 use super::NotAnId;
+use crate::quote::{clipped, quoted};
 
 /// What an id is equal to (`rpc.rs`'s module doc): a string by its value, a number by its exact
 /// value.
@@ -13,6 +14,16 @@ pub(crate) enum IdKey {
     /// A number id in canonical form (`-?<digits without leading or trailing zeros>e<exp>`,
     /// `0` for zero); `literal:<text>` when the exponent does not fit in an `i64`.
     Num(String),
+}
+
+/// For log lines: the id quoted and clipped ([`crate::quote`]).
+impl std::fmt::Display for IdKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IdKey::Str(units) => write!(f, "{}", quoted(&String::from_utf16_lossy(units))),
+            IdKey::Num(n) => write!(f, "{}", clipped(n)),
+        }
+    }
 }
 
 impl IdKey {

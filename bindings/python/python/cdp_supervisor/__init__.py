@@ -65,11 +65,14 @@ from .errors import (
     PageBlocked,
     OrphanedDialog,
     PageUnresponsive,
+    DialogInUnfollowedPage,
     SecurityPolicy,
     TargetCrashed,
     UndecodableReply,
     Cancelled,
     StartCancelled,
+    RegistryClosed,
+    UsedAfterFork,
     IoError,
 )
 
@@ -112,10 +115,13 @@ __all__ = [
     "PageBlocked",
     "OrphanedDialog",
     "PageUnresponsive",
+    "DialogInUnfollowedPage",
     "SecurityPolicy",
     "TargetCrashed",
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "RegistryClosed",
+    "UsedAfterFork",
     "IoError",
 ]

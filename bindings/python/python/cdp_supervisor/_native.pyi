@@ -49,6 +49,7 @@ class Config:
         allow_page_protocol: Optional[bool] = ...,
         cdp_deny: Optional[Union[List[str], Tuple[str, ...]]] = ...,
         cdp_allow: Optional[Union[List[str], Tuple[str, ...]]] = ...,
+        isolate_tasks: Optional[bool] = ...,
     ) -> None: ...
     @staticmethod
     def load(path: Optional[Union[str, "PathLike[str]"]] = None) -> Config:
@@ -84,6 +85,9 @@ class Config:
     def cdp_deny(self) -> List[str]: ...
     @property
     def cdp_allow(self) -> List[str]: ...
+    @property
+    def isolate_tasks(self) -> bool:
+        """A task reaches only its own pages (``security.isolate_tasks``, default true)."""
     def __eq__(self, other: object) -> bool: ...
 
 @final
@@ -211,11 +215,15 @@ class Blocked:
 
     @property
     def reason(self) -> str:
-        """``orphaned_dialog``, ``unresponsive`` or ``unanswerable_dialog``."""
+        """``orphaned_dialog``, ``unresponsive``, ``unanswerable_dialog`` or
+        ``dialog_in_unfollowed_page``."""
     @property
     def hint(self) -> str: ...
     @property
     def frame_id(self) -> Optional[str]: ...
+    @property
+    def target_ids(self) -> List[str]:
+        """For ``dialog_in_unfollowed_page``: the pages to close (one shows the dialog)."""
     def to_dict(self) -> Dict[str, Any]: ...
 
 @final
@@ -287,7 +295,10 @@ class Snapshot:
 
 @final
 class Supervisor:
-    """One task's persistent CDP connection (from ``SupervisorRegistry.get_or_start``)."""
+    """One task's persistent CDP connection (from ``SupervisorRegistry.get_or_start``).
+
+    In a child of ``os.fork()`` it raises :class:`~cdp_supervisor.UsedAfterFork` (all but
+    ``task_id`` and ``cdp_url``) and touches nothing of the parent's."""
 
     def snapshot(self) -> Snapshot:
         """The latest state: wait-free, and the same object while nothing changed."""
@@ -337,8 +348,11 @@ class Supervisor:
 
 @final
 class SupervisorRegistry:
-    """One supervisor per task. ``with SupervisorRegistry() as reg:`` stops them all (and
-    closes a browser it launched) at the end."""
+    """One supervisor per task. ``with SupervisorRegistry() as reg:`` closes it at the end
+    (every task stopped, a browser it launched closed).
+
+    In a child of ``os.fork()`` it raises :class:`~cdp_supervisor.UsedAfterFork` (all but
+    ``config``) and touches nothing of the parent's: make a new registry in the child."""
 
     def __init__(self, config: Optional[Config] = None) -> None: ...
     @property
@@ -358,13 +372,21 @@ class SupervisorRegistry:
         """The task's live supervisor for ``cdp_url`` (``ws://``, ``wss://`` or ``http://``),
         starting one when there is none, when it died, or when the URL or options changed.
         The same object for the same task and URL. Without ``cdp_url`` (nor ``cdp_url`` in the
-        config) it launches a local headless Chromium and gives the task a page of its own."""
+        config) it launches a local headless Chromium and gives the task a page of its own.
+        A ``stop`` of the task or a ``close`` from another thread cuts it short
+        (:class:`~cdp_supervisor.StartCancelled`); a closed registry raises
+        :class:`~cdp_supervisor.RegistryClosed`."""
     def get(self, task_id: str) -> Optional[Supervisor]: ...
     def snapshot(self, task_id: str) -> Optional[Snapshot]: ...
-    def stop(self, task_id: str) -> bool: ...
-    def stop_all(self) -> None: ...
+    def stop(self, task_id: str) -> bool:
+        """Stops the task's supervisor, or cuts its start in progress short (the start raises
+        :class:`~cdp_supervisor.StartCancelled` at once); whether there was either."""
+    def stop_all(self) -> None:
+        """``stop`` for every task."""
     def close(self) -> None:
-        """``stop_all`` and close the browser this registry launched."""
+        """``stop_all``, close the browser this registry launched (a launch in progress gives
+        up), and refuse every later start (:class:`~cdp_supervisor.RegistryClosed`).
+        Idempotent."""
     def tasks(self) -> List[str]: ...
     def __enter__(self) -> SupervisorRegistry: ...
     def __exit__(
@@ -377,7 +399,9 @@ class SupervisorRegistry:
 @final
 class FakeBrowser:
     """A scripted fake CDP browser on loopback (the Rust crate's ``fake::FakeBrowser``): one
-    page target, enough CDP to attach, and dialogs on demand."""
+    page target, enough CDP to attach, and dialogs on demand. In a child of ``os.fork()`` its
+    methods raise :class:`~cdp_supervisor.UsedAfterFork` (its URLs still read: the parent's
+    fake still answers them)."""
 
     def __init__(self) -> None: ...
     @property

@@ -9,7 +9,7 @@ Raised by the native module (its Rust errors become these); every class derives 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 if TYPE_CHECKING:
     from ._native import PendingDialog
@@ -40,11 +40,14 @@ __all__ = [
     "PageBlocked",
     "OrphanedDialog",
     "PageUnresponsive",
+    "DialogInUnfollowedPage",
     "SecurityPolicy",
     "TargetCrashed",
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "RegistryClosed",
+    "UsedAfterFork",
     "IoError",
 ]
 
@@ -61,9 +64,12 @@ class ConfigError(InvalidArgument):
     """A configuration value is invalid."""
 
     key: str
-    """The setting, e.g. ``browser.dialog_policy``."""
+    """The setting, e.g. ``browser.dialog_policy``; an item of a list names its position, e.g.
+    ``security.cdp_deny[2]``."""
     value: str
-    """The value given."""
+    """The value given, as the message shows it: a string quoted (at most 64 characters of it,
+    then its length), a number as written, or the kind of a value of the wrong kind
+    (``a list``, ``a table``), never its contents."""
     allowed: str
     """What is allowed."""
 
@@ -200,6 +206,14 @@ class PageUnresponsive(PageBlocked):
     """The page does not answer: a busy script, or a dialog nobody owns. Wait, then reload."""
 
 
+class DialogInUnfollowedPage(PageBlocked):
+    """A dialog in a page the supervisor does not watch (a popup past ``limits.pages_max`` +
+    ``limits.watched_pages_max``) freezes the page's renderer: close the page that shows it."""
+
+    target_ids: List[str]
+    """The pages the task opened and no longer watches, one of which shows the dialog."""
+
+
 class SecurityPolicy(CdpSupervisorError):
     """The ``[security]`` configuration refuses this call."""
 
@@ -236,6 +250,28 @@ class StartCancelled(CdpSupervisorError):
     task_id: str
     during: str
     """What the start was doing: ``connecting``, ``attaching to the page``, ..."""
+
+
+class RegistryClosed(CdpSupervisorError):
+    """The registry was closed (``close()``, or the end of its ``with`` block): it starts no
+    supervisor any more. Make a new registry."""
+
+    task_id: str
+    """The task whose start was refused."""
+
+
+class UsedAfterFork(CdpSupervisorError, RuntimeError):
+    """An object made before ``os.fork()`` (a :class:`~cdp_supervisor.SupervisorRegistry`, its
+    supervisors, a :class:`~cdp_supervisor.testing.FakeBrowser`) was used in the child. Its
+    connections and threads stayed with the parent, so in the child it refuses every call at
+    once and touches nothing of the parent's. Make a new ``SupervisorRegistry`` in the child
+    (its plain values still read: ``reg.config``, ``fake.ws_url``), or start children with
+    ``multiprocessing``'s ``spawn`` or ``forkserver`` method."""
+
+    made_in_pid: int
+    """The process the object was made in (the parent)."""
+    pid: int
+    """The process it was used in (the child)."""
 
 
 class IoError(CdpSupervisorError, OSError):

@@ -59,7 +59,8 @@ impl PyConsoleEntry {
 /// Why the page (or one of its frames) cannot be used (`blocked`, SPEC §4.5).
 #[pyclass(name = "Blocked", module = "cdp_supervisor", frozen)]
 pub struct PyBlocked {
-    /// `orphaned_dialog`, `unresponsive` or `unanswerable_dialog`.
+    /// `orphaned_dialog`, `unresponsive`, `unanswerable_dialog` or
+    /// `dialog_in_unfollowed_page`.
     #[pyo3(get)]
     reason: Py<PyString>,
     /// What to do about it.
@@ -84,6 +85,12 @@ impl PyBlocked {
 
 #[pymethods]
 impl PyBlocked {
+    /// For `dialog_in_unfollowed_page`: the pages to close (one shows the dialog).
+    #[getter]
+    fn target_ids(&self) -> Vec<String> {
+        self.inner.target_ids.clone()
+    }
+
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_py(py, &self.inner.to_json())
     }

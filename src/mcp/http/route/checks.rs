@@ -1,6 +1,5 @@
-//! What a request's headers must say: the `Accept` it needs, the 2026-07-28 mirrored headers
-//! (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) against its body, and the status an
-//! answer's JSON-RPC error picks.
+//! What a request's headers must say: the `Accept` it needs, and the 2026-07-28 mirrored
+//! headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) against its body.
 
 use super::*;
 
@@ -44,7 +43,9 @@ pub(super) fn mirrored_headers_match(
         (_, None) => return Err("the MCP-Protocol-Version header is missing".into()),
         (Some(Some(body)), Some(h)) if body != h => {
             return Err(format!(
-                "MCP-Protocol-Version {h:?} does not match params._meta's {body:?}"
+                "MCP-Protocol-Version {} does not match params._meta's {}",
+                quoted(h),
+                quoted(body)
             ));
         }
         _ => {}
@@ -53,7 +54,9 @@ pub(super) fn mirrored_headers_match(
         None => return Err("the Mcp-Method header is missing".into()),
         Some(m) if m != method => {
             return Err(format!(
-                "Mcp-Method {m:?} does not match the method {method:?}"
+                "Mcp-Method {} does not match the method {}",
+                quoted(m),
+                quoted(method)
             ));
         }
         Some(_) => {}
@@ -69,7 +72,8 @@ pub(super) fn mirrored_headers_match(
             Some(Some(h)) if h == body_name => {}
             Some(_) => {
                 return Err(format!(
-                    "Mcp-Name does not match the request's name {body_name:?}"
+                    "Mcp-Name does not match the request's name {}",
+                    quoted(body_name)
                 ));
             }
         }
@@ -90,27 +94,5 @@ pub(super) fn decode_header_value(value: &str) -> Option<String> {
             .decode(b64)
             .ok()
             .and_then(|bytes| String::from_utf8(bytes).ok()),
-    }
-}
-
-/// The HTTP status of a 2026-07-28 answer: its JSON-RPC error code decides.
-pub(super) fn modern_status(line: &str) -> u16 {
-    #[derive(Deserialize)]
-    struct Reply {
-        error: Option<Code>,
-    }
-    #[derive(Deserialize)]
-    struct Code {
-        code: i64,
-    }
-    match serde_json::from_str::<Reply>(line) {
-        Ok(Reply {
-            error: Some(Code { code }),
-        }) => match code {
-            -32601 => 404,
-            -32700 | -32600 | -32602 | -32020 | -32021 | -32022 => 400,
-            _ => 200,
-        },
-        _ => 200,
     }
 }

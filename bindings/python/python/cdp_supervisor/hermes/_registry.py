@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any, Dict, Optional
 
@@ -85,7 +86,17 @@ class _SupervisorRegistry:
         self._native.stop_all()
 
 
+    def _after_fork_in_child(self) -> None:
+        """In a child of ``os.fork()``: the parent's supervisors (and a lock a parent thread may
+        have held) stay with the parent; the child starts with an empty registry of its own."""
+        self._lock = threading.Lock()
+        self._by_task = {}
+        self._native = _native.SupervisorRegistry(_config())
+
+
 SUPERVISOR_REGISTRY = _SupervisorRegistry()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=SUPERVISOR_REGISTRY._after_fork_in_child)
 
 
 # ── Tool functions (Hermes's browser_dialog_tool / browser_cdp_tool) ─────────

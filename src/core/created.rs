@@ -1,0 +1,83 @@
+//! What the task created through raw calls (issue 28): the pages (`Target.createTarget`) and
+//! browser contexts (`Target.createBrowserContext`) the browser answered with, which
+//! `security.isolate_tasks` counts as the task's own (`crate::security::isolation`).
+//!
+//! Recorded when the reply arrives: the reader publishes before it hands the reply over, so
+//! the caller's next call already reaches what it created. Closed pages are not forgotten (no
+//! event says so on this connection; a target id is never reused); past [`CREATED_MAX`] of a
+//! kind the oldest is (logged once), so the record stays bounded.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use log::warn;
+use serde_json::Value;
+
+use super::Core;
+
+/// What the snapshot shows: (page target ids, browser context ids), oldest first.
+pub(crate) type Published = (Arc<[String]>, Arc<[String]>);
+
+/// Pages (and, apart, browser contexts) remembered per task.
+pub(crate) const CREATED_MAX: usize = 1024;
+
+/// The record (module doc). Owned by the reader thread.
+#[derive(Debug, Default)]
+pub(crate) struct Created {
+    /// Page target ids, oldest first.
+    targets: VecDeque<String>,
+    /// Browser context ids, oldest first.
+    contexts: VecDeque<String>,
+    /// Something was forgotten for [`CREATED_MAX`] (logged once).
+    forgot: bool,
+    /// The published lists are out of date.
+    changed: bool,
+}
+
+impl Created {
+    /// Records what the reply `result` of a call of `method` created; true the first time an
+    /// old entry had to be forgotten for it.
+    fn note(&mut self, method: &str, result: &Value) -> bool {
+        let (list, key) = match method {
+            "Target.createTarget" => (&mut self.targets, "targetId"),
+            "Target.createBrowserContext" => (&mut self.contexts, "browserContextId"),
+            _ => return false,
+        };
+        let Some(id) = result.get(key).and_then(Value::as_str) else {
+            return false;
+        };
+        let full = list.len() >= CREATED_MAX;
+        if full {
+            list.pop_front();
+        }
+        list.push_back(id.to_string());
+        self.changed = true;
+        full && !std::mem::replace(&mut self.forgot, true)
+    }
+
+    /// The lists (targets, contexts) when they changed since the last call.
+    pub(crate) fn take_published(&mut self) -> Option<Published> {
+        std::mem::take(&mut self.changed).then(|| self.published())
+    }
+
+    /// The lists (targets, contexts) as the snapshot shows them.
+    pub(crate) fn published(&self) -> Published {
+        (
+            self.targets.iter().cloned().collect(),
+            self.contexts.iter().cloned().collect(),
+        )
+    }
+}
+
+impl Core {
+    /// A call of `method` was answered `result`: records what it created (module doc).
+    pub(super) fn note_created(&mut self, method: &str, result: &Value) {
+        if self.created.note(method, result) {
+            warn!(
+                "task {}: it created more than {CREATED_MAX} pages or browser contexts; the \
+                 oldest are no longer counted as its own (security.isolate_tasks)",
+                self.task_id
+            );
+        }
+    }
+}
