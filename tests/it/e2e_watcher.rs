@@ -269,3 +269,54 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
     eprintln!("e2e_watcher: no connection {took:?} after the last task died");
     reg.stop_all();
 }
+
+/// The issue's own reproduction: the MCP server's connections to a browser (`ss -tnp`: 2 while
+/// a task is connected, then 1 for ever before the fix), through `browser_connect` with a
+/// `cdp_url` and `browser_disconnect`.
+#[test]
+fn the_mcp_server_holds_no_connection_to_a_browser_a_second_after_its_last_task_disconnects() {
+    use crate::mcp_stdio::{Mcp, initialize};
+    if common::shared_browser().is_none() {
+        return;
+    }
+    // Private: this test counts every connection to the browser's port.
+    let browser = Browser::launch().expect("launch a Chromium");
+    let port = browser.port;
+    let mut mcp = Mcp::start(&[]);
+    initialize(&mut mcp);
+    let server = mcp.pid().to_string();
+    for round in ["first", "second"] {
+        mcp.ok_tool(
+            "browser_connect",
+            json!({"task_id": "w-mcp", "cdp_url": browser.ws_url}),
+            T,
+        );
+        common::wait_until(T, || {
+            (procs::connections_of(&server, port) == 2).then_some(())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{round}: {} connections of the server to the browser, not 2 (the task's and \
+                 the popup watcher's)",
+                procs::connections_of(&server, port)
+            )
+        });
+        let d = mcp.ok_tool("browser_disconnect", json!({"task_id": "w-mcp"}), T);
+        assert_eq!(d["stopped"], true, "{d}");
+        let t0 = std::time::Instant::now();
+        common::wait_until(CLOSED_WITHIN, || {
+            (procs::connections_of(&server, port) == 0).then_some(())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{round}: {} connections of the server to the browser {CLOSED_WITHIN:?} after \
+                 the disconnect",
+                procs::connections_of(&server, port)
+            )
+        });
+        eprintln!(
+            "e2e_watcher: MCP server, {round} task: no connection {:?} after browser_disconnect",
+            t0.elapsed()
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! Helpers for tests that run the `cdp-supervisor` binary (`tests/it/cli.rs`,
 //! `tests/it/mcp_stdio.rs`): its output streams, and `/proc` checks of the processes and profile
 //! directories it leaves behind; [`connections_to`] counts this process's connections to a
-//! port (`tests/it/e2e_watcher.rs`, `tests/it/e2e_browserless.rs`).
+//! port and [`connections_of`] another process's (`tests/it/e2e_watcher.rs`,
+//! `tests/it/e2e_browserless.rs`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -219,10 +220,16 @@ pub fn launched_pid(line: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// This process's established TCP connections to `port` on loopback (its sockets, found by
-/// inode in `/proc/self/fd`, matched against `/proc/self/net/tcp` and `tcp6`).
+/// This process's established TCP connections to `port` on loopback ([`connections_of`]).
 pub fn connections_to(port: u16) -> usize {
-    let ours: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+    connections_of("self", port)
+}
+
+/// The established TCP connections of process `pid` (`"self"`, or a pid) to `port` on
+/// loopback: its sockets, found by inode in `/proc/<pid>/fd`, matched against
+/// `/proc/<pid>/net/tcp` and `tcp6`.
+pub fn connections_of(pid: &str, port: u16) -> usize {
+    let ours: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| {
             d.flatten()
                 .filter_map(|e| std::fs::read_link(e.path()).ok())
@@ -235,8 +242,8 @@ pub fn connections_to(port: u16) -> usize {
         })
         .unwrap_or_default();
     let mut n = 0;
-    for table in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
-        for line in std::fs::read_to_string(table)
+    for table in ["tcp", "tcp6"] {
+        for line in std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))
             .unwrap_or_default()
             .lines()
             .skip(1)
