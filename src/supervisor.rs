@@ -41,8 +41,13 @@ use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
+mod files;
+mod navigate;
 mod stall;
 mod stop;
+
+pub use files::DOWNLOAD_BEGIN_GRACE;
+pub use navigate::{Navigation, WaitUntil};
 
 /// Where a CDP call goes (SPEC §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +111,12 @@ pub struct Supervisor {
     /// back-off or attempt short, now and in every later wait (a message on a one-slot channel
     /// would wake one wait only).
     wake_reader: Mutex<Option<Sender<()>>>,
+    /// The task's download directory (made at start; removed at stop unless `downloads.keep`).
+    download_dir: Option<std::path::PathBuf>,
+    /// The latest navigation, for `wait_for_navigation` (callers' state, not the reader's).
+    last_navigation: Mutex<Option<navigate::LastNavigation>>,
+    /// Downloads `wait_for_download` returned already.
+    downloads_taken: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -206,10 +217,11 @@ impl Supervisor {
                 other => other?,
             },
         };
+        let (download_dir, files) = files::files_settings(task_id, &config);
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let (wake_reader_tx, wake_reader) = bounded::<()>(0);
-        let core = Core::new(
+        let mut core = Core::new(
             task_id,
             &transport.url_redacted,
             CoreSettings {
@@ -221,6 +233,7 @@ impl Supervisor {
                 browser_auto_attach: !popups_elsewhere,
             },
         );
+        core.set_files(files);
         let first = Snapshot::empty(task_id, &transport.url_redacted);
         let shared = Arc::new(Shared::new(transport, reg_tx, first));
         let reader = Reader {
@@ -235,6 +248,7 @@ impl Supervisor {
                 backoff: config.reconnect_backoff,
                 connect: opts,
                 attach_timeout: config.start_timeout,
+                own_page: options.owns_page(),
             },
         };
         let sup = Arc::new(Supervisor {
@@ -245,11 +259,14 @@ impl Supervisor {
             shared,
             threads: Mutex::new(Vec::new()),
             wake_reader: Mutex::new(Some(wake_reader_tx)),
+            download_dir,
+            last_navigation: Mutex::new(None),
+            downloads_taken: Mutex::new(Default::default()),
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
-            None if sup.options.new_page => Choice::NewPage,
+            None if sup.options.owns_page() => Choice::NewPage,
             None => Choice::FirstPage(taken),
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
@@ -373,9 +390,9 @@ impl Supervisor {
     }
 
     /// The page it attached to is its own: created at start, closed at stop
-    /// ([`StartOptions::new_page`], which `target_id` overrides).
+    /// ([`StartOptions::own_page`], which `target_id` overrides).
     fn owns_page(&self) -> bool {
-        self.options.new_page && self.options.target_id.is_none()
+        self.options.owns_page()
     }
 
     /// Where the snapshot is published (for the registry's per-thread read cache).

@@ -51,8 +51,11 @@ pub fn run(rx: Receiver<WatchdogMsg>, mut fire: impl FnMut(&str)) {
             Ok(WatchdogMsg::Cancel { dialog_id }) => armed.retain(|(id, _)| *id != dialog_id),
             Err(RecvTimeoutError::Timeout) => {
                 let now = Instant::now();
-                let (due, keep): (Vec<_>, Vec<_>) = armed.drain(..).partition(|(_, d)| *d <= now);
+                let (mut due, keep): (Vec<_>, Vec<_>) =
+                    armed.drain(..).partition(|(_, d)| *d <= now);
                 armed = keep;
+                // Several may be due at once (a late wake-up on a loaded machine): earliest first.
+                due.sort_by_key(|(_, d)| *d);
                 for (dialog_id, _) in due {
                     fire(&dialog_id);
                 }

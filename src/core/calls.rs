@@ -77,6 +77,12 @@ pub enum CallKind {
     },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
+    /// The supervisor's answer to file chooser `id` (`DOM.setFileInputFiles`), or a round trip
+    /// that dismisses it: once it succeeds, the chooser is no longer pending.
+    ChooserDone {
+        /// `fc-N`.
+        id: String,
+    },
     /// A browser-level round trip sent when the page target went away while browser-level
     /// calls were still waiting: once it is answered, every reply written before it has
     /// arrived, and the supervisor may end (SPEC §11: the reply to `Target.closeTarget` comes

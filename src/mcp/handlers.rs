@@ -67,7 +67,7 @@ impl Inner {
             }),
             Tool::Disconnect => Some(disconnect(self, task, args)),
             Tool::Cdp => Some(cdp(self, task, args, cancel)),
-            Tool::Snapshot | Tool::Dialog => None,
+            Tool::Snapshot | Tool::Dialog | Tool::Navigate => None,
         }
     }
 }
@@ -161,7 +161,7 @@ fn connect(inner: &Inner, task: &str, args: &Value, cancel: &CancelToken) -> Val
         Ok(x) => x,
         Err(e) => return e,
     };
-    opts.new_page = opts.target_id.is_none();
+    opts.own_page = opts.target_id.is_none();
     let configured = inner
         .registry
         .config()

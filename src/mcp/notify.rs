@@ -383,12 +383,86 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             }),
         ));
     }
+    events.extend(file_changes(task, last, next));
     if let (None, Some(b)) = (&last.blocked, &next.blocked) {
         events.push(Event::new(
             Level::WARNING,
             json!({
                 "event": "page_blocked", "task_id": task, "blocked": b.to_json(),
                 "message": format!("the page of task {} does not answer ({}): {}", quoted(task), b.reason, b.hint),
+            }),
+        ));
+    }
+    events
+}
+
+/// Downloads that began or ended, file choosers opened or refused, and a page replaced after a
+/// reconnect (issue 31), between two snapshots of `task`.
+fn file_changes(task: &str, last: &Snapshot, next: &Snapshot) -> Vec<Event> {
+    let mut events = Vec::new();
+    let t = quoted(task);
+    for d in next.downloads.iter() {
+        let before = last.downloads.iter().find(|p| p.guid == d.guid);
+        if before.is_none() {
+            events.push(Event::new(
+                Level::INFO,
+                json!({
+                    "event": "download_started", "task_id": task, "download": d.to_json(),
+                    "message": format!("task {t} began downloading {}", quoted(&d.suggested_filename)),
+                }),
+            ));
+        }
+        if d.state.is_final() && before.is_none_or(|b| !b.state.is_final()) {
+            let level = match d.state {
+                crate::snapshot::DownloadState::Completed => Level::INFO,
+                _ => Level::WARNING,
+            };
+            events.push(Event::new(
+                level,
+                json!({
+                    "event": "download_finished", "task_id": task, "download": d.to_json(),
+                    "message": format!(
+                        "the download {} of task {t} is {}{}",
+                        quoted(&d.suggested_filename),
+                        d.state,
+                        d.path.as_ref().map(|p| format!(": {}", p.display())).unwrap_or_default()
+                    ),
+                }),
+            ));
+        }
+    }
+    for c in next.file_choosers.iter() {
+        if !last.file_choosers.iter().any(|p| p.id == c.id) {
+            events.push(Event::new(
+                Level::WARNING,
+                json!({
+                    "event": "file_chooser_opened", "task_id": task, "dialog": c.to_json(),
+                    "message": format!("the page of task {t} opened file chooser {} ({}): answer it with browser_dialog and files, or dismiss it", c.id, c.mode.as_str()),
+                }),
+            ));
+        }
+    }
+    let refused = |s: &Snapshot| s.file_chooser_refused.as_ref().map_or(0, |r| r.count);
+    if let Some(r) = &next.file_chooser_refused
+        && refused(next) > refused(last)
+    {
+        events.push(Event::new(
+            Level::WARNING,
+            json!({
+                "event": "file_chooser_refused", "task_id": task, "file_chooser_refused": r.to_json(),
+                "message": format!("the page of task {t} opened a file chooser, left unanswered: {} is off", crate::snapshot::ChooserRefused::OPTION),
+            }),
+        ));
+    }
+    if let Some(old) = &next.page_replaced
+        && last.page_replaced.as_ref() != Some(old)
+    {
+        events.push(Event::new(
+            Level::WARNING,
+            json!({
+                "event": "page_replaced", "task_id": task, "old_target_id": old,
+                "page_target_id": next.page_target_id,
+                "message": format!("the page of task {t} was gone after a reconnect; it has a new, blank page"),
             }),
         ));
     }
@@ -413,6 +487,8 @@ pub(crate) fn changes_during(
             let mut empty = Snapshot::clone(a);
             empty.pending_dialogs = Arc::new([]);
             empty.recent_dialogs = Arc::new([]);
+            empty.downloads = Arc::new([]);
+            empty.file_choosers = Arc::new([]);
             empty.blocked = None;
             changes(task, &empty, a, true)
         }
@@ -462,5 +538,47 @@ mod tests {
         // Same session, or a supervisor that is ending: no news.
         assert!(changes("t", &before, &attached("S1"), true).is_empty());
         assert!(changes("t", &before, &after, false).is_empty());
+    }
+
+    #[test]
+    fn a_download_is_news_when_it_begins_and_when_it_ends() {
+        use crate::snapshot::{Download, DownloadState};
+        let download = |state| {
+            Arc::new(Download {
+                guid: "G".into(),
+                url: "http://a.test/f".into(),
+                suggested_filename: "f.bin".into(),
+                state,
+                received_bytes: 3,
+                total_bytes: Some(3),
+                path: None,
+                frame_id: None,
+                started_at: 1.0,
+                ended_at: None,
+            })
+        };
+        let with = |state: Option<DownloadState>| {
+            let mut s = attached("S1");
+            s.downloads = state.map(download).into_iter().collect();
+            s
+        };
+        let none = with(None);
+        let going = with(Some(DownloadState::InProgress));
+        let done = with(Some(DownloadState::Completed));
+        assert_eq!(
+            names(&changes("t", &none, &going, true)),
+            ["download_started"]
+        );
+        assert!(changes("t", &going, &going, true).is_empty());
+        let ended = changes("t", &going, &done, true);
+        assert_eq!(names(&ended), ["download_finished"]);
+        assert_eq!(ended[0].data["download"]["state"], "completed");
+        // Begun and ended between two looks: both.
+        assert_eq!(
+            names(&changes("t", &none, &done, true)),
+            ["download_started", "download_finished"]
+        );
+        let failed = changes("t", &going, &with(Some(DownloadState::Canceled)), true);
+        assert_eq!(failed[0].level, Level::WARNING);
     }
 }

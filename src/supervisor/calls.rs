@@ -89,13 +89,16 @@ impl Supervisor {
             ));
         }
         let isolate = self.config.security.isolate_tasks;
-        let refusal = self.config.security.check(method, &params).and_then(|()| {
-            if isolate {
-                isolation::check(&*self.snapshot(), method, &params)
-            } else {
-                Ok(())
-            }
-        });
+        let own_downloads = self.download_dir.as_deref();
+        let refusal =
+            crate::security::check_for_task(&self.config.security, method, &params, own_downloads)
+                .and_then(|()| {
+                    if isolate {
+                        isolation::check(&*self.snapshot(), method, &params)
+                    } else {
+                        Ok(())
+                    }
+                });
         if let Err((option, detail)) = refusal {
             return Err(Error::Refused {
                 method: method.to_string(),

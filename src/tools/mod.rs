@@ -6,17 +6,18 @@
 //! input, and failures are `{"success": false, "error": "..."}`. An invalid task id
 //! ([`SupervisorRegistry::check_task_id`]) is such a failure, naming `task_id`.
 //!
-//! * `table`: the five tools, one entry each (name, title, annotations, argument names, input
+//! * `table`: the six tools, one entry each (name, title, annotations, argument names, input
 //!   and output schemas, handler), and `dispatch`, which runs one call the way every transport
 //!   does: the MCP server (`mcp`), the Python binding (through `unversioned::tools::call`) and
 //!   the HTTP transport to come, each a `Host` that names the task of a call by its own rule.
 //! * `schema`: the JSON Schemas of the table (`tools/list`).
 //! * `args`: reading arguments, with the one wording of every argument error.
-//! * `snapshot`, `dialog`, `cdp`: the three tools that need only a registry.
+//! * `snapshot`, `dialog`, `cdp`, `navigate`: the tools that need only a registry.
 
 mod args;
 mod cdp;
 mod dialog;
+mod navigate;
 mod schema;
 mod snapshot;
 pub(crate) mod table;
@@ -38,7 +39,9 @@ pub(crate) use snapshot::as_result as snapshot_result;
 /// Arguments of `browser_snapshot`.
 pub const SNAPSHOT_ARGS: &[&str] = &["task_id", "target_id"];
 /// Arguments of `browser_dialog`.
-pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "task_id"];
+pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "files", "task_id"];
+/// Arguments of `browser_navigate`.
+pub const NAVIGATE_ARGS: &[&str] = &["url", "wait_until", "timeout_s", "task_id"];
 /// Arguments of `browser_cdp`.
 pub const CDP_ARGS: &[&str] = &[
     "method",
@@ -57,8 +60,8 @@ pub fn no_supervisor(task_id: &str) -> Value {
     ))
 }
 
-/// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog is
-/// pending and `blocked` when the page is blocked, so an agent sees a dialog on its next call
+/// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog (or a
+/// file chooser) is pending and `blocked` when the page is blocked, so an agent sees a dialog on its next call
 /// without polling. Does nothing when the task has no supervisor or `out` is no object.
 /// [`browser_dialog`] and [`browser_cdp`] add it themselves; `table::dispatch` adds it once per
 /// call for every tool of the table that carries it.
@@ -67,11 +70,9 @@ pub fn add_dialog_status(reg: &SupervisorRegistry, task_id: &str, out: &mut Valu
         return;
     };
     reg.with_snapshot(task_id, |s| {
-        if !s.pending_dialogs.is_empty() && !obj.contains_key("pending_dialogs") {
-            obj.insert(
-                "pending_dialogs".into(),
-                Value::Array(s.pending_dialogs.iter().map(|d| d.to_json()).collect()),
-            );
+        let pending = !s.pending_dialogs.is_empty() || !s.file_choosers.is_empty();
+        if pending && !obj.contains_key("pending_dialogs") {
+            obj.insert("pending_dialogs".into(), Value::Array(s.pending_json()));
         }
         if let Some(b) = &s.blocked
             && !obj.contains_key("blocked")
@@ -125,6 +126,15 @@ pub fn browser_cdp_cancellable(
     cancel: &CancelToken,
 ) -> Value {
     let mut out = cdp::run(reg, task_id, args, Some(cancel));
+    add_dialog_status(reg, task_id, &mut out);
+    out
+}
+
+/// `browser_navigate {url, wait_until?: "commit"|"load", timeout_s?}` (SPEC §10): navigates the
+/// task's page ([`Supervisor::navigate`]); a dialog that opens before `wait_until` ends it at
+/// once with `blocked_by_dialog`.
+pub fn browser_navigate(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
+    let mut out = navigate::run(reg, task_id, args);
     add_dialog_status(reg, task_id, &mut out);
     out
 }

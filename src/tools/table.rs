@@ -19,7 +19,10 @@ use serde_json::{Value, json};
 use super::args::{failure, not_an_object, task_or_default};
 use super::schema;
 use super::snapshot::{self, NoSupervisor};
-use super::{CDP_ARGS, DIALOG_ARGS, SNAPSHOT_ARGS, add_dialog_status, cdp, dialog, no_supervisor};
+use super::{
+    CDP_ARGS, DIALOG_ARGS, NAVIGATE_ARGS, SNAPSHOT_ARGS, add_dialog_status, cdp, dialog, navigate,
+    no_supervisor,
+};
 use crate::cancel::CancelToken;
 use crate::registry::SupervisorRegistry;
 
@@ -34,6 +37,8 @@ pub(crate) enum Tool {
     Dialog,
     /// `browser_cdp`: a raw CDP call.
     Cdp,
+    /// `browser_navigate`: navigate the task's page, never waiting on a dialog.
+    Navigate,
     /// `browser_disconnect`: stop the task's supervisor.
     Disconnect,
 }
@@ -124,7 +129,7 @@ const SNAPSHOT: Spec = Spec {
 const DIALOG: Spec = Spec {
     name: "browser_dialog",
     title: "Answer a JS dialog",
-    description: "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs).",
+    description: "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs). A pending file chooser (type file_chooser, id fc-N) is answered with accept and files (paths within security.upload_dirs; needs security.allow_file_access), or dismissed.",
     annotations: Annotations {
         read_only: false,
         destructive: Some(true),
@@ -157,6 +162,24 @@ const CDP: Spec = Spec {
     dialog_status: true,
 };
 
+const NAVIGATE: Spec = Spec {
+    name: "browser_navigate",
+    title: "Navigate the page",
+    description: "Open a URL in the task's page (brought to the front first) and wait until the new document has committed (wait_until: commit) or loaded (load, the default). It never waits on a JS dialog: one that opens before then (an alert while the page loads, the beforeunload of the page being left) ends the call at once with blocked_by_dialog; answer it with browser_dialog. A network error (net::ERR_NAME_NOT_RESOLVED, a refused connection) is an error naming it; URLs the security policy refuses (file:, the browser's own pages) never reach the browser.",
+    annotations: Annotations {
+        read_only: false,
+        destructive: Some(true),
+        idempotent: false,
+        open_world: true,
+    },
+    args: NAVIGATE_ARGS,
+    input: schema::navigate_input,
+    required: &["url"],
+    output: schema::navigate_output,
+    handler: Handler::Registry(|reg, task, args, _| Ok(navigate::run(reg, task, args))),
+    dialog_status: true,
+};
+
 const DISCONNECT: Spec = Spec {
     name: "browser_disconnect",
     title: "Disconnect a task",
@@ -178,11 +201,12 @@ const DISCONNECT: Spec = Spec {
 
 impl Tool {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [Tool; 5] = [
+    pub(crate) const ALL: [Tool; 6] = [
         Tool::Connect,
         Tool::Snapshot,
         Tool::Dialog,
         Tool::Cdp,
+        Tool::Navigate,
         Tool::Disconnect,
     ];
 
@@ -192,6 +216,7 @@ impl Tool {
             Tool::Snapshot => &SNAPSHOT,
             Tool::Dialog => &DIALOG,
             Tool::Cdp => &CDP,
+            Tool::Navigate => &NAVIGATE,
             Tool::Disconnect => &DISCONNECT,
         }
     }
@@ -349,7 +374,7 @@ impl Host for RegistryHost<'_> {
 
 /// Runs tool `name` with `args` on `registry` as the MCP server's `tools/call` would (same
 /// task rule, same result), for the tools that need only a registry (`browser_snapshot`,
-/// `browser_dialog`, `browser_cdp`); any other name is an `unknown tool` result. `cancel`
+/// `browser_dialog`, `browser_cdp`, `browser_navigate`); any other name is an `unknown tool` result. `cancel`
 /// abandons a `browser_cdp` call. What the Python binding's `cdp_supervisor.tools` calls.
 pub fn call(
     registry: &SupervisorRegistry,

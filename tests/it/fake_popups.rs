@@ -105,6 +105,7 @@ fn a_popup_of_the_page_is_set_up_like_the_page_then_resumed() {
             "Page.getFrameTree",
             "Target.setAutoAttach",
             "Runtime.getIsolateId",
+            "Page.setInterceptFileChooserDialog",
             "Runtime.runIfWaitingForDebugger"
         ]
     );

@@ -17,6 +17,7 @@
 //! * [`js`]: a JavaScript string literal for page expressions.
 //! * [`browserless`]: a Browserless server for one test (the pinned npm package on the system
 //!   Chromium), or a loud skip.
+//! * [`cut_proxy`]: a TCP proxy that cuts one connection to a real browser (a reconnect).
 //! * [`fakes`]: waits and command checks for tests driving the scripted fake
 //!   CDP browser.
 //! * [`pages`]: supervisor helpers for the real-Chromium tests (attach to a test page, wait
@@ -28,6 +29,7 @@
 //!   the security policy's tests.
 
 pub mod browserless;
+pub mod cut_proxy;
 pub mod fakes;
 pub mod pages;
 pub mod procs;
