@@ -28,6 +28,7 @@ use crate::cancel::CancelToken;
 use crate::core::{CallKind, Command, Extras, SessionKind, session_setup};
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::outbound::Outbound;
 use crate::protocol;
 use crate::quote::quoted;
 use crate::shared::Shared;

@@ -29,7 +29,6 @@ use serde_json::value::RawValue;
 
 use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
-use crate::error::Error;
 use crate::protocol::{self, CdpError, Incoming};
 use crate::snapshot::{Blocked, MainDocument, Snapshot, SupervisorState};
 use crate::watchdog::WatchdogMsg;
@@ -385,12 +384,8 @@ impl Core {
                         self.task_id, call.method, e.message
                     );
                 }
-                let err = Error::Cdp {
-                    method: call.method.clone(),
-                    code: e.code,
-                    message: e.message,
-                };
-                self.deliver(call, Err(err));
+                let result = call.reply_result(Err(e));
+                self.deliver(call, result);
             }
             (kind, Ok(raw)) => {
                 match kind {
@@ -443,16 +438,7 @@ impl Core {
                     }
                     _ => {}
                 }
-                // A reply that does not decode (nested deeper than serde_json's 128 levels,
-                // say) is an error, never a success with a wrong value.
-                let value = if call.reply.is_some() {
-                    serde_json::from_str(raw.get()).map_err(|e| Error::UndecodableReply {
-                        method: call.method.clone(),
-                        reason: e.to_string(),
-                    })
-                } else {
-                    Ok(Value::Null)
-                };
+                let value = call.reply_result(Ok(raw));
                 if let Ok(v) = &value {
                     self.note_created(&call.method, v);
                 }

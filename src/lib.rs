@@ -78,7 +78,8 @@
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
 //! * `outbound`: the one outbound path (a command registered with the reader, then written with
-//!   a deadline) and the `Reply` a caller waits on.
+//!   a deadline) and the `Reply` a caller waits on; the `Outbound` trait, over a supervisor's
+//!   connection and the popup watcher's.
 //! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
 //! * `attach`: attaching to the task's page (start and after a reconnect; the task's own page
 //!   is re-attached, or replaced only when it is gone).
@@ -97,7 +98,9 @@
 //!   good, threads joined, its downloads removed).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
-//!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).
+//!   and one popup watcher per browser that hands each task its popups while the browser has
+//!   tasks (`registry/popups.rs`: which endpoints get one and for how long;
+//!   `registry/popups/watcher.rs`: its connection, on the outbound path, and the hand-off).
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
 //!   `config/load.rs` reads the layers (defaults, TOML file, environment), `config/security.rs`

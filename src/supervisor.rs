@@ -34,6 +34,7 @@ use crate::core::{Command, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::measured;
+use crate::outbound::Outbound;
 use crate::reader::{Reader, ReconnectPlan};
 use crate::shared::{Shared, SnapshotCell};
 use crate::snapshot::{ClosedBy, DialogKind, PendingDialog, Snapshot, SupervisorState};
@@ -432,6 +433,13 @@ impl Supervisor {
     /// hook is set already.
     pub(crate) fn on_publish(&self, hook: crate::shared::PublishHook) -> bool {
         self.shared.on_publish(hook)
+    }
+
+    /// Has `hook` run once the supervisor has ended (stopped or dead), on its reader thread (it
+    /// must not block), or at once when it has ended already. Once per supervisor: false when a
+    /// hook is set already.
+    pub(crate) fn on_end(&self, hook: crate::shared::PublishHook) -> bool {
+        self.shared.on_end(hook)
     }
 
     /// Waits until a dialog is pending and returns the first one.

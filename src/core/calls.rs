@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use crossbeam_channel::Sender;
 use log::debug;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::dialogs::{AnswerInFlight, OpenDialog};
 use super::{Core, policy};
@@ -15,6 +16,7 @@ use crate::clock::Now;
 use crate::config::DialogPolicy;
 use crate::deadline::{Deadline, Left};
 use crate::error::Error;
+use crate::protocol::CdpError;
 use crate::snapshot::{Blocked, ClosedBy, DialogKind, PendingDialog};
 
 /// What a call is for, beyond handing its reply to a caller.
@@ -165,6 +167,25 @@ impl Command {
 pub(super) const PURGE_EVERY: usize = 1024;
 
 impl PendingCall {
+    /// What a reply means to whoever waits for this call, beyond what the state machine reads
+    /// from it: the result, decoded (one that does not decode, nested deeper than serde_json's
+    /// 128 levels, say, is an error, never a success with a wrong value; not decoded when
+    /// nobody waits), or the browser's error.
+    pub fn reply_result(&self, outcome: Result<&RawValue, CdpError>) -> CallResult {
+        match outcome {
+            Ok(_) if self.reply.is_none() => Ok(Value::Null),
+            Ok(raw) => serde_json::from_str(raw.get()).map_err(|e| Error::UndecodableReply {
+                method: self.method.clone(),
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(Error::Cdp {
+                method: self.method.clone(),
+                code: e.code,
+                message: e.message,
+            }),
+        }
+    }
+
     /// A caller waits for its reply: a [`CallKind::Plain`] or [`CallKind::Agent`] call that
     /// still has its reply channel. Only those are refused for a crash or a lost page.
     pub(super) fn awaited_by_caller(&self) -> bool {

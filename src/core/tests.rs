@@ -10,6 +10,7 @@ use super::calls::PURGE_EVERY;
 use super::policy::WithDialog;
 use super::*;
 use crate::deadline::Deadline;
+use crate::error::Error;
 use crate::snapshot::{
     BlockedReason, ChooserMode, ClosedBy, ClosedDialog, DownloadState, PendingDialog,
 };

@@ -15,7 +15,7 @@ use crate::core::policy::{self, BRIDGE_REPLY_GRACE, DIALOG_GRACE};
 use crate::core::{CallKind, CallResult, Command, MainWorld};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::outbound::Reply;
+use crate::outbound::{Outbound, Reply};
 use crate::security::isolation;
 
 use super::stall::STALL_AFTER;

@@ -11,6 +11,7 @@ use super::Supervisor;
 use crate::core::{CallKind, Command, FilesSettings};
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::outbound::Outbound;
 use crate::quote::quoted;
 use crate::snapshot::{ChooserMode, ChooserRefused, Download, FileChooser, Snapshot};
 

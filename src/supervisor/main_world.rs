@@ -32,6 +32,7 @@ use crate::cancel::CancelToken;
 use crate::core::{CallKind, Command, MainWorld};
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::outbound::Outbound;
 
 /// A call into a same-process frame whose main-world context is not known yet.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,6 +30,7 @@ use crate::config::DialogPolicy;
 use crate::core::policy;
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::outbound::Outbound;
 use crate::quote::quoted;
 use crate::snapshot::{DialogKind, PendingDialog, Snapshot};
 

@@ -65,7 +65,7 @@ use crate::core::policy::{self, UNFOLLOWED_HINT};
 use crate::core::{CallKind, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::outbound::Reply;
+use crate::outbound::{Outbound, Reply};
 use crate::shared::Shared;
 use crate::snapshot::{Blocked, BlockedReason, Snapshot, SupervisorState};
 

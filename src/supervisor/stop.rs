@@ -13,6 +13,7 @@ use serde_json::json;
 use super::{READER_STACK, Supervisor};
 use crate::core::{CallKind, Command, answer_command};
 use crate::deadline::Deadline;
+use crate::outbound::Outbound;
 use crate::shared::Shared;
 use crate::snapshot::{ClosedBy, PendingDialog};
 

@@ -14,7 +14,8 @@
 //!
 //! Groups: `fake_*`, `fleet_starts`, `hardening_*`, `prop_hostile`, `scale_limits`,
 //! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
-//! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
+//! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium
+//! (`e2e_browserless` through a Browserless server each test starts); `cli`,
 //! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
 //! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`,
 //! `measure_fleet`, `measure_stealth` and `measure_unwatched` hold ignored measurements.
@@ -26,6 +27,7 @@ mod cli;
 mod discovery;
 mod e2e_blocked_calls;
 mod e2e_bridge;
+mod e2e_browserless;
 mod e2e_dialog_methods;
 mod e2e_dialogs;
 mod e2e_downloads;
