@@ -126,15 +126,17 @@ fn the_set_up_after_a_reconnect_sends_only_what_a_page_cannot_see() {
     let sup = reg
         .get_or_start("task", &fake.ws_url())
         .expect("attach to the fake browser");
-    page_session(&sup);
+    let old = page_session(&sup);
     let accepted = fake.accepted_count();
     let before = fake.received().len();
     fake.drop_connections();
+    // A session does not outlive its connection: the page attached again has a new one (the
+    // old snapshot may still say "active" for a moment after the new connection is accepted).
     let up = sup
         .wait_for(WAIT, |s| {
             fake.accepted_count() > accepted
                 && s.to_json()["state"] == "active"
-                && s.page_session_id.is_some()
+                && s.page_session_id.as_deref().is_some_and(|p| p != old)
         })
         .expect("attached again");
     let page = up.page_session_id.clone().expect("the new page session");
