@@ -55,17 +55,28 @@
 //! server launches; [`http`] serves the same server over Streamable HTTP
 //! (`cdp-supervisor mcp --http`), through `exchange` like stdio.
 
+#[path = "../tools/browser.rs"]
 mod browser;
+#[path = "engine/methods.rs"]
 mod dispatch;
+#[path = "engine/events.rs"]
 mod events;
+#[path = "engine.rs"]
 mod exchange;
+#[path = "engine/fast_path.rs"]
 mod fast_path;
+#[path = "../tools/connect.rs"]
 mod handlers;
 pub mod http;
+#[path = "engine/listen.rs"]
 mod listen;
+#[path = "engine/notify.rs"]
 mod notify;
+#[path = "engine/pool.rs"]
 mod pool;
+#[path = "engine/protocol.rs"]
 mod protocol;
+#[path = "engine/resources.rs"]
 mod resources;
 mod rpc;
 

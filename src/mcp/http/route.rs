@@ -59,6 +59,7 @@ use crate::transport::Socket;
 
 mod checks;
 mod responder;
+#[path = "sessions.rs"]
 mod sessions;
 mod stream;
 
