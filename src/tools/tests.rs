@@ -1,12 +1,13 @@
-//! Unit tests of the tool table: every tool's definition is consistent, a host's task rule is
-//! the one applied, and the Python binding's entry answers what the MCP server answers.
+//! Unit tests of the tool table: every tool's definition is consistent, a caller's task rule is
+//! the one applied, and the Python binding's entry and the library functions answer what the
+//! MCP server answers.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::table::{Host, Tool, call, dispatch};
+use super::args::failure;
+use super::table::{Tasks, Tool, call, dispatch};
 use super::*;
 use crate::config::{Config, DialogAction};
 use crate::error::Error;
@@ -85,50 +86,43 @@ fn tools_are_found_by_name_and_listed_once_in_table_order() {
     assert_eq!(listed, names);
 }
 
-/// A host with the HTTP transport's rule (SPEC §15): `browser_connect` without `task_id`
-/// gets a fresh task, every other tool needs one.
-struct FreshTasks(SupervisorRegistry);
-
-impl Host for FreshTasks {
-    fn registry(&self) -> &SupervisorRegistry {
-        &self.0
-    }
-
-    fn task_id<'a>(&self, tool: Tool, args: &'a Value) -> Result<Cow<'a, str>, Value> {
-        match args.get("task_id").and_then(Value::as_str) {
-            Some(t) => Ok(Cow::Borrowed(t)),
-            None if tool == Tool::Connect => Ok(Cow::Borrowed("fresh-1")),
-            None => Err(failure(format!("{} needs a task_id", tool.name()))),
-        }
-    }
-
-    fn run(
-        &self,
-        tool: Tool,
-        task: &str,
-        _args: &Value,
-        _cancel: Option<&CancelToken>,
-    ) -> Option<Value> {
-        (tool == Tool::Connect).then(|| json!({"success": true, "task_id": task}))
-    }
-}
-
+/// The rule of clients that share a server (MCP over HTTP, SPEC §15): `browser_connect`
+/// without `task_id` gets a fresh task, every other tool needs one.
 #[test]
-fn a_host_names_the_task_of_a_call_by_its_own_rule() {
-    let host = FreshTasks(SupervisorRegistry::new(Config::default()));
-    let out = dispatch(&host, Tool::Snapshot, &json!({}), None);
-    assert_eq!(out, failure("browser_snapshot needs a task_id"));
-    let out = dispatch(&host, Tool::Cdp, &json!({"method": "X.y"}), None);
-    assert_eq!(out, failure("browser_cdp needs a task_id"));
-    let out = dispatch(&host, Tool::Connect, &json!({}), None);
-    assert_eq!(out, json!({"success": true, "task_id": "fresh-1"}));
-    let out = dispatch(&host, Tool::Snapshot, &json!({"task_id": "t9"}), None);
+fn a_caller_names_the_task_of_a_call_by_its_own_rule() {
+    let reg = SupervisorRegistry::new(Config::default());
+    let ctx = Context {
+        tasks: Tasks::PerClient,
+        ..Context::of(&reg)
+    };
+    let required = |tool: &str| {
+        failure(format!(
+            "task_id is required over HTTP: {tool} needs the task_id that browser_connect \
+             returned (browser_connect without task_id creates a new task)"
+        ))
+    };
+    let out = dispatch(&ctx, Tool::Snapshot, &json!({}));
+    assert_eq!(out, required("browser_snapshot"));
+    let out = dispatch(&ctx, Tool::Cdp, &json!({"method": "X.y"}));
+    assert_eq!(out, required("browser_cdp"));
+    let out = dispatch(&ctx, Tool::Snapshot, &json!({"task_id": "t9"}));
     assert_eq!(out, no_supervisor("t9"));
-    // The tools only a server runs are unknown to a host that does not run them.
-    let out = dispatch(&host, Tool::Disconnect, &json!({"task_id": "t9"}), None);
-    assert_eq!(out, failure("unknown tool \"browser_disconnect\""));
+    let out = dispatch(&ctx, Tool::Disconnect, &json!({"task_id": "t9"}));
+    assert_eq!(
+        out,
+        json!({"success": true, "task_id": "t9", "stopped": false})
+    );
+    // A new task, and no browser to start it on: this caller launches none.
+    let out = dispatch(&ctx, Tool::Connect, &json!({}));
+    assert_eq!(out["success"], false, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("pass the cdp_url")),
+        "{out}"
+    );
     // Arguments that are no object fail before any rule.
-    let out = dispatch(&host, Tool::Snapshot, &json!([1]), None);
+    let out = dispatch(&ctx, Tool::Snapshot, &json!([1]));
     assert_eq!(
         out,
         failure("arguments must be a JSON object, got an array; see the tool's inputSchema")
@@ -169,10 +163,34 @@ fn no_supervisor_is_explicit_everywhere_but_the_library_snapshot() {
 }
 
 #[test]
-fn the_binding_entry_keeps_the_task_rule_and_knows_only_registry_tools() {
+fn the_binding_entry_keeps_the_task_rule_and_runs_every_tool_of_the_table() {
     let reg = SupervisorRegistry::new(Config::default());
     let out = call(&reg, "browser_connect", &json!({"task_id": "t"}), None);
-    assert_eq!(out, failure("unknown tool \"browser_connect\""));
+    assert_eq!(
+        out,
+        failure(
+            "no cdp_url given and none configured (browser.cdp_url), and this caller launches \
+             no browser: pass the cdp_url of a running browser"
+        )
+    );
+    let out = call(
+        &reg,
+        "browser_connect",
+        &json!({"task_id": "t", "cdp": "x"}),
+        None,
+    );
+    assert_eq!(out["success"], false);
+    assert!(
+        out["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown argument \"cdp\"")),
+        "{out}"
+    );
+    let out = call(&reg, "browser_disconnect", &json!({}), None);
+    assert_eq!(
+        out,
+        json!({"success": true, "task_id": "default", "stopped": false})
+    );
     let out = call(&reg, "browser_nope", &json!({}), None);
     assert_eq!(out, failure("unknown tool \"browser_nope\""));
     for name in ["browser_snapshot", "browser_nope", "browser_disconnect"] {
@@ -241,12 +259,14 @@ fn dialog_actions_are_read_by_one_rule_with_one_wording() {
     );
 }
 
-/// The Python binding's `cdp_supervisor.tools` returns the text of the MCP server's tool
-/// results (its pytest `test_tools_mcp.py` compares them through the real binary); here the
-/// same, in process, for calls that reach a live supervisor, a pending dialog included.
+/// The Python binding's `cdp_supervisor.tools` and the library functions return the text of
+/// the MCP server's tool results (the pytest `test_tools_mcp.py` compares all of them and MCP
+/// over HTTP through the real binary); here the same, in process, for calls that reach a live
+/// supervisor, a pending dialog included. The library's `browser_snapshot` is the one that
+/// differs, as SPEC §10 says: no `success: true`, and `{}` without a live supervisor.
 #[cfg(feature = "fake-browser")]
 #[test]
-fn the_binding_entry_answers_what_the_mcp_server_answers() {
+fn the_binding_entry_and_the_library_answer_what_the_mcp_server_answers() {
     use std::time::Duration;
 
     let fake = crate::fake::FakeBrowser::start().expect("fake browser");
@@ -287,6 +307,23 @@ fn the_binding_entry_answers_what_the_mcp_server_answers() {
             text,
             "{name} {args}"
         );
+        let Some(task) = args["task_id"].as_str() else {
+            return;
+        };
+        let (library, expected) = match name {
+            "browser_snapshot" => {
+                let mut view: Value = serde_json::from_str(&text).expect("JSON");
+                if view == no_supervisor(task) {
+                    view = json!({});
+                } else if view["success"] == true {
+                    view.as_object_mut().map(|o| o.remove("success"));
+                }
+                (browser_snapshot(reg, task, args), view.to_string())
+            }
+            "browser_dialog" => (browser_dialog(reg, task, args), text),
+            _ => (browser_cdp(reg, task, args), text),
+        };
+        assert_eq!(library.to_string(), expected, "library: {name} {args}");
     };
     for (name, args) in calls() {
         compare(name, &args);

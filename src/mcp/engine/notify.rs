@@ -3,11 +3,11 @@
 //! supervisor started or ended), and where each generation of the protocol receives them.
 //!
 //! * **Legacy** sessions (after `initialize`) get `notifications/message` at or above the level
-//!   `logging/setLevel` set (default `info`), on the output the transport registered for the
-//!   session ([`Notifier::add_legacy_output`]; stdio: its one output).
+//!   `logging/setLevel` set (default `info`), on the output its `initialize` came with
+//!   ([`Notifier::add_legacy_output`]: stdio's one output; HTTP sessions have none).
 //! * **2026-07-28** has no standing log channel: `notifications/message` only answers a request
 //!   that opted in with `_meta["io.modelcontextprotocol/logLevel"]`, before its response, about
-//!   what happened to its task during it ([`changes`], used by `dispatch`). Events are pushed
+//!   what happened to its task during it ([`request_log`], used by `Engine::tool_call`). Events are pushed
 //!   the 2026-07-28 way, as `notifications/resources/updated` of the task's resource
 //!   (`cdp-supervisor://tasks/{task_id}`, see `resources`) on the `subscriptions/listen`
 //!   streams that asked for it (`listen`), with the event in our `_meta` key.
@@ -29,8 +29,8 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use serde_json::json;
 
 use super::events::{Event, Level};
-use super::exchange::{LegacySession, Sink};
 use super::listen::Listens;
+use super::{LegacySession, Sink};
 use crate::quote::quoted;
 use crate::registry::SupervisorRegistry;
 use crate::snapshot::{ClosedBy, Snapshot};
@@ -110,15 +110,6 @@ impl Notifier {
         if !legacy.iter().any(|(s, _)| Arc::ptr_eq(s, session)) {
             legacy.push((Arc::clone(session), out));
         }
-    }
-
-    /// `session` receives nothing more (its HTTP stream closed, or it ended).
-    #[allow(dead_code)] // Called by the HTTP transport when a legacy session ends.
-    pub(crate) fn remove_legacy_output(&self, session: &Arc<LegacySession>) {
-        self.legacy
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(s, _)| !Arc::ptr_eq(s, session));
     }
 
     /// Nothing is sent from now on (shutdown); open listen streams end gracefully first.
@@ -395,11 +386,27 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
     events
 }
 
+/// The request-scoped `notifications/message` lines of a 2026-07-28 request that asked for
+/// logs at `level` or above: what happened to `task` between `before` (its snapshot when the
+/// request started; `None`: no supervisor then) and now.
+pub(crate) fn request_log(
+    registry: &SupervisorRegistry,
+    task: &str,
+    before: Option<&Arc<Snapshot>>,
+    level: Level,
+) -> Vec<String> {
+    let after = registry.get(task).map(|s| s.snapshot());
+    changes_during(task, before, after.as_ref())
+        .iter()
+        .filter(|e| e.level >= level)
+        .map(Event::log_line)
+        .collect()
+}
+
 /// What happened to `task` during one request, from its snapshots before and after (`None`:
-/// no supervisor then): the request-scoped `notifications/message` of a 2026-07-28 request. A
-/// supervisor that started during the request counts from an empty page: its pending dialogs
-/// are news.
-pub(crate) fn changes_during(
+/// no supervisor then). A supervisor that started during the request counts from an empty
+/// page: its pending dialogs are news.
+fn changes_during(
     task: &str,
     before: Option<&Arc<Snapshot>>,
     after: Option<&Arc<Snapshot>>,
