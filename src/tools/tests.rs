@@ -1,6 +1,6 @@
-//! Unit tests of the tool table: every tool's definition is consistent, a caller's task rule is
-//! the one applied, and the Python binding's entry and the library functions answer what the
-//! MCP server answers.
+//! Unit tests of the tool table: every tool's definition is consistent and a caller's task rule
+//! is the one applied. That every door (library functions, the binding's entry, MCP on stdio and
+//! over HTTP) answers the same text is `tests/it/tools_everywhere.rs`.
 
 use std::collections::BTreeSet;
 
@@ -257,97 +257,4 @@ fn dialog_actions_are_read_by_one_rule_with_one_wording() {
         out,
         failure("missing action: use \"accept\" or \"dismiss\"")
     );
-}
-
-/// The Python binding's `cdp_supervisor.tools` and the library functions return the text of
-/// the MCP server's tool results (the pytest `test_tools_mcp.py` compares all of them and MCP
-/// over HTTP through the real binary); here the same, in process, for calls that reach a live
-/// supervisor, a pending dialog included. The library's `browser_snapshot` is the one that
-/// differs, as SPEC §10 says: no `success: true`, and `{}` without a live supervisor.
-#[cfg(feature = "fake-browser")]
-#[test]
-fn the_binding_entry_and_the_library_answer_what_the_mcp_server_answers() {
-    use std::time::Duration;
-
-    let fake = crate::fake::FakeBrowser::start().expect("fake browser");
-    let server = crate::mcp::McpServer::new(Config::default());
-    let reg = server.registry();
-    reg.get_or_start("t", &fake.ws_url()).expect("attach");
-    let calls = || {
-        [
-            ("browser_snapshot", json!({"task_id": "t"})),
-            (
-                "browser_snapshot",
-                json!({"task_id": "t", "target_id": "nope"}),
-            ),
-            ("browser_snapshot", json!({"task_id": "nobody"})),
-            ("browser_snapshot", json!({"task_id": 7})),
-            ("browser_dialog", json!({"task_id": "t", "action": "eat"})),
-            (
-                "browser_cdp",
-                json!({"task_id": "t", "method": "Browser.getVersion"}),
-            ),
-            (
-                "browser_cdp",
-                json!({"task_id": "t", "method": "X.y", "frame_id": "f"}),
-            ),
-            ("browser_cdp", json!({"task_id": "t", "targetId": "x"})),
-        ]
-    };
-    let compare = |name: &str, args: &Value| {
-        let line = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": name, "arguments": args}});
-        let answer = server.handle_line(&line.to_string()).expect("an answer");
-        let text = answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        assert_eq!(
-            call(reg, name, args, None).to_string(),
-            text,
-            "{name} {args}"
-        );
-        let Some(task) = args["task_id"].as_str() else {
-            return;
-        };
-        let (library, expected) = match name {
-            "browser_snapshot" => {
-                let mut view: Value = serde_json::from_str(&text).expect("JSON");
-                if view == no_supervisor(task) {
-                    view = json!({});
-                } else if view["success"] == true {
-                    view.as_object_mut().map(|o| o.remove("success"));
-                }
-                (browser_snapshot(reg, task, args), view.to_string())
-            }
-            "browser_dialog" => (browser_dialog(reg, task, args), text),
-            _ => (browser_cdp(reg, task, args), text),
-        };
-        assert_eq!(library.to_string(), expected, "library: {name} {args}");
-    };
-    for (name, args) in calls() {
-        compare(name, &args);
-    }
-    fake.open_dialog("confirm", "sure?", "");
-    let sup = reg.get("t").expect("live");
-    sup.wait_for(Duration::from_secs(5), |s| !s.pending_dialogs.is_empty())
-        .expect("the dialog is published");
-    for (name, args) in calls() {
-        compare(name, &args);
-    }
-    let out = call(
-        reg,
-        "browser_cdp",
-        &json!({"task_id": "t", "method": "X.y"}),
-        None,
-    );
-    assert!(out["pending_dialogs"].is_array(), "{out}");
-    let answered = call(
-        reg,
-        "browser_dialog",
-        &json!({"task_id": "t", "action": "accept"}),
-        None,
-    );
-    assert_eq!(answered["success"], true, "{answered}");
-    assert_eq!(answered["action"], "accept", "{answered}");
 }
