@@ -19,7 +19,7 @@
 //!
 //! * `head.rs`: a head's bytes into an owned [`RequestHead`] or [`ResponseHead`], and what a
 //!   request head may not do (say one thing twice: two `Host` lines, two `Content-Length`s, ...).
-//! * `framing.rs`: how a body is delimited ([`Framing`], RFC 9112 §6.3, for a request and for an
+//! * `framing.rs`: how a body is delimited ([`Framing`](framing::Framing), RFC 9112 §6.3, for a request and for an
 //!   answer) and the one chunk-size parser.
 //! * `conn.rs`: [`Conn`], a stream and the bytes read past the last message: heads, bodies
 //!   (the one chunked decoder), waiting for a peer, a lingering close.
