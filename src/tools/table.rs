@@ -301,7 +301,7 @@ pub(crate) fn run(
 /// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog is
 /// pending and `blocked` when the page is blocked, so an agent sees a dialog on its next call
 /// without polling. Does nothing when the task has no supervisor or `out` is no object.
-/// [`run`] adds it once per call for every tool whose result carries it.
+/// `run` adds it once per call for every tool whose result carries it.
 pub fn add_dialog_status(reg: &SupervisorRegistry, task_id: &str, out: &mut Value) {
     let Some(obj) = out.as_object_mut() else {
         return;
