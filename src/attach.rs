@@ -53,6 +53,10 @@ pub(crate) enum Choice<'a> {
     /// [`Error::UnknownTarget`]: the endpoint gave a new browser (Browserless starts one per
     /// connection) or the page was closed, and the page is gone for good.
     Same(&'a str),
+    /// After a reconnect, for a task whose page is its own (`StartOptions::own_page`): this
+    /// target while it exists; a new `about:blank` (reported by the core as `page_replaced`)
+    /// only when it is gone.
+    SameOrNew(&'a str),
     /// The first usable page not among these (pages other tasks own, with
     /// `security.isolate_tasks`); a new `about:blank` when there is none.
     FirstPage(&'a [String]),
@@ -110,6 +114,7 @@ pub(crate) fn attach_page(
                 .target_id
                 .clone(),
         ),
+        Choice::SameOrNew(id) => find(id).map(|t| t.target_id.clone()),
         Choice::FirstPage(taken) => targets
             .target_infos
             .iter()

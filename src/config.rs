@@ -17,12 +17,14 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+mod downloads;
 mod load;
 mod rules;
 mod security;
 #[cfg(test)]
 mod tests;
 
+pub use downloads::Downloads;
 use rules::invalid;
 pub use rules::{check_seconds, seconds_setting};
 pub use security::Security;
@@ -209,6 +211,8 @@ pub struct Config {
     pub limits: Limits,
     /// `security.*`: what `browser_cdp` may do (SPEC §14).
     pub security: Security,
+    /// `downloads.*`: where each task's downloads go (issue 31).
+    pub downloads: Downloads,
     /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
     /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
     pub allowed_hosts: Vec<String>,
@@ -242,6 +246,7 @@ impl std::fmt::Debug for Config {
             .field("reconnect_backoff", &self.reconnect_backoff)
             .field("limits", &self.limits)
             .field("security", &self.security)
+            .field("downloads", &self.downloads)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("http_head_timeout", &self.http_head_timeout)
             .field("http_max_new_connections", &self.http_max_new_connections)
@@ -266,6 +271,7 @@ impl Default for Config {
             reconnect_backoff: BACKOFF_START,
             limits: Limits::default(),
             security: Security::default(),
+            downloads: Downloads::default(),
             allowed_hosts: Vec::new(),
             http_head_timeout: Duration::from_secs(5),
             http_max_new_connections: 128,
@@ -429,6 +435,12 @@ impl Config {
         self.security = security;
         self
     }
+
+    /// Sets [`downloads`](Config::downloads).
+    pub fn with_downloads(mut self, downloads: Downloads) -> Config {
+        self.downloads = downloads;
+        self
+    }
 }
 
 /// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
@@ -449,11 +461,17 @@ pub struct StartOptions {
     pub dialog_timeout: Option<Duration>,
     /// Override `browser.dialog_bridge` for this task.
     pub dialog_bridge: Option<BridgeMode>,
-    /// Give the task a page of its own: `Target.createTarget {url: "about:blank"}` in a window
-    /// of its own at start (ignored when `target_id` is set), and `Target.closeTarget` when the
-    /// supervisor stops. Two tasks on one browser then never share a tab (nor each other's
-    /// dialogs), and each task's page stays visible: it draws, runs `requestAnimationFrame` and
-    /// routes clicks into its out-of-process iframes while other tasks open theirs.
+    /// Give the task a page of its own (SPEC §4 `own_page`): a fresh `about:blank`
+    /// (`Target.createTarget`) in a window of its own at start, never an existing page (ignored
+    /// when `target_id` is set); re-attached after a reconnect while it exists, and only when it
+    /// is gone a new one is made (logged, and the snapshot's `page_replaced` says so); closed
+    /// when the supervisor stops. Two tasks on one browser then never share a tab (nor each
+    /// other's dialogs), and each task's page stays visible: it draws, runs
+    /// `requestAnimationFrame` and routes clicks into its out-of-process iframes while other
+    /// tasks open theirs.
+    pub own_page: bool,
+    /// Deprecated: the old name of [`own_page`](StartOptions::own_page); either one set means
+    /// the same.
     pub new_page: bool,
 }
 
@@ -482,10 +500,21 @@ impl StartOptions {
         self
     }
 
-    /// Sets [`new_page`](StartOptions::new_page).
-    pub fn with_new_page(mut self, new_page: bool) -> StartOptions {
-        self.new_page = new_page;
+    /// Sets [`own_page`](StartOptions::own_page).
+    pub fn with_own_page(mut self, own_page: bool) -> StartOptions {
+        self.own_page = own_page;
         self
+    }
+
+    /// Deprecated: [`with_own_page`](StartOptions::with_own_page), its old name.
+    pub fn with_new_page(self, new_page: bool) -> StartOptions {
+        self.with_own_page(new_page)
+    }
+
+    /// Whether the task's page is its own: created at start, re-attached (or replaced when
+    /// gone) after a reconnect, closed at stop. A named `target_id` wins.
+    pub(crate) fn owns_page(&self) -> bool {
+        (self.own_page || self.new_page) && self.target_id.is_none()
     }
 
     /// `Ok` when the overrides are within their settings' bounds (the one rule of

@@ -18,11 +18,12 @@
 //! the call table is `core/calls.rs`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use log::{debug, info, warn};
+use log::debug;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -30,13 +31,16 @@ use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
 use crate::error::Error;
 use crate::protocol::{self, CdpError, Incoming};
-use crate::snapshot::{Blocked, BlockedReason, Snapshot, SupervisorState};
+use crate::snapshot::{Blocked, MainDocument, Snapshot, SupervisorState};
 use crate::watchdog::WatchdogMsg;
 
 mod calls;
+mod choosers;
 mod console;
 mod created;
 mod dialogs;
+mod document;
+mod downloads;
 pub(crate) mod frames;
 mod pages;
 pub(crate) mod policy;
@@ -48,10 +52,13 @@ mod targets;
 mod tests;
 
 pub use calls::{CallKind, CallResult, Command, PendingCall};
+use choosers::Choosers;
 use console::Console;
 use created::Created;
 use dialogs::Dialogs;
 pub use dialogs::answer_command;
+use downloads::Downloads;
+pub use downloads::FilesSettings;
 use frames::Frames;
 use pages::Pages;
 pub(crate) use policy::{ORPHAN_FRAME_HINT, ORPHAN_HINT, UNRESPONSIVE_HINT};
@@ -65,6 +72,15 @@ pub enum Outgoing {
     Command(Command),
     /// Tell the watchdog: arm it for a `must_respond` dialog, or cancel it for one that closed.
     Watchdog(WatchdogMsg),
+    /// Move download `guid`'s file from where the browser wrote it (`from`) to where the
+    /// snapshot says it is (`to`, in the task's download directory), before publishing; a
+    /// failed rename is told to [`Core::download_move_failed`].
+    #[allow(missing_docs)]
+    MoveDownload {
+        guid: String,
+        from: PathBuf,
+        to: PathBuf,
+    },
 }
 
 /// Per-task settings the state machine applies.
@@ -115,6 +131,16 @@ pub struct Core {
     pages: Pages,
     /// The pages and browser contexts the task created (`core/created.rs`).
     created: Created,
+    /// The task's downloads.
+    downloads: Downloads,
+    /// File choosers waiting for files, and the last one refused.
+    choosers: Choosers,
+    /// The task's page's current document (what a navigation waits for).
+    document: Option<MainDocument>,
+    /// The task's own page that was gone after a reconnect, replaced by a new one.
+    page_replaced: Option<String>,
+    /// Sent whenever the page is attached ([`FilesSettings::download_behavior`]).
+    download_behavior: Option<Value>,
     /// What makes the page (or one of its iframes) unusable, when something does (SPEC §4.5).
     blocked: Option<Blocked>,
     /// The session whose hanging `Page.enable` `blocked` is about: its answer, or the session
@@ -153,6 +179,11 @@ impl Core {
             frames: Frames::new(limits.clone()),
             pages: Pages::new(limits, settings.follow_popups),
             created: Created::default(),
+            downloads: Downloads::new(None),
+            choosers: Choosers::new(limits.pending_dialogs_max, false),
+            document: None,
+            page_replaced: None,
+            download_behavior: None,
             blocked: None,
             blocked_session: None,
             bridge_active: settings.bridge == BridgeMode::On,
@@ -227,7 +258,11 @@ impl Core {
             | set(&mut p.disconnect_reason, &self.disconnect_reason)
             | set(&mut p.blocked, &self.blocked)
             | set(&mut p.blocked_session, &self.blocked_session)
-            | set(&mut p.crashed, &crashed);
+            | set(&mut p.crashed, &crashed)
+            | set(&mut p.document, &self.document)
+            | set(&mut p.page_replaced, &self.page_replaced);
+        changed |= self.refresh_files();
+        let p = &mut self.published;
         let dialogs = self.dialogs.take_published();
         if let Some((pending, unanswerable)) = dialogs.open {
             p.pending_dialogs = pending;
@@ -308,19 +343,6 @@ impl Core {
         }
     }
 
-    /// Clears `blocked` when it is about `session_id` (its `Page.enable` answered, or the
-    /// session went away).
-    fn unblock(&mut self, session_id: &str, why: &str) {
-        if self.blocked.is_some() && self.blocked_session.as_deref() == Some(session_id) {
-            let what = match self.blocked.take().and_then(|b| b.frame_id) {
-                Some(f) => format!("iframe {f}"),
-                None => "the page".into(),
-            };
-            self.blocked_session = None;
-            info!("task {}: {what} {why}; no longer blocked", self.task_id);
-        }
-    }
-
     // ---------------------------------------------------------------- replies
 
     fn on_reply(&mut self, id: u64, outcome: Result<&RawValue, CdpError>, now: Now) {
@@ -382,6 +404,10 @@ impl Core {
                             self.frames.seed(&session_id, &tree.frame_tree, is_page);
                         }
                     }
+                    CallKind::ChooserDone { id } => {
+                        let id = id.clone();
+                        self.file_chooser_done(&id);
+                    }
                     CallKind::Responds { session_id } => {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
@@ -397,35 +423,8 @@ impl Core {
                         session_id,
                         blocked,
                     } => {
-                        let still_hangs = self.calls.values().any(|c| {
-                            matches!(&c.kind, CallKind::Responds { session_id: s } if s == session_id)
-                        });
-                        if still_hangs && self.blocked.is_none() {
-                            warn!(
-                                "task {}: {} does not answer while the browser does: {}",
-                                self.task_id,
-                                blocked
-                                    .frame_id
-                                    .as_deref()
-                                    .map_or("the page".to_string(), |f| format!("iframe {f}")),
-                                match blocked.reason {
-                                    BlockedReason::OrphanedDialog => {
-                                        "a dialog opened by a client that went away is blocking it"
-                                    }
-                                    BlockedReason::DialogInUnfollowedPage => {
-                                        "a dialog in a page the supervisor does not watch is \
-                                         blocking its renderer"
-                                    }
-                                    _ => "a busy script, or a dialog no client can answer",
-                                }
-                            );
-                            self.blocked = Some(blocked.clone());
-                            self.blocked_session = Some(session_id.clone());
-                            if blocked.reason == BlockedReason::DialogInUnfollowedPage {
-                                let session_id = session_id.clone();
-                                self.fail_calls_in_renderer_of(&session_id);
-                            }
-                        }
+                        let (session_id, blocked) = (session_id.clone(), blocked.clone());
+                        self.probe_verdict(&session_id, blocked);
                     }
                     _ => {}
                 }
@@ -453,6 +452,7 @@ impl Core {
             if self.bridge_active {
                 self.bridge_setup(session_id);
             }
+            self.page_attached(target_id);
             self.page_session_id = Some(session_id.to_string());
             self.page_target_id = Some(target_id.to_string());
             if matches!(self.state, SupervisorState::Reconnecting { .. }) {
@@ -514,6 +514,14 @@ impl Core {
                 }
             }
             "Fetch.requestPaused" => self.request_paused(session, params, now),
+            "Page.downloadWillBegin" | "Browser.downloadWillBegin" => {
+                self.download_will_begin(session_id, params, now)
+            }
+            "Page.downloadProgress" | "Browser.downloadProgress" => {
+                self.download_progress(params, now)
+            }
+            "Page.fileChooserOpened" => self.file_chooser_opened(session, params, now),
+            "Page.loadEventFired" => self.document_loaded(session),
             "Runtime.consoleAPICalled" => self.console_api(session, params, now),
             "Runtime.exceptionThrown" => self.exception_thrown(session, params, now),
             "Target.attachedToTarget" => {

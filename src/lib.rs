@@ -64,8 +64,9 @@
 //!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
 //!   (`core/dialogs/state.rs`; the dialog events and who closed what: `core/dialogs.rs`),
 //!   frames (`core/frames.rs`), console (`core/console.rs`), followed and watched popups
-//!   (`core/pages.rs`), what the task created through raw calls (`core/created.rs`), the
-//!   tracked sessions, their crashes and renderers
+//!   (`core/pages.rs`), what the task created through raw calls (`core/created.rs`), downloads
+//!   (`core/downloads.rs`), file choosers (`core/choosers.rs`), the page's current document
+//!   (`core/document.rs`), the tracked sessions, their crashes and renderers
 //!   (`core/sessions.rs`; what each kind of session is sent: `core/session.rs`). Also child
 //!   targets and frame events (`core/targets.rs`), the call table (`core/calls.rs`),
 //!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
@@ -78,13 +79,19 @@
 //! * `outbound`: the one outbound path (a command registered with the reader, then written with
 //!   a deadline) and the `Reply` a caller waits on.
 //! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
-//! * `attach`: attaching to the task's page (start and after a reconnect).
+//! * `attach`: attaching to the task's page (start and after a reconnect; the task's own page
+//!   is re-attached, or replaced only when it is gone).
+//! * `local_files`: the local file system for what crosses between page and machine: each
+//!   task's download directory, moving a completed download into it, which files may answer a
+//!   file chooser (`security.upload_dirs`).
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
 //!   path: routing, the dialog-aware rules, the security policy), `supervisor/stall.rs` (a call
-//!   into a renderer frozen by a dialog in a popup nobody watches) and `supervisor/stop.rs` (the
-//!   stop: pending dialogs dismissed, the task's own page closed for good, threads joined).
+//!   into a renderer frozen by a dialog in a popup nobody watches), `supervisor/navigate.rs` (a
+//!   navigation that never waits on a dialog), `supervisor/files.rs` (waiting for downloads,
+//!   answering file choosers) and `supervisor/stop.rs` (the stop: pending dialogs dismissed,
+//!   the task's own page closed for good, threads joined, its downloads removed).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
 //!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).
@@ -111,15 +118,17 @@
 //!   lends the handlers a context value (`tools::Context`: registry, launched browser, task
 //!   rule, cancel token) and they call nothing back. `tools/args.rs` reads arguments (one
 //!   wording for their errors, the two task rules); the handlers are `tools/snapshot.rs`,
-//!   `tools/dialog.rs`, `tools/cdp.rs` and `tools/connect.rs` (`browser_connect`,
-//!   `browser_disconnect`); `tools/browser.rs` is the local browser a caller launches.
+//!   `tools/dialog.rs`, `tools/cdp.rs`, `tools/navigate.rs` and `tools/connect.rs`
+//!   (`browser_connect`, `browser_disconnect`); `tools/browser.rs` is the local browser a caller
+//!   launches.
 //! * [`mcp`]: the server's public face (`mcp/mod.rs`); the engine (`mcp/engine.rs`), the one
 //!   seam between a transport and the protocol: the only methods a transport calls, a request
 //!   read once with its era decided once, an answer out; behind it, private to `mcp/engine/`:
 //!   what each method means (`methods.rs`), the protocol generations and result shapes
 //!   (`protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the worker
 //!   pool (`pool.rs`), the snapshot fast path (`fast_path.rs`), events (`events.rs` their
-//!   vocabulary; `notify.rs`, one thread for every task; `listen.rs`, the
+//!   vocabulary; `changes.rs`, what is news between two snapshots; `notify.rs`, one thread
+//!   for every task; `listen.rs`, the
 //!   `subscriptions/listen` streams; `resources.rs`). JSON-RPC messages (`mcp/rpc.rs`) are
 //!   what both transports frame: stdio (`mcp/stdio.rs`) and Streamable HTTP (`mcp/http/`:
 //!   `accept.rs` new connections up to their first request head, `access.rs` the
@@ -155,6 +164,7 @@ mod launch;
 #[cfg(not(unix))]
 #[path = "launch_unsupported.rs"]
 mod launch;
+mod local_files;
 pub mod mcp;
 mod measured;
 mod net;
@@ -177,16 +187,19 @@ mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;
-pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security, StartOptions};
+pub use config::{
+    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, Security, StartOptions,
+};
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
 pub use redact::redact_url;
 pub use registry::SupervisorRegistry;
 pub use snapshot::{
-    Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, FrameEntry,
-    FrameRecord, FrameTree, PageInfo, PendingDialog, Snapshot, SupervisorState,
+    Blocked, BlockedReason, ChooserMode, ChooserRefused, ClosedBy, ClosedDialog, ConsoleEntry,
+    DialogKind, Download, DownloadState, FileChooser, FrameEntry, FrameRecord, FrameTree, PageInfo,
+    PendingDialog, Snapshot, SupervisorState,
 };
-pub use supervisor::{Route, Supervisor};
+pub use supervisor::{DOWNLOAD_BEGIN_GRACE, Navigation, Route, Supervisor, WaitUntil};
 
 /// Internals for this crate's own binary, tests and benches. **Not part of the public API**:
 /// anything here may change or go away in any release, semver notwithstanding.
@@ -206,7 +219,7 @@ pub mod unversioned {
         pub use crate::quote::{Clipped, QUOTE_MAX, Quoted, clipped, quoted, quoted_json};
     }
     pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
-    pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
+    pub use crate::core::{CallKind, Core, CoreSettings, FilesSettings, PendingCall};
     pub use crate::deadline::Deadline;
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
@@ -245,6 +258,11 @@ pub mod unversioned {
     /// The CDP session a dialog arrived on.
     pub fn dialog_session(dialog: &PendingDialog) -> &str {
         &dialog.session_id
+    }
+
+    /// The CDP session a file chooser arrived on (where its answer goes).
+    pub fn chooser_session(chooser: &crate::FileChooser) -> &str {
+        &chooser.session_id
     }
 
     /// `registry.snapshot(task_id)` without the registry's per-thread read cache (the

@@ -177,7 +177,7 @@ impl StartGuard<'_> {
             sup.stop();
             return Err(stopped_start(self.task_id, "finishing", closed));
         }
-        let fresh_page = sup.options().new_page && sup.options().target_id.is_none();
+        let fresh_page = sup.options().owns_page();
         if isolate && !fresh_page {
             let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
             if slots.owned_elsewhere(self.task_id, &page) {
@@ -374,7 +374,7 @@ impl SupervisorRegistry {
             {
                 return Err(refused_page(t));
             }
-            let taken = if isolate && options.target_id.is_none() && !options.new_page {
+            let taken = if isolate && !options.owns_page() && options.target_id.is_none() {
                 slots.taken_pages(task_id)
             } else {
                 Vec::new()

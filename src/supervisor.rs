@@ -5,7 +5,9 @@
 //!   [`Core`] state machine, writes the automatic commands the core queues (fire-and-forget),
 //!   publishes a new [`Snapshot`] when the visible state changed, then hands replies to waiting
 //!   callers. It is the only writer of state and never waits for a CDP reply.
-//! * the **watchdog** ([`crate::watchdog`]): dismisses `must_respond` dialogs nobody answered.
+//! * the **watchdog** ([`crate::watchdog`]): dismisses `must_respond` dialogs nobody answered,
+//!   and probes the task's renderer while popups it let go past both caps are open
+//!   (`supervisor/stall.rs`).
 //!
 //! Callers ([`Supervisor::call`], [`Supervisor::respond_to_dialog`]) register their call with the
 //! reader over a channel *before* writing the command, then write it themselves (see
@@ -40,8 +42,13 @@ use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
+mod files;
+mod navigate;
 mod stall;
 mod stop;
+
+pub use files::DOWNLOAD_BEGIN_GRACE;
+pub use navigate::{Navigation, WaitUntil};
 
 /// Where a CDP call goes (SPEC §8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +112,12 @@ pub struct Supervisor {
     /// back-off or attempt short, now and in every later wait (a message on a one-slot channel
     /// would wake one wait only).
     wake_reader: Mutex<Option<Sender<()>>>,
+    /// The task's download directory (made at start; removed at stop unless `downloads.keep`).
+    download_dir: Option<std::path::PathBuf>,
+    /// The latest navigation, for `wait_for_navigation` (callers' state, not the reader's).
+    last_navigation: Mutex<Option<navigate::LastNavigation>>,
+    /// Downloads `wait_for_download` returned already.
+    downloads_taken: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -205,10 +218,11 @@ impl Supervisor {
                 other => other?,
             },
         };
+        let (download_dir, files) = files::files_settings(task_id, &config);
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let (wake_reader_tx, wake_reader) = bounded::<()>(0);
-        let core = Core::new(
+        let mut core = Core::new(
             task_id,
             &transport.url_redacted,
             CoreSettings {
@@ -220,6 +234,7 @@ impl Supervisor {
                 browser_auto_attach: !popups_elsewhere,
             },
         );
+        core.set_files(files);
         let first = Snapshot::empty(task_id, &transport.url_redacted);
         let shared = Arc::new(Shared::new(transport, reg_tx, first));
         let reader = Reader {
@@ -234,6 +249,7 @@ impl Supervisor {
                 backoff: config.reconnect_backoff,
                 connect: opts,
                 attach_timeout: config.start_timeout,
+                own_page: options.owns_page(),
             },
         };
         let sup = Arc::new(Supervisor {
@@ -244,11 +260,14 @@ impl Supervisor {
             shared,
             threads: Mutex::new(Vec::new()),
             wake_reader: Mutex::new(Some(wake_reader_tx)),
+            download_dir,
+            last_navigation: Mutex::new(None),
+            downloads_taken: Mutex::new(Default::default()),
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
-            None if sup.options.new_page => Choice::NewPage,
+            None if sup.options.owns_page() => Choice::NewPage,
             None => Choice::FirstPage(taken),
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
@@ -283,11 +302,13 @@ impl Supervisor {
         self.lock_threads().push(handle);
         let shared = Arc::clone(&self.shared);
         let task = self.task_id.clone();
+        let mut ticker = stall::Ticker::new(Arc::clone(&self.shared), self.task_id.clone());
         let dog = std::thread::Builder::new()
             .name(format!("cdp-watchdog-{}", thread_label(&self.task_id)))
             .stack_size(WATCHDOG_STACK)
             .spawn(move || {
-                watchdog::run(wd_rx, |dialog_id| fire_watchdog(&shared, &task, dialog_id))
+                let fire = |dialog_id: &str| fire_watchdog(&shared, &task, dialog_id);
+                watchdog::run(wd_rx, fire, || ticker.tick(), watchdog::PROBE_EVERY)
             })
             .map_err(spawn_err)?;
         self.lock_threads().push(dog);
@@ -372,9 +393,9 @@ impl Supervisor {
     }
 
     /// The page it attached to is its own: created at start, closed at stop
-    /// ([`StartOptions::new_page`], which `target_id` overrides).
+    /// ([`StartOptions::own_page`], which `target_id` overrides).
     fn owns_page(&self) -> bool {
-        self.options.new_page && self.options.target_id.is_none()
+        self.options.owns_page()
     }
 
     /// Where the snapshot is published (for the registry's per-thread read cache).

@@ -36,7 +36,17 @@ const CA_FILE: &str = "empty, or the path of an existing PEM file of CA certific
 const SWITCH: &str = "true or false";
 
 /// The sections of the configuration: each must be a table.
-const SECTIONS: &[&str] = &["browser", "supervisor", "limits", "security", "mcp"];
+const SECTIONS: &[&str] = &[
+    "browser",
+    "supervisor",
+    "limits",
+    "security",
+    "downloads",
+    "mcp",
+];
+
+/// What `downloads.dir` takes.
+const DOWNLOADS_DIR: &str = "empty (the system temp directory) or an absolute directory path";
 
 impl Config {
     /// Loads `config/default.toml`, then `path` (or `$CDP_SUPERVISOR_CONFIG`) if given, then the
@@ -170,6 +180,20 @@ impl Config {
         }
         cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
         cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
+        cfg.security.upload_dirs = get_dirs(c, "security.upload_dirs")?;
+        cfg.downloads.dir = non_empty(get_text(c, "downloads.dir", DOWNLOADS_DIR)?)
+            .map(|d| {
+                let p = PathBuf::from(d.trim());
+                if p.is_absolute() {
+                    Ok(p)
+                } else {
+                    Err(invalid("downloads.dir", &d, DOWNLOADS_DIR))
+                }
+            })
+            .transpose()?;
+        if let Some(b) = get_bool(c, "downloads.keep")? {
+            cfg.downloads.keep = b;
+        }
         cfg.allowed_hosts = get_hosts(c, "mcp.allowed_hosts")?;
         if let Some(d) = get_secs(c, "mcp.http_head_timeout_s", MAX_HTTP_HEAD_TIMEOUT)? {
             cfg.http_head_timeout = d;
@@ -396,6 +420,19 @@ fn get_hosts(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
         let s = s.trim().to_ascii_lowercase();
         host_name_ok(&s).then_some(s)
     })
+}
+
+/// Reads a list of absolute directory paths (`security.upload_dirs`).
+fn get_dirs(c: &config::Config, key: &str) -> Result<Vec<PathBuf>, Error> {
+    let rule = ListRule {
+        list: r#"a list of absolute directory paths such as ["/home/me/uploads"]"#,
+        item: r#"an absolute directory path such as "/home/me/uploads""#,
+    };
+    let dirs = get_list(c, key, &rule, |s| {
+        let s = s.trim();
+        Path::new(s).is_absolute().then(|| s.to_string())
+    })?;
+    Ok(dirs.into_iter().map(PathBuf::from).collect())
 }
 
 fn non_empty(s: Option<String>) -> Option<String> {

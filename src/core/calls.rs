@@ -35,7 +35,7 @@ pub enum CallKind {
     },
     /// A call into a session's document whose reply proves that document answers (and clears a
     /// `blocked` naming that session): `Page.enable` on the page session or on an OOPIF's, and
-    /// the `Runtime.getIsolateId` of the stall probe (`supervisor/stall.rs`).
+    /// the `Performance.getMetrics` of the stall probe (`supervisor/stall.rs`).
     Responds {
         /// The session it was sent on.
         session_id: String,
@@ -75,6 +75,12 @@ pub enum CallKind {
     },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
+    /// The supervisor's answer to file chooser `id` (`DOM.setFileInputFiles`), or a round trip
+    /// that dismisses it: once it succeeds, the chooser is no longer pending.
+    ChooserDone {
+        /// `fc-N`.
+        id: String,
+    },
     /// A browser-level round trip sent when the page target went away while browser-level
     /// calls were still waiting: once it is answered, every reply written before it has
     /// arrived, and the supervisor may end (SPEC §11: the reply to `Target.closeTarget` comes

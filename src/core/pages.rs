@@ -40,7 +40,10 @@
 //! console, iframes or bridge). Their dialogs are pending like any other, with their
 //! `target_id`, answerable, under the task's policy and watchdog; calls into their renderer
 //! fail fast naming the dialog; a call routed to the page (`target_id`) goes to the watch
-//! session. Past that second cap popups are resumed and let go as before (logged once).
+//! session. Past that second cap popups are resumed and let go as before (logged once), and
+//! each one let go tells the watchdog to probe the task's renderer about once a second while
+//! such popups are open (`Outgoing::Watchdog(WatchRenderer)`, `crate::supervisor::stall`): a
+//! dialog in one of them is then reported within 2 s, though nobody calls.
 //!
 //! Each page belongs to a browsing-context group (`Sessions::group_of`): its opener's when it
 //! can script it (`canAccessOpener`; a `noopener` popup cannot, although `openerId` names its
@@ -60,6 +63,7 @@ use crate::clock::Now;
 use crate::config::Limits;
 use crate::protocol;
 use crate::snapshot::{ClosedBy, PageInfo};
+use crate::watchdog::WatchdogMsg;
 
 /// Bound of the walk from a session up to its page (sessions nest: page, OOPIF, OOPIF, ...).
 const MAX_SESSION_DEPTH: usize = 64;
@@ -391,13 +395,18 @@ impl Core {
             if self.pages.note_watch_truncated() {
                 warn!(
                     "task {}: {} popups are watched for dialogs already \
-                     (limits.watched_pages_max): {} and later ones are let go, and a dialog \
-                     they raise is not seen",
+                     (limits.watched_pages_max): {} and later ones are let go; a dialog \
+                     they raise shows only as a frozen renderer (blocked)",
                     self.task_id,
                     self.pages.watched().len(),
                     info.target_id
                 );
             }
+            // A dialog it raises would freeze the task's renderer unseen: from now on the
+            // watchdog probes that renderer, until no popup it let go is left
+            // (`supervisor/stall.rs`).
+            self.out
+                .push(Outgoing::Watchdog(WatchdogMsg::WatchRenderer));
         }
         // Not ours to follow: let it run, and let go of it.
         if ev.waiting_for_debugger {

@@ -28,6 +28,8 @@ impl Core {
         self.blocked = None;
         self.blocked_session = None;
         self.page_session_id = None;
+        self.choosers.clear();
+        self.document = None;
         self.page_target_id.clone()
     }
 

@@ -69,6 +69,8 @@ pub fn bridge_commands(session_id: &str) -> [Command; 2] {
 ///   (SPEC §4 step 3);
 /// * OOPIF: `Page.enable`, `Runtime.enable`, `Target.setAutoAttach`, `Page.getFrameTree` (step 4;
 ///   its nested OOPIFs attach before the seed);
+/// * page, popup and OOPIF then `Page.setInterceptFileChooserDialog` (issue 31: file choosers are
+///   reported, and answered only with `security.allow_file_access`);
 /// * worker: `Runtime.enable`;
 /// * watched page (a popup past `limits.pages_max`): `Page.enable` only, for its dialogs.
 ///
@@ -112,6 +114,12 @@ pub fn session_setup(session_id: &str, kind: SessionKind, bridge: bool) -> Vec<C
         ..automatic("Target.setAutoAttach", auto_attach_params(), sid.clone())
     };
     let isolate = isolate_probe(session_id, 0);
+    // Invisible to the page; without it CDP says nothing of a chooser (`core/choosers.rs`).
+    let choosers = automatic(
+        "Page.setInterceptFileChooserDialog",
+        json!({"enabled": true}),
+        sid.clone(),
+    );
     let mut out = match kind {
         SessionKind::Page | SessionKind::Popup => {
             vec![
@@ -120,6 +128,7 @@ pub fn session_setup(session_id: &str, kind: SessionKind, bridge: bool) -> Vec<C
                 frame_tree,
                 auto_attach,
                 isolate,
+                choosers,
             ]
         }
         SessionKind::Iframe => vec![
@@ -128,6 +137,7 @@ pub fn session_setup(session_id: &str, kind: SessionKind, bridge: bool) -> Vec<C
             auto_attach,
             frame_tree,
             isolate,
+            choosers,
         ],
         SessionKind::Worker => vec![runtime_enable],
         SessionKind::Watched => vec![automatic("Page.enable", json!({}), sid), isolate],

@@ -10,7 +10,9 @@ use super::calls::PURGE_EVERY;
 use super::policy::WithDialog;
 use super::*;
 use crate::deadline::Deadline;
-use crate::snapshot::{ClosedBy, ClosedDialog, PendingDialog};
+use crate::snapshot::{
+    BlockedReason, ChooserMode, ClosedBy, ClosedDialog, DownloadState, PendingDialog,
+};
 use crossbeam_channel::{Receiver, TryRecvError, bounded};
 use serde_json::json;
 use std::time::Instant;
@@ -39,6 +41,10 @@ struct Out {
     armed: Vec<(String, Instant)>,
     /// `CancelWatchdog` requests.
     cancelled: Vec<String>,
+    /// Downloads to move: guid, from, to.
+    moves: Vec<(String, std::path::PathBuf, std::path::PathBuf)>,
+    /// `WatchRenderer` requests (a popup let go past both caps).
+    watch_renderer: usize,
 }
 
 impl Out {
@@ -204,6 +210,8 @@ impl Sim {
                 Outgoing::Watchdog(WatchdogMsg::Cancel { dialog_id }) => {
                     out.cancelled.push(dialog_id)
                 }
+                Outgoing::MoveDownload { guid, from, to } => out.moves.push((guid, from, to)),
+                Outgoing::Watchdog(WatchdogMsg::WatchRenderer) => out.watch_renderer += 1,
             }
         }
         out
@@ -1014,6 +1022,7 @@ fn session_setup_lists_per_kind() {
         "Page.getFrameTree",
         "Target.setAutoAttach",
         "Runtime.getIsolateId",
+        "Page.setInterceptFileChooserDialog",
     ];
     let bridge = ["Page.addScriptToEvaluateOnNewDocument", "Fetch.enable"];
     assert_eq!(methods(SessionKind::Page, false), page);
@@ -1028,6 +1037,7 @@ fn session_setup_lists_per_kind() {
         "Target.setAutoAttach",
         "Page.getFrameTree",
         "Runtime.getIsolateId",
+        "Page.setInterceptFileChooserDialog",
     ];
     assert_eq!(methods(SessionKind::Iframe, false), iframe);
     assert_eq!(
@@ -1061,6 +1071,7 @@ fn session_setup_lists_per_kind() {
                 session_id: "S".into(),
                 generation: 0
             },
+            CallKind::Automatic,
         ]
     );
     for c in session_setup("S", SessionKind::Iframe, true) {
@@ -2253,6 +2264,288 @@ fn a_sessions_site_follows_its_own_documents_origin() {
     assert_eq!(sim.snap().renderers["C1"].site, None);
 }
 
+// ------------------------------------------------------------------ issue 31: files, navigation
+
+fn with_files(dir: &str, answer_choosers: bool) -> Sim {
+    let mut sim = Sim::new(settings(DialogPolicy::MustRespond, BridgeMode::Off));
+    sim.core.set_files(FilesSettings {
+        download_dir: Some(dir.into()),
+        download_behavior: Some(json!({"behavior": "allowAndName", "downloadPath": dir})),
+        answer_file_choosers: answer_choosers,
+    });
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": S1}));
+    sim.event(
+        Some(S1),
+        "Page.frameNavigated",
+        json!({"frame": {"id": PAGE, "url": "http://a.test/", "loaderId": "L0",
+                         "securityOrigin": "http://a.test"}}),
+    );
+    sim
+}
+
+#[test]
+fn the_page_attached_tells_the_browser_where_the_tasks_downloads_go() {
+    let mut sim = with_files("/dl/task", false);
+    let out = sim.step();
+    let (_, c) = out.only("Browser.setDownloadBehavior");
+    assert_eq!(c.session_id, None, "browser-level");
+    assert_eq!(c.params["downloadPath"], "/dl/task");
+}
+
+#[test]
+fn a_download_of_the_tasks_page_is_followed_and_moved_into_its_directory() {
+    let mut sim = with_files("/dl/task", false);
+    sim.step();
+    // Another task's download (a frame this task does not have): not ours.
+    sim.event(
+        None,
+        "Browser.downloadWillBegin",
+        json!({"frameId": "OTHER", "guid": "G0", "url": "http://b.test/x", "suggestedFilename": "x"}),
+    );
+    sim.event(
+        Some(S1),
+        "Page.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G1", "url": "http://a.test/f", "suggestedFilename": "../report.txt"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G1", "url": "http://a.test/f", "suggestedFilename": "../report.txt"}),
+    );
+    let s = sim.snap();
+    assert_eq!(s.downloads.len(), 1, "{:?}", s.downloads);
+    assert_eq!(s.downloads[0].state, DownloadState::InProgress);
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G1", "totalBytes": 10, "receivedBytes": 4, "state": "inProgress"}),
+    );
+    assert_eq!(sim.snap().downloads[0].received_bytes, 4);
+    // The page-level "completed" comes first and does not say where the file is.
+    sim.event(
+        Some(S1),
+        "Page.downloadProgress",
+        json!({"guid": "G1", "totalBytes": 10, "receivedBytes": 10, "state": "completed"}),
+    );
+    assert_eq!(sim.snap().downloads[0].state, DownloadState::InProgress);
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G1", "totalBytes": 10, "receivedBytes": 10, "state": "completed",
+               "filePath": "/dl/other-task/G1"}),
+    );
+    let out = sim.step();
+    let to = std::path::PathBuf::from("/dl/task/report.txt");
+    assert_eq!(
+        out.moves,
+        [("G1".to_string(), "/dl/other-task/G1".into(), to.clone())]
+    );
+    let d = sim.snap().downloads[0].clone();
+    assert_eq!(d.state, DownloadState::Completed);
+    assert_eq!(d.path.as_deref(), Some(to.as_path()));
+    assert_eq!((d.received_bytes, d.total_bytes), (10, Some(10)));
+    // A second file of the same name gets a name of its own; a failed move keeps where the
+    // browser wrote it.
+    sim.event(
+        Some(S1),
+        "Page.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G2", "url": "u", "suggestedFilename": "report.txt"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G2", "receivedBytes": 3, "state": "completed", "filePath": "/dl/task/G2"}),
+    );
+    let out = sim.step();
+    assert_eq!(
+        out.moves[0].2,
+        std::path::PathBuf::from("/dl/task/report (1).txt")
+    );
+    sim.core
+        .download_move_failed("G2", std::path::Path::new("/dl/task/G2"), "EXDEV");
+    let d = sim.snap().downloads[1].clone();
+    assert_eq!(d.path.as_deref(), Some(std::path::Path::new("/dl/task/G2")));
+    // A cancelled one says so, and stays cancelled.
+    sim.event(
+        Some(S1),
+        "Page.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G3", "url": "u", "suggestedFilename": "big.bin"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G3", "receivedBytes": 5, "state": "canceled"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G3", "receivedBytes": 9, "state": "inProgress"}),
+    );
+    let d = sim.snap().downloads[2].clone();
+    assert_eq!(
+        (d.state, d.received_bytes, d.path.clone()),
+        (DownloadState::Canceled, 5, None)
+    );
+    assert_eq!(
+        sim.snap().to_json()["downloads"][2],
+        json!({"guid": "G3", "url": "u", "suggested_filename": "big.bin", "state": "canceled",
+               "received_bytes": 5})
+    );
+}
+
+#[test]
+fn a_file_chooser_is_pending_with_file_access_and_refused_without() {
+    for answerable in [true, false] {
+        let mut sim = with_files("/dl/t", answerable);
+        sim.step();
+        sim.event(
+            Some(S1),
+            "Page.fileChooserOpened",
+            json!({"frameId": PAGE, "mode": "selectMultiple", "backendNodeId": 42}),
+        );
+        let s = sim.snap();
+        let j = s.to_json();
+        if answerable {
+            assert_eq!(s.file_choosers.len(), 1);
+            let c = &s.file_choosers[0];
+            assert_eq!(
+                (c.id.as_str(), c.mode, c.backend_node_id),
+                ("fc-1", ChooserMode::Multiple, 42)
+            );
+            assert_eq!(c.target_id, PAGE);
+            assert!(
+                s.pending_dialogs.is_empty(),
+                "not a dialog: it blocks nothing"
+            );
+            let entry = &j["pending_dialogs"][0];
+            assert_eq!(entry["type"], "file_chooser");
+            assert_eq!(entry["mode"], "multiple");
+            assert_eq!(entry["backend_node_id"], 42);
+            assert!(j.get("file_chooser_refused").is_none());
+            // Answered: gone.
+            let done = sim.register(
+                "DOM.setFileInputFiles",
+                Some(S1),
+                CallKind::ChooserDone { id: "fc-1".into() },
+            );
+            sim.reply(done, json!({}));
+            assert!(sim.snap().file_choosers.is_empty());
+            // A new document of its frame takes a pending chooser with it.
+            sim.event(
+                Some(S1),
+                "Page.fileChooserOpened",
+                json!({"frameId": PAGE, "mode": "selectSingle", "backendNodeId": 7}),
+            );
+            assert_eq!(sim.snap().file_choosers[0].id, "fc-2");
+            sim.event(
+                Some(S1),
+                "Page.frameNavigated",
+                json!({"frame": {"id": PAGE, "url": "http://a.test/2", "loaderId": "L9", "securityOrigin": "http://a.test"}}),
+            );
+            assert!(sim.snap().file_choosers.is_empty());
+        } else {
+            assert!(s.file_choosers.is_empty());
+            let r = s.file_chooser_refused.clone().expect("refused");
+            assert_eq!((r.mode, r.count), (ChooserMode::Multiple, 1));
+            assert!(j["pending_dialogs"].as_array().unwrap().is_empty());
+            assert_eq!(
+                j["file_chooser_refused"]["option"],
+                "security.allow_file_access"
+            );
+            assert!(
+                j["file_chooser_refused"]["hint"]
+                    .as_str()
+                    .unwrap()
+                    .contains("allow_file_access = true"),
+                "{j}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_main_documents_loader_and_load_are_published_for_navigations() {
+    let mut sim = with_files("/dl/t", false);
+    sim.step();
+    assert_eq!(
+        sim.snap().document,
+        Some(crate::snapshot::MainDocument {
+            loader_id: "L0".into(),
+            loaded: false
+        })
+    );
+    // An OOPIF's load is not the page's.
+    sim.event(
+        Some("OTHER"),
+        "Page.loadEventFired",
+        json!({"timestamp": 1.0}),
+    );
+    assert!(!sim.snap().document.unwrap().loaded);
+    sim.event(Some(S1), "Page.loadEventFired", json!({"timestamp": 1.0}));
+    assert!(sim.snap().document.unwrap().loaded);
+    // A child frame's navigation is not the page's document.
+    sim.event(
+        Some(S1),
+        "Page.frameNavigated",
+        json!({"frame": {"id": "CHILD", "parentId": PAGE, "url": "http://a.test/c", "loaderId": "LC"}}),
+    );
+    assert_eq!(sim.snap().document.unwrap().loader_id, "L0");
+    sim.event(
+        Some(S1),
+        "Page.frameNavigated",
+        json!({"frame": {"id": PAGE, "url": "http://a.test/n", "loaderId": "L1"}}),
+    );
+    assert_eq!(
+        sim.snap().document,
+        Some(crate::snapshot::MainDocument {
+            loader_id: "L1".into(),
+            loaded: false
+        })
+    );
+}
+
+#[test]
+fn a_new_page_after_a_reconnect_is_reported_as_a_replacement() {
+    let mut sim = Sim::must_respond();
+    assert!(sim.snap().page_replaced.is_none());
+    sim.core.on_disconnect("dropped", sim.now);
+    sim.core.reconnecting(1, 3);
+    assert_eq!(sim.core.reset_for_reconnect().as_deref(), Some(PAGE));
+    // The same page again: nothing to report.
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": "S2"}));
+    assert!(sim.snap().page_replaced.is_none());
+    sim.core.on_disconnect("dropped", sim.now);
+    sim.core.reconnecting(1, 3);
+    sim.core.reset_for_reconnect();
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: "NEW".into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": "S3"}));
+    let s = sim.snap();
+    assert_eq!(s.page_replaced.as_deref(), Some(PAGE));
+    assert_eq!(s.page_target_id.as_deref(), Some("NEW"));
+    assert_eq!(s.to_json()["page_replaced"]["old_target_id"], PAGE);
+    assert!(s.is_active());
+}
+
 /// Issue 28: what a task creates through raw calls is its own (`security.isolate_tasks`): the
 /// page and browser-context ids the browser answered are in the snapshot by the time the reply
 /// is handed over (the reader publishes before it delivers). Failed calls and other methods
@@ -2288,9 +2581,10 @@ fn pages_and_contexts_the_task_creates_are_its_own_when_their_reply_arrives() {
     assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
 }
 
-/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, and the
-/// snapshot says so (calls into the task's renderer then probe it when they stall). Once the
-/// probe has proved a dialog there (its `Runtime.getIsolateId` unanswered, its verdict a
+/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, the
+/// snapshot says so (calls into the task's renderer then probe it when they stall), and each
+/// popup let go tells the watchdog to probe it (no popup followed or watched does). Once the
+/// probe has proved a dialog there (its `Performance.getMetrics` unanswered, its verdict a
 /// `ProbeBlocked`), `blocked` says `dialog_in_unfollowed_page` with the page to close; calls in
 /// flight into that renderer fail at once (not those Chromium answers with a dialog open, nor
 /// those into another renderer), later ones are refused before they are sent, and the task may
@@ -2308,12 +2602,26 @@ fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_it
         ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
     });
     sim.isolate(S1, "I-A");
-    sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
+    let followed = sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
     sim.isolate("P2", "I-A");
-    sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
+    let watched = sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
     sim.isolate("P3", "I-B");
     assert!(!sim.snap().popups_let_go);
+    assert_eq!(
+        (followed.watch_renderer, watched.watch_renderer),
+        (0, 0),
+        "no renderer probe while every popup is followed or watched"
+    );
     let out = sim.popup("P4", "LET-GO", PAGE, true, "about:blank");
+    assert_eq!(
+        out.watch_renderer, 1,
+        "letting a popup go starts the watchdog's renderer probe"
+    );
+    let again = sim.popup("P5", "LET-GO-2", PAGE, true, "about:blank");
+    assert_eq!(
+        again.watch_renderer, 1,
+        "so does every later one (the probe stops when none is left)"
+    );
     assert_eq!(
         out.methods(),
         [
@@ -2328,7 +2636,7 @@ fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_it
     let elsewhere = sim.agent("Runtime.evaluate", "P3", &[]);
     // The probe: its renderer call stays unanswered, then its verdict.
     let alive = sim.register(
-        "Runtime.getIsolateId",
+        "Performance.getMetrics",
         Some(S1),
         CallKind::Responds {
             session_id: S1.into(),

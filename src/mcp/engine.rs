@@ -31,6 +31,7 @@
 //! call without `task_id` is the task `default`; over HTTP, where clients share the server, each
 //! names its own (SPEC §15).
 
+mod changes;
 mod events;
 mod fast_path;
 mod listen;
@@ -568,7 +569,7 @@ impl Engine {
         let task = log_level.and(named.map(str::to_string).or(task));
         let mut answer = Answer::result(tool_result(id, out, era));
         if let (Some(level), Some(task)) = (log_level, task) {
-            answer.before = notify::request_log(&self.registry, &task, before.as_ref(), level);
+            answer.before = changes::request_log(&self.registry, &task, before.as_ref(), level);
         }
         answer
     }

@@ -89,13 +89,16 @@ impl Supervisor {
             ));
         }
         let isolate = self.config.security.isolate_tasks;
-        let refusal = self.config.security.check(method, &params).and_then(|()| {
-            if isolate {
-                isolation::check(&*self.snapshot(), method, &params)
-            } else {
-                Ok(())
-            }
-        });
+        let own_downloads = self.download_dir.as_deref();
+        let refusal =
+            crate::security::check_for_task(&self.config.security, method, &params, own_downloads)
+                .and_then(|()| {
+                    if isolate {
+                        isolation::check(&*self.snapshot(), method, &params)
+                    } else {
+                        Ok(())
+                    }
+                });
         if let Err((option, detail)) = refusal {
             return Err(Error::Refused {
                 method: method.to_string(),
@@ -175,8 +178,9 @@ impl Supervisor {
     /// Waits for the reply of an agent call into session `sid` until `deadline`, in steps of
     /// [`STALL_AFTER`], then twice as long, and so on: after a step without a reply, if popups
     /// run unwatched by then, the renderer is probed for a dialog in a page the supervisor does
-    /// not watch, which fails the call at once (`supervisor/stall.rs`). (A waiting caller's
-    /// thread wakes a few times per call; an idle supervisor never.)
+    /// not watch, which fails the call at once (`supervisor/stall.rs`; the watchdog's probe of
+    /// the task's page usually has by then). A waiting caller's thread wakes a few times per
+    /// call.
     fn wait_in_renderer(
         &self,
         reply: &Reply,
@@ -190,7 +194,7 @@ impl Supervisor {
             match wait_agent_reply(reply, deadline.within(step), cancel) {
                 Err(Error::Timeout { .. }) if !deadline.passed() => {
                     if self.with_snapshot(|s| s.popups_let_go)
-                        && let Some(e) = self.probe_stall(sid, method)
+                        && let Some(e) = self.probe_stall(sid, method, deadline)
                     {
                         return Err(e);
                     }

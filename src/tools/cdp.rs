@@ -91,7 +91,8 @@ fn call(
         Some(c) => sup.call_cancellable(method, params, route, timeout, c),
         None => sup.call_routed(method, params, route, timeout),
     };
-    let (result, session) = result.map_err(|e| failed(&e, route))?;
+    // The session it went to stays out: session ids are routing details, never LLM-visible.
+    let (result, _session) = result.map_err(|e| failed(&e, route))?;
     let mut out = json!({
         "success": true,
         "method": method,
@@ -100,9 +101,6 @@ fn call(
     });
     if let Some(f) = frame_id {
         out["frame_id"] = json!(f);
-    }
-    if let Some(s) = session {
-        out["session_id"] = json!(s);
     }
     Ok(out)
 }

@@ -88,7 +88,7 @@ pub(crate) fn connect(ctx: &Context<'_>, task: &str, args: &Value) -> Value {
         Ok(x) => x,
         Err(e) => return e,
     };
-    opts.new_page = opts.target_id.is_none();
+    opts.own_page = opts.target_id.is_none();
     let fresh = CancelToken::new();
     let cancel = ctx.cancel.unwrap_or(&fresh);
     let reg = ctx.registry;

@@ -1,23 +1,24 @@
 //! JSON tool handlers (SPEC §10): what a synchronous agent tool host calls, and the one table of
 //! tools that every caller runs them through.
 //!
-//! The library functions ([`browser_snapshot`], [`browser_dialog`], [`browser_cdp`]) take the
-//! registry, a task id and the tool's JSON arguments and return JSON; none of them panics on any
-//! input, and failures are `{"success": false, "error": "..."}`. An invalid task id
+//! The library functions ([`browser_snapshot`], [`browser_dialog`], [`browser_cdp`],
+//! [`browser_navigate`]) take the registry, a task id and the tool's JSON arguments and return
+//! JSON; none of them panics on any input, and failures are
+//! `{"success": false, "error": "..."}`. An invalid task id
 //! ([`SupervisorRegistry::check_task_id`]) is such a failure, naming `task_id`. They run the
 //! table's handlers (`table::run`), so they answer what an MCP `tools/call` or the Python
 //! binding answers for the same task and arguments, with one exception that SPEC §10 fixes:
 //! [`browser_snapshot`] returns the fields a host merges into its own snapshot, so it has no
 //! `success: true`, and is `{}` for a task without a live supervisor.
 //!
-//! * `table`: the five tools, one entry each (name, title, annotations, argument names, input
+//! * `table`: the six tools, one entry each (name, title, annotations, argument names, input
 //!   and output schemas, handler), the `Context` a call runs with, and `dispatch`, which runs a
 //!   call the way every caller does: the MCP engine (stdio and HTTP, `mcp::engine`), the Python
 //!   binding (through `unversioned::tools::call`) and the library functions here.
 //! * `schema`: the JSON Schemas of the table (`tools/list`).
 //! * `args`: reading arguments, with the one wording of every argument error; the two rules by
 //!   which a call names its task.
-//! * `snapshot`, `dialog`, `cdp`: the tools that need only a registry; `connect`:
+//! * `snapshot`, `dialog`, `cdp`, `navigate`: the tools that need only a registry; `connect`:
 //!   `browser_connect` and `browser_disconnect`; `browser`: the one local browser a caller
 //!   (the MCP server) launches for `browser_connect` without an endpoint.
 
@@ -26,6 +27,7 @@ pub(crate) mod browser;
 mod cdp;
 mod connect;
 mod dialog;
+mod navigate;
 mod schema;
 mod snapshot;
 pub(crate) mod table;
@@ -46,7 +48,9 @@ pub use table::add_dialog_status;
 /// Arguments of `browser_snapshot`.
 pub const SNAPSHOT_ARGS: &[&str] = &["task_id", "target_id"];
 /// Arguments of `browser_dialog`.
-pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "task_id"];
+pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "files", "task_id"];
+/// Arguments of `browser_navigate`.
+pub const NAVIGATE_ARGS: &[&str] = &["url", "wait_until", "timeout_s", "task_id"];
 /// Arguments of `browser_cdp`.
 pub const CDP_ARGS: &[&str] = &[
     "method",
@@ -114,8 +118,8 @@ pub fn browser_snapshot(reg: &SupervisorRegistry, task_id: &str, args: &Value) -
     }
 }
 
-/// `browser_dialog {action, prompt_text?, dialog_id?}`: answers a pending dialog
-/// ([`DialogAction::parse`](crate::DialogAction::parse) reads `action`).
+/// `browser_dialog {action, prompt_text?, dialog_id?, files?}`: answers a pending dialog, or a
+/// pending file chooser ([`DialogAction::parse`](crate::DialogAction::parse) reads `action`).
 pub fn browser_dialog(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
     run(&Context::of(reg), Tool::Dialog, task_id, args)
 }
@@ -146,4 +150,11 @@ pub fn browser_cdp_cancellable(
 /// The table's answer for `task_id` (only `browser_snapshot` can find no supervisor).
 fn run(ctx: &Context<'_>, tool: Tool, task_id: &str, args: &Value) -> Value {
     table::run(ctx, tool, task_id, args).unwrap_or_else(|_| no_supervisor(task_id))
+}
+
+/// `browser_navigate {url, wait_until?: "commit"|"load", timeout_s?}` (SPEC §10): navigates the
+/// task's page ([`Supervisor::navigate`](crate::Supervisor::navigate)); a dialog that opens
+/// before `wait_until` ends it at once with `blocked_by_dialog`.
+pub fn browser_navigate(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
+    run(&Context::of(reg), Tool::Navigate, task_id, args)
 }

@@ -24,8 +24,8 @@ use super::args::{
 };
 use super::snapshot::{self, NoSupervisor};
 use super::{
-    CDP_ARGS, CONNECT_ARGS, Context, DIALOG_ARGS, DISCONNECT_ARGS, SNAPSHOT_ARGS, cdp, connect,
-    dialog, schema,
+    CDP_ARGS, CONNECT_ARGS, Context, DIALOG_ARGS, DISCONNECT_ARGS, NAVIGATE_ARGS, SNAPSHOT_ARGS,
+    cdp, connect, dialog, navigate, schema,
 };
 use crate::cancel::CancelToken;
 use crate::registry::SupervisorRegistry;
@@ -41,6 +41,8 @@ pub(crate) enum Tool {
     Dialog,
     /// `browser_cdp`: a raw CDP call.
     Cdp,
+    /// `browser_navigate`: navigate the task's page, never waiting on a dialog.
+    Navigate,
     /// `browser_disconnect`: stop the task's supervisor.
     Disconnect,
 }
@@ -115,7 +117,7 @@ const SNAPSHOT: Spec = Spec {
 const DIALOG: Spec = Spec {
     name: "browser_dialog",
     title: "Answer a JS dialog",
-    description: "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs).",
+    description: "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs). A pending file chooser (type file_chooser, id fc-N) is answered with accept and files (paths within security.upload_dirs; needs security.allow_file_access), or dismissed.",
     annotations: Annotations {
         read_only: false,
         destructive: Some(true),
@@ -148,6 +150,24 @@ const CDP: Spec = Spec {
     dialog_status: true,
 };
 
+const NAVIGATE: Spec = Spec {
+    name: "browser_navigate",
+    title: "Navigate the page",
+    description: "Open a URL in the task's page (brought to the front first) and wait until the new document has committed (wait_until: commit) or loaded (load, the default). It never waits on a JS dialog: one that opens before then (an alert while the page loads, the beforeunload of the page being left) ends the call at once with blocked_by_dialog; answer it with browser_dialog. A network error (net::ERR_NAME_NOT_RESOLVED, a refused connection) is an error naming it; URLs the security policy refuses (file:, the browser's own pages) never reach the browser.",
+    annotations: Annotations {
+        read_only: false,
+        destructive: Some(true),
+        idempotent: false,
+        open_world: true,
+    },
+    args: NAVIGATE_ARGS,
+    input: schema::navigate_input,
+    required: &["url"],
+    output: schema::navigate_output,
+    handler: |ctx, task, args| Ok(navigate::run(ctx.registry, task, args)),
+    dialog_status: true,
+};
+
 const DISCONNECT: Spec = Spec {
     name: "browser_disconnect",
     title: "Disconnect a task",
@@ -169,11 +189,12 @@ const DISCONNECT: Spec = Spec {
 
 impl Tool {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [Tool; 5] = [
+    pub(crate) const ALL: [Tool; 6] = [
         Tool::Connect,
         Tool::Snapshot,
         Tool::Dialog,
         Tool::Cdp,
+        Tool::Navigate,
         Tool::Disconnect,
     ];
 
@@ -183,6 +204,7 @@ impl Tool {
             Tool::Snapshot => &SNAPSHOT,
             Tool::Dialog => &DIALOG,
             Tool::Cdp => &CDP,
+            Tool::Navigate => &NAVIGATE,
             Tool::Disconnect => &DISCONNECT,
         }
     }
@@ -298,20 +320,18 @@ pub(crate) fn run(
     Ok(out)
 }
 
-/// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog is
-/// pending and `blocked` when the page is blocked, so an agent sees a dialog on its next call
-/// without polling. Does nothing when the task has no supervisor or `out` is no object.
+/// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog (or a
+/// file chooser) is pending and `blocked` when the page is blocked, so an agent sees a dialog on
+/// its next call without polling. Does nothing when the task has no supervisor or `out` is no object.
 /// `run` adds it once per call for every tool whose result carries it.
 pub fn add_dialog_status(reg: &SupervisorRegistry, task_id: &str, out: &mut Value) {
     let Some(obj) = out.as_object_mut() else {
         return;
     };
     reg.with_snapshot(task_id, |s| {
-        if !s.pending_dialogs.is_empty() && !obj.contains_key("pending_dialogs") {
-            obj.insert(
-                "pending_dialogs".into(),
-                Value::Array(s.pending_dialogs.iter().map(|d| d.to_json()).collect()),
-            );
+        let pending = !s.pending_dialogs.is_empty() || !s.file_choosers.is_empty();
+        if pending && !obj.contains_key("pending_dialogs") {
+            obj.insert("pending_dialogs".into(), Value::Array(s.pending_json()));
         }
         if let Some(b) = &s.blocked
             && !obj.contains_key("blocked")

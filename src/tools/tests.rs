@@ -58,6 +58,67 @@ fn every_tool_takes_exactly_the_arguments_its_input_schema_lists() {
 }
 
 #[test]
+fn browser_navigate_is_listed_with_its_schema_and_the_tables_annotations() {
+    let entry = Tool::Navigate.list_entry();
+    assert_eq!(entry["inputSchema"]["required"], json!(["url"]));
+    assert_eq!(
+        entry["inputSchema"]["properties"]["wait_until"]["enum"],
+        json!(["commit", "load"])
+    );
+    // It acts on the page (open world) and leaves the page it was on (destructive).
+    let a = &entry["annotations"];
+    assert_eq!(
+        (
+            &a["readOnlyHint"],
+            &a["destructiveHint"],
+            &a["openWorldHint"]
+        ),
+        (&json!(false), &json!(true), &json!(true))
+    );
+    for key in [
+        "frame_id",
+        "loader_id",
+        "blocked_by_dialog",
+        "navigation_error",
+    ] {
+        assert!(
+            entry["outputSchema"]["properties"].get(key).is_some(),
+            "{key}"
+        );
+    }
+    // Argument errors are results, before any supervisor is needed.
+    let reg = SupervisorRegistry::new(Config::default());
+    let out = browser_navigate(
+        &reg,
+        "t",
+        &json!({"url": "http://a/", "wait_until": "never"}),
+    );
+    assert_eq!(out["success"], false, "{out}");
+    let out = browser_navigate(&reg, "t", &json!({}));
+    assert!(
+        out["error"].as_str().unwrap().contains("missing url"),
+        "{out}"
+    );
+    let out = browser_navigate(&reg, "t", &json!({"url": "http://a/"}));
+    assert!(
+        out["error"].as_str().unwrap().contains("browser_connect"),
+        "{out}"
+    );
+    let out = browser_dialog(
+        &reg,
+        "t",
+        &json!({"action": "accept", "files": "/etc/passwd"}),
+    );
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("files must be a list"),
+        "{out}"
+    );
+}
+
+#[test]
 fn tools_are_found_by_name_and_listed_once_in_table_order() {
     let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
     assert_eq!(
@@ -67,6 +128,7 @@ fn tools_are_found_by_name_and_listed_once_in_table_order() {
             "browser_snapshot",
             "browser_dialog",
             "browser_cdp",
+            "browser_navigate",
             "browser_disconnect"
         ]
     );

@@ -7,12 +7,9 @@
 
 use crate::common;
 
-use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::cut_proxy::CutProxy;
 use crate::common::pages::wait_pick;
 use crate::common::{Browser, HttpServer, Response};
 use cdp_supervisor::unversioned::follows_popups_itself;
@@ -23,93 +20,13 @@ use serde_json::json;
 
 const T: Duration = Duration::from_secs(10);
 
-/// Forwards each connection to `upstream` as it is; [`CutProxy::cut`] closes one.
-struct CutProxy {
-    addr: SocketAddr,
-    /// Both ends of every connection, in the order they were accepted.
-    conns: Arc<Mutex<Vec<(TcpStream, TcpStream)>>>,
-    stopping: Arc<AtomicBool>,
-}
-
-impl CutProxy {
-    fn start(upstream: SocketAddr) -> CutProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
-        let addr = listener.local_addr().expect("the proxy's address");
-        let conns: Arc<Mutex<Vec<(TcpStream, TcpStream)>>> = Arc::default();
-        let stopping = Arc::new(AtomicBool::new(false));
-        let (list, stop) = (Arc::clone(&conns), Arc::clone(&stopping));
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if stop.load(Ordering::Acquire) {
-                    break;
-                }
-                let Ok(client) = client else { continue };
-                let Ok(up) = TcpStream::connect(upstream) else {
-                    continue;
-                };
-                let ends = (client.try_clone(), up.try_clone());
-                let (Ok(c), Ok(u)) = ends else { continue };
-                list.lock().unwrap().push((c, u));
-                let (c2, u2) = match (client.try_clone(), up.try_clone()) {
-                    (Ok(c2), Ok(u2)) => (c2, u2),
-                    _ => continue,
-                };
-                std::thread::spawn(move || pump(client, up));
-                std::thread::spawn(move || pump(u2, c2));
-            }
-        });
-        CutProxy {
-            addr,
-            conns,
-            stopping,
-        }
-    }
-
-    fn count(&self) -> usize {
-        self.conns.lock().unwrap().len()
-    }
-
-    /// Closes connection `i` (0-based, in accept order) at both ends.
-    fn cut(&self, i: usize) {
-        let conns = self.conns.lock().unwrap();
-        let (c, u) = &conns[i];
-        let _ = c.shutdown(Shutdown::Both);
-        let _ = u.shutdown(Shutdown::Both);
-    }
-}
-
-impl Drop for CutProxy {
-    fn drop(&mut self) {
-        self.stopping.store(true, Ordering::Release);
-        let _ = TcpStream::connect(self.addr);
-        for (c, u) in self.conns.lock().unwrap().iter() {
-            let _ = c.shutdown(Shutdown::Both);
-            let _ = u.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-/// Copies `from` into `to` until either ends, then closes both.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
-    let _ = io::copy(&mut from, &mut to);
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
-}
-
 #[test]
 fn a_task_whose_popup_watcher_has_gone_follows_its_popups_after_a_reconnect() {
     if common::shared_browser().is_none() {
         return;
     }
     let browser = Browser::launch().expect("launch a Chromium");
-    let rest = browser
-        .ws_url
-        .strip_prefix("ws://")
-        .expect("a ws:// DevTools URL");
-    let (host_port, path) = rest.split_at(rest.find('/').expect("a path"));
-    let upstream: SocketAddr = host_port.parse().expect("an IP address and port");
-    let proxy = CutProxy::start(upstream);
-    let url = format!("ws://{}{path}", proxy.addr);
+    let (proxy, url) = CutProxy::in_front_of(&browser.ws_url);
     let srv = HttpServer::start(|req| match req.path.as_str() {
         "/popup" => Response::html(
             "<!doctype html><title>popup</title><script>alert('after the reconnect')</script>",

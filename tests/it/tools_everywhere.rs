@@ -76,7 +76,8 @@ fn http(addr: SocketAddr, name: &str, args: &Value) -> String {
     result_text(body)
 }
 
-/// What the library function answers for a call of the table's snapshot/dialog/cdp tools, and
+/// What the library function answers for a call of the table's snapshot/dialog/cdp/navigate
+/// tools, and
 /// what the table's answer `text` becomes for it (SPEC §10's snapshot exception). A snapshot is
 /// compared as JSON values read from the two texts: taking `success` out means reading the text,
 /// and serde_json's reading of a float (`opened_at`) is not exact, so both sides are read alike.
@@ -105,6 +106,10 @@ fn library(
         ),
         "browser_cdp" => (
             json!(tools::browser_cdp(reg, task, args).to_string()),
+            json!(text),
+        ),
+        "browser_navigate" => (
+            json!(tools::browser_navigate(reg, task, args).to_string()),
             json!(text),
         ),
         _ => return None,
@@ -141,7 +146,7 @@ fn every_door_of_the_tool_table_answers_the_same_text() {
                 compared += 1;
             }
         }
-        assert!(compared >= 15, "the library functions ran {compared} calls");
+        assert!(compared >= 25, "the library functions ran {compared} calls");
     };
     compare_all("no dialog");
     fake.open_dialog("confirm", "sure?", "");

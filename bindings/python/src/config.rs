@@ -39,6 +39,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("allow_page_protocol", "security"),
     ("cdp_deny", "security"),
     ("cdp_allow", "security"),
+    ("upload_dirs", "security"),
+    ("dir", "downloads"),
+    ("keep", "downloads"),
     ("isolate_tasks", "security"),
 ];
 
@@ -260,6 +263,25 @@ impl PyConfig {
         self.inner.security.cdp_allow.clone()
     }
 
+    /// `security.upload_dirs`.
+    #[getter]
+    fn upload_dirs(&self) -> Vec<PathBuf> {
+        self.inner.security.upload_dirs.clone()
+    }
+
+    /// `downloads.dir` (`None`: the system temp directory).
+    #[getter]
+    fn downloads_dir(&self) -> Option<PathBuf> {
+        self.inner.downloads.dir.clone()
+    }
+
+    /// `downloads.keep`.
+    #[getter]
+    fn keep_downloads(&self) -> bool {
+        self.inner.downloads.keep
+    }
+
+    /// `security.isolate_tasks`.
     #[getter]
     fn isolate_tasks(&self) -> bool {
         self.inner.security.isolate_tasks

@@ -7,10 +7,11 @@
 //!   ([`Notifier::add_legacy_output`]: stdio's one output; HTTP sessions have none).
 //! * **2026-07-28** has no standing log channel: `notifications/message` only answers a request
 //!   that opted in with `_meta["io.modelcontextprotocol/logLevel"]`, before its response, about
-//!   what happened to its task during it ([`request_log`], used by `Engine::tool_call`). Events are pushed
-//!   the 2026-07-28 way, as `notifications/resources/updated` of the task's resource
-//!   (`cdp-supervisor://tasks/{task_id}`, see `resources`) on the `subscriptions/listen`
-//!   streams that asked for it (`listen`), with the event in our `_meta` key.
+//!   what happened to its task during it (`changes::request_log`, used by `Engine::tool_call`).
+//!   Events are pushed the 2026-07-28 way, as `notifications/resources/updated` of the task's
+//!   resource (`cdp-supervisor://tasks/{task_id}`, see `resources`) on the
+//!   `subscriptions/listen` streams that asked for it (`listen`), with the event in our `_meta`
+//!   key.
 //!
 //! The server adds no thread per task (issue 24): each connected supervisor gets a publish hook
 //! (`Supervisor::on_publish`) that, run on its reader thread, puts the task's key on one
@@ -28,12 +29,13 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 
 use serde_json::json;
 
+use super::changes::changes;
 use super::events::{Event, Level};
 use super::listen::Listens;
 use super::{LegacySession, Sink};
 use crate::quote::quoted;
 use crate::registry::SupervisorRegistry;
-use crate::snapshot::{ClosedBy, Snapshot};
+use crate::snapshot::Snapshot;
 use crate::supervisor::Supervisor;
 
 /// A legacy session that receives `notifications/message`, and its output.
@@ -288,186 +290,5 @@ impl Notifier {
         if watched.get(task).is_some_and(|s| Arc::ptr_eq(s, sup)) {
             watched.remove(task);
         }
-    }
-}
-
-/// What an agent should hear about between two snapshots of `task`. `alive`: false once the
-/// supervisor is stopping or ended (its last disconnect is no news).
-pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool) -> Vec<Event> {
-    let mut events = Vec::new();
-    for d in next.pending_dialogs.iter() {
-        if !last.pending_dialogs.iter().any(|p| p.id == d.id) {
-            events.push(Event::new(
-                Level::WARNING,
-                json!({
-                    "event": "dialog_opened", "task_id": task, "dialog": d.to_json(),
-                    "message": format!(
-                        "a {} dialog {} is open on task {} ({}); the page is blocked until browser_dialog answers it",
-                        d.kind, d.id, quoted(task), quoted(&d.message)
-                    ),
-                }),
-            ));
-        }
-    }
-    for c in next.recent_dialogs.iter() {
-        if last
-            .recent_dialogs
-            .iter()
-            .any(|r| r.dialog.id == c.dialog.id)
-        {
-            continue;
-        }
-        let level = match c.closed_by {
-            ClosedBy::Watchdog => Level::WARNING,
-            ClosedBy::AutoPolicy => Level::NOTICE,
-            ClosedBy::Agent => Level::DEBUG,
-            _ => Level::INFO,
-        };
-        events.push(Event::new(
-            level,
-            json!({
-                "event": "dialog_closed", "task_id": task, "dialog": c.to_json(),
-                "message": format!(
-                    "the {} dialog {} of task {} was closed by {}",
-                    c.dialog.kind, c.dialog.id, quoted(task), c.closed_by.as_str()
-                ),
-            }),
-        ));
-    }
-    if alive && last.is_active() && !next.is_active() {
-        let reason = next.disconnect_reason.clone().unwrap_or_default();
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "connection_lost", "task_id": task, "reason": reason,
-                "message": format!("task {} lost its CDP connection ({reason}); reconnecting", quoted(task)),
-            }),
-        ));
-    }
-    // A drop and a reconnect between two snapshots the watcher saw (it reads the newest one,
-    // not each): both active, but the page's session is a new one.
-    let reattached = alive
-        && last.is_active()
-        && next.is_active()
-        && last.page_session_id.is_some()
-        && next.page_session_id.is_some()
-        && last.page_session_id != next.page_session_id;
-    if reattached {
-        let reason = next
-            .disconnect_reason
-            .clone()
-            .unwrap_or_else(|| "the connection dropped".into());
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "connection_lost", "task_id": task, "reason": reason,
-                "message": format!("task {} lost its CDP connection ({reason}); reconnecting", quoted(task)),
-            }),
-        ));
-    }
-    if (!last.is_active() && next.is_active()) || reattached {
-        events.push(Event::new(
-            Level::NOTICE,
-            json!({
-                "event": "reconnected", "task_id": task,
-                "message": format!("task {} is connected again", quoted(task)),
-            }),
-        ));
-    }
-    if let (None, Some(b)) = (&last.blocked, &next.blocked) {
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "page_blocked", "task_id": task, "blocked": b.to_json(),
-                "message": format!("the page of task {} does not answer ({}): {}", quoted(task), b.reason, b.hint),
-            }),
-        ));
-    }
-    events
-}
-
-/// The request-scoped `notifications/message` lines of a 2026-07-28 request that asked for
-/// logs at `level` or above: what happened to `task` between `before` (its snapshot when the
-/// request started; `None`: no supervisor then) and now.
-pub(crate) fn request_log(
-    registry: &SupervisorRegistry,
-    task: &str,
-    before: Option<&Arc<Snapshot>>,
-    level: Level,
-) -> Vec<String> {
-    let after = registry.get(task).map(|s| s.snapshot());
-    changes_during(task, before, after.as_ref())
-        .iter()
-        .filter(|e| e.level >= level)
-        .map(Event::log_line)
-        .collect()
-}
-
-/// What happened to `task` during one request, from its snapshots before and after (`None`:
-/// no supervisor then). A supervisor that started during the request counts from an empty
-/// page: its pending dialogs are news.
-fn changes_during(
-    task: &str,
-    before: Option<&Arc<Snapshot>>,
-    after: Option<&Arc<Snapshot>>,
-) -> Vec<Event> {
-    match (before, after) {
-        (Some(b), Some(a)) if Arc::ptr_eq(b, a) => Vec::new(),
-        (Some(b), Some(a)) if b.task_id == a.task_id && a.version >= b.version => {
-            changes(task, b, a, true)
-        }
-        (_, Some(a)) => {
-            let mut empty = Snapshot::clone(a);
-            empty.pending_dialogs = Arc::new([]);
-            empty.recent_dialogs = Arc::new([]);
-            empty.blocked = None;
-            changes(task, &empty, a, true)
-        }
-        (_, None) => Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::snapshot::SupervisorState;
-
-    fn names(events: &[Event]) -> Vec<String> {
-        events
-            .iter()
-            .map(|e| e.data["event"].as_str().unwrap_or("").to_string())
-            .collect()
-    }
-
-    fn attached(session: &str) -> Snapshot {
-        let mut s = Snapshot::empty("t", "ws://x");
-        s.page_session_id = Some(session.into());
-        s
-    }
-
-    #[test]
-    fn a_drop_and_reconnect_between_two_snapshots_is_still_reported() {
-        let before = attached("S1");
-        // Seen one by one: down, then up.
-        let mut down = attached("S1");
-        down.state = SupervisorState::Reconnecting { attempt: 1, of: 3 };
-        down.disconnect_reason = Some("the browser closed the connection".into());
-        assert_eq!(
-            names(&changes("t", &before, &down, true)),
-            ["connection_lost"]
-        );
-        assert_eq!(
-            names(&changes("t", &down, &attached("S2"), true)),
-            ["reconnected"]
-        );
-        // The watcher only saw the newest snapshot: a new page session says it happened.
-        let after = attached("S2");
-        assert_eq!(
-            names(&changes("t", &before, &after, true)),
-            ["connection_lost", "reconnected"]
-        );
-        // Same session, or a supervisor that is ending: no news.
-        assert!(changes("t", &before, &attached("S1"), true).is_empty());
-        assert!(changes("t", &before, &after, false).is_empty());
     }
 }

@@ -15,6 +15,7 @@
 //!   page JavaScript can tell the test exactly what it observed.
 //! * [`wait_until`]: the one sanctioned polling helper.
 //! * [`js`]: a JavaScript string literal for page expressions.
+//! * [`cut_proxy`]: a TCP proxy that cuts one connection to a real browser (a reconnect).
 //! * [`fakes`]: waits and command checks for tests driving the scripted fake
 //!   CDP browser.
 //! * [`pages`]: supervisor helpers for the real-Chromium tests (attach to a test page, wait
@@ -25,6 +26,7 @@
 //! * [`url_spellings`]: generated spellings of local, privileged and web URLs, by class, for
 //!   the security policy's tests.
 
+pub mod cut_proxy;
 pub mod fakes;
 pub mod pages;
 pub mod procs;
