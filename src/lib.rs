@@ -120,19 +120,27 @@
 //!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
 //! * [`tools`]: the JSON tool handlers, and the one tool table (`tools/table.rs`: each tool's
 //!   name, title, annotations, arguments, schemas (`tools/schema.rs`) and handler) that the MCP
-//!   server and the Python binding run every call through; `tools/args.rs` reads arguments,
-//!   with one wording for their errors.
-//! * [`mcp`]: the server and its reading loop (`mcp/mod.rs`), what each request means
-//!   (`mcp/dispatch.rs`), the worker pool (`mcp/pool.rs`), the snapshot fast path
-//!   (`mcp/fast_path.rs`), the server's own tools (`mcp/handlers.rs`: `browser_connect`,
-//!   `browser_disconnect`), JSON-RPC framing (`mcp/rpc.rs`), the protocol generations
-//!   (`mcp/protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the
-//!   transport seam (`mcp/exchange.rs`), events (`mcp/events.rs` their vocabulary; `mcp/notify.rs`, one thread for every task;
-//!   `mcp/listen.rs`, the `subscriptions/listen` streams; `mcp/resources.rs`), and Streamable
-//!   HTTP (`mcp/http/`: `accept.rs` new connections up to their first request head and the
-//!   places they get, `conn.rs` one connection's loop on `http1`, `access.rs` the
-//!   Host/Origin/token rules, `route.rs` what a request means, with `route/checks.rs`,
-//!   `route/sessions.rs`, `route/stream.rs`, `route/responder.rs`).
+//!   engine, the Python binding and the library functions run every call through; a caller
+//!   lends the handlers a context value (`tools::Context`: registry, launched browser, task
+//!   rule, cancel token) and they call nothing back. `tools/args.rs` reads arguments (one
+//!   wording for their errors, the two task rules); the handlers are `tools/snapshot.rs`,
+//!   `tools/dialog.rs`, `tools/cdp.rs`, `tools/navigate.rs` and `tools/connect.rs`
+//!   (`browser_connect`, `browser_disconnect`); `tools/browser.rs` is the local browser a caller
+//!   launches.
+//! * [`mcp`]: the server's public face (`mcp/mod.rs`); the engine (`mcp/engine.rs`), the one
+//!   seam between a transport and the protocol: the only methods a transport calls, a request
+//!   read once with its era decided once, an answer out; behind it, private to `mcp/engine/`:
+//!   what each method means (`methods.rs`), the protocol generations and result shapes
+//!   (`protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the worker
+//!   pool (`pool.rs`), the snapshot fast path (`fast_path.rs`), events (`events.rs` their
+//!   vocabulary; `changes.rs`, what is news between two snapshots; `notify.rs`, one thread
+//!   for every task; `listen.rs`, the
+//!   `subscriptions/listen` streams; `resources.rs`). JSON-RPC messages (`mcp/rpc.rs`) are
+//!   what both transports frame: stdio (`mcp/stdio.rs`) and Streamable HTTP (`mcp/http/`:
+//!   `accept.rs` new connections up to their first request head, `access.rs` the
+//!   Host/Origin/token rules and the connection places, `route.rs` what a request means
+//!   (decided without I/O), `conn.rs` one connection on `http1` and what it writes,
+//!   `sessions.rs` the legacy sessions).
 //! * [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 

@@ -205,7 +205,7 @@ impl Config {
         if let Some(n) = get_uint(c, "mcp.http_max_new_connections", 1, 4096)? {
             cfg.http_max_new_connections = n as usize;
         }
-        // 64: the server's cap on listen streams over every transport (`mcp::listen`).
+        // 64: the server's cap on listen streams over every transport (`mcp/engine/listen.rs`).
         if let Some(n) = get_uint(c, "mcp.http_max_listen_streams", 1, 64)? {
             cfg.http_max_listen_streams = n as usize;
         }

@@ -5,22 +5,36 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::args::{check_args, check_task, failure, kind_of, opt_str};
-use super::{CDP_ARGS, live};
+use super::Context;
+use super::args::{check_task, failure, kind_of, live, opt_str};
 use crate::cancel::CancelToken;
 use crate::config::MAX_CALL_TIMEOUT;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::Route;
 
-/// `browser_cdp`'s result, without the dialog status; `cancel` abandons the call.
-pub(crate) fn run(
-    reg: &SupervisorRegistry,
-    task_id: &str,
-    args: &Value,
-    cancel: Option<&CancelToken>,
-) -> Value {
-    call(reg, task_id, args, cancel).unwrap_or_else(|e| e)
+/// How long a `Browser.close` of the caller's launched browser waits for its exit.
+const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
+
+/// `browser_cdp`'s result, without the dialog status (`table::run` checked the argument names);
+/// the context's token abandons the call.
+/// When it closes the browser the caller launched (`Context::browser`), the answer waits until
+/// that browser is gone, so that the next `browser_connect` launches a new one instead of
+/// finding it still shutting down.
+pub(crate) fn run(ctx: &Context<'_>, task_id: &str, args: &Value) -> Value {
+    let reg = ctx.registry;
+    let closing = (args.get("method").and_then(Value::as_str) == Some("Browser.close"))
+        .then(|| ctx.browser?.current())
+        .flatten()
+        .filter(|l| {
+            reg.get(task_id)
+                .is_some_and(|s| s.cdp_url_raw() == l.ws_url)
+        });
+    let out = call(reg, task_id, args, ctx.cancel).unwrap_or_else(|e| e);
+    if let Some(l) = closing {
+        let _ = l.exited.recv_timeout(BROWSER_EXIT_WAIT);
+    }
+    out
 }
 
 fn call(
@@ -29,7 +43,6 @@ fn call(
     args: &Value,
     cancel: Option<&CancelToken>,
 ) -> Result<Value, Value> {
-    check_args(args, CDP_ARGS)?;
     check_task(task_id)?;
     let method = match opt_str(args, "method")? {
         Some(m) if !m.trim().is_empty() => m,

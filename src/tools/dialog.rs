@@ -6,20 +6,19 @@
 
 use serde_json::{Value, json};
 
-use super::args::{check_args, check_task, failure, kind_of, opt_str};
-use super::{DIALOG_ARGS, live};
+use super::args::{check_task, failure, kind_of, live, opt_str};
 use crate::config::DialogAction;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::invalid_action;
 
-/// `browser_dialog`'s result, without the dialog status.
+/// `browser_dialog`'s result, without the dialog status (`table::run` checked the argument
+/// names).
 pub(crate) fn run(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
     answer(reg, task_id, args).unwrap_or_else(|e| e)
 }
 
 fn answer(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Value, Value> {
-    check_args(args, DIALOG_ARGS)?;
     check_task(task_id)?;
     let action = match args.get("action") {
         Some(Value::String(s)) => DialogAction::parse(s),

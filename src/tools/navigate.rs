@@ -6,20 +6,19 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::args::{check_args, check_task, failure, kind_of, opt_str};
-use super::{NAVIGATE_ARGS, live};
+use super::args::{check_task, failure, kind_of, live, opt_str};
 use crate::config::MAX_CALL_TIMEOUT;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::WaitUntil;
 
-/// `browser_navigate`'s result, without the dialog status.
+/// `browser_navigate`'s result, without the dialog status (`table::run` checked the argument
+/// names).
 pub(crate) fn run(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
     navigate(reg, task_id, args).unwrap_or_else(|e| e)
 }
 
 fn navigate(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Value, Value> {
-    check_args(args, NAVIGATE_ARGS)?;
     check_task(task_id)?;
     let url = match opt_str(args, "url")? {
         Some(u) if !u.trim().is_empty() => u,

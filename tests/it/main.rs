@@ -79,4 +79,5 @@ mod scale_limits;
 mod security_policy;
 mod start_cancel;
 mod tmpdir_cleanup;
+mod tools_everywhere;
 mod wss;

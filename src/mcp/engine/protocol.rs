@@ -30,11 +30,15 @@
 //! 3. the version is not 2026-07-28: `-32022` UnsupportedProtocolVersion with
 //!    `data: {supported, requested}` naming every version we serve, both eras;
 //! 4. `io.modelcontextprotocol/logLevel` present but not a level: `-32602` (logging page).
+//!
+//! Results: every modern one carries `resultType` and our server info ([`finish`]); a tool's
+//! JSON becomes an MCP tool result by [`tool_result`].
 
 use serde_json::{Value, json};
 
+use super::Answer;
 use super::events::{LEVELS, Level};
-use super::rpc::{self, Id, code};
+use crate::mcp::rpc::{self, Id, code};
 use crate::quote::quoted;
 
 /// The stateless protocol revisions, newest first.
@@ -104,11 +108,20 @@ impl Refusal {
         }
     }
 
-    /// The error response to request `id`, as one line of JSON text.
-    pub(crate) fn line(&self, id: &Id) -> String {
+    /// The error response to request `id`.
+    pub(crate) fn answer(&self, id: &Id) -> Answer {
         match &self.data {
-            Some(data) => rpc::error_with_data(Some(id), self.code, &self.message, data),
-            None => rpc::error(Some(id), self.code, self.message.clone()),
+            Some(data) => Answer {
+                line: Some(rpc::error_with_data(
+                    Some(id),
+                    self.code,
+                    &self.message,
+                    data,
+                )),
+                error: Some(self.code),
+                ..Answer::default()
+            },
+            None => Answer::error(Some(id), self.code, self.message.clone()),
         }
     }
 
@@ -219,6 +232,33 @@ pub(crate) fn finish_text(era: Era) -> &'static str {
     }
 }
 
+/// The tool result of a call that failed inside the server (a handler that panicked, no worker
+/// to run it): a tool error, since the request itself was fine.
+pub(super) fn internal_error(why: &str) -> Value {
+    json!({
+        "success": false,
+        "error": format!("internal error in the MCP server ({why}); the call did not complete, the server carries on"),
+        "internal_error": true,
+    })
+}
+
+/// A tool's JSON as an MCP tool result (text content, `structuredContent`, `isError`, and for
+/// 2026-07-28 `resultType` and server info), as one line of JSON text.
+pub(super) fn tool_result(id: &Id, out: Value, era: Era) -> String {
+    let is_error = out.get("success") == Some(&Value::Bool(false));
+    rpc::result(
+        id,
+        &finish(
+            era,
+            json!({
+                "content": [{"type": "text", "text": out.to_string()}],
+                "structuredContent": out,
+                "isError": is_error,
+            }),
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,7 +323,9 @@ mod tests {
             ))
             .unwrap_err();
             assert_eq!(e.code(), UNSUPPORTED_PROTOCOL_VERSION);
-            let line: Value = serde_json::from_str(&e.line(&Id::parse("3"))).unwrap();
+            let answer = e.answer(&Id::parse("3"));
+            assert_eq!(answer.error, Some(-32022));
+            let line: Value = serde_json::from_str(&answer.line.unwrap()).unwrap();
             assert_eq!(line["id"], 3);
             assert_eq!(line["error"]["code"], -32022);
             assert_eq!(

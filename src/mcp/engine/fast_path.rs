@@ -8,19 +8,23 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::Inner;
-use super::exchange::{Served, Transport};
 use super::protocol::{self, Era};
-use super::rpc::Id;
+use super::{Engine, Request};
 use crate::snapshot::Snapshot;
 use crate::tools::snapshot_result;
-use crate::tools::table::{Host, Tool};
+use crate::tools::table::{Tasks, Tool};
 
-/// The last `browser_snapshot` answer, kept with the snapshot it shows (used only by the
-/// reading thread, so never contended).
+/// The last `browser_snapshot` answer, kept with the snapshot it shows (`browser_snapshot` is
+/// answered on the thread that read the request: stdio's reading thread, an HTTP connection's).
 #[derive(Default)]
 pub(super) struct SnapshotCache {
     last: Mutex<Option<SnapshotText>>,
+}
+
+impl std::fmt::Debug for SnapshotCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotCache").finish_non_exhaustive()
+    }
 }
 
 /// A snapshot's `browser_snapshot` result, serialised once: the JSON text of
@@ -32,19 +36,20 @@ struct SnapshotText {
     escaped: String,
 }
 
-impl Inner {
+impl Engine {
     /// The whole answer line of a plain `tools/call browser_snapshot` (no arguments but
-    /// `task_id`) of a live task in `era`; `None` for anything else.
+    /// `task_id`) of a live task in `era`, its task named by the rule `tasks`; `None` for
+    /// anything else.
     pub(super) fn snapshot_line(
         &self,
-        id: &Id,
-        params: &Value,
+        request: &Request,
         era: Era,
-        transport: Transport,
+        tasks: Tasks,
     ) -> Option<String> {
-        if params.get("name")?.as_str()? != Tool::Snapshot.name() {
+        if request.tool != Some(Tool::Snapshot) {
             return None;
         }
+        let params = &request.params;
         if let Era::Modern(m) = era
             && m.log_level.is_some()
         {
@@ -63,13 +68,9 @@ impl Inner {
         if !plain {
             return None;
         }
-        // The task by the server's rule, which also checks the id.
-        let host = Served {
-            inner: self,
-            transport,
-        };
-        let task = host
-            .task_id(
+        // The task by the client's rule, which also checks the id.
+        let task = tasks
+            .task_of(
                 Tool::Snapshot,
                 params.get("arguments").unwrap_or(&Value::Null),
             )
@@ -99,7 +100,7 @@ impl Inner {
         let c = cache.as_ref()?;
         Some(format!(
             r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":{}}}],"structuredContent":{},"isError":false{}}}}}"#,
-            id.raw(),
+            request.id.raw(),
             c.escaped,
             c.body,
             protocol::finish_text(era)
@@ -115,22 +116,23 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::mcp::McpServer;
-    use crate::mcp::dispatch::tool_result;
-    use crate::mcp::events::Level;
-    use crate::mcp::protocol::Modern;
+    use crate::mcp::engine::events::Level;
+    use crate::mcp::engine::protocol::Modern;
+    use crate::mcp::engine::protocol::tool_result;
+    use crate::mcp::rpc::Id;
+    use crate::tools::Context;
     use crate::tools::table;
 
     #[test]
     fn the_snapshot_fast_path_answers_exactly_what_the_general_path_does_in_both_eras() {
         let fake = crate::fake::FakeBrowser::start().expect("fake browser");
-        let server = McpServer::new(Config::default());
-        let inner = &server.inner;
-        inner
+        let engine = Engine::new(Config::default());
+        engine
             .registry
             .get_or_start("t", &fake.ws_url())
             .expect("attach");
         let id = Id::parse("7");
+        let call = |params: &Value| Request::new(id.clone(), "tools/call".into(), params.clone());
         let params = json!({"name": "browser_snapshot", "arguments": {"task_id": "t"}});
         let modern = Era::Modern(Modern {
             version: "2026-07-28",
@@ -138,15 +140,12 @@ mod tests {
         });
         let check = || {
             for era in [Era::Legacy, modern] {
-                let fast = inner
-                    .snapshot_line(&id, &params, era, Transport::Stdio)
+                let fast = engine
+                    .snapshot_line(&call(&params), era, Tasks::Default)
                     .expect("the fast path serves a live task");
                 let fast: Value = serde_json::from_str(&fast).expect("one JSON message");
-                let host = Served {
-                    inner,
-                    transport: Transport::Stdio,
-                };
-                let out = table::dispatch(&host, Tool::Snapshot, &params["arguments"], None);
+                let ctx = Context::of(&engine.registry);
+                let out = table::dispatch(&ctx, Tool::Snapshot, &params["arguments"]);
                 // Both as the client reads them: from their JSON text.
                 let general: Value =
                     serde_json::from_str(&tool_result(&id, out, era)).expect("one JSON message");
@@ -156,12 +155,12 @@ mod tests {
         check();
         check(); // from the cache
         fake.open_dialog("alert", "new state", "");
-        let sup = inner.registry.get("t").expect("live");
+        let sup = engine.registry.get("t").expect("live");
         sup.wait_for(Duration::from_secs(5), |s| !s.pending_dialogs.is_empty())
             .expect("the dialog is published");
         check(); // a new snapshot is serialised again
         // Arguments it does not handle go to the general path.
-        let fast = |p: &Value, era| inner.snapshot_line(&id, p, era, Transport::Stdio);
+        let fast = |p: &Value, era| engine.snapshot_line(&call(p), era, Tasks::Default);
         let odd = json!({"name": "browser_snapshot", "arguments": {"task_id": "t", "x": 1}});
         assert!(fast(&odd, Era::Legacy).is_none());
         assert!(fast(&json!({}), Era::Legacy).is_none());
@@ -175,5 +174,12 @@ mod tests {
             log_level: Some(Level::DEBUG),
         });
         assert!(fast(&params, logged).is_none());
+        // Over HTTP a call without task_id names no task.
+        let bare = json!({"name": "browser_snapshot"});
+        assert!(
+            engine
+                .snapshot_line(&call(&bare), Era::Legacy, Tasks::PerClient)
+                .is_none()
+        );
     }
 }

@@ -7,15 +7,20 @@
 //! One client that sends a thousand `initialize`s fills the table and is then refused; the
 //! sessions of the others go on.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::mcp::engine::LegacySession;
+use crate::task_id::random_hex;
 
 /// Legacy sessions kept at once.
-pub(in crate::mcp::http) const MAX_SESSIONS: usize = 1024;
+pub(super) const MAX_SESSIONS: usize = 1024;
 
 /// How long a session must go unused before a new one may take its place when the table is
 /// full (longer than any call: a call in flight counts as a use at its start, and lasts at
 /// most 300 s).
-pub(in crate::mcp::http) const IDLE_BEFORE_EVICTION: Duration = Duration::from_secs(600);
+pub(super) const IDLE_BEFORE_EVICTION: Duration = Duration::from_secs(600);
 
 /// One legacy (2025-11-25 and older) session.
 #[derive(Debug)]
@@ -29,7 +34,7 @@ struct Session {
 
 /// Why no session was started.
 #[derive(Debug)]
-pub(in crate::mcp::http) enum NoSession {
+pub(super) enum NoSession {
     /// Every session is in use; the oldest may be replaced after this.
     Full { retry_after: Duration },
     /// No random id could be made.
@@ -38,7 +43,7 @@ pub(in crate::mcp::http) enum NoSession {
 
 /// The legacy sessions by id.
 #[derive(Debug, Default)]
-pub(in crate::mcp::http) struct Sessions {
+pub(super) struct Sessions {
     map: Mutex<HashMap<String, Session>>,
 }
 

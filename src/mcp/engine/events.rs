@@ -1,10 +1,10 @@
 //! The vocabulary of what the server tells a client without being asked: the MCP log levels
-//! and one [`Event`] of a task (what `notify` detects, `listen` streams and `dispatch` logs
-//! for a request that opted in).
+//! and one [`Event`] of a task (what `notify` detects, `listen` streams and `Engine::tool_call`
+//! logs for a request that opted in).
 
 use serde_json::{Value, json};
 
-use super::rpc;
+use crate::mcp::rpc;
 
 /// RFC 5424 severities as MCP names them, least severe first.
 pub(crate) const LEVELS: [&str; 8] = [

@@ -20,18 +20,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use super::rpc::IdKey;
 use crate::cancel::CancelToken;
+use crate::mcp::rpc::IdKey;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// A request in flight: the scope its id belongs to, and the id's key. Ids are the client's, so
-/// they are unique only within one client: stdio is scope [`STDIO`], a legacy HTTP session has
-/// a scope of its own, and each stateless HTTP request a fresh one.
+/// A request in flight: the channel its id belongs to (`Engine::channel`), and the id's key.
+/// Ids are the client's, so they are unique only within one client: stdio has a channel, a
+/// legacy HTTP session has one of its own, and each stateless HTTP request a fresh one.
 pub(crate) type Key = (u64, IdKey);
-
-/// The scope of the stdio client.
-pub(crate) const STDIO: u64 = 0;
 
 /// Requests in flight by their key, each with its cancel token.
 type InFlight = Arc<Mutex<HashMap<Key, CancelToken>>>;
@@ -276,6 +273,9 @@ mod tests {
     use std::time::Duration;
 
     const WAIT: Duration = Duration::from_secs(5);
+
+    /// The channel of the test's one client.
+    const STDIO: u64 = 0;
 
     fn key(n: u32) -> Key {
         (STDIO, IdKey::Num(format!("{n}e0")))

@@ -24,11 +24,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::events::Event;
-use super::exchange::Sink;
 use super::protocol::meta;
-use super::resources;
-use super::rpc::{self, Id, IdKey, code};
+use super::{Answer, Sink, resources};
 use crate::deadline::Deadline;
+use crate::mcp::rpc::{Id, IdKey, code};
 
 /// The time a shutdown gives all `subscriptions/listen` streams together for their last line
 /// (SIGTERM must end the server within 2 s, browser included).
@@ -120,6 +119,12 @@ impl Listens {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Streams open.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     /// Whether a stream with request id `key` is open on `channel`.
     pub(crate) fn is_open(&self, channel: u64, key: &IdKey) -> bool {
         self.lock()
@@ -128,8 +133,8 @@ impl Listens {
     }
 
     /// Opens the stream of request `id` (params `params`) on `out` and acknowledges it there.
-    /// `Err`: the error response line (bad filter, too many streams, an id in use: `busy`
-    /// says whether another request of the channel holds it).
+    /// `Err`: the error response (bad filter, too many streams, an id in use: `busy` says
+    /// whether another request of the channel holds it).
     pub(crate) fn open(
         &self,
         channel: u64,
@@ -137,19 +142,20 @@ impl Listens {
         params: &Value,
         out: Arc<dyn Sink>,
         busy: impl FnOnce(&IdKey) -> bool,
-    ) -> Result<(), String> {
-        let tasks = honored(params).map_err(|e| rpc::error(Some(id), code::INVALID_PARAMS, e))?;
+    ) -> Result<(), Answer> {
+        let tasks =
+            honored(params).map_err(|e| Answer::error(Some(id), code::INVALID_PARAMS, e))?;
         let key = id.key();
         let mut open = self.lock();
         if open.iter().any(|l| l.channel == channel && l.key == key) || busy(&key) {
-            return Err(rpc::error(
+            return Err(Answer::error(
                 Some(id),
                 code::INVALID_REQUEST,
                 "invalid request: a request with this id is still in flight",
             ));
         }
         if open.len() >= MAX_LISTENS {
-            return Err(rpc::error(
+            return Err(Answer::error(
                 Some(id),
                 code::INVALID_REQUEST,
                 format!(
@@ -188,7 +194,6 @@ impl Listens {
     }
 
     /// Ends every stream of `channel` without a response (its client went away).
-    #[allow(dead_code)] // Called by the HTTP transport when a listen's POST stream closes.
     pub(crate) fn drop_channel(&self, channel: u64) {
         self.lock().retain(|l| l.channel != channel);
     }
@@ -204,7 +209,7 @@ impl Listens {
                 l.id.raw(),
                 subscription_meta(&l.id)
             );
-            l.out.send_line_by(result, by);
+            l.out.end(result, by);
         }
     }
 
@@ -232,8 +237,8 @@ impl Listens {
 }
 
 /// The answer to `subscriptions/listen` on a transport that cannot stream here.
-pub(crate) fn no_stream(id: &Id) -> String {
-    rpc::error(
+pub(crate) fn no_stream(id: &Id) -> Answer {
+    Answer::error(
         Some(id),
         code::INVALID_REQUEST,
         "invalid request: subscriptions/listen needs a transport that streams notifications (stdio, or an HTTP POST that accepts text/event-stream)",
@@ -243,7 +248,7 @@ pub(crate) fn no_stream(id: &Id) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::events::Level;
+    use crate::mcp::engine::events::Level;
 
     /// A sink that keeps what it gets, and fails once told to.
     #[derive(Default)]
@@ -262,6 +267,10 @@ mod tests {
                 .unwrap()
                 .push(serde_json::from_str(&line).expect("one JSON message"));
             true
+        }
+
+        fn end(&self, line: String, _by: Deadline) -> bool {
+            self.send_line(line)
         }
     }
 
@@ -332,7 +341,7 @@ mod tests {
             false
         }
 
-        fn send_line_by(&self, _line: String, by: Deadline) -> bool {
+        fn end(&self, _line: String, by: Deadline) -> bool {
             let two = std::time::Duration::from_secs(2);
             std::thread::sleep(by.remaining().map_or(two, |left| left.min(two)));
             false
@@ -381,7 +390,7 @@ mod tests {
         let dup = listens
             .open(0, &Id::parse("7.0"), &params, out.clone(), |_| false)
             .unwrap_err();
-        assert!(dup.contains("-32600"), "{dup}");
+        assert_eq!(dup.error, Some(-32600), "{dup:?}");
         listens
             .open(1, &id, &params, out.clone(), |_| false)
             .unwrap();
@@ -414,6 +423,7 @@ mod tests {
                 false
             })
             .unwrap_err();
+        let full = full.line.unwrap_or_default();
         assert!(full.contains("streams are open"), "{full}");
         for bad in [
             json!({}),
@@ -425,7 +435,7 @@ mod tests {
             let e = listens
                 .open(3, &Id::parse("1"), &bad, out.clone(), |_| false)
                 .unwrap_err();
-            assert!(e.contains("-32602"), "{bad}: {e}");
+            assert_eq!(e.error, Some(-32602), "{bad}: {e:?}");
         }
     }
 }
