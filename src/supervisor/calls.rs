@@ -7,8 +7,8 @@ use std::time::Duration;
 use log::debug;
 use serde_json::{Value, json};
 
+use super::Supervisor;
 use super::main_world::NeedsContext;
-use super::{Route, Supervisor};
 use crate::cancel::CancelToken;
 use crate::config::{DialogPolicy, MAX_CALL_TIMEOUT};
 use crate::core::policy::{self, BRIDGE_REPLY_GRACE, DIALOG_GRACE};
@@ -358,4 +358,44 @@ fn session_for_frame(
         }
     }
     Ok((rec.owner_session.clone(), needs))
+}
+
+/// Where a CDP call goes (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// Browser-level (no `sessionId`).
+    Browser,
+    /// The page target or a tracked iframe target.
+    Target(&'a str),
+    /// A frame: an OOPIF's own session, or the owning session with the frame's context.
+    Frame(&'a str),
+    /// The task's page (its main frame's session).
+    Page,
+}
+
+impl Route<'_> {
+    /// How tool results name the route: `browser`, `target`, `frame` or `page`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Route::Browser => "browser",
+            Route::Target(_) => "target",
+            Route::Frame(_) => "frame",
+            Route::Page => "page",
+        }
+    }
+
+    /// The route of a call that names neither a frame nor a target (SPEC §8): methods of the
+    /// domains the browser target serves (measured on Chromium: `crate::measured`) go to the
+    /// browser, every other method to the page. Two served domains stay with the page:
+    /// `Fetch` and `Security` mean "this page" on a page session but "every page of the
+    /// browser" on the browser target (a `Fetch.enable` there would pause other tasks'
+    /// requests too), so an agent that names no target gets the narrower one.
+    pub fn by_domain(method: &str) -> Route<'static> {
+        let page_scoped = matches!(method.split_once('.'), Some(("Fetch" | "Security", _)));
+        if crate::measured::browser_domain(method) && !page_scoped {
+            Route::Browser
+        } else {
+            Route::Page
+        }
+    }
 }
