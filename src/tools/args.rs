@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::config::MAX_CALL_TIMEOUT;
 use crate::quote::quoted;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
@@ -92,6 +93,23 @@ pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>,
         Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(failure(format!(
             "{key} must be a string, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// The optional `timeout_s` argument in seconds (absent or null: the task's
+/// `supervisor.call_timeout_s`), clamped to 1 s..MAX_CALL_TIMEOUT (SPEC §8) so 0 still gets a
+/// reply that takes a moment.
+pub(crate) fn opt_timeout_s(args: &Value) -> Result<Option<f64>, Value> {
+    match args.get("timeout_s") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n
+            .as_f64()
+            .filter(|t| t.is_finite())
+            .map(|t| t.clamp(1.0, MAX_CALL_TIMEOUT.as_secs_f64()))),
+        Some(other) => Err(failure(format!(
+            "timeout_s must be a number of seconds, got {}",
             kind_of(other)
         ))),
     }

@@ -6,9 +6,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::Context;
-use super::args::{check_task, failure, kind_of, live, opt_str};
+use super::args::{check_task, failure, kind_of, live, opt_str, opt_timeout_s};
 use crate::cancel::CancelToken;
-use crate::config::MAX_CALL_TIMEOUT;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::Route;
@@ -64,21 +63,7 @@ fn call(
     };
     let frame_id = opt_str(args, "frame_id")?;
     let target_id = opt_str(args, "target_id")?;
-    // Absent: the task's `supervisor.call_timeout_s`.
-    let timeout_s = match args.get("timeout_s") {
-        None | Some(Value::Null) => None,
-        // Clamped to 1 s..MAX_CALL_TIMEOUT (SPEC §8), so 0 still gets a reply that takes a moment.
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .filter(|t| t.is_finite())
-            .map(|t| t.clamp(1.0, MAX_CALL_TIMEOUT.as_secs_f64())),
-        Some(other) => {
-            return Err(failure(format!(
-                "timeout_s must be a number of seconds, got {}",
-                kind_of(other)
-            )));
-        }
-    };
+    let timeout_s = opt_timeout_s(args)?;
     let route = match (frame_id, target_id) {
         (Some(_), Some(_)) => return Err(failure("give frame_id or target_id, not both")),
         (Some(f), None) => Route::Frame(f),

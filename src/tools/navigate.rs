@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::args::{check_task, failure, kind_of, live, opt_str};
-use crate::config::MAX_CALL_TIMEOUT;
+use super::args::{check_task, failure, live, opt_str, opt_timeout_s};
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::WaitUntil;
@@ -32,19 +31,7 @@ fn navigate(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Val
         None => WaitUntil::Load,
         Some(w) => WaitUntil::parse(w).map_err(failure)?,
     };
-    let timeout_s = match args.get("timeout_s") {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .filter(|t| t.is_finite())
-            .map(|t| t.clamp(1.0, MAX_CALL_TIMEOUT.as_secs_f64())),
-        Some(other) => {
-            return Err(failure(format!(
-                "timeout_s must be a number of seconds, got {}",
-                kind_of(other)
-            )));
-        }
-    };
+    let timeout_s = opt_timeout_s(args)?;
     let sup = live(reg, task_id)?;
     let timeout = timeout_s.map_or(sup.config().call_timeout, Duration::from_secs_f64);
     match sup.navigate(url, wait_until, timeout) {
