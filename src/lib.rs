@@ -184,6 +184,7 @@ mod security;
 mod shared;
 mod snapshot;
 mod supervisor;
+mod sync;
 mod task_id;
 pub mod tools;
 // Its syscalls (recv/send without blocking, poll with the time left to a deadline) are in
@@ -220,6 +221,10 @@ pub mod unversioned {
         pub use crate::tools::table::call;
     }
     pub use crate::clock::Now;
+    /// Locking that ignores poisoning (one helper for the crate, the binary and the binding).
+    pub mod sync {
+        pub use crate::sync::{lock, read, wait, write};
+    }
     /// The one way a message quotes a caller's value (the binding's errors use it too).
     pub mod quote {
         pub use crate::quote::{Clipped, QUOTE_MAX, Quoted, clipped, quoted, quoted_json};
