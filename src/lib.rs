@@ -73,7 +73,7 @@
 //!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
 //!   place: which dialog blocks which call (every session of the dialog's renderer), which
 //!   methods a dialog or a crash holds up (measured), and what the caller is told. Its
-//!   scenario tests are in `core/tests.rs`.
+//!   scenario tests are in `core/tests/` (the `Sim` harness in `mod.rs`, one file per part).
 //! * `snapshot`: the published [`Snapshot`]; its JSON in `snapshot/json.rs`.
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
