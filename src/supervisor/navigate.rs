@@ -239,7 +239,7 @@ impl Supervisor {
                 .iter()
                 .find(|d| {
                     !last.old_dialogs.contains(&d.id)
-                        && policy::dialog_blocks(s, d, sid, "Page.navigate")
+                        && policy::within_dialogs_reach(s, d, sid, "Page.navigate")
                 })
                 .cloned()
         };

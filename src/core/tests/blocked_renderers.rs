@@ -107,7 +107,7 @@ fn a_task_whose_watcher_has_gone_turns_auto_attach_on_when_it_re_attaches() {
 fn blocking_in_snapshot(snap: &Snapshot, sid: &str, method: &str) -> Vec<String> {
     snap.pending_dialogs
         .iter()
-        .filter(|d| policy::dialog_blocks(snap, d, sid, method))
+        .filter(|d| policy::within_dialogs_reach(snap, d, sid, method))
         .map(|d| d.id.clone())
         .collect()
 }
@@ -298,8 +298,18 @@ fn calls_into_the_renderer_of_an_unanswerable_dialog_are_refused_up_front() {
     assert!(snap.pending_dialogs.is_empty());
     assert_eq!(snap.unanswerable.len(), 1);
     let d = &snap.unanswerable[0];
-    assert!(policy::dialog_blocks(&snap, d, "C2", "Runtime.evaluate"));
-    assert!(!policy::dialog_blocks(&snap, d, S1, "Runtime.evaluate"));
+    assert!(policy::within_dialogs_reach(
+        &snap,
+        d,
+        "C2",
+        "Runtime.evaluate"
+    ));
+    assert!(!policy::within_dialogs_reach(
+        &snap,
+        d,
+        S1,
+        "Runtime.evaluate"
+    ));
 }
 
 /// SPEC §8 "No silent wedge": a popup past `limits.pages_max` is watched for its dialogs only,
