@@ -115,6 +115,8 @@
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
 //!   reaches a thread name.
 //! * `quote`: the one way an error or log line quotes a caller's value (bounded, escaped).
+//! * `sync`: the one way a mutex is locked (poisoning ignored: a panic in one task never
+//!   cascades into every later caller).
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
 //!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
