@@ -140,6 +140,13 @@ fn the_set_up_after_a_reconnect_sends_only_what_a_page_cannot_see() {
         })
         .expect("attached again");
     let page = up.page_session_id.clone().expect("the new page session");
+    // The page's set-up is sent after its new session is published: await it (under load it
+    // could still be on its way when the barrier's reply came back).
+    fake.wait_for_command(
+        |c| c["sessionId"] == page.as_str() && c["method"] == "Page.enable",
+        WAIT,
+    )
+    .expect("the page was set up again");
     attach_one_of_each(&fake, &page);
     barrier(&sup);
     let again: Vec<(String, String)> = fake.received()[before..]
