@@ -131,6 +131,7 @@ struct ReadmeDoctests;
 mod attach;
 mod bridge;
 mod cancel;
+mod cdp_endpoint;
 mod clock;
 mod config;
 mod core;
@@ -162,6 +163,7 @@ mod security;
 mod shared;
 mod snapshot;
 mod supervisor;
+mod tap;
 mod task_id;
 pub mod tools;
 // Its syscalls (recv/send without blocking, poll with the time left to a deadline) are in
@@ -171,6 +173,7 @@ mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;
+pub use cdp_endpoint::CdpEndpoint;
 pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security, StartOptions};
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;

@@ -100,6 +100,9 @@ impl Reader {
             self.shared.transport.load().shutdown();
             info!("connection to {} ended: {reason}", self.shared.url_redacted);
             self.core.on_disconnect(&reason, Now::read());
+            if let Some(tap) = self.shared.tap.get() {
+                tap.connection_lost(&reason);
+            }
             if self.stopped() || self.core.fatal().is_some() {
                 break;
             }
@@ -212,6 +215,9 @@ impl Reader {
     fn flush(&mut self, now: Now) {
         if let Some(snapshot) = self.core.take_published() {
             self.shared.publish(snapshot);
+            if let Some(tap) = self.shared.tap.get() {
+                tap.published(&self.shared.snapshot.load());
+            }
             // A caller that looked before this publish and registered after the last drain
             // may be waiting on a dialog it could not see: registering it now lets the core
             // fail it at once (see `Supervisor::call_with`).
@@ -246,7 +252,12 @@ impl Reader {
             }
             for msg in batch.drain(..) {
                 match msg {
-                    Message::Text(text) => self.core.on_text(text.as_str(), now),
+                    Message::Text(text) => {
+                        let claimed = self.shared.tap.get().is_some_and(|t| t.claims(&text));
+                        if !claimed {
+                            self.core.on_text(text.as_str(), now);
+                        }
+                    }
                     Message::Binary(b) => debug!("ignoring a binary frame of {} bytes", b.len()),
                     Message::Close(c) => info!("the browser sent a close frame: {c:?}"),
                     _ => {}

@@ -113,6 +113,8 @@ pub(crate) struct Shared {
     /// watcher has gone, or could not serve it): the reader then has the core turn
     /// browser-level auto-attach on again at each re-attach (`reader.rs`).
     pub follows_popups_itself: AtomicBool,
+    /// The CDP clients this task carries (`crate::cdp_endpoint`), once one has connected.
+    pub tap: OnceLock<Arc<dyn crate::tap::Tap>>,
 }
 
 impl Shared {
@@ -137,6 +139,7 @@ impl Shared {
             changed: Condvar::new(),
             publish_hook: OnceLock::new(),
             follows_popups_itself: AtomicBool::new(false),
+            tap: OnceLock::new(),
         }
     }
 
