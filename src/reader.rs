@@ -258,6 +258,11 @@ impl Reader {
             for (id, call) in self.registrations.try_iter() {
                 self.core.register(id, call, now);
             }
+            if let Some(tap) = self.shared.tap.get() {
+                for session in tap.take_answers() {
+                    self.core.client_answering(&session, now);
+                }
+            }
             for msg in batch.drain(..) {
                 match msg {
                     Message::Text(text) => {

@@ -24,6 +24,9 @@ pub(crate) trait Tap: Send + Sync {
     /// The pages clients created since the last call (`Target.createTarget`, answered): the
     /// reader has its state machine follow them as the task's.
     fn take_joined(&self) -> Vec<String>;
+    /// The supervisor's sessions into whose renderer clients sent `Page.handleJavaScriptDialog`
+    /// since the last call (the reader asks before each batch it reads).
+    fn take_answers(&self) -> Vec<String>;
     /// The connection ended: every session it carried is gone.
     fn connection_lost(&self, reason: &str);
     /// Itself, for its owner to find its own type again.

@@ -129,6 +129,9 @@ struct State {
     /// targets attached under a session on one of the task's (workers, iframes), popups of
     /// the task's pages; each leaves with its `targetDestroyed`.
     joined: FxHashSet<String>,
+    /// The supervisor's sessions clients sent `Page.handleJavaScriptDialog` into, since the
+    /// reader last asked ([`Tap::take_answers`](crate::tap::Tap::take_answers)).
+    answers: Vec<String>,
     /// Pages clients created since the reader last asked ([`Tap::take_joined`](crate::tap::Tap::take_joined)).
     adopt: Vec<String>,
     /// Client sessions on a `tab` target (Puppeteer attaches to tabs, then to their page).
@@ -379,6 +382,11 @@ impl Mux {
         }
         let may_wait = st.page_enabled.contains(&session) && !st.shown.contains(&session);
         let creates = method == "Target.createTarget";
+        if method == "Page.handleJavaScriptDialog"
+            && let Some(sid) = &renderer_sid
+        {
+            st.answers.push(sid.clone());
+        }
         if creates && let Some(c) = st.clients.get_mut(&client) {
             c.creating += 1;
         }

@@ -262,6 +262,12 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
         sup.snapshot().pending_dialogs.is_empty().then_some(())
     })
     .expect("the dialog closed");
+    let closed = sup.snapshot().recent_dialogs.last().map(|d| d.closed_by);
+    assert_eq!(
+        closed,
+        Some(cdp_supervisor::ClosedBy::Client),
+        "closed by the endpoint's client"
+    );
 
     // In flight: a call that raises the dialog fails when it opens, not at its deadline.
     let t = Instant::now();
@@ -401,6 +407,10 @@ fn puppeteer_works_through_the_endpoint_on_one_connection() {
         .map(|d| d.closed_by)
         .collect::<Vec<_>>();
     eprintln!("closed_by of the dialogs: {closed:?}; connections to the browser: {upstream}");
+    assert!(
+        closed.contains(&cdp_supervisor::ClosedBy::Client),
+        "Puppeteer's own answer is closed_by client: {closed:?}"
+    );
 }
 
 fn titled_pages() -> HttpServer {

@@ -59,6 +59,10 @@ impl Tap for Mux {
     fn take_joined(&self) -> Vec<String> {
         std::mem::take(&mut self.lock().adopt)
     }
+
+    fn take_answers(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().answers)
+    }
     fn published(&self, snap: &Snapshot) {
         match &snap.state {
             SupervisorState::Stopped => return self.close_all(1001, "the task stopped"),
