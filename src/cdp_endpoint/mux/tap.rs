@@ -83,9 +83,7 @@ impl Tap for Mux {
                 continue; // it is shown the dialog: it may answer it, as on its own connection
             }
             if let Some(d) = snap.pending_dialogs.iter().find(|d| {
-                !p.known.contains(&d.id)
-                    && policy::dialog_blocks(snap, d, sid, &p.method)
-                    && policy::blocks_in_flight(&d.kind, &p.method)
+                !p.known.contains(&d.id) && policy::fails_in_flight(snap, d, true, sid, &p.method)
             }) {
                 let e = client_wording(&policy::dialog_error(d, false, &p.method));
                 failed.push((*id, p.client, error_reply(Some(&p.orig_id), -32000, &e)));
