@@ -133,6 +133,9 @@ pub struct Core {
     pages: Pages,
     /// The pages and browser contexts the task created (`core/created.rs`).
     created: Created,
+    /// Sessions on which a client of the task's CDP endpoint sent `Page.handleJavaScriptDialog`
+    /// (and when): the next dialog closed there is `closed_by: client` (`core/dialogs.rs`).
+    client_answers: Vec<(String, Now)>,
     /// The task's downloads.
     downloads: Downloads,
     /// File choosers waiting for files, and the last one refused.
@@ -181,6 +184,7 @@ impl Core {
             frames: Frames::new(limits.clone(), settings.capture_console),
             pages: Pages::new(limits, settings.follow_popups),
             created: Created::default(),
+            client_answers: Vec::new(),
             downloads: Downloads::new(None),
             choosers: Choosers::new(limits.pending_dialogs_max, false),
             document: None,

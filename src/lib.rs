@@ -154,6 +154,7 @@ struct ReadmeDoctests;
 mod attach;
 mod bridge;
 mod cancel;
+mod cdp_endpoint;
 mod clock;
 mod config;
 mod core;
@@ -187,6 +188,7 @@ mod shared;
 mod snapshot;
 mod supervisor;
 mod sync;
+mod tap;
 mod task_id;
 pub mod tools;
 // Its syscalls (recv/send without blocking, poll with the time left to a deadline) are in
@@ -196,6 +198,7 @@ mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;
+pub use cdp_endpoint::CdpEndpoint;
 pub use config::{
     BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, Security, StartOptions,
 };

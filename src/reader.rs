@@ -104,6 +104,9 @@ impl Reader {
             self.shared.transport.load().shutdown();
             info!("connection to {} ended: {reason}", self.shared.url_redacted);
             self.core.on_disconnect(&reason, Now::read());
+            if let Some(tap) = self.shared.tap.get() {
+                tap.connection_lost(&reason);
+            }
             if self.stopped() || self.core.fatal().is_some() {
                 break;
             }
@@ -220,6 +223,9 @@ impl Reader {
     fn flush(&mut self, now: Now) {
         if let Some(snapshot) = self.core.take_published() {
             self.shared.publish(snapshot);
+            if let Some(tap) = self.shared.tap.get() {
+                tap.published(&self.shared.snapshot.load());
+            }
             // A caller that looked before this publish and registered after the last drain
             // may be waiting on a dialog it could not see: registering it now lets the core
             // fail it at once (see `Supervisor::call_with`).
@@ -252,12 +258,28 @@ impl Reader {
             for (id, call) in self.registrations.try_iter() {
                 self.core.register(id, call, now);
             }
+            if let Some(tap) = self.shared.tap.get() {
+                for session in tap.take_answers() {
+                    self.core.client_answering(&session, now);
+                }
+            }
             for msg in batch.drain(..) {
                 match msg {
-                    Message::Text(text) => self.core.on_text(text.as_str(), now),
+                    Message::Text(text) => {
+                        let claimed = self.shared.tap.get().is_some_and(|t| t.claims(&text));
+                        if !claimed {
+                            self.core.on_text(text.as_str(), now);
+                        }
+                    }
                     Message::Binary(b) => debug!("ignoring a binary frame of {} bytes", b.len()),
                     Message::Close(c) => info!("the browser sent a close frame: {c:?}"),
                     _ => {}
+                }
+            }
+            // Pages the task's CDP clients created join the task (followed like popups).
+            if let Some(tap) = self.shared.tap.get() {
+                for target in tap.take_joined() {
+                    self.core.adopt_created(&target);
                 }
             }
             let watchdog = self.carry_out(now);

@@ -23,7 +23,7 @@
 use crate::sync;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -146,6 +146,8 @@ pub struct SupervisorRegistry {
     /// Whether tasks get their popups from `popups` (else each turns browser-level auto-attach
     /// on itself, as before issue 24: `unversioned::registry_without_popup_watcher`).
     popup_watcher: bool,
+    /// The tasks' CDP endpoint, once asked for (`crate::cdp_endpoint`).
+    pub(crate) endpoint: OnceLock<Arc<dyn crate::tap::Listener>>,
 }
 
 /// A start in progress: the `starting` mark of one slot. Dropping it clears the mark (unless a
@@ -228,6 +230,7 @@ impl SupervisorRegistry {
             reads: ReadMap::new(),
             popups: Arc::default(),
             popup_watcher: on,
+            endpoint: OnceLock::new(),
         }
     }
 
@@ -521,6 +524,9 @@ impl SupervisorRegistry {
         self.lock().closed = true;
         self.stop_all();
         self.popups.close_all();
+        if let Some(endpoint) = self.endpoint.get() {
+            endpoint.close();
+        }
     }
 
     /// True once [`close`](Self::close) was called.

@@ -84,6 +84,32 @@ pub(crate) fn check_for_task(
     check(sec, method, params)
 }
 
+/// The whole judgement of one raw call of a task: the policy's rules ([`check_for_task`]),
+/// then, with `isolate_tasks`, the task's reach ([`isolation::check`]). The one function the
+/// call path (`Supervisor::call`, the `browser_cdp` tool) and the task's CDP endpoint (each
+/// client command) run; a refusal names its option.
+pub(crate) fn judge_task_call(
+    sec: &Security,
+    own_downloads: Option<&std::path::Path>,
+    reach: &impl isolation::Reach,
+    method: &str,
+    params: &Value,
+) -> Result<(), crate::error::Error> {
+    check_for_task(sec, method, params, own_downloads)
+        .and_then(|()| {
+            if sec.isolate_tasks {
+                isolation::check(reach, method, params)
+            } else {
+                Ok(())
+            }
+        })
+        .map_err(|(option, detail)| crate::error::Error::Refused {
+            method: method.to_string(),
+            option: option.to_string(),
+            detail,
+        })
+}
+
 impl Security {
     /// Checks a raw CDP call against this policy: `Err((option, why))` when it is refused.
     pub fn check(&self, method: &str, params: &Value) -> Result<(), (&'static str, String)> {

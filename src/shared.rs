@@ -117,6 +117,8 @@ pub(crate) struct Shared {
     /// watcher has gone, or could not serve it): the reader then has the core turn
     /// browser-level auto-attach on again at each re-attach (`reader.rs`).
     pub follows_popups_itself: AtomicBool,
+    /// The CDP clients this task carries (`crate::cdp_endpoint`), once one has connected.
+    pub tap: OnceLock<Arc<dyn crate::tap::Tap>>,
 }
 
 impl Shared {
@@ -142,6 +144,7 @@ impl Shared {
             publish_hook: OnceLock::new(),
             end_hook: OnceLock::new(),
             follows_popups_itself: AtomicBool::new(false),
+            tap: OnceLock::new(),
         }
     }
 

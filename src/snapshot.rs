@@ -28,10 +28,13 @@ pub enum ClosedBy {
     /// The connection dropped while it was pending. If the browser still shows it after the
     /// reconnect, the page is reported through `blocked` (SPEC §4.5).
     ConnectionLost,
+    /// A client of the task's CDP endpoint answered it (`Page.handleJavaScriptDialog` sent
+    /// through the endpoint, SPEC §18).
+    Client,
 }
 
 impl ClosedBy {
-    /// `agent`, `auto_policy`, `watchdog`, `remote` or `connection_lost`.
+    /// `agent`, `auto_policy`, `watchdog`, `remote`, `connection_lost` or `client`.
     pub fn as_str(self) -> &'static str {
         match self {
             ClosedBy::Agent => "agent",
@@ -39,6 +42,7 @@ impl ClosedBy {
             ClosedBy::Watchdog => "watchdog",
             ClosedBy::Remote => "remote",
             ClosedBy::ConnectionLost => "connection_lost",
+            ClosedBy::Client => "client",
         }
     }
 }

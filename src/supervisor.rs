@@ -362,6 +362,11 @@ impl Supervisor {
         self.options.owns_page()
     }
 
+    /// What the supervisor's threads share (for the task's CDP endpoint).
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Where the snapshot is published (for the registry's per-thread read cache).
     pub(crate) fn snapshot_cell(&self) -> &Arc<SnapshotCell> {
         &self.shared.snapshot

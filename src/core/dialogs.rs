@@ -46,8 +46,29 @@ pub(crate) use state::{AnswerInFlight, Dialogs, OpenDialog};
 /// in) is the auto-closing proxy's signature (SPEC §6: within 100 ms; at 100 ms it is not).
 const PROXY_SIGNATURE: Duration = Duration::from_millis(100);
 
+/// How long a client's `Page.handleJavaScriptDialog` counts as the answer to the next dialog
+/// closed on its session (one that found no dialog is forgotten after that).
+const CLIENT_ANSWER_WINDOW: Duration = Duration::from_secs(5);
+
 impl Core {
     // ---------------------------------------------------------------- dialogs
+
+    /// A client of the task's CDP endpoint sent `Page.handleJavaScriptDialog` into the renderer
+    /// of the supervisor's `session`: the next dialog closed there is `closed_by: client`.
+    pub(crate) fn client_answering(&mut self, session: &str, now: Now) {
+        self.client_answers
+            .retain(|(_, at)| now.since(at.instant) < CLIENT_ANSWER_WINDOW);
+        self.client_answers.push((session.to_string(), now));
+    }
+
+    /// Whether a client's answer on `session` is waiting to be matched (it is, once).
+    fn take_client_answer(&mut self, session: &str, now: Now) -> bool {
+        let pos = self
+            .client_answers
+            .iter()
+            .position(|(s, at)| s == session && now.since(at.instant) < CLIENT_ANSWER_WINDOW);
+        pos.map(|i| self.client_answers.swap_remove(i)).is_some()
+    }
 
     pub(super) fn dialog_opened(&mut self, session: &str, ev: protocol::DialogOpening, now: Now) {
         // A new native dialog on a session means the older ones there are closed (their Closed
@@ -287,7 +308,15 @@ impl Core {
         if d.answers_in_flight.is_empty() {
             let id = d.public.id.clone();
             let fast = now.since(d.opened) < PROXY_SIGNATURE;
-            self.finalize(&id, ClosedBy::Remote, Some((ev.result, ev.user_input)), now);
+            let by_client = self.take_client_answer(session, now);
+            let by = if by_client {
+                ClosedBy::Client
+            } else {
+                ClosedBy::Remote
+            };
+            self.finalize(&id, by, Some((ev.result, ev.user_input)), now);
+            // A client of the task's own endpoint is not a proxy that auto-closes dialogs.
+            let fast = fast && !by_client;
             // A fallback match is a guess about which dialog closed: never enough to switch.
             if fast
                 && frame.is_some()

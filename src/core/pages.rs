@@ -375,6 +375,21 @@ impl Core {
         } else {
             None
         };
+        // A page a client of the task's CDP endpoint created (`Core::adopt_created`): the
+        // task's, with no opener.
+        let created = opener.is_none()
+            && self.settings.follow_popups
+            && info.kind == "page"
+            && !self.is_own_page(&info.target_id)
+            && self.created.has_target(&info.target_id);
+        if created
+            && self.pages.room_to_follow()
+            && self.sessions.len() < self.settings.limits.frames_max
+        {
+            let own = info.target_id.clone();
+            self.follow_page(&sid, info, own);
+            return;
+        }
         if let Some(opener) = opener {
             if self.pages.room_to_follow() && self.sessions.len() < self.settings.limits.frames_max
             {
@@ -469,14 +484,16 @@ impl Core {
         }
     }
 
-    /// Follows a page the task opened: the same set-up as the task's page (SPEC §4.3), then it
-    /// may run.
+    /// Follows a page the task opened (`opener`; the page itself for one a client of the task's
+    /// CDP endpoint created, which has none): the same set-up as the task's page (SPEC §4.3),
+    /// then it may run.
     fn follow_page(&mut self, sid: &str, info: protocol::TargetInfo, opener: String) {
         info!(
             "task {}: following page {} ({}) opened by {opener}",
             self.task_id, info.target_id, info.url
         );
         let group = self.group_of_new_page(&info, &opener);
+        let opened = opener != info.target_id;
         self.sessions.insert(
             sid,
             Session {
@@ -491,7 +508,7 @@ impl Core {
             // The title at attach time is that of the blank initial document, and browser-level
             // auto-attach sends no `targetInfoChanged`: a stale title would mislead, so none.
             title: String::new(),
-            opener_target_id: Some(opener),
+            opener_target_id: opened.then_some(opener),
             session_id: sid.to_string(),
         };
         self.sessions.set_group(&page.target_id, group);

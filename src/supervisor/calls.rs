@@ -90,23 +90,13 @@ impl Supervisor {
             ));
         }
         let isolate = self.config.security.isolate_tasks;
-        let own_downloads = self.download_dir.as_deref();
-        let refusal =
-            crate::security::check_for_task(&self.config.security, method, &params, own_downloads)
-                .and_then(|()| {
-                    if isolate {
-                        isolation::check(&*self.snapshot(), method, &params)
-                    } else {
-                        Ok(())
-                    }
-                });
-        if let Err((option, detail)) = refusal {
-            return Err(Error::Refused {
-                method: method.to_string(),
-                option: option.to_string(),
-                detail,
-            });
-        }
+        crate::security::judge_task_call(
+            &self.config.security,
+            self.download_dir.as_deref(),
+            &*self.snapshot(),
+            method,
+            &params,
+        )?;
         let mut answer = self.call_admitted(method, params, route, timeout, cancel);
         if isolate && let Ok((result, _)) = &mut answer {
             isolation::filter_reply(&*self.snapshot(), method, result);

@@ -89,7 +89,7 @@ pub(super) fn snapshot_input() -> Value {
 
 pub(super) fn snapshot_output() -> Value {
     json!({
-        "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost)", "items": {"type": "object"}},
+        "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost, client)", "items": {"type": "object"}},
         "frame_tree": {"type": "object", "description": "top: the main frame; children: other frames (flat, breadth-first); truncated when some were left out"},
         "page_target_id": {"type": "string", "description": "The task's page target"},
         "pages": {"type": "array", "description": "The pages the task follows: its own page first, then the popups and new tabs it (or a followed popup) opened; pass a target_id to browser_snapshot or browser_cdp", "items": {"type": "object", "properties": {

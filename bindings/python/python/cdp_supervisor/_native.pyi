@@ -165,7 +165,7 @@ class ClosedDialog:
     def closed_at(self) -> float: ...
     @property
     def closed_by(self) -> str:
-        """``agent``, ``auto_policy``, ``watchdog``, ``remote`` or ``connection_lost``."""
+        """``agent``, ``auto_policy``, ``watchdog``, ``remote``, ``connection_lost`` or ``client`` (a client of the task's CDP endpoint)."""
     @property
     def frame_id(self) -> Optional[str]: ...
     @property

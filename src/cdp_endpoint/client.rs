@@ -1,0 +1,138 @@
+//! One client: a browser session of its own on the task's connection, then two threads, a
+//! reader (this connection's thread: frames in, commands to the [`Mux`]) and a writer (the only
+//! one that writes to the client's socket: replies, events, pongs, the close frame), which ends
+//! when the client's bounded queue is closed.
+
+use std::io::{Cursor, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, bounded};
+use log::{debug, info};
+use serde_json::json;
+
+use super::frame::{self, FrameReader, Incoming, ReadError};
+use super::mux::{Mux, Out, Policy, QUEUE_MAX};
+use crate::config::DialogPolicy;
+use crate::core::Command;
+use crate::deadline::Deadline;
+use crate::outbound::Outbound;
+use crate::supervisor::Supervisor;
+use crate::tap::Tap;
+
+/// The largest message a client may send (Chromium's own cap is 256 MiB; 64 MiB is plenty for
+/// a command).
+const MAX_MESSAGE: usize = 64 << 20;
+
+/// How long opening the client's browser session may take.
+const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one write to the client may stall before the client is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The mux of `sup`'s task, if a client has connected.
+pub(super) fn mux_of(sup: &Supervisor) -> Option<Arc<Mux>> {
+    let tap: Arc<dyn Tap> = Arc::clone(sup.shared().tap.get()?);
+    tap.into_any().downcast::<Mux>().ok()
+}
+
+/// The mux of `sup`'s task, installed on its reader with the first client.
+pub(super) fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
+    if let Some(m) = mux_of(sup) {
+        return Some(m);
+    }
+    let policy = Policy {
+        must_respond: sup.config().dialog_policy == DialogPolicy::MustRespond,
+        security: sup.config().security.clone(),
+        own_downloads: sup.download_dir().map(std::path::Path::to_path_buf),
+        all_targets: false,
+    };
+    let mux = Arc::new(Mux::new(sup.shared(), sup.task_id(), policy));
+    let _ = sup.shared().tap.set(mux as Arc<dyn Tap>);
+    mux_of(sup)
+}
+
+/// Serves one client whose upgrade was answered, until it or the task goes.
+pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer: SocketAddr) {
+    let Ok(mut out) = tcp.try_clone() else { return };
+    let _ = out.set_write_timeout(Some(WRITE_TIMEOUT));
+    let refuse = |out: &mut TcpStream, why: &str| {
+        let _ = out.write_all(&frame::close_frame(1011, why));
+        let _ = out.shutdown(Shutdown::Both);
+    };
+    let Some(mux) = mux_for(sup) else {
+        return refuse(&mut out, "the task is not running");
+    };
+    let cmd = Command::new("Target.attachToBrowserTarget", json!({}));
+    let session = match sup
+        .shared()
+        .round_trip(cmd, Deadline::after(ATTACH_TIMEOUT))
+    {
+        Ok(v) => v
+            .get("sessionId")
+            .and_then(|s| s.as_str())
+            .map(str::to_string),
+        Err(e) => return refuse(&mut out, &format!("the browser session failed: {e}")),
+    };
+    let Some(session) = session else {
+        return refuse(&mut out, "the browser gave no session");
+    };
+    let (tx, rx) = bounded(QUEUE_MAX);
+    let id = mux.join(session, tx, peer.to_string());
+    info!(
+        "task {}: CDP client {peer} connected ({} now)",
+        sup.task_id(),
+        mux.client_count()
+    );
+    let writer = std::thread::Builder::new()
+        .name("cdp-endpoint-out".into())
+        .stack_size(256 * 1024)
+        .spawn(move || write_loop(&rx, out));
+    let Ok(writer) = writer else {
+        mux.leave(id);
+        return;
+    };
+    let mut reader = FrameReader::new(MAX_MESSAGE);
+    let mut input = Cursor::new(leftover).chain(&tcp);
+    loop {
+        match reader.read(&mut input) {
+            Ok(Incoming::Text(t)) => mux.forward(id, &t),
+            Ok(Incoming::Ping(p)) => mux.pong(id, p),
+            Ok(Incoming::Ignored) => {}
+            Ok(Incoming::Close) => {
+                mux.close_one(id, 1000, "");
+                break;
+            }
+            Err(ReadError::Protocol(code, why)) => {
+                debug!("CDP client {peer}: {why}");
+                mux.close_one(id, code, why);
+                break;
+            }
+            Err(ReadError::Io(e)) => {
+                debug!("CDP client {peer}: {e}");
+                break;
+            }
+        }
+    }
+    mux.leave(id);
+    let _ = writer.join();
+    let _ = tcp.shutdown(Shutdown::Both);
+    info!("task {}: CDP client {peer} left", sup.task_id());
+}
+
+/// Writes what is queued until the queue closes or a close frame is sent; then shuts the socket
+/// (which ends the reader).
+fn write_loop(rx: &Receiver<Out>, mut out: TcpStream) {
+    for msg in rx {
+        let (bytes, last) = match msg {
+            Out::Text(t) => (frame::encode(0x1, t.as_bytes()), false),
+            Out::Pong(p) => (frame::encode(0xA, &p), false),
+            Out::Close(code, reason) => (frame::close_frame(code, &reason), true),
+        };
+        if out.write_all(&bytes).is_err() || last {
+            break;
+        }
+    }
+    let _ = out.shutdown(Shutdown::Both);
+}

@@ -1,0 +1,575 @@
+//! One task's clients on its one upstream connection: ids rewritten both ways, sessions owned
+//! per client, the dialog rule applied to every client command, bounded queues.
+//!
+//! # Per-client browser state: a browser session each
+//!
+//! Chromium keeps `Target.setDiscoverTargets`, browser-level `Target.setAutoAttach` and the rest
+//! per *session*, and a connection's root is one session: clients that shared it would switch
+//! each other's discovery and auto-attach. So each client gets a session of its own on the
+//! browser target (`Target.attachToBrowserTarget`), and its browser-level commands (no
+//! `sessionId`) are sent on it. Measured on Chromium 156 (two browser sessions plus the root, all
+//! auto-attaching with `waitForDebuggerOnStart` on one connection): each got its own
+//! `targetCreated`/`attachedToTarget` with a session of its own for a new page; a page resumed
+//! by one attacher ran without waiting for the other; detaching one attacher's child, or its
+//! whole browser session, left the other's state and sessions alone.
+//!
+//! # Who gets what
+//!
+//! A reply goes to the client whose command it answers (under the client's own id, and without
+//! `sessionId` when the client sent none). An event goes to the client that owns its session: its
+//! browser session (delivered without `sessionId`, as on a connection of its own) or a session
+//! attached under one of its sessions (`Target.attachedToTarget`, `Target.attachToTarget`).
+//! What a client owns the supervisor's state machine never sees ([`Tap::claims`](crate::tap::Tap::claims)); a client
+//! may not use a session it does not own (Chromium's own error: session not found).
+//!
+//! # Dialogs
+//!
+//! A command on a client session runs in a target; the supervisor's own session on that target
+//! gives it a renderer, and `core/policy.rs` decides as for the supervisor's own calls: refused
+//! at once with an error naming the dialog ([`policy::admit`]), or failed when a dialog opens
+//! while it is in flight (on each publish, [`Tap::published`](crate::tap::Tap::published)) unless the client enabled `Page`
+//! on the call's session: it is shown the dialog (`Page.javascriptDialogOpening`) and can answer
+//! it, so its call waits for the answer as on a connection of its own (Puppeteer's
+//! `page.evaluate(() => alert())` with a dialog handler).
+//!
+//! # Slow clients
+//!
+//! The reader hands each client its messages with `try_send` on a bounded queue
+//! ([`QUEUE_MAX`]): a client that falls that far behind is disconnected (logged), never waited
+//! for.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crossbeam_channel::{Sender, TrySendError};
+use log::{debug, warn};
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde_json::value::RawValue;
+
+use super::wire::{ClientCommand, Envelope, SessionParams, client_wording, decode, error_reply};
+use crate::core::policy;
+use crate::deadline::Deadline;
+use crate::shared::Shared;
+use crate::snapshot::Snapshot;
+use crate::transport::SendError;
+
+mod scope;
+mod tap;
+
+/// Messages queued for one client before it counts as too slow and is disconnected.
+pub(super) const QUEUE_MAX: usize = 4096;
+
+/// How long writing one client command upstream may take.
+const WRITE_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// What a client's writer sends.
+#[derive(Debug)]
+pub(super) enum Out {
+    /// A text message.
+    Text(String),
+    /// A pong with this payload.
+    Pong(Vec<u8>),
+    /// A close frame, then the end.
+    Close(u16, String),
+}
+
+/// A client as the mux knows it.
+#[derive(Debug)]
+struct Client {
+    tx: Sender<Out>,
+    browser_session: String,
+    /// For the logs: the client's address.
+    peer: String,
+    /// Its `Target.createTarget` calls in flight (`scope.rs`).
+    creating: usize,
+    /// Its browser-level target events about a target not known yet, held while it creates
+    /// one (`scope.rs`).
+    held: Vec<String>,
+    /// The targets it was shown (`targetCreated`, `attachedToTarget`): the ones whose
+    /// `targetDestroyed` it gets.
+    shown: FxHashSet<String>,
+}
+
+/// A client command in flight, under its upstream id.
+#[derive(Debug)]
+struct Pending {
+    client: u64,
+    /// The client's own id, as it sent it.
+    orig_id: Box<RawValue>,
+    method: String,
+    /// The client sent no `sessionId` (it went on the client's browser session).
+    browser_level: bool,
+    /// The supervisor's session on the command's target, for the dialog rule.
+    renderer_sid: Option<String>,
+    /// The dialogs pending when it was sent, which it was let through.
+    known: Vec<String>,
+    /// `Target.attachToTarget`'s target: the session in its reply is the client's, on it.
+    attach_target: Option<String>,
+    /// Sent on a session with `Page` enabled before a dialog was shown there: its client may
+    /// answer the dialog that opens, and the call waits for that.
+    may_wait: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    clients: FxHashMap<u64, Client>,
+    /// Upstream id -> the client command it carries (`None`: the endpoint's own, swallowed).
+    pending: FxHashMap<u64, Option<Pending>>,
+    /// Session -> (owning client, its target).
+    sessions: FxHashMap<String, (u64, String)>,
+    /// Browser session -> client.
+    browser_sessions: FxHashMap<String, u64>,
+    /// Client sessions with `Page` enabled: shown the dialogs of their target, their owner can
+    /// answer them, so their calls in flight wait for the answer.
+    page_enabled: FxHashSet<String>,
+    /// Client sessions shown a dialog that has not closed yet: a call sent on one after that is
+    /// not waiting for an answer it may give (it would hang), and fails like anyone's.
+    shown: FxHashSet<String>,
+    next_client: u64,
+    /// Targets that joined the task through its clients (`scope.rs`): pages they created,
+    /// targets attached under a session on one of the task's (workers, iframes), popups of
+    /// the task's pages; each leaves with its `targetDestroyed`.
+    joined: FxHashSet<String>,
+    /// The supervisor's sessions clients sent `Page.handleJavaScriptDialog` into, since the
+    /// reader last asked ([`Tap::take_answers`](crate::tap::Tap::take_answers)).
+    answers: Vec<String>,
+    /// Pages clients created since the reader last asked ([`Tap::take_joined`](crate::tap::Tap::take_joined)).
+    adopt: Vec<String>,
+    /// Client sessions on a `tab` target (Puppeteer attaches to tabs, then to their page).
+    tab_sessions: FxHashSet<String>,
+    /// Tab targets whose page is not the task's.
+    foreign_tabs: FxHashSet<String>,
+    /// Sessions attached for a client to a target not of its task: let go upstream, never
+    /// shown; what comes on them is swallowed.
+    hidden: FxHashSet<String>,
+    /// The endpoint's own commands, written once the lock is released.
+    outbox: Vec<String>,
+}
+
+/// The task's settings the mux applies to every client.
+#[derive(Debug, Clone)]
+pub(super) struct Policy {
+    /// `browser.dialog_policy = "must_respond"`: calls blocked by a dialog fail fast.
+    pub(super) must_respond: bool,
+    /// `[security]`, judged for every client command as for `browser_cdp`.
+    pub(super) security: crate::config::Security,
+    /// The task's own download directory.
+    pub(super) own_downloads: Option<std::path::PathBuf>,
+    /// `endpoint.all_targets`: clients see every target of the browser.
+    pub(super) all_targets: bool,
+}
+
+/// One task's clients.
+pub(crate) struct Mux {
+    /// Weak: the supervisor's `Shared` holds the mux (its tap), and must be freed with it.
+    shared: Weak<Shared>,
+    task_id: String,
+    policy: Policy,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Mux {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mux")
+            .field("task_id", &self.task_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The supervisor's session on `target_id` (its page, a followed or watched popup, an OOPIF).
+fn supervisor_session<'s>(snap: &'s Snapshot, target_id: &str) -> Option<&'s str> {
+    if snap.page_target_id.as_deref() == Some(target_id) {
+        return snap.page_session_id.as_deref();
+    }
+    if let Some(p) =
+        (snap.pages.iter().chain(snap.watched_pages.iter())).find(|p| p.target_id == target_id)
+    {
+        return Some(p.session_id.as_str());
+    }
+    snap.frames
+        .get(target_id)
+        .filter(|f| f.is_oopif)
+        .and_then(|f| f.session_id.as_deref())
+}
+
+impl Mux {
+    pub(super) fn new(shared: &Arc<Shared>, task_id: &str, policy: Policy) -> Mux {
+        Mux {
+            shared: Arc::downgrade(shared),
+            task_id: task_id.to_string(),
+            policy,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new client on `browser_session`, its messages queued on `tx`; returns its id.
+    pub(super) fn join(&self, browser_session: String, tx: Sender<Out>, peer: String) -> u64 {
+        let mut st = self.lock();
+        st.next_client += 1;
+        let id = st.next_client;
+        st.browser_sessions.insert(browser_session.clone(), id);
+        st.clients.insert(
+            id,
+            Client {
+                tx,
+                browser_session,
+                peer,
+                creating: 0,
+                held: Vec::new(),
+                shown: FxHashSet::default(),
+            },
+        );
+        id
+    }
+
+    /// Number of clients connected now.
+    pub(super) fn client_count(&self) -> usize {
+        self.lock().clients.len()
+    }
+
+    /// The client has gone: its sessions are detached (the browser session last), fire and
+    /// forget, and its commands in flight forgotten.
+    pub(super) fn leave(&self, client: u64) {
+        let outbox = {
+            let mut st = self.lock();
+            st.pending
+                .retain(|_, p| p.as_ref().is_none_or(|p| p.client != client));
+            let mine: Vec<String> = st
+                .sessions
+                .iter()
+                .filter(|(_, (c, _))| *c == client)
+                .map(|(s, _)| s.clone())
+                .collect();
+            for s in &mine {
+                st.sessions.remove(s);
+                st.page_enabled.remove(s);
+                st.shown.remove(s);
+            }
+            st.browser_sessions.retain(|_, c| *c != client);
+            let Some(gone) = st.clients.remove(&client) else {
+                return; // disconnected by the mux already, which detached it
+            };
+            // Detaching its browser session detaches what was attached under it; the others
+            // (attached by target id) one by one.
+            for s in mine {
+                st.tab_sessions.remove(&s);
+                let params = serde_json::json!({ "sessionId": s });
+                self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            }
+            let params = serde_json::json!({ "sessionId": gone.browser_session });
+            self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            std::mem::take(&mut st.outbox)
+        };
+        self.flush(outbox);
+    }
+
+    /// Queues one of the endpoint's own commands (its reply swallowed) for [`Mux::flush`].
+    fn own_command(
+        &self,
+        st: &mut State,
+        method: &str,
+        params: serde_json::Value,
+        session: Option<&str>,
+    ) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        let id = shared.next_command_id();
+        st.pending.insert(id, None);
+        st.outbox.push(crate::protocol::encode_command(
+            id, method, &params, session,
+        ));
+    }
+
+    /// Writes the endpoint's own commands (never waiting past [`WRITE_BUDGET`]).
+    fn flush(&self, outbox: Vec<String>) {
+        if outbox.is_empty() {
+            return;
+        }
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        for text in outbox {
+            if let Err(SendError::Lost(e)) = shared
+                .transport
+                .load()
+                .send_text_until(text, Deadline::after(WRITE_BUDGET))
+            {
+                debug!(
+                    "task {}: a command of the endpoint not sent: {e}",
+                    self.task_id
+                );
+            }
+        }
+    }
+
+    /// A command from `client`: checked, rewritten and sent upstream; or answered at once with
+    /// an error (malformed, a session it does not own, a dialog that blocks it).
+    pub(super) fn forward(&self, client: u64, text: &str) {
+        let cmd: ClientCommand<'_> = match serde_json::from_str(text) {
+            Ok(c) => c,
+            Err(e) => {
+                return self.reply(client, error_reply(None, -32700, &format!("{e}")));
+            }
+        };
+        let (Some(orig_id), Some(method)) = (cmd.id, cmd.method) else {
+            let msg = "Message must have integer 'id' and string 'method' properties";
+            return self.reply(client, error_reply(cmd.id, -32600, msg));
+        };
+        let Some(shared) = self.shared.upgrade() else {
+            let msg = "the task's supervisor has ended";
+            return self.reply(client, error_reply(Some(orig_id), -32000, msg));
+        };
+        let snap = shared.snapshot.load_full();
+        let mut st = self.lock();
+        let Some(c) = st.clients.get(&client) else {
+            return;
+        };
+        let browser_level = cmd.session_id.is_none();
+        let session = match cmd.session_id {
+            None => c.browser_session.clone(),
+            Some(s) => s,
+        };
+        let target = match st.sessions.get(&session) {
+            Some((owner, target)) if *owner == client => Some(target.clone()),
+            None if st.browser_sessions.get(&session) == Some(&client) => None,
+            _ => {
+                let msg = format!("Session with given id not found. ({session})");
+                let reply = error_reply(Some(orig_id), -32001, &msg);
+                drop(st);
+                return self.reply(client, reply);
+            }
+        };
+        let params: serde_json::Value = match cmd.params.map(|p| serde_json::from_str(p.get())) {
+            None => serde_json::json!({}),
+            Some(Ok(v)) => v,
+            Some(Err(e)) => {
+                let reply = error_reply(Some(orig_id), -32602, &format!("invalid params: {e}"));
+                drop(st);
+                return self.reply(client, reply);
+            }
+        };
+        if let Err(e) = self.judge_command(&st, &snap, &method, &params) {
+            let reply = error_reply(Some(orig_id), -32000, &e.to_string());
+            drop(st);
+            return self.reply(client, reply);
+        }
+        let renderer_sid = target
+            .as_deref()
+            .and_then(|t| supervisor_session(&snap, t))
+            .map(str::to_string);
+        let mut known = Vec::new();
+        if let Some(sid) = &renderer_sid {
+            match policy::admit(&snap, self.policy.must_respond, sid, &method) {
+                Ok(adm) => known = adm.known.iter().map(|d| d.id.clone()).collect(),
+                Err(e) => {
+                    let reply = error_reply(Some(orig_id), -32000, &client_wording(&e));
+                    drop(st);
+                    return self.reply(client, reply);
+                }
+            }
+        }
+        let attach_target = (method == "Target.attachToTarget")
+            .then(|| decode::<SessionParams>(cmd.params).and_then(|p| p.target_id))
+            .flatten();
+        match method.as_str() {
+            "Page.enable" if target.is_some() => drop(st.page_enabled.insert(session.clone())),
+            "Page.disable" => drop(st.page_enabled.remove(&session)),
+            _ => {}
+        }
+        let may_wait = st.page_enabled.contains(&session) && !st.shown.contains(&session);
+        let creates = method == "Target.createTarget";
+        if method == "Page.handleJavaScriptDialog"
+            && let Some(sid) = &renderer_sid
+        {
+            st.answers.push(sid.clone());
+        }
+        if creates && let Some(c) = st.clients.get_mut(&client) {
+            c.creating += 1;
+        }
+        let id = shared.next_command_id();
+        let params = cmd.params.map_or("{}", RawValue::get);
+        let method_json = serde_json::Value::from(method.as_str());
+        let session_json = serde_json::Value::from(session.as_str());
+        let up = format!(
+            r#"{{"id":{id},"method":{method_json},"params":{params},"sessionId":{session_json}}}"#
+        );
+        st.pending.insert(
+            id,
+            Some(Pending {
+                client,
+                orig_id: orig_id.to_owned(),
+                method,
+                browser_level,
+                renderer_sid,
+                known,
+                attach_target,
+                may_wait,
+            }),
+        );
+        drop(st);
+        let sent = shared
+            .transport
+            .load()
+            .send_text_until(up, Deadline::after(WRITE_BUDGET));
+        if let Err(e) = sent {
+            let why = match e {
+                SendError::DeadlinePassed => "the browser did not take the command in time".into(),
+                SendError::Lost(e) => e.to_string(),
+            };
+            let mut st = self.lock();
+            if let Some(Some(p)) = st.pending.remove(&id) {
+                if creates && let Some(c) = st.clients.get_mut(&client) {
+                    c.creating = c.creating.saturating_sub(1);
+                }
+                let text = error_reply(Some(&p.orig_id), -32000, &why);
+                deliver(&mut st, &self.task_id, client, Out::Text(text));
+            }
+        }
+    }
+
+    /// Queues `text` for `client`, from a client thread.
+    fn reply(&self, client: u64, text: String) {
+        let mut st = self.lock();
+        deliver(&mut st, &self.task_id, client, Out::Text(text));
+    }
+
+    /// Queues a pong for `client`.
+    pub(super) fn pong(&self, client: u64, payload: Vec<u8>) {
+        let mut st = self.lock();
+        deliver(&mut st, &self.task_id, client, Out::Pong(payload));
+    }
+
+    /// Sends `client` a close frame (its writer ends after it).
+    pub(super) fn close_one(&self, client: u64, code: u16, reason: &str) {
+        if let Some(c) = self.lock().clients.get(&client) {
+            let _ = c.tx.try_send(Out::Close(code, reason.to_string()));
+        }
+    }
+
+    /// Disconnects every client with a close frame (`code`, `reason`).
+    pub(super) fn close_all(&self, code: u16, reason: &str) {
+        let mut st = self.lock();
+        for (_, c) in st.clients.drain() {
+            let _ = c.tx.try_send(Out::Close(code, reason.to_string()));
+        }
+        st.pending.clear();
+        st.sessions.clear();
+        st.browser_sessions.clear();
+        st.page_enabled.clear();
+        st.shown.clear();
+    }
+
+    fn on_reply(&self, st: &mut State, id: u64, env: &Envelope<'_>) -> bool {
+        let Some(entry) = st.pending.remove(&id) else {
+            return false;
+        };
+        let Some(p) = entry else {
+            return true;
+        };
+        if p.method == "Target.attachToTarget"
+            && let Some(r) = decode::<SessionParams>(env.result)
+            && let Some(s) = r.session_id
+        {
+            st.sessions
+                .insert(s, (p.client, p.attach_target.clone().unwrap_or_default()));
+        }
+        if p.method == "Target.createTarget" {
+            self.created(st, p.client, env.result);
+        }
+        let narrowed = env
+            .result
+            .and_then(|r| self.narrow_reply(st, p.client, &p.method, r));
+        let body = match (narrowed, env.result, env.error) {
+            (_, _, Some(e)) => format!(r#""error":{}"#, e.get()),
+            (Some(n), _, None) => format!(r#""result":{n}"#),
+            (None, Some(r), None) => format!(r#""result":{}"#, r.get()),
+            (None, None, None) => r#""result":{}"#.to_string(),
+        };
+        let session = match (&env.session_id, p.browser_level) {
+            (Some(s), false) => format!(r#","sessionId":{}"#, serde_json::Value::from(s.as_ref())),
+            _ => String::new(),
+        };
+        let text = format!(r#"{{"id":{},{body}{session}}}"#, p.orig_id.get());
+        deliver(st, &self.task_id, p.client, Out::Text(text));
+        true
+    }
+
+    fn on_event(
+        &self,
+        st: &mut State,
+        method: &str,
+        session: &str,
+        env: &Envelope<'_>,
+        text: &str,
+    ) -> bool {
+        let (client, browser_level) = if let Some(c) = st.browser_sessions.get(session) {
+            (*c, true)
+        } else if let Some((c, _)) = st.sessions.get(session) {
+            (*c, false)
+        } else {
+            return st.hidden.contains(session);
+        };
+        if self.screen(st, client, session, browser_level, method, env.params, text) {
+            return true;
+        }
+        match method {
+            "Target.attachedToTarget" => {
+                if let Some(p) = decode::<SessionParams>(env.params)
+                    && let Some(s) = p.session_id
+                {
+                    let target = p.target_info.map(|t| t.target_id).unwrap_or_default();
+                    st.sessions.insert(s, (client, target));
+                }
+            }
+            "Target.detachedFromTarget" => {
+                if let Some(p) = decode::<SessionParams>(env.params)
+                    && let Some(s) = p.session_id
+                {
+                    st.sessions.remove(&s);
+                    st.page_enabled.remove(&s);
+                    st.shown.remove(&s);
+                }
+            }
+            "Page.javascriptDialogOpening" => drop(st.shown.insert(session.to_string())),
+            "Page.javascriptDialogClosed" => drop(st.shown.remove(session)),
+            _ => {}
+        }
+        let params = env.params.map_or("{}", RawValue::get);
+        let m = serde_json::Value::from(method);
+        let text = if browser_level {
+            format!(r#"{{"method":{m},"params":{params}}}"#)
+        } else {
+            let s = serde_json::Value::from(session);
+            format!(r#"{{"method":{m},"params":{params},"sessionId":{s}}}"#)
+        };
+        deliver(st, &self.task_id, client, Out::Text(text));
+        true
+    }
+}
+
+/// Queues `out` for `client` without waiting: a full queue disconnects the client (logged).
+fn deliver(st: &mut State, task_id: &str, client: u64, out: Out) {
+    let Some(c) = st.clients.get(&client) else {
+        return;
+    };
+    match c.tx.try_send(out) {
+        Ok(()) => {}
+        Err(TrySendError::Full(_)) => {
+            warn!(
+                "task {task_id}: CDP client {} fell {QUEUE_MAX} messages behind; disconnected",
+                c.peer
+            );
+            // Its queue goes (a sender whose receiver is gone): the writer, finding the queue
+            // closed, shuts the socket, and the client's reader then leaves (detaching its
+            // sessions). Until then, what else comes for it is dropped.
+            if let Some(c) = st.clients.get_mut(&client) {
+                c.tx = crossbeam_channel::bounded(0).0;
+            }
+        }
+        Err(TrySendError::Disconnected(_)) => {}
+    }
+}
