@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use cdp_supervisor::{DialogAction, Handover, Supervisor};
+use cdp_supervisor::{DialogAction, Supervisor};
 
 use crate::blocking;
 use crate::convert::to_py;
@@ -28,12 +28,8 @@ pub fn change_holder<'py>(
         }
     })?
     .map_err(to_py_err)?;
-    handover_dict(py, &state)
-}
-
-/// `{"held", "held_since"?, "ended_holds_s", "holds"}`, as the snapshot's JSON has it.
-pub fn handover_dict<'py>(py: Python<'py>, h: &Handover) -> PyResult<Bound<'py, PyAny>> {
-    to_py(py, &h.to_json())
+    // `{"held", "held_since"?, "ended_holds_s", "holds"}`, as `Snapshot.handover` has it.
+    to_py(py, &state.to_json())
 }
 
 /// `Supervisor.respond_as_human`.

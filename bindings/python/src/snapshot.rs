@@ -250,9 +250,7 @@ impl PySnapshot {
     #[getter]
     fn handover<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let h = &self.inner.handover;
-        (h.holds > 0)
-            .then(|| crate::handover::handover_dict(py, h))
-            .transpose()
+        (h.holds > 0).then(|| to_py(py, &h.to_json())).transpose()
     }
 
     /// The same as compact JSON text.
