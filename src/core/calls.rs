@@ -96,9 +96,7 @@ pub enum CallKind {
     Handover {
         /// True: a person takes the task; false: the agent has it back.
         hold: bool,
-        /// Sent to the watchdog once the change is applied (see [`WatchdogMsg::Ack`]).
-        ///
-        /// [`WatchdogMsg::Ack`]: crate::watchdog::WatchdogMsg::Ack
+        /// Sent to the watchdog once the change is applied (`WatchdogMsg::Ack`).
         ack: Option<crate::watchdog::Ack>,
     },
 }

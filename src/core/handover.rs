@@ -3,7 +3,7 @@
 //! applies the task's policy again to the dialogs still pending.
 //!
 //! The change reaches the reader like every other: as a browser-level round trip
-//! ([`CallKind::Handover`]) that `Supervisor::hand_over`/`take_back` write, applied when its
+//! (`CallKind::Handover`) that `Supervisor::hand_over`/`take_back` write, applied when its
 //! reply comes ([`Core::set_held`]) and published before the caller hears back. What the hold
 //! stops:
 //! * the policy answers (`auto_dismiss`, `auto_accept`) of dialogs that open while it lasts

@@ -35,7 +35,7 @@ pub const THUMBNAIL_EVERY: Duration = Duration::from_secs(1);
 /// How long a capture may wait for the page (both of its calls together).
 pub const CAPTURE_WAIT: Duration = Duration::from_secs(3);
 
-/// A JPEG picture of the task's page, scaled to at most [`THUMBNAIL_WIDTH`] pixels wide.
+/// A JPEG picture of the task's page, scaled to at most 320 pixels wide.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Thumbnail {
@@ -78,7 +78,7 @@ impl Supervisor {
     /// else the last one (or the reason it failed). Works while a person holds the task.
     /// [`Error::CannotCapture`] says why there is none: a dialog is open (Chromium paints
     /// nothing until it closes), the page crashed or is blocked, it painted no frame within
-    /// [`CAPTURE_WAIT`], or another caller's capture is under way and none was taken before.
+    /// 3 s, or another caller's capture is under way and none was taken before.
     pub fn thumbnail(&self) -> Result<Arc<Thumbnail>, Error> {
         let cache = &self.thumbnail;
         {
