@@ -25,6 +25,7 @@ use crate::clock::Now;
 use crate::core::policy;
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::sync;
 
 /// The width of a thumbnail, in pixels (a narrower page is not scaled up).
 pub const THUMBNAIL_WIDTH: f64 = 320.0;
@@ -65,12 +66,8 @@ struct Capturing<'a>(&'a Mutex<ThumbnailCache>);
 
 impl Drop for Capturing<'_> {
     fn drop(&mut self) {
-        lock(self.0).capturing = false;
+        sync::lock(self.0).capturing = false;
     }
-}
-
-fn lock(m: &Mutex<ThumbnailCache>) -> std::sync::MutexGuard<'_, ThumbnailCache> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Supervisor {
@@ -82,7 +79,7 @@ impl Supervisor {
     pub fn thumbnail(&self) -> Result<Arc<Thumbnail>, Error> {
         let cache = &self.thumbnail;
         {
-            let mut c = lock(cache);
+            let mut c = sync::lock(cache);
             let recent = c.last.as_ref().filter(|(at, result)| {
                 at.elapsed() < THUMBNAIL_EVERY || (c.capturing && result.is_ok())
             });
@@ -103,7 +100,7 @@ impl Supervisor {
             Err(Error::CannotCapture(why)) => Err(why.clone()),
             Err(e) => Err(e.to_string()),
         };
-        lock(cache).last = Some((Instant::now(), stored.clone()));
+        sync::lock(cache).last = Some((Instant::now(), stored.clone()));
         stored.map_err(Error::CannotCapture)
     }
 
@@ -121,7 +118,7 @@ impl Supervisor {
         let method = "Page.captureScreenshot";
         if let Some(d) = (snap.pending_dialogs.iter())
             .chain(snap.unanswerable.iter())
-            .find(|d| policy::dialog_blocks(&*snap, d, &sid, method))
+            .find(|d| policy::within_dialogs_reach(&*snap, d, &sid, method))
         {
             return cannot(format!(
                 "a dialog is open ({} {}): Chromium paints no frame until it is answered",
