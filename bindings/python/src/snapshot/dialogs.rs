@@ -96,7 +96,7 @@ pub struct PyClosedDialog {
     opened_at: Py<PyFloat>,
     #[pyo3(get)]
     closed_at: Py<PyFloat>,
-    /// `agent`, `auto_policy`, `watchdog`, `remote`, `connection_lost` or `client`.
+    /// `agent`, `auto_policy`, `watchdog`, `remote`, `connection_lost`, `client` or `human`.
     #[pyo3(get)]
     closed_by: Py<PyString>,
     #[pyo3(get)]
