@@ -361,6 +361,20 @@ impl Mux {
             .as_deref()
             .and_then(|t| supervisor_session(&snap, t))
             .map(str::to_string);
+        // While a person holds the task (SPEC §20), a client's command into one of its pages
+        // fails as the agent's own calls do; resuming a target paused on attach still passes,
+        // so that no page is left waiting for a debugger.
+        if let (Some(_), Some(since)) = (&renderer_sid, snap.handover.held_since)
+            && method != "Runtime.runIfWaitingForDebugger"
+        {
+            let held = crate::error::Error::HeldByHuman {
+                task_id: snap.task_id.clone(),
+                since,
+            };
+            let reply = error_reply(Some(orig_id), -32000, &held.to_string());
+            drop(st);
+            return self.reply(client, reply);
+        }
         let mut known = Vec::new();
         if let Some(sid) = &renderer_sid {
             match policy::admit(&snap, self.policy.must_respond, sid, &method) {

@@ -176,6 +176,13 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
     let sb = b.attach(&page).expect("B attaches to the task's page");
     assert_ne!(sa, sb);
     assert_eq!(eval(&mut a, &sa, "6*7").unwrap(), json!(42));
+    // While a person holds the task (issue 33), a client's command into its page fails as the
+    // agent's own calls do; taking the task back lets it through again.
+    sup.hand_over().expect("hand the task over");
+    let err = eval(&mut a, &sa, "1").expect_err("refused while a person holds the task");
+    assert!(err.contains("a person holds task"), "{err}");
+    sup.take_back().expect("take the task back");
+    assert_eq!(eval(&mut a, &sa, "2+2").unwrap(), json!(4));
     // A's session is A's: B cannot use it.
     let err = eval(&mut b, &sa, "1").expect_err("B may not use A's session");
     assert!(err.contains("not found"), "{err}");
