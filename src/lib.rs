@@ -194,7 +194,8 @@ mod watchdog;
 
 pub use cancel::CancelToken;
 pub use config::{
-    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, Security, StartOptions,
+    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, SETTING_KEYS, Security,
+    SettingValue, StartOptions,
 };
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;

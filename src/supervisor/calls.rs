@@ -89,10 +89,10 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
-        let isolate = self.config.security.isolate_tasks;
+        let isolate = self.config.security().isolate_tasks;
         let own_downloads = self.download_dir.as_deref();
         let refusal =
-            crate::security::check_for_task(&self.config.security, method, &params, own_downloads)
+            crate::security::check_for_task(self.config.security(), method, &params, own_downloads)
                 .and_then(|()| {
                     if isolate {
                         isolation::check(&*self.snapshot(), method, &params)
@@ -166,7 +166,7 @@ impl Supervisor {
         main_world: Option<MainWorld>,
     ) -> Result<(Value, Option<String>), Error> {
         let snap = self.snapshot();
-        let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
+        let watching = self.config.dialog_policy() == DialogPolicy::MustRespond;
         let admitted = policy::admit(&snap, watching, &sid, method)?;
         let grace = admitted.grace.map(|d| (d, deadline.within(DIALOG_GRACE)));
         let kind = CallKind::Agent {

@@ -106,7 +106,7 @@ impl BrowserSlot {
             if let Some(d) = dead {
                 d.close(Duration::ZERO);
             }
-            let launched = find_browser(config.chrome_path.as_deref())
+            let launched = find_browser(config.chrome_path())
                 .map_err(|e| e.to_string())
                 .and_then(|exe| {
                     exe.ok_or_else(|| {
@@ -114,7 +114,7 @@ impl BrowserSlot {
                     })
                 })
                 .and_then(|exe| {
-                    LaunchedBrowser::launch_with(&exe, &config.chrome_args, launch_cancel.receiver())
+                    LaunchedBrowser::launch_with(&exe, config.chrome_args(), launch_cancel.receiver())
                         .map_err(|e| e.to_string())
                 });
             let mut st = self.lock();

@@ -94,8 +94,8 @@ pub(crate) fn connect(ctx: &Context<'_>, task: &str, args: &Value) -> Value {
     let reg = ctx.registry;
     let configured = reg
         .config()
-        .cdp_url
-        .clone()
+        .cdp_url()
+        .map(str::to_string)
         .filter(|u| !u.trim().is_empty());
     if let Some(url) = url.or(configured) {
         let result = reg.get_or_start_cancellable(task, &url, opts, cancel);

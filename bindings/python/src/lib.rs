@@ -74,9 +74,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "DIALOG_BRIDGE_HOST",
         cdp_supervisor::unversioned::bridge::BRIDGE_HOST,
     )?;
-    m.add(
-        "CONFIG_KEYWORDS",
-        config::KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
-    )?;
+    m.add("CONFIG_KEYWORDS", config::keywords())?;
     Ok(())
 }

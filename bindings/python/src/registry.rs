@@ -87,18 +87,17 @@ impl Inner {
         if let Some(dead) = slot.take() {
             dead.close(Duration::ZERO);
         }
-        let exe =
-            find_browser(self.registry.config().chrome_path.as_deref())?.ok_or_else(|| {
-                Error::NoPage(
-                    "no cdp_url given (nor browser.cdp_url configured) and no Chromium-family \
+        let exe = find_browser(self.registry.config().chrome_path())?.ok_or_else(|| {
+            Error::NoPage(
+                "no cdp_url given (nor browser.cdp_url configured) and no Chromium-family \
                  browser found to launch (install chromium, set CHROME, or configure \
                  browser.chrome_path)"
-                        .into(),
-                )
-            })?;
+                    .into(),
+            )
+        })?;
         let b = match LaunchedBrowser::launch_with(
             &exe,
-            &self.registry.config().chrome_args,
+            self.registry.config().chrome_args(),
             &self.closed,
         ) {
             Err(_) if self.registry.is_closed() => {
@@ -238,7 +237,7 @@ impl PySupervisorRegistry {
             .transpose()?;
         let url = cdp_url
             .filter(|u| !u.trim().is_empty())
-            .or_else(|| self.inner.registry.config().cdp_url.clone());
+            .or_else(|| self.inner.registry.config().cdp_url().map(str::to_string));
         let inner = Arc::clone(&self.inner);
         let task = task_id.clone();
         let started = blocking::call(py, move |_| {
@@ -363,7 +362,7 @@ impl PySupervisor {
     fn timeout(&self, timeout_s: Option<f64>) -> PyResult<Duration> {
         match timeout_s {
             Some(t) => seconds("timeout_s", t),
-            None => Ok(self.sup.config().call_timeout),
+            None => Ok(self.sup.config().call_timeout()),
         }
     }
 
@@ -425,16 +424,7 @@ impl PySupervisor {
         dialog_id: Option<String>,
     ) -> PyResult<PyPendingDialog> {
         self.check_home()?;
-        let action = match action.as_str() {
-            "accept" => DialogAction::Accept,
-            "dismiss" => DialogAction::Dismiss,
-            other => {
-                return Err(invalid_argument(format!(
-                    "invalid action {}: use \"accept\" or \"dismiss\"",
-                    cdp_supervisor::unversioned::quote::quoted(other)
-                )));
-            }
-        };
+        let action = DialogAction::parse(&action).map_err(to_py_err)?;
         let sup = Arc::clone(&self.sup);
         let answered = blocking::call(py, move |_| {
             sup.respond_to_dialog(action, prompt_text.as_deref(), dialog_id.as_deref())
@@ -465,7 +455,7 @@ impl PySupervisor {
         }
         let timeout = match timeout_s {
             Some(t) => seconds("timeout_s", t)?,
-            None => self.sup.config().call_timeout,
+            None => self.sup.config().call_timeout(),
         };
         let sup = Arc::clone(&self.sup);
         let result = blocking::call(py, move |cancel| {
