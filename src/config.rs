@@ -358,6 +358,48 @@ pub struct StartOptions {
     /// Deprecated: the old name of [`own_page`](StartOptions::own_page); either one set means
     /// the same.
     pub new_page: bool,
+    /// Which page of the browser the task takes when it names none (`target_id`) and owns
+    /// none (`own_page`).
+    pub page_choice: PageChoice,
+}
+
+/// Which existing page a start takes when it names no target and owns no page
+/// ([`StartOptions::page_choice`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PageChoice {
+    /// The first page with a web URL (not `chrome://`, `devtools://` or an extension's page);
+    /// a new `about:blank` when there is none.
+    #[default]
+    FirstUsable,
+    /// The first `type == "page"` target `Target.getTargets` lists, whatever its URL (a fresh
+    /// headless Chromium's only page is its new-tab page): what Hermes took before its owned
+    /// tab, for its drop-in. A listed page that `Target.attachToTarget` no longer finds (a page
+    /// just closed stays listed for a moment) is passed over for the next; a new `about:blank`
+    /// when there is none.
+    FirstListed,
+}
+
+impl PageChoice {
+    /// `first_usable` or `first_listed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageChoice::FirstUsable => "first_usable",
+            PageChoice::FirstListed => "first_listed",
+        }
+    }
+
+    /// Reads [`PageChoice::as_str`]'s spelling; anything else is [`Error::InvalidArgument`].
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        match s {
+            "first_usable" => Ok(PageChoice::FirstUsable),
+            "first_listed" => Ok(PageChoice::FirstListed),
+            _ => Err(Error::InvalidArgument(format!(
+                "invalid page choice {}: use \"first_usable\" or \"first_listed\"",
+                crate::quote::quoted(s)
+            ))),
+        }
+    }
 }
 
 impl StartOptions {
@@ -388,6 +430,12 @@ impl StartOptions {
     /// Sets [`own_page`](StartOptions::own_page).
     pub fn with_own_page(mut self, own_page: bool) -> StartOptions {
         self.own_page = own_page;
+        self
+    }
+
+    /// Sets [`page_choice`](StartOptions::page_choice).
+    pub fn with_page_choice(mut self, choice: PageChoice) -> StartOptions {
+        self.page_choice = choice;
         self
     }
 

@@ -170,6 +170,7 @@ mod launch;
 #[cfg(not(unix))]
 #[path = "launch_unsupported.rs"]
 mod launch;
+mod launch_slot;
 mod local_files;
 pub mod mcp;
 mod measured;
@@ -194,8 +195,8 @@ mod watchdog;
 
 pub use cancel::CancelToken;
 pub use config::{
-    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, SETTING_KEYS, Security,
-    SettingValue, StartOptions,
+    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, PageChoice, SETTING_KEYS,
+    Security, SettingValue, StartOptions,
 };
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
@@ -230,6 +231,7 @@ pub mod unversioned {
     pub use crate::deadline::Deadline;
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
+    pub use crate::launch_slot::{BrowserSlot, LaunchRefused, Launched};
     pub use crate::transport::{ConnectOptions, Transport};
 
     use crate::{Config, FrameRecord, PendingDialog, SupervisorRegistry};

@@ -211,7 +211,10 @@ impl Supervisor {
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
             None if sup.options.owns_page() => Choice::NewPage,
-            None => Choice::FirstPage(taken),
+            None => Choice::FirstPage {
+                taken,
+                choice: sup.options.page_choice,
+            },
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
         if let Err(e) = attached {

@@ -40,6 +40,7 @@ fn task_overrides_replace_only_what_they_name() {
         target_id: Some("T".into()),
         own_page: true,
         new_page: false,
+        page_choice: PageChoice::FirstListed,
     });
     assert_eq!(task.dialog_policy, DialogPolicy::AutoAccept);
     assert_eq!(task.dialog_timeout, Duration::from_millis(300));

@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 
 use super::Context;
 use super::args::{failure, opt_str};
-use super::browser::Launched;
 use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
+use crate::launch_slot::Launched;
 use crate::quote::quoted_json;
 use crate::redact::redact_url;
 use crate::registry::SupervisorRegistry;

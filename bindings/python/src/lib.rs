@@ -13,7 +13,6 @@
 //! * `convert`: JSON values to Python and back.
 //! * `testing`, `tools`, `bench`: the fake browser, the JSON tools, the bench's Rust side.
 //! * `files`: navigation, downloads and file choosers of a supervisor (issue 31).
-//! * `hermes`: the page older Hermes versions attach to (the drop-in's `legacy_first_page`).
 #![deny(unsafe_code)]
 
 use std::time::Duration;
@@ -27,7 +26,6 @@ mod convert;
 mod errors;
 mod files;
 mod fork;
-mod hermes;
 mod registry;
 mod snapshot;
 mod testing;
@@ -66,7 +64,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<snapshot::PyFileChooser>()?;
     m.add_class::<testing::PyFakeBrowser>()?;
     m.add_function(wrap_pyfunction!(tools::call_tool, m)?)?;
-    m.add_function(wrap_pyfunction!(hermes::first_page_target, m)?)?;
     m.add_function(wrap_pyfunction!(bench::detect_rust, m)?)?;
     m.add_function(wrap_pyfunction!(errors::error_samples, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
