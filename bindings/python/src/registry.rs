@@ -6,6 +6,7 @@
 //! Both remember the process they were made in (`crate::fork`): in a child of `os.fork()` they
 //! raise `UsedAfterFork` and are never dropped for real.
 
+use cdp_supervisor::unversioned::sync;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -96,7 +97,7 @@ pub struct PySupervisorRegistry {
 
 impl PySupervisorRegistry {
     fn lock_wrappers(&self) -> MutexGuard<'_, HashMap<String, Py<PySupervisor>>> {
-        self.wrappers.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.wrappers)
     }
 
     /// The Python object of `sup` (task `task_id`): the one made before, or a new one.
