@@ -130,7 +130,7 @@ fn main() {
     );
     println!(
         "Supervisor: dialog_policy = {} (each opening arms the watchdog, each closing cancels it).",
-        registry.config().dialog_policy.as_str()
+        registry.config().dialog_policy().as_str()
     );
 
     // Baseline clients: connection 1 parses, connection 2 only receives.

@@ -25,6 +25,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::cancel::CancelToken;
+use crate::config::PageChoice;
 use crate::core::{CallKind, Command, Extras, SessionKind, session_setup};
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -58,9 +59,12 @@ pub(crate) enum Choice<'a> {
     /// target while it exists; a new `about:blank` (reported by the core as `page_replaced`)
     /// only when it is gone.
     SameOrNew(&'a str),
-    /// The first usable page not among these (pages other tasks own, with
-    /// `security.isolate_tasks`); a new `about:blank` when there is none.
-    FirstPage(&'a [String]),
+    /// The first page not among `taken` (pages other tasks own, with
+    /// `security.isolate_tasks`), of those `choice` takes; a new `about:blank` when there is none.
+    FirstPage {
+        taken: &'a [String],
+        choice: PageChoice,
+    },
     /// Always a new `about:blank` page (the task's own).
     NewPage,
 }
@@ -116,17 +120,49 @@ pub(crate) fn attach_page(
                 .clone(),
         ),
         Choice::SameOrNew(id) => find(id).map(|t| t.target_id.clone()),
-        Choice::FirstPage(taken) => targets
-            .target_infos
-            .iter()
-            .find(|t| is_usable_page(t) && !taken.contains(&t.target_id))
-            .map(|t| t.target_id.clone()),
+        Choice::FirstPage { taken, choice } => {
+            let candidates = targets.target_infos.iter().filter(|t| {
+                !taken.contains(&t.target_id)
+                    && match choice {
+                        PageChoice::FirstListed => t.kind == "page",
+                        _ => is_usable_page(t),
+                    }
+            });
+            if choice == PageChoice::FirstListed {
+                return attach_first_listed(sh, candidates, deadline, cancel);
+            }
+            candidates.map(|t| t.target_id.clone()).next()
+        }
         Choice::NewPage => None,
     };
     let Some(target_id) = chosen else {
         return attach_new_page(sh, deadline, cancel);
     };
     attach_to(sh, &target_id, deadline, cancel).map(|()| target_id)
+}
+
+/// [`PageChoice::FirstListed`]: the first of `candidates` that `Target.attachToTarget` still
+/// finds (one it refuses with a CDP error was closed since it was listed: nothing of it was
+/// attached, so the next is tried on the same connection); a new page when none is left.
+fn attach_first_listed<'t>(
+    sh: &Shared,
+    candidates: impl Iterator<Item = &'t protocol::TargetInfo>,
+    deadline: Deadline,
+    cancel: Option<&CancelToken>,
+) -> Result<String, Error> {
+    for t in candidates {
+        match attach_to(sh, &t.target_id, deadline, cancel) {
+            Ok(()) => return Ok(t.target_id.clone()),
+            Err(Error::Cdp { method, .. }) if method == "Target.attachToTarget" => {
+                log::debug!(
+                    "page {} went away before the attach; trying the next",
+                    t.target_id
+                );
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    attach_new_page(sh, deadline, cancel)
 }
 
 /// Creates a page and attaches to it; the page is closed again when the attach fails.

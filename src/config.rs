@@ -17,11 +17,13 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+mod access;
 mod downloads;
 mod limits;
 mod load;
 mod rules;
 mod security;
+mod settings;
 #[cfg(test)]
 mod tests;
 
@@ -29,6 +31,7 @@ pub use downloads::Downloads;
 use rules::invalid;
 pub use rules::{check_seconds, seconds_setting};
 pub use security::Security;
+pub use settings::{SETTING_KEYS, SettingValue};
 
 /// The first reconnect back-off (SPEC §3); doubles per attempt up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -136,6 +139,26 @@ impl DialogAction {
     }
 }
 
+impl DialogAction {
+    /// Reads the action a caller names (`browser_dialog`'s `action`): `accept` or `dismiss`,
+    /// exactly, for [`Supervisor::respond_to_dialog`](crate::Supervisor::respond_to_dialog). Anything else is
+    /// [`Error::InvalidArgument`], naming both.
+    pub fn parse(action: &str) -> Result<DialogAction, Error> {
+        match action {
+            "accept" => Ok(DialogAction::Accept),
+            "dismiss" => Ok(DialogAction::Dismiss),
+            _ => Err(invalid_action(crate::quote::quoted(action))),
+        }
+    }
+}
+
+/// The error for an action that is neither, `shown` through [`crate::quote`] (it may be huge).
+pub(crate) fn invalid_action(shown: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument(format!(
+        "invalid action {shown}: use \"accept\" or \"dismiss\""
+    ))
+}
+
 /// Caps on everything that grows with what the page does (SPEC §12, §14). Build one from
 /// `Limits::default()` and the `with_*` setters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,52 +209,52 @@ impl Default for Limits {
 #[non_exhaustive]
 pub struct Config {
     /// `browser.dialog_policy`.
-    pub dialog_policy: DialogPolicy,
+    dialog_policy: DialogPolicy,
     /// `browser.dialog_timeout_s`: the `must_respond` watchdog.
-    pub dialog_timeout: Duration,
+    dialog_timeout: Duration,
     /// `browser.dialog_bridge`.
-    pub dialog_bridge: BridgeMode,
+    dialog_bridge: BridgeMode,
     /// `browser.cdp_url`: empty means "launch a local browser".
-    pub cdp_url: Option<String>,
+    cdp_url: Option<String>,
     /// `browser.chrome_path`.
-    pub chrome_path: Option<String>,
+    chrome_path: Option<String>,
     /// `browser.follow_popups`: follow the pages the task's page opens (popups, new tabs).
-    pub follow_popups: bool,
+    follow_popups: bool,
     /// `browser.capture_console`: send `Runtime.enable` on every page, frame and worker session
     /// so that console errors and uncaught exceptions reach `console_errors` (SPEC §13). Off by
     /// default: a page can detect it (SPEC §19; the README says how).
-    pub capture_console: bool,
+    capture_console: bool,
     /// `browser.chrome_args`: extra command-line flags for a browser the supervisor launches.
-    pub chrome_args: Vec<String>,
+    chrome_args: Vec<String>,
     /// `browser.ca_file`: extra CA certificates (PEM) trusted for `wss://`.
-    pub ca_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
     /// `supervisor.start_timeout_s`.
-    pub start_timeout: Duration,
+    start_timeout: Duration,
     /// `supervisor.call_timeout_s`: default for calls that do not give one.
-    pub call_timeout: Duration,
+    call_timeout: Duration,
     /// `supervisor.reconnect_attempts`.
-    pub reconnect_attempts: u32,
+    reconnect_attempts: u32,
     /// The first reconnect back-off, doubling per attempt up to 5 s (SPEC §3: 250 ms). Not read
     /// from the configuration file: only tests that race a reconnect shorten it.
-    pub reconnect_backoff: Duration,
+    reconnect_backoff: Duration,
     /// `limits.*`.
-    pub limits: Limits,
+    limits: Limits,
     /// `security.*`: what `browser_cdp` may do (SPEC §14).
-    pub security: Security,
+    security: Security,
     /// `downloads.*`: where each task's downloads go (issue 31).
-    pub downloads: Downloads,
+    downloads: Downloads,
     /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
     /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
-    pub allowed_hosts: Vec<String>,
+    allowed_hosts: Vec<String>,
     /// `mcp.http_head_timeout_s`: how long a request's head may take over HTTP (a connection's
     /// first from the moment it opens, a later one from its first byte); then it is closed.
-    pub http_head_timeout: Duration,
+    http_head_timeout: Duration,
     /// `mcp.http_max_new_connections`: HTTP connections that have not yet sent a request the
     /// access rules let in, at most this many at once (past it the oldest is closed).
-    pub http_max_new_connections: usize,
+    http_max_new_connections: usize,
     /// `mcp.http_max_listen_streams`: `subscriptions/listen` streams open over HTTP at once
     /// (their connections count here, not toward the connection limit).
-    pub http_max_listen_streams: usize,
+    http_max_listen_streams: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -303,111 +326,6 @@ impl Config {
             ..self.clone()
         }
     }
-
-    /// Sets [`dialog_policy`](Config::dialog_policy).
-    pub fn with_dialog_policy(mut self, policy: DialogPolicy) -> Config {
-        self.dialog_policy = policy;
-        self
-    }
-
-    /// Sets [`dialog_timeout`](Config::dialog_timeout).
-    pub fn with_dialog_timeout(mut self, timeout: Duration) -> Config {
-        self.dialog_timeout = timeout;
-        self
-    }
-
-    /// Sets [`dialog_bridge`](Config::dialog_bridge).
-    pub fn with_dialog_bridge(mut self, bridge: BridgeMode) -> Config {
-        self.dialog_bridge = bridge;
-        self
-    }
-
-    /// Sets [`cdp_url`](Config::cdp_url).
-    pub fn with_cdp_url(mut self, url: impl Into<String>) -> Config {
-        self.cdp_url = Some(url.into());
-        self
-    }
-
-    /// Sets [`chrome_path`](Config::chrome_path).
-    pub fn with_chrome_path(mut self, path: impl Into<String>) -> Config {
-        self.chrome_path = Some(path.into());
-        self
-    }
-
-    /// Sets [`follow_popups`](Config::follow_popups).
-    pub fn with_follow_popups(mut self, follow: bool) -> Config {
-        self.follow_popups = follow;
-        self
-    }
-
-    /// Sets [`capture_console`](Config::capture_console).
-    pub fn with_capture_console(mut self, capture: bool) -> Config {
-        self.capture_console = capture;
-        self
-    }
-
-    /// Sets [`chrome_args`](Config::chrome_args).
-    pub fn with_chrome_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Config {
-        self.chrome_args = args.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets [`ca_file`](Config::ca_file).
-    pub fn with_ca_file(mut self, path: impl Into<PathBuf>) -> Config {
-        self.ca_file = Some(path.into());
-        self
-    }
-
-    /// Sets [`start_timeout`](Config::start_timeout).
-    pub fn with_start_timeout(mut self, timeout: Duration) -> Config {
-        self.start_timeout = timeout;
-        self
-    }
-
-    /// Sets [`call_timeout`](Config::call_timeout).
-    pub fn with_call_timeout(mut self, timeout: Duration) -> Config {
-        self.call_timeout = timeout;
-        self
-    }
-
-    /// Sets [`reconnect_attempts`](Config::reconnect_attempts).
-    pub fn with_reconnect_attempts(mut self, attempts: u32) -> Config {
-        self.reconnect_attempts = attempts;
-        self
-    }
-
-    /// Sets [`reconnect_backoff`](Config::reconnect_backoff).
-    pub fn with_reconnect_backoff(mut self, backoff: Duration) -> Config {
-        self.reconnect_backoff = backoff;
-        self
-    }
-
-    /// Sets [`limits`](Config::limits).
-    pub fn with_limits(mut self, limits: Limits) -> Config {
-        self.limits = limits;
-        self
-    }
-
-    /// Sets [`allowed_hosts`](Config::allowed_hosts) (`mcp.allowed_hosts`).
-    pub fn with_allowed_hosts(
-        mut self,
-        hosts: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Config {
-        self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets [`security`](Config::security).
-    pub fn with_security(mut self, security: Security) -> Config {
-        self.security = security;
-        self
-    }
-
-    /// Sets [`downloads`](Config::downloads).
-    pub fn with_downloads(mut self, downloads: Downloads) -> Config {
-        self.downloads = downloads;
-        self
-    }
 }
 
 /// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
@@ -440,6 +358,48 @@ pub struct StartOptions {
     /// Deprecated: the old name of [`own_page`](StartOptions::own_page); either one set means
     /// the same.
     pub new_page: bool,
+    /// Which page of the browser the task takes when it names none (`target_id`) and owns
+    /// none (`own_page`).
+    pub page_choice: PageChoice,
+}
+
+/// Which existing page a start takes when it names no target and owns no page
+/// ([`StartOptions::page_choice`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PageChoice {
+    /// The first page with a web URL (not `chrome://`, `devtools://` or an extension's page);
+    /// a new `about:blank` when there is none.
+    #[default]
+    FirstUsable,
+    /// The first `type == "page"` target `Target.getTargets` lists, whatever its URL (a fresh
+    /// headless Chromium's only page is its new-tab page): what Hermes took before its owned
+    /// tab, for its drop-in. A listed page that `Target.attachToTarget` no longer finds (a page
+    /// just closed stays listed for a moment) is passed over for the next; a new `about:blank`
+    /// when there is none.
+    FirstListed,
+}
+
+impl PageChoice {
+    /// `first_usable` or `first_listed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageChoice::FirstUsable => "first_usable",
+            PageChoice::FirstListed => "first_listed",
+        }
+    }
+
+    /// Reads [`PageChoice::as_str`]'s spelling; anything else is [`Error::InvalidArgument`].
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        match s {
+            "first_usable" => Ok(PageChoice::FirstUsable),
+            "first_listed" => Ok(PageChoice::FirstListed),
+            _ => Err(Error::InvalidArgument(format!(
+                "invalid page choice {}: use \"first_usable\" or \"first_listed\"",
+                crate::quote::quoted(s)
+            ))),
+        }
+    }
 }
 
 impl StartOptions {
@@ -470,6 +430,12 @@ impl StartOptions {
     /// Sets [`own_page`](StartOptions::own_page).
     pub fn with_own_page(mut self, own_page: bool) -> StartOptions {
         self.own_page = own_page;
+        self
+    }
+
+    /// Sets [`page_choice`](StartOptions::page_choice).
+    pub fn with_page_choice(mut self, choice: PageChoice) -> StartOptions {
+        self.page_choice = choice;
         self
     }
 

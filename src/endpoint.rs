@@ -128,9 +128,9 @@ fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<Stri
 /// `supervisor.start_timeout_s` (at most 10 s).
 pub(crate) fn connect_options(config: &Config) -> ConnectOptions {
     ConnectOptions {
-        connect_timeout: config.start_timeout.min(Duration::from_secs(10)),
-        max_message_bytes: config.limits.max_message_bytes,
-        ca_file: config.ca_file.clone(),
+        connect_timeout: config.start_timeout().min(Duration::from_secs(10)),
+        max_message_bytes: config.limits().max_message_bytes,
+        ca_file: config.ca_file().map(Into::into),
     }
 }
 
@@ -139,7 +139,7 @@ pub(crate) fn connect_options(config: &Config) -> ConnectOptions {
 /// disconnects again: `Ok` when a CDP endpoint answers, else why not (credentials redacted).
 /// Bounded by `supervisor.start_timeout_s` and by [`AVAILABLE_TIMEOUT`], whichever is shorter.
 pub fn probe(url: &str, config: &Config) -> Result<(), Error> {
-    let deadline = Deadline::after(config.start_timeout.min(AVAILABLE_TIMEOUT));
+    let deadline = Deadline::after(config.start_timeout().min(AVAILABLE_TIMEOUT));
     connect(url, &connect_options(config), deadline).map(|t| t.shutdown())
 }
 

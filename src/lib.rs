@@ -173,6 +173,7 @@ mod launch;
 #[cfg(not(unix))]
 #[path = "launch_unsupported.rs"]
 mod launch;
+mod launch_slot;
 mod local_files;
 pub mod mcp;
 mod measured;
@@ -200,7 +201,8 @@ mod watchdog;
 pub use cancel::CancelToken;
 pub use cdp_endpoint::CdpEndpoint;
 pub use config::{
-    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, Security, StartOptions,
+    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, PageChoice, SETTING_KEYS,
+    Security, SettingValue, StartOptions,
 };
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
@@ -239,6 +241,7 @@ pub mod unversioned {
     pub use crate::deadline::Deadline;
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
+    pub use crate::launch_slot::{BrowserSlot, LaunchRefused, Launched};
     pub use crate::transport::{ConnectOptions, Transport};
 
     use crate::{Config, FrameRecord, PendingDialog, SupervisorRegistry};

@@ -27,7 +27,7 @@ use tungstenite::Message;
 
 use crate::attach::{Choice, attach_page};
 use crate::clock::Now;
-use crate::config::BACKOFF_MAX;
+use crate::config::{BACKOFF_MAX, PageChoice};
 use crate::core::{Core, Outgoing, PendingCall};
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -396,7 +396,10 @@ impl Reader {
                     Some(t) if own_page => Choice::SameOrNew(t),
                     Some(t) => Choice::Same(t),
                     None if own_page => Choice::NewPage,
-                    None => Choice::FirstPage(&[]),
+                    None => Choice::FirstPage {
+                        taken: &[],
+                        choice: PageChoice::default(),
+                    },
                 };
                 match attach_page(&shared, choice, Deadline::after(timeout), None) {
                     Ok(t) => {

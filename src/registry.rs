@@ -284,10 +284,7 @@ impl SupervisorRegistry {
     ) -> Result<Arc<Supervisor>, Error> {
         // Any bound but zero: `Duration::MAX` is none.
         check_seconds("start_timeout_s", start_timeout, Duration::MAX)?;
-        let config = Config {
-            start_timeout,
-            ..self.config.clone()
-        };
+        let config = self.config.clone().with_start_bound(start_timeout);
         self.start_inner(task_id, cdp_url, options, &config, None)
     }
 
@@ -329,11 +326,11 @@ impl SupervisorRegistry {
         // differ from this one's; twice this one and a margin bounds the wait for it.
         let wait_deadline = Deadline::after(
             config
-                .start_timeout
+                .start_timeout()
                 .saturating_mul(2)
                 .saturating_add(Duration::from_secs(2)),
         );
-        let isolate = config.security.isolate_tasks;
+        let isolate = config.security().isolate_tasks;
         let (guard, old, taken) = loop {
             let mut slots = self.lock();
             if slots.closed {
@@ -361,7 +358,7 @@ impl SupervisorRegistry {
                             during: WAITING.into(),
                         }),
                         recv(wait_deadline.alarm()) -> _ => return Err(Error::StartTimeout(
-                            config.start_timeout,
+                            config.start_timeout(),
                             "another caller's start of this task did not finish".into(),
                         )),
                     }
@@ -422,7 +419,7 @@ impl SupervisorRegistry {
             );
             old.stop();
         }
-        let served = config.follow_popups && self.popup_watcher;
+        let served = config.follow_popups() && self.popup_watcher;
         let token = Some(&guard.cancel);
         let started =
             Supervisor::start_served(task_id, cdp_url, config, options, token, served, &taken)

@@ -30,7 +30,7 @@ use serde_json::json;
 
 use crate::attach::{Choice, attach_page};
 use crate::cancel::CancelToken;
-use crate::config::{Config, DialogAction, StartOptions};
+use crate::config::{Config, StartOptions};
 use crate::core::{Command, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -98,26 +98,6 @@ impl std::fmt::Debug for Supervisor {
     }
 }
 
-impl DialogAction {
-    /// Reads the action a caller names (`browser_dialog`'s `action`): `accept` or `dismiss`,
-    /// exactly, for [`Supervisor::respond_to_dialog`]. Anything else is
-    /// [`Error::InvalidArgument`], naming both.
-    pub fn parse(action: &str) -> Result<DialogAction, Error> {
-        match action {
-            "accept" => Ok(DialogAction::Accept),
-            "dismiss" => Ok(DialogAction::Dismiss),
-            _ => Err(invalid_action(crate::quote::quoted(action))),
-        }
-    }
-}
-
-/// The error for an action that is neither, `shown` through [`crate::quote`] (it may be huge).
-pub(crate) fn invalid_action(shown: impl std::fmt::Display) -> Error {
-    Error::InvalidArgument(format!(
-        "invalid action {shown}: use \"accept\" or \"dismiss\""
-    ))
-}
-
 impl Supervisor {
     /// Connects, starts the reader and watchdog threads and attaches to the page (SPEC §4), all
     /// within `config.start_timeout`. The task's settings are
@@ -177,7 +157,7 @@ impl Supervisor {
         }
         let config = config.with_overrides(&options);
         let started = Instant::now();
-        let deadline = Deadline::after(config.start_timeout);
+        let deadline = Deadline::after(config.start_timeout());
         let opts = crate::endpoint::connect_options(&config);
         let transport = match cancel {
             None => crate::endpoint::connect(cdp_url, &opts, deadline)?,
@@ -194,13 +174,13 @@ impl Supervisor {
             task_id,
             &transport.url_redacted,
             CoreSettings {
-                policy: config.dialog_policy,
-                dialog_timeout: config.dialog_timeout,
-                limits: config.limits.clone(),
-                bridge: config.dialog_bridge,
-                follow_popups: config.follow_popups,
+                policy: config.dialog_policy(),
+                dialog_timeout: config.dialog_timeout(),
+                limits: config.limits().clone(),
+                bridge: config.dialog_bridge(),
+                follow_popups: config.follow_popups(),
                 browser_auto_attach: !popups_elsewhere,
-                capture_console: config.capture_console,
+                capture_console: config.capture_console(),
             },
         );
         core.set_files(files);
@@ -214,10 +194,10 @@ impl Supervisor {
             wake_reader,
             reconnect: ReconnectPlan {
                 cdp_url: cdp_url.to_string(),
-                attempts: config.reconnect_attempts,
-                backoff: config.reconnect_backoff,
+                attempts: config.reconnect_attempts(),
+                backoff: config.reconnect_backoff(),
                 connect: opts,
-                attach_timeout: config.start_timeout,
+                attach_timeout: config.start_timeout(),
                 own_page: options.owns_page(),
             },
         };
@@ -238,7 +218,10 @@ impl Supervisor {
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
             None if sup.options.owns_page() => Choice::NewPage,
-            None => Choice::FirstPage(taken),
+            None => Choice::FirstPage {
+                taken,
+                choice: sup.options.page_choice,
+            },
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
         if let Err(e) = attached {
@@ -246,7 +229,7 @@ impl Supervisor {
             return Err(match e {
                 Error::Cancelled(_) => cancelled("attaching to the page"),
                 Error::Timeout { method, .. } => Error::StartTimeout(
-                    sup.config.start_timeout,
+                    sup.config.start_timeout(),
                     format!("{method} got no answer (is the endpoint a live, responsive browser?)"),
                 ),
                 other => other,
@@ -320,7 +303,7 @@ impl Supervisor {
     /// reconnect), when popups are followed: no popup watcher hands this task its popups (none
     /// could serve it, or it has gone).
     pub(crate) fn follow_popups_itself(&self) {
-        if self.config.follow_popups {
+        if self.config.follow_popups() {
             // Before the round trip: a reconnect that re-attaches meanwhile turns it on again.
             self.shared
                 .follows_popups_itself

@@ -66,7 +66,7 @@ function report(v) { fetch('/report?' + encodeURIComponent(JSON.stringify(v))); 
 pub fn run(config: Config, cleanup: &Cleanup) -> Result<(), String> {
     say("cdp-supervisor demo: a persistent CDP connection that catches native JS dialogs");
     say("");
-    let exe = find_browser(config.chrome_path.as_deref()).map_err(|e| e.to_string())?;
+    let exe = find_browser(config.chrome_path()).map_err(|e| e.to_string())?;
     let (stage, ws_url, page_url) = match exe {
         Some(exe) => {
             let t = Instant::now();

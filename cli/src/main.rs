@@ -248,18 +248,18 @@ fn mcp_http(config: Config, addr: &str, cleanup: &Cleanup) -> Result<(), String>
 
 /// Launches the configured/found browser, registering it for cleanup; returns its WebSocket URL.
 pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<String>, String> {
-    let Some(exe) = find_browser(config.chrome_path.as_deref()).map_err(|e| e.to_string())? else {
+    let Some(exe) = find_browser(config.chrome_path()).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
     let _launching = sync::lock(&cleanup.launching);
-    let b = LaunchedBrowser::launch_with(&exe, &config.chrome_args, &cleanup.launch_cancelled)
+    let b = LaunchedBrowser::launch_with(&exe, config.chrome_args(), &cleanup.launch_cancelled)
         .map_err(|e| e.to_string())?;
     cleanup.set_browser(b);
     Ok(cleanup.browser_ws())
 }
 
 fn watch(config: Config, cdp_url: Option<String>, cleanup: &Cleanup) -> Result<(), String> {
-    let url = match cdp_url.or_else(|| config.cdp_url.clone()) {
+    let url = match cdp_url.or_else(|| config.cdp_url().map(str::to_string)) {
         Some(u) => u,
         None => launch_browser(&config, cleanup)?
             .ok_or("no CDP URL given and no Chromium found (install chromium or set CHROME)")?,

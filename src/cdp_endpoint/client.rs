@@ -43,8 +43,8 @@ pub(super) fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
         return Some(m);
     }
     let policy = Policy {
-        must_respond: sup.config().dialog_policy == DialogPolicy::MustRespond,
-        security: sup.config().security.clone(),
+        must_respond: sup.config().dialog_policy() == DialogPolicy::MustRespond,
+        security: sup.config().security().clone(),
         own_downloads: sup.download_dir().map(std::path::Path::to_path_buf),
         all_targets: false,
     };

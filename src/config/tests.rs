@@ -40,6 +40,7 @@ fn task_overrides_replace_only_what_they_name() {
         target_id: Some("T".into()),
         own_page: true,
         new_page: false,
+        page_choice: PageChoice::FirstListed,
     });
     assert_eq!(task.dialog_policy, DialogPolicy::AutoAccept);
     assert_eq!(task.dialog_timeout, Duration::from_millis(300));
@@ -132,10 +133,15 @@ fn valid_values_apply() {
 fn setters_set_what_they_name_and_nothing_else() {
     let c = Config::default()
         .with_call_timeout(Duration::from_secs(7))
+        .unwrap()
         .with_reconnect_attempts(0)
+        .unwrap()
         .with_cdp_url("ws://127.0.0.1:9222/devtools/browser/x")
+        .unwrap()
         .with_limits(Limits::default().with_frames_max(3))
-        .with_security(Security::default().with_cdp_deny(["Browser.close"]));
+        .unwrap()
+        .with_security(Security::default().with_cdp_deny(["Browser.close"]))
+        .unwrap();
     assert_eq!(
         c,
         Config {
@@ -262,6 +268,7 @@ fn mcp_allowed_hosts_are_host_names_kept_lowercase() {
     assert_eq!(
         Config::default()
             .with_allowed_hosts(["a.example"])
+            .unwrap()
             .allowed_hosts,
         ["a.example"]
     );
@@ -284,6 +291,7 @@ fn console_capture_is_opt_in_and_chrome_args_are_switches() {
         Config::default()
             .with_capture_console(true)
             .with_chrome_args(["--window-size=1280,800", "--lang=de"])
+            .unwrap()
     );
     let e = Config::from_toml("[browser]\ncapture_console = \"yes\"\n").unwrap_err();
     assert!(
@@ -481,5 +489,90 @@ fn mcp_http_limits_are_read_and_checked() {
     ] {
         let e = Config::from_toml(&format!("[mcp]\n{bad}")).unwrap_err();
         assert!(e.to_string().contains(key), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_setter_refuses_an_invalid_value_with_the_error_the_file_gives() {
+    let file = |toml: &str| Config::from_toml(toml).unwrap_err().to_string();
+    let d = Config::default;
+    let cases: Vec<(Error, String)> = vec![
+        (
+            d().with_dialog_timeout(Duration::ZERO).unwrap_err(),
+            file("[browser]\ndialog_timeout_s = 0"),
+        ),
+        (
+            d().with_call_timeout(Duration::from_secs(301)).unwrap_err(),
+            file("[supervisor]\ncall_timeout_s = 301"),
+        ),
+        (
+            d().with_reconnect_attempts(101).unwrap_err(),
+            file("[supervisor]\nreconnect_attempts = 101"),
+        ),
+        (
+            d().with_cdp_url("ftp://user:secret@h/").unwrap_err(),
+            file("[browser]\ncdp_url = \"ftp://user:secret@h/\""),
+        ),
+        (
+            d().with_chrome_args(["--lang=de", "--user-data-dir=/x"])
+                .unwrap_err(),
+            file("[browser]\nchrome_args = [\"--lang=de\", \"--user-data-dir=/x\"]"),
+        ),
+        (
+            d().with_limits(Limits::default().with_pages_max(1001))
+                .unwrap_err(),
+            file("[limits]\npages_max = 1001"),
+        ),
+        (
+            d().with_security(Security::default().with_cdp_deny(["Browser close"]))
+                .unwrap_err(),
+            file("[security]\ncdp_deny = [\"Browser close\"]"),
+        ),
+        (
+            d().with_downloads(Downloads::default().with_dir("relative/dir"))
+                .unwrap_err(),
+            file("[downloads]\ndir = \"relative/dir\""),
+        ),
+        (
+            d().with_allowed_hosts(["http://x"]).unwrap_err(),
+            file("[mcp]\nallowed_hosts = [\"http://x\"]"),
+        ),
+        (
+            d().with_http_max_listen_streams(65).unwrap_err(),
+            file("[mcp]\nhttp_max_listen_streams = 65"),
+        ),
+    ];
+    for (set, read) in cases {
+        assert!(matches!(set, Error::Config { .. }), "{set:?}");
+        assert_eq!(set.to_string(), read);
+        assert!(!read.contains("secret"), "{read}");
+    }
+}
+
+#[test]
+fn set_takes_every_key_and_refuses_an_unknown_one() {
+    let mut c = Config::default();
+    c.set("limits.pages_max", SettingValue::Int(7)).unwrap();
+    c.set(
+        "browser.dialog_policy",
+        SettingValue::Text("auto_accept".into()),
+    )
+    .unwrap();
+    assert_eq!(c.limits().pages_max, 7);
+    assert_eq!(c.dialog_policy(), DialogPolicy::AutoAccept);
+    let before = c.clone();
+    let e = c
+        .set("limits.pages_max", SettingValue::Float(1.5))
+        .unwrap_err();
+    assert!(matches!(&e, Error::Config { key, .. } if key == "limits.pages_max"));
+    assert_eq!(c, before, "a refused value changes nothing");
+    let e = c.set("limits.nope", SettingValue::Int(1)).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    for key in SETTING_KEYS {
+        let e = c.set(key, SettingValue::Table).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { key: k, .. } if k == key),
+            "{e:?}"
+        );
     }
 }

@@ -149,7 +149,7 @@ impl Watchers {
         config: &Config,
         cancel: Option<&CancelToken>,
     ) -> Result<(), Error> {
-        let deadline = Deadline::after(config.start_timeout);
+        let deadline = Deadline::after(config.start_timeout());
         let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
         let me = Arc::downgrade(self);
         let url = cdp_url.to_string();

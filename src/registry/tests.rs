@@ -16,10 +16,11 @@ fn stop_during_start(answer_late: bool) {
         Rule::Ignore
     };
     fake.set_rule("Target.getTargets", rule);
-    let reg = SupervisorRegistry::new(Config {
-        start_timeout: Duration::from_secs(10),
-        ..Config::default()
-    });
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(10))
+            .unwrap(),
+    );
     std::thread::scope(|s| {
         let start = s.spawn(|| {
             let r = reg.get_or_start("t", &fake.ws_url());
@@ -166,7 +167,7 @@ fn a_start_within_a_shorter_timeout_fails_at_that_timeout() {
     let sup = reg
         .get_or_start_within("t", &fake.ws_url(), StartOptions::default(), WAIT)
         .unwrap();
-    assert_eq!(sup.config().start_timeout, WAIT);
+    assert_eq!(sup.config().start_timeout(), WAIT);
     let again = reg.get_or_start("t", &fake.ws_url()).unwrap();
     assert!(
         Arc::ptr_eq(&sup, &again),
@@ -214,7 +215,7 @@ fn waits_without_a_bound_end_when_what_they_wait_for_happens() {
         (a.join().unwrap(), b.join().unwrap())
     });
     assert!(Arc::ptr_eq(&a, &b));
-    assert_eq!(a.config().start_timeout, Duration::MAX);
+    assert_eq!(a.config().start_timeout(), Duration::MAX);
     let sup = a;
     let waited = std::thread::scope(|s| {
         let waiter =

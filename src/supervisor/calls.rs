@@ -89,9 +89,9 @@ impl Supervisor {
                 "params must be a JSON object".into(),
             ));
         }
-        let isolate = self.config.security.isolate_tasks;
+        let isolate = self.config.security().isolate_tasks;
         crate::security::judge_task_call(
-            &self.config.security,
+            self.config.security(),
             self.download_dir.as_deref(),
             &*self.snapshot(),
             method,
@@ -159,7 +159,7 @@ impl Supervisor {
         // While a person holds the task no policy answers: every dialog waits, as with
         // `must_respond`.
         let watching =
-            self.config.dialog_policy == DialogPolicy::MustRespond || snap.handover.is_held();
+            self.config.dialog_policy() == DialogPolicy::MustRespond || snap.handover.is_held();
         let admitted = policy::admit(&snap, watching, &sid, method)?;
         let grace = admitted.grace.map(|d| (d, deadline.within(DIALOG_GRACE)));
         let kind = CallKind::Agent {

@@ -86,7 +86,7 @@ impl Supervisor {
         chooser_id: Option<&str>,
     ) -> Result<FileChooser, Error> {
         self.ensure_agent_may_act()?;
-        if !self.config.security.allow_file_access {
+        if !self.config.security().allow_file_access {
             return Err(Error::Refused {
                 method: "DOM.setFileInputFiles".into(),
                 option: ChooserRefused::OPTION.into(),
@@ -99,7 +99,7 @@ impl Supervisor {
         }
         let snap = self.snapshot();
         let chooser = pick(&snap, chooser_id)?.clone();
-        let files = crate::local_files::upload_files(files, &self.config.security.upload_dirs)?;
+        let files = crate::local_files::upload_files(files, &self.config.security().upload_dirs)?;
         if chooser.mode == ChooserMode::Single && files.len() > 1 {
             return Err(Error::InvalidArgument(format!(
                 "file chooser {} takes one file, not {}",
@@ -117,7 +117,7 @@ impl Supervisor {
             id: chooser.id.clone(),
         });
         self.shared
-            .round_trip(cmd, Deadline::after(self.config.call_timeout))?;
+            .round_trip(cmd, Deadline::after(self.config.call_timeout()))?;
         Ok(chooser)
     }
 
@@ -131,7 +131,7 @@ impl Supervisor {
             id: chooser.id.clone(),
         });
         self.shared
-            .round_trip(cmd, Deadline::after(self.config.call_timeout))?;
+            .round_trip(cmd, Deadline::after(self.config.call_timeout()))?;
         Ok(chooser)
     }
 }
@@ -146,7 +146,7 @@ pub(super) fn files_settings(
     task_id: &str,
     config: &crate::config::Config,
 ) -> (Option<std::path::PathBuf>, FilesSettings) {
-    let dir = crate::local_files::task_dir(&config.downloads, task_id);
+    let dir = crate::local_files::task_dir(config.downloads(), task_id);
     let params = json!({
         "behavior": "allowAndName",
         "downloadPath": dir.display().to_string(),
@@ -155,7 +155,7 @@ pub(super) fn files_settings(
     let files = FilesSettings {
         download_dir: Some(dir.clone()),
         download_behavior: Some(params),
-        answer_file_choosers: config.security.allow_file_access,
+        answer_file_choosers: config.security().allow_file_access,
     };
     (Some(dir), files)
 }

@@ -71,7 +71,7 @@ impl Supervisor {
         let cmd =
             Command::new("Browser.getVersion", json!({})).kind(CallKind::Handover { hold, ack });
         self.shared
-            .round_trip(cmd, Deadline::after(self.config.call_timeout))?;
+            .round_trip(cmd, Deadline::after(self.config.call_timeout()))?;
         if hold && ack_rx.recv_timeout(WATCHDOG_ACK_WAIT).is_err() {
             debug!(
                 "task {}: the watchdog did not acknowledge the hand-over within {:?}",
@@ -187,7 +187,7 @@ impl Supervisor {
         };
         let c = answer_command(dialog, accept, text, by);
         self.shared
-            .round_trip(c, Deadline::after(self.config.call_timeout))?;
+            .round_trip(c, Deadline::after(self.config.call_timeout()))?;
         Ok(dialog.clone())
     }
 }

@@ -112,7 +112,7 @@ impl Supervisor {
         self.ensure_agent_may_act()?;
         let deadline = Deadline::after(timeout);
         let params = json!({ "url": url });
-        if let Err((option, detail)) = self.config.security.check("Page.navigate", &params) {
+        if let Err((option, detail)) = self.config.security().check("Page.navigate", &params) {
             return Err(Error::Refused {
                 method: "Page.navigate".into(),
                 option: option.to_string(),
@@ -232,7 +232,7 @@ impl Supervisor {
         wait_until: WaitUntil,
         deadline: Deadline,
     ) -> Result<Navigation, Error> {
-        let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
+        let watching = self.config.dialog_policy() == DialogPolicy::MustRespond;
         let blocker = |s: &Snapshot| -> Option<PendingDialog> {
             let sid = s.page_session_id.as_deref()?;
             s.pending_dialogs

@@ -69,7 +69,7 @@ impl Supervisor {
             }
         }
         if let Some(dir) = &self.download_dir
-            && !self.config.downloads.keep
+            && !self.config.downloads().keep
         {
             let snap = self.snapshot();
             let guids: Vec<std::path::PathBuf> =

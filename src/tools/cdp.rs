@@ -71,7 +71,7 @@ fn call(
         (None, None) => Route::by_domain(method),
     };
     let sup = live(reg, task_id)?;
-    let timeout = timeout_s.map_or(sup.config().call_timeout, Duration::from_secs_f64);
+    let timeout = timeout_s.map_or(sup.config().call_timeout(), Duration::from_secs_f64);
     let result = match cancel {
         Some(c) => sup.call_cancellable(method, params, route, timeout, c),
         None => sup.call_routed(method, params, route, timeout),

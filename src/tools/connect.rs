@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 
 use super::Context;
 use super::args::{failure, opt_str};
-use super::browser::Launched;
 use crate::cancel::CancelToken;
 use crate::config::{BridgeMode, DialogPolicy, MAX_DIALOG_TIMEOUT, StartOptions};
 use crate::error::Error;
+use crate::launch_slot::Launched;
 use crate::quote::quoted_json;
 use crate::redact::redact_url;
 use crate::registry::SupervisorRegistry;
@@ -94,8 +94,8 @@ pub(crate) fn connect(ctx: &Context<'_>, task: &str, args: &Value) -> Value {
     let reg = ctx.registry;
     let configured = reg
         .config()
-        .cdp_url
-        .clone()
+        .cdp_url()
+        .map(str::to_string)
         .filter(|u| !u.trim().is_empty());
     if let Some(url) = url.or(configured) {
         let result = reg.get_or_start_cancellable(task, &url, opts, cancel);

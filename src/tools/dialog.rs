@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::args::{check_task, failure, kind_of, live, opt_str};
 use crate::config::DialogAction;
+use crate::config::invalid_action;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
-use crate::supervisor::invalid_action;
 
 /// `browser_dialog`'s result, without the dialog status (`table::run` checked the argument
 /// names).

@@ -23,7 +23,6 @@
 //!   (the MCP server) launches for `browser_connect` without an endpoint.
 
 mod args;
-pub(crate) mod browser;
 mod cdp;
 mod connect;
 mod dialog;
@@ -38,8 +37,8 @@ mod tests;
 use serde_json::Value;
 
 use crate::cancel::CancelToken;
+use crate::launch_slot::BrowserSlot;
 use crate::registry::SupervisorRegistry;
-use browser::BrowserSlot;
 use table::{Tasks, Tool};
 
 pub use args::{check_args, no_supervisor};

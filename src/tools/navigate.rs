@@ -33,7 +33,7 @@ fn navigate(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Result<Val
     };
     let timeout_s = opt_timeout_s(args)?;
     let sup = live(reg, task_id)?;
-    let timeout = timeout_s.map_or(sup.config().call_timeout, Duration::from_secs_f64);
+    let timeout = timeout_s.map_or(sup.config().call_timeout(), Duration::from_secs_f64);
     match sup.navigate(url, wait_until, timeout) {
         Ok(nav) => Ok(json!({
             "success": true,

@@ -34,7 +34,7 @@ pub(crate) fn view(
     let snap = sup.snapshot();
     Ok(match target_id {
         Some(t) if snap.page_target_id.as_deref() != Some(t) => {
-            followed_page(&snap, t, &reg.config().limits)
+            followed_page(&snap, t, reg.config().limits())
         }
         _ => snap.to_json(),
     })

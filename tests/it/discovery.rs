@@ -275,7 +275,9 @@ fn a_body_that_trickles_is_cut_at_the_start_deadline() {
     let reg = SupervisorRegistry::new(
         Config::default()
             .with_start_timeout(start)
-            .with_reconnect_attempts(0),
+            .unwrap()
+            .with_reconnect_attempts(0)
+            .unwrap(),
     );
     let t = Instant::now();
     let e = reg

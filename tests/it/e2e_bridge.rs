@@ -822,7 +822,7 @@ fn auto_mode_switches_to_the_bridge_when_a_proxy_closes_native_dialogs() {
     let mut fx = Fixture::open(&browser.ws_url, "e2e-bridge-auto", "/main");
     let proxy = Proxy::start(&browser.ws_url, &fx.page);
     let sup = fx.attach(StartOptions::default());
-    assert_eq!(sup.config().dialog_bridge, BridgeMode::Auto);
+    assert_eq!(sup.config().dialog_bridge(), BridgeMode::Auto);
     assert_eq!(
         fx.eval_top(BRIDGE_INSTALLED),
         json!(false),

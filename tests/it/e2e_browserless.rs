@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 const T: Duration = Duration::from_secs(20);
 
 fn registry() -> SupervisorRegistry {
-    SupervisorRegistry::new(Config::default().with_reconnect_attempts(0))
+    SupervisorRegistry::new(Config::default().with_reconnect_attempts(0).unwrap())
 }
 
 /// The task's page opens a popup of `srv` that alerts `popup <tag>`; the alert is caught and

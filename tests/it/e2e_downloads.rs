@@ -272,8 +272,9 @@ fn the_policy_lets_only_the_tasks_own_download_directory_through_and_keep_keeps_
         return;
     };
     let parent = std::env::temp_dir().join(format!("cdp-dl-keep-test-{}", std::process::id()));
-    let config =
-        Config::default().with_downloads(Downloads::default().with_dir(&parent).with_keep(true));
+    let config = Config::default()
+        .with_downloads(Downloads::default().with_dir(&parent).with_keep(true))
+        .unwrap();
     let reg = SupervisorRegistry::new(config);
     let sup = start(&reg, "dl-policy", &browser.ws_url);
     let dir = sup.download_dir().unwrap().to_path_buf();

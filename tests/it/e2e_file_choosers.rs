@@ -112,11 +112,13 @@ fn read_out(sup: &Supervisor, frame: Option<&str>) -> String {
 }
 
 fn allowing(dir: &Path) -> Config {
-    Config::default().with_security(
-        Security::default()
-            .with_allow_file_access(true)
-            .with_upload_dirs([dir]),
-    )
+    Config::default()
+        .with_security(
+            Security::default()
+                .with_allow_file_access(true)
+                .with_upload_dirs([dir]),
+        )
+        .unwrap()
 }
 
 #[test]

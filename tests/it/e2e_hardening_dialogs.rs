@@ -176,8 +176,11 @@ fn answer_in_flight_through_a_slow_proxy_lands_on_the_next_dialog_and_history_sa
         Duration::from_millis(150),
         "Page.handleJavaScriptDialog",
     );
-    let reg =
-        SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(20)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(20))
+            .unwrap(),
+    );
     let sup = attach_to_page(
         &reg,
         "slow",
@@ -272,7 +275,7 @@ fn busy_page_is_reported_unresponsive_never_as_an_orphaned_dialog() {
     drop(a);
 
     let start_timeout = Duration::from_secs(7);
-    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout));
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout).unwrap());
     let t = Instant::now();
     let sup = reg
         .get_or_start_with(
@@ -357,7 +360,11 @@ fn orphaned_dialog_in_a_cross_origin_iframe_is_blocked_naming_the_frame_until_re
         (page, ad_frame)
     };
 
-    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(8)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(8))
+            .unwrap(),
+    );
     let t = Instant::now();
     let sup = attach_to_page(&reg, "ad", &browser.ws_url, &page, StartOptions::default());
     let snap = sup.snapshot();

@@ -45,7 +45,7 @@ fn orphaned_dialog_is_reported_blocked_and_recovered_by_reload() {
     }; // A disconnects here; the dialog stays open and wedges the page.
 
     let start_timeout = Duration::from_secs(6);
-    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout));
+    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout).unwrap());
     let t = Instant::now();
     let sup = reg
         .get_or_start_with(

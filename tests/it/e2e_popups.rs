@@ -380,7 +380,7 @@ fn both_caps_full(b: &common::Browser) -> (Fixture, Arc<Supervisor>) {
     let limits = Limits::default()
         .with_pages_max(1)
         .with_watched_pages_max(1);
-    let mut fx = Fixture::open(&b.ws_url, Config::default().with_limits(limits));
+    let mut fx = Fixture::open(&b.ws_url, Config::default().with_limits(limits).unwrap());
     let sup = fx.attach(StartOptions::default());
     let url = fx.a.url("127.0.0.1", "/blank");
     fx.window_open(&url);

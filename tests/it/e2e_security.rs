@@ -263,7 +263,11 @@ fn every_sampled_spelling_chromium_loads_as_a_local_file_is_refused() {
         // The policy's verdict; a refused call also goes through the tool, which must refuse it
         // the same way (an allowed one would navigate the task's page, so it does not).
         let params = json!({"url": s.text});
-        let refused_by = sup.config().security.check("Page.navigate", &params).err();
+        let refused_by = sup
+            .config()
+            .security()
+            .check("Page.navigate", &params)
+            .err();
         let refused_by = refused_by.map(|(option, _)| option);
         let ours = match refused_by {
             Some(_) => fx.call("Page.navigate", params),
@@ -524,7 +528,8 @@ fn a_command_nested_in_send_message_to_target_is_refused_like_a_direct_one() {
     );
     assert_eq!(out["refused_by"], "security.allow_file_urls", "{out}");
     let eval = json!({"id": 2, "method": "Runtime.evaluate", "params": {"expression": "1"}});
-    let default = Config::default().security;
+    let config = Config::default();
+    let default = config.security();
     let params = json!({"sessionId": session, "message": eval.to_string()});
     assert_eq!(
         default

@@ -151,7 +151,7 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
         )),
         _ => Response::not_found(),
     });
-    let reg = SupervisorRegistry::new(Config::default().with_reconnect_attempts(0));
+    let reg = SupervisorRegistry::new(Config::default().with_reconnect_attempts(0).unwrap());
     let own = || StartOptions::default().with_new_page(true);
 
     let a = reg

@@ -758,7 +758,7 @@ fn stop_dismisses_a_pending_bridge_dialog_before_closing() {
 #[test]
 fn auto_mode_turns_the_bridge_on_after_a_native_dialog_closed_remotely_within_100ms() {
     let (fake, _reg, sup) = setup(StartOptions::default());
-    assert_eq!(sup.config().dialog_bridge, BridgeMode::Auto);
+    assert_eq!(sup.config().dialog_bridge(), BridgeMode::Auto);
     let page = page_session(&sup);
     // An OOPIF attached before the switch gets the bridge too, when it switches.
     attach_iframe(&fake, &page, "CHILD-1", "FRAME-X");

@@ -18,7 +18,7 @@ fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervi
 }
 
 fn no_reconnect() -> Config {
-    Config::default().with_reconnect_attempts(0)
+    Config::default().with_reconnect_attempts(0).unwrap()
 }
 
 fn setup_with(

@@ -13,7 +13,9 @@ use serde_json::json;
 const WAIT: Duration = Duration::from_secs(10);
 
 fn config(reconnect_attempts: u32) -> Config {
-    Config::default().with_reconnect_attempts(reconnect_attempts)
+    Config::default()
+        .with_reconnect_attempts(reconnect_attempts)
+        .unwrap()
 }
 
 fn start(fake: &FakeBrowser, cfg: Config) -> (SupervisorRegistry, Arc<Supervisor>) {
@@ -115,8 +117,11 @@ fn stop_interrupts_a_reconnect_back_off() {
 fn black_hole_peer_fails_start_within_its_bound_and_stop_is_quick() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_silent(true);
-    let reg =
-        SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_millis(800)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_millis(800))
+            .unwrap(),
+    );
     let t = Instant::now();
     let err = reg.get_or_start("task", &fake.ws_url()).unwrap_err();
     let took = t.elapsed();
@@ -135,9 +140,11 @@ fn peer_that_stops_reading_blocks_neither_snapshots_nor_other_tasks() {
     let healthy = FakeBrowser::start().unwrap();
     // Two fakes name their pages alike (`PAGE-1`), which two real browsers never do: without
     // security.isolate_tasks the second task may take its browser's first page too.
-    let reg = Arc::new(SupervisorRegistry::new(config(0).with_security(
-        cdp_supervisor::Security::default().with_isolate_tasks(false),
-    )));
+    let reg = Arc::new(SupervisorRegistry::new(
+        config(0)
+            .with_security(cdp_supervisor::Security::default().with_isolate_tasks(false))
+            .unwrap(),
+    ));
     let a = reg.get_or_start("stuck", &stuck.ws_url()).unwrap();
     let b = reg.get_or_start("healthy", &healthy.ws_url()).unwrap();
     stuck.set_stop_reading(true);

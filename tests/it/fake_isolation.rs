@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 const ISOLATE: &str = "security.isolate_tasks";
 
 fn config(isolate: bool) -> Config {
-    Config::default().with_security(Security::default().with_isolate_tasks(isolate))
+    Config::default()
+        .with_security(Security::default().with_isolate_tasks(isolate))
+        .unwrap()
 }
 
 /// Task `task` on a new page of its own; returns the supervisor and its page.

@@ -99,3 +99,51 @@ fn stop_gives_up_on_its_own_page_that_never_goes_within_its_budget() {
         .collect();
     assert!(others.is_empty(), "only its own page is closed: {others:?}");
 }
+
+/// `PageChoice::FirstListed` (the Hermes drop-in's `legacy_first_page`): the browser's first
+/// listed page is taken whatever its URL, and one that is listed but gone by the time it is
+/// attached (`Target.attachToTarget`: "No target with given id found", as Chromium answers for
+/// a page closed a moment before) is passed over for the next on the same connection. The
+/// default choice takes the first page with a web URL, so it attaches to the gone one and fails.
+#[test]
+fn first_listed_page_choice_passes_over_a_listed_page_that_is_gone() {
+    use cdp_supervisor::{Error, PageChoice};
+    let fake = FakeBrowser::start().unwrap();
+    let page = fake.page_target_id();
+    let listed = json!({"targetInfos": [
+        {"targetId": "GONE", "type": "page", "url": "http://gone.test/", "title": "",
+         "attached": false, "browserContextId": "C1"},
+        {"targetId": page, "type": "page", "url": "chrome://newtab/", "title": "",
+         "attached": false, "browserContextId": "C1"},
+    ]});
+    fake.set_rule("Target.getTargets", Rule::Reply(listed));
+    let reg = SupervisorRegistry::new(Config::default());
+    let first_listed = StartOptions::default().with_page_choice(PageChoice::FirstListed);
+    let sup = reg
+        .get_or_start_with("first-listed", &fake.ws_url(), first_listed)
+        .expect("the next listed page is taken");
+    assert_eq!(
+        sup.snapshot().page_target_id.as_deref(),
+        Some(page.as_str())
+    );
+    let attaches: Vec<Value> = fake
+        .received()
+        .into_iter()
+        .filter(|c| c["method"] == "Target.attachToTarget")
+        .map(|c| c["params"]["targetId"].clone())
+        .collect();
+    assert_eq!(attaches, [json!("GONE"), json!(page)]);
+    let created = fake
+        .received()
+        .iter()
+        .any(|c| c["method"] == "Target.createTarget");
+    assert!(!created, "no page of its own");
+    reg.stop("first-listed");
+    let e = reg
+        .get_or_start_with("first-usable", &fake.ws_url(), StartOptions::default())
+        .expect_err("the default choice takes the gone page");
+    assert!(
+        matches!(&e, Error::Cdp { method, .. } if method == "Target.attachToTarget"),
+        "{e:?}"
+    );
+}

@@ -23,7 +23,8 @@ use crate::common::fakes::{WAIT, barrier, methods, sent_on, wait_pending, wait_s
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned::registry_without_popup_watcher;
 use cdp_supervisor::{
-    BridgeMode, ClosedBy, Config, Error, Route, StartOptions, Supervisor, SupervisorRegistry, tools,
+    BridgeMode, ClosedBy, Config, Error, Limits, Route, StartOptions, Supervisor,
+    SupervisorRegistry, tools,
 };
 use serde_json::{Value, json};
 
@@ -259,9 +260,10 @@ fn calls_route_into_a_followed_page_by_target_id_and_fail_at_once_when_it_closes
 /// wedge").
 #[test]
 fn a_thousand_popups_past_pages_max_are_watched_up_to_the_second_cap_then_let_go() {
-    let mut config = Config::default();
-    config.limits.pages_max = 3;
-    config.limits.watched_pages_max = 200;
+    let limits = Limits::default()
+        .with_pages_max(3)
+        .with_watched_pages_max(200);
+    let config = Config::default().with_limits(limits).unwrap();
     let (fake, _reg, sup) = setup_with(config);
     for i in 0..1000 {
         page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
@@ -322,11 +324,13 @@ fn targets_with_popups(n: usize) -> Value {
 
 /// Config with both popup caps at 1: the third popup is let go.
 fn caps_1_and_1() -> Config {
-    Config::default().with_limits(
-        cdp_supervisor::Limits::default()
-            .with_pages_max(1)
-            .with_watched_pages_max(1),
-    )
+    Config::default()
+        .with_limits(
+            cdp_supervisor::Limits::default()
+                .with_pages_max(1)
+                .with_watched_pages_max(1),
+        )
+        .unwrap()
 }
 
 /// How many mouse moves the probe sent on `session`.

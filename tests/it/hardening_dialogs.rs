@@ -14,8 +14,8 @@ use crate::common::fakes::{WAIT, barrier, page_session, wait_pending, wait_sent,
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned;
 use cdp_supervisor::{
-    BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, Error, StartOptions, Supervisor,
-    SupervisorRegistry, tools,
+    BridgeMode, ClosedBy, ClosedDialog, Config, DialogAction, Error, Limits, StartOptions,
+    Supervisor, SupervisorRegistry, tools,
 };
 use serde_json::{Value, json};
 
@@ -335,7 +335,7 @@ fn bridge_flood_of_3000_requests_keeps_at_most_16_pending_and_fails_the_rest() {
         Config::default(),
         StartOptions::default().with_dialog_bridge(BridgeMode::On),
     );
-    assert_eq!(sup.config().limits.pending_dialogs_max, 16);
+    assert_eq!(sup.config().limits().pending_dialogs_max, 16);
     let page = page_session(&sup);
     let message = "Re-enter your password ".repeat(40);
     let url = format!(
@@ -387,8 +387,8 @@ fn bridge_flood_of_3000_requests_keeps_at_most_16_pending_and_fails_the_rest() {
 
 #[test]
 fn native_dialogs_past_the_cap_are_dismissed_and_recorded() {
-    let mut config = Config::default();
-    config.limits.pending_dialogs_max = 2;
+    let limits = Limits::default().with_pending_dialogs_max(2);
+    let config = Config::default().with_limits(limits).unwrap();
     let (fake, _reg, sup) = setup_with(config, StartOptions::default());
     fake.set_rule("Page.handleJavaScriptDialog", Rule::Reply(json!({})));
     // Native dialogs on three sessions (one per OOPIF process, say).
@@ -420,7 +420,11 @@ fn start_on_a_page_that_does_not_answer(
     let fake = FakeBrowser::start().expect("fake browser");
     fake.set_rule("Page.enable", Rule::Ignore);
     fake.set_rule("Input.dispatchMouseEvent", input_probe);
-    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(6)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(6))
+            .unwrap(),
+    );
     let started = Instant::now();
     let sup = reg
         .get_or_start("task", &fake.ws_url())

@@ -21,6 +21,7 @@ fn start(fake: &FakeBrowser, cfg: Config) -> (SupervisorRegistry, Arc<Supervisor
 fn config(attempts: u32, backoff: Duration) -> Config {
     Config::default()
         .with_reconnect_attempts(attempts)
+        .unwrap()
         .with_reconnect_backoff(backoff)
 }
 

@@ -30,7 +30,9 @@ const SLACK: Duration = Duration::from_millis(1500);
 fn config(start_timeout: Duration) -> Config {
     Config::default()
         .with_start_timeout(start_timeout)
+        .unwrap()
         .with_reconnect_attempts(0)
+        .unwrap()
 }
 
 // ---------------------------------------------------------------------------

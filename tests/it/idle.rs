@@ -126,7 +126,7 @@ fn caps_1_and_1(fake: &FakeBrowser, listed: usize) -> (SupervisorRegistry, Arc<S
     let limits = Limits::default()
         .with_pages_max(1)
         .with_watched_pages_max(1);
-    let reg = registry_without_popup_watcher(Config::default().with_limits(limits));
+    let reg = registry_without_popup_watcher(Config::default().with_limits(limits).unwrap());
     let sup = reg.get_or_start(TASK, &fake.ws_url()).unwrap();
     (reg, sup)
 }

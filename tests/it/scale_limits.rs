@@ -227,7 +227,9 @@ const SMALL: usize = 64 * 1024;
 fn small_limit(reconnect_attempts: u32) -> Config {
     Config::default()
         .with_reconnect_attempts(reconnect_attempts)
+        .unwrap()
         .with_limits(Limits::default().with_max_message_bytes(SMALL))
+        .unwrap()
 }
 
 /// A valid CDP event of exactly `size` bytes.

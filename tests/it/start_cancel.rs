@@ -53,7 +53,11 @@ fn thread_state(name: &str) -> Option<char> {
 
 /// A registry whose starts would wait 15 s for an attach that never comes.
 fn registry() -> SupervisorRegistry {
-    SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(15)))
+    SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(15))
+            .unwrap(),
+    )
 }
 
 /// Starts `task` on `fake` with `options` and `cancel` on a thread of the scope; returns when
@@ -168,8 +172,11 @@ fn a_cancel_while_the_new_page_is_being_created_still_closes_that_page() {
 fn a_start_that_times_out_closes_the_page_it_created() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
-    let reg =
-        SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_millis(500)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_millis(500))
+            .unwrap(),
+    );
     let options = StartOptions::default().with_new_page(true);
     let r = reg.get_or_start_with("timeout-page", &fake.ws_url(), options);
     assert!(matches!(r, Err(Error::StartTimeout(..))), "{r:?}");
@@ -182,7 +189,11 @@ fn a_cancel_while_waiting_for_another_callers_start_returns_at_once() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
     // The first start would time out after 1 s.
-    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(1)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(1))
+            .unwrap(),
+    );
     let cancel = CancelToken::new();
     std::thread::scope(|s| {
         let first = s.spawn(|| reg.get_or_start("cancel-wait", &fake.ws_url()));
@@ -234,7 +245,11 @@ fn a_cancel_while_connecting_returns_at_once_and_the_connection_is_closed() {
         "ws://127.0.0.1:{}/devtools/browser/x",
         listener.local_addr().unwrap().port()
     );
-    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(2)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(2))
+            .unwrap(),
+    );
     let cancel = CancelToken::new();
     std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {

@@ -147,18 +147,18 @@ pub(crate) fn defaults_alone_equal_config_default() {
     let _env = EnvGuard::take();
     let c = load(None);
     assert_eq!(c, Config::default());
-    assert_eq!(c.dialog_policy, DialogPolicy::MustRespond);
-    assert_eq!(c.dialog_bridge, BridgeMode::Auto);
-    assert_eq!(c.dialog_timeout, Duration::from_secs(300));
-    assert_eq!(c.start_timeout, Duration::from_secs(15));
-    assert_eq!(c.call_timeout, Duration::from_secs(30));
-    assert_eq!(c.reconnect_attempts, 5);
-    assert_eq!(c.cdp_url, None);
-    assert_eq!(c.limits.frame_tree_max_entries, 30);
-    assert_eq!(c.limits.frame_tree_max_oopif_depth, 2);
-    assert_eq!(c.limits.recent_dialogs_max, 20);
-    assert_eq!(c.limits.console_errors_max, 50);
-    assert_eq!(c.limits.max_message_bytes, 64 << 20);
+    assert_eq!(c.dialog_policy(), DialogPolicy::MustRespond);
+    assert_eq!(c.dialog_bridge(), BridgeMode::Auto);
+    assert_eq!(c.dialog_timeout(), Duration::from_secs(300));
+    assert_eq!(c.start_timeout(), Duration::from_secs(15));
+    assert_eq!(c.call_timeout(), Duration::from_secs(30));
+    assert_eq!(c.reconnect_attempts(), 5);
+    assert_eq!(c.cdp_url(), None);
+    assert_eq!(c.limits().frame_tree_max_entries, 30);
+    assert_eq!(c.limits().frame_tree_max_oopif_depth, 2);
+    assert_eq!(c.limits().recent_dialogs_max, 20);
+    assert_eq!(c.limits().console_errors_max, 50);
+    assert_eq!(c.limits().max_message_bytes, 64 << 20);
 }
 
 pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
@@ -168,17 +168,17 @@ pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
 
     // default.toml < user file.
     let c = load(Some(&path));
-    assert_eq!(c.dialog_policy, DialogPolicy::AutoDismiss);
-    assert_eq!(c.dialog_timeout, Duration::from_millis(2500));
-    assert_eq!(c.dialog_bridge, BridgeMode::Off);
-    assert_eq!(c.start_timeout, Duration::from_secs(7));
-    assert_eq!(c.reconnect_attempts, 9);
-    assert_eq!(c.limits.recent_dialogs_max, 9);
-    assert_eq!(c.limits.console_errors_max, 11);
+    assert_eq!(c.dialog_policy(), DialogPolicy::AutoDismiss);
+    assert_eq!(c.dialog_timeout(), Duration::from_millis(2500));
+    assert_eq!(c.dialog_bridge(), BridgeMode::Off);
+    assert_eq!(c.start_timeout(), Duration::from_secs(7));
+    assert_eq!(c.reconnect_attempts(), 9);
+    assert_eq!(c.limits().recent_dialogs_max, 9);
+    assert_eq!(c.limits().console_errors_max, 11);
     // Keys the file does not set keep the shipped defaults.
-    assert_eq!(c.call_timeout, Duration::from_secs(30));
-    assert_eq!(c.limits.frame_tree_max_entries, 30);
-    assert_eq!(c.cdp_url, None);
+    assert_eq!(c.call_timeout(), Duration::from_secs(30));
+    assert_eq!(c.limits().frame_tree_max_entries, 30);
+    assert_eq!(c.cdp_url(), None);
 
     // user file < environment.
     env.set("CDP_SUPERVISOR__BROWSER__DIALOG_POLICY", "auto_accept");
@@ -186,37 +186,37 @@ pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
     env.set("CDP_SUPERVISOR__LIMITS__RECENT_DIALOGS_MAX", "5");
     let c = load(Some(&path));
     assert_eq!(
-        c.dialog_policy,
+        c.dialog_policy(),
         DialogPolicy::AutoAccept,
         "env wins over the file"
     );
     assert_eq!(
-        c.start_timeout,
+        c.start_timeout(),
         Duration::from_secs(3),
         "env wins over the file"
     );
-    assert_eq!(c.limits.recent_dialogs_max, 5, "env wins over the file");
+    assert_eq!(c.limits().recent_dialogs_max, 5, "env wins over the file");
     // What the environment does not set still comes from the file.
-    assert_eq!(c.dialog_timeout, Duration::from_millis(2500));
-    assert_eq!(c.dialog_bridge, BridgeMode::Off);
-    assert_eq!(c.reconnect_attempts, 9);
-    assert_eq!(c.limits.console_errors_max, 11);
+    assert_eq!(c.dialog_timeout(), Duration::from_millis(2500));
+    assert_eq!(c.dialog_bridge(), BridgeMode::Off);
+    assert_eq!(c.reconnect_attempts(), 9);
+    assert_eq!(c.limits().console_errors_max, 11);
 
     // Environment over the defaults alone (no file).
     let c = load(None);
-    assert_eq!(c.dialog_policy, DialogPolicy::AutoAccept);
-    assert_eq!(c.start_timeout, Duration::from_secs(3));
-    assert_eq!(c.limits.recent_dialogs_max, 5);
-    assert_eq!(c.dialog_bridge, BridgeMode::Auto);
-    assert_eq!(c.reconnect_attempts, 5);
+    assert_eq!(c.dialog_policy(), DialogPolicy::AutoAccept);
+    assert_eq!(c.start_timeout(), Duration::from_secs(3));
+    assert_eq!(c.limits().recent_dialogs_max, 5);
+    assert_eq!(c.dialog_bridge(), BridgeMode::Auto);
+    assert_eq!(c.reconnect_attempts(), 5);
 
     // The security switches through the environment.
     env.set("CDP_SUPERVISOR__SECURITY__ALLOW_FILE_ACCESS", "true");
     env.set("CDP_SUPERVISOR__SECURITY__ALLOW_PAGE_PROTOCOL", "true");
     let c = load(Some(&path));
-    assert!(c.security.allow_file_access && c.security.allow_page_protocol);
+    assert!(c.security().allow_file_access && c.security().allow_page_protocol);
     assert!(
-        !c.security.allow_file_urls,
+        !c.security().allow_file_urls,
         "a switch the environment does not set stays off"
     );
     env.remove("CDP_SUPERVISOR__SECURITY__ALLOW_FILE_ACCESS");
@@ -226,8 +226,8 @@ pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
     env.set("CDP_SUPERVISOR__BROWSER__DIALOG_TIMEOUT_S", "0.25");
     env.set("CDP_SUPERVISOR__BROWSER__CDP_URL", "http://127.0.0.1:9222");
     let c = load(Some(&path));
-    assert_eq!(c.dialog_timeout, Duration::from_millis(250));
-    assert_eq!(c.cdp_url.as_deref(), Some("http://127.0.0.1:9222"));
+    assert_eq!(c.dialog_timeout(), Duration::from_millis(250));
+    assert_eq!(c.cdp_url(), Some("http://127.0.0.1:9222"));
 
     // Console capture and a launched browser's flags (one string, split at whitespace: a
     // flag's value may hold commas).
@@ -237,8 +237,8 @@ pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
         "--window-size=1280,800  --lang=de",
     );
     let c = load(Some(&path));
-    assert!(c.capture_console);
-    assert_eq!(c.chrome_args, ["--window-size=1280,800", "--lang=de"]);
+    assert!(c.capture_console());
+    assert_eq!(c.chrome_args(), ["--window-size=1280,800", "--lang=de"]);
 }
 
 pub(crate) fn config_env_var_names_the_user_file() {
@@ -256,26 +256,26 @@ pub(crate) fn config_env_var_names_the_user_file() {
     );
     let c = load(None);
     assert_eq!(
-        c.dialog_policy,
+        c.dialog_policy(),
         DialogPolicy::AutoDismiss,
         "CDP_SUPERVISOR_CONFIG names the file when no path is given"
     );
-    assert_eq!(c.limits.recent_dialogs_max, 9);
-    assert_eq!(c.start_timeout, Duration::from_secs(7));
+    assert_eq!(c.limits().recent_dialogs_max, 9);
+    assert_eq!(c.start_timeout(), Duration::from_secs(7));
 
     // An explicit path (`--config FILE`) is the user file; CDP_SUPERVISOR_CONFIG is not used.
     let c = load(Some(&explicit));
-    assert_eq!(c.dialog_policy, DialogPolicy::AutoAccept);
-    assert_eq!(c.limits.recent_dialogs_max, 3);
+    assert_eq!(c.dialog_policy(), DialogPolicy::AutoAccept);
+    assert_eq!(c.limits().recent_dialogs_max, 3);
     assert_eq!(
-        c.start_timeout,
+        c.start_timeout(),
         Duration::from_secs(15),
         "the file named by CDP_SUPERVISOR_CONFIG is not layered in when a path is given"
     );
 
     // The environment still wins over the file named by CDP_SUPERVISOR_CONFIG.
     env.set("CDP_SUPERVISOR__LIMITS__RECENT_DIALOGS_MAX", "5");
-    assert_eq!(load(None).limits.recent_dialogs_max, 5);
+    assert_eq!(load(None).limits().recent_dialogs_max, 5);
 
     // CDP_SUPERVISOR_CONFIG naming a missing file is an error naming it.
     let missing = dir.0.join("not-there-from-env.toml");
@@ -511,7 +511,7 @@ pub(crate) fn missing_ca_file_names_the_path() {
         "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
     );
     env.set("CDP_SUPERVISOR__BROWSER__CA_FILE", pem.to_str().unwrap());
-    assert_eq!(load(None).ca_file.as_deref(), Some(pem.as_path()));
+    assert_eq!(load(None).ca_file(), Some(pem.as_path()));
 }
 
 fn toml_str(s: &str) -> String {

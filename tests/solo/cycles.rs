@@ -54,7 +54,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 pub(crate) fn a_thousand_start_stop_cycles_leak_no_threads_sockets_or_slots() {
     let fake = FakeBrowser::start().unwrap();
-    let reg = SupervisorRegistry::new(Config::default().with_reconnect_attempts(0));
+    let reg = SupervisorRegistry::new(Config::default().with_reconnect_attempts(0).unwrap());
     // Baseline: the fake's own threads (accept, timer) and sockets, no supervisor yet.
     let (base_threads, base_fds) = (threads(), fds());
     let names_before = thread_names();

@@ -57,6 +57,7 @@ pub(crate) fn stop_during_a_reconnect_returns_within_a_second_in_a_thousand_race
     let reg = SupervisorRegistry::new(
         Config::default()
             .with_reconnect_attempts(3)
+            .unwrap()
             .with_reconnect_backoff(Duration::from_millis(1)),
     );
     let base_threads = threads();

@@ -195,8 +195,11 @@ fn mcp_call(server: &McpServer, id: u64, tool: &str, args: Value) -> Value {
 fn small_config() -> Config {
     Config::default()
         .with_reconnect_attempts(3)
+        .unwrap()
         .with_start_timeout(Duration::from_secs(5))
+        .unwrap()
         .with_call_timeout(Duration::from_secs(5))
+        .unwrap()
 }
 
 fn drive() -> Report {
@@ -631,7 +634,7 @@ fn drive() -> Report {
 
     // ---- a configured browser.cdp_url with credentials
     phase("config cdp_url");
-    let configured = small_config().with_cdp_url(url.clone());
+    let configured = small_config().with_cdp_url(url.clone()).unwrap();
     rec.add(
         "Config Debug (browser.cdp_url with credentials)",
         format!("{configured:?}"),

@@ -86,7 +86,9 @@ pub(crate) fn cancelled_starts_leave_no_threads_sockets_or_slots() {
     let reg = SupervisorRegistry::new(
         Config::default()
             .with_start_timeout(Duration::from_secs(15))
-            .with_reconnect_attempts(0),
+            .unwrap()
+            .with_reconnect_attempts(0)
+            .unwrap(),
     );
     let base = (threads(), fds());
     let names_before = thread_names();
@@ -181,7 +183,11 @@ pub(crate) fn starts_cancelled_while_connecting_leave_nothing_once_their_deadlin
         "ws://127.0.0.1:{}/devtools/browser/x",
         listener.local_addr().unwrap().port()
     );
-    let reg = SupervisorRegistry::new(Config::default().with_start_timeout(Duration::from_secs(1)));
+    let reg = SupervisorRegistry::new(
+        Config::default()
+            .with_start_timeout(Duration::from_secs(1))
+            .unwrap(),
+    );
     let base = (threads(), fds());
     let mut peers = Vec::new();
     let mut took = Vec::with_capacity(CYCLES);
@@ -234,7 +240,9 @@ pub(crate) fn starts_cut_short_by_stop_or_close_leave_no_threads_sockets_or_slot
     fake.set_rule("Target.attachToTarget", Rule::Ignore);
     let config = Config::default()
         .with_start_timeout(Duration::from_secs(15))
-        .with_reconnect_attempts(0);
+        .unwrap()
+        .with_reconnect_attempts(0)
+        .unwrap();
     let reg = SupervisorRegistry::new(config.clone());
     let base = (threads(), fds());
     let names_before = thread_names();

@@ -1,23 +1,55 @@
-//! [`cdp_supervisor::Error`] as Python exceptions: one class per kind of failure, defined in
-//! `cdp_supervisor/errors.py` (so they can also derive from `ValueError`, `TimeoutError`, ...),
-//! with the error's fields as attributes. Callers catch a class; they never parse a message.
+//! [`cdp_supervisor::Error`] as Python exceptions: one class per kind of failure, defined once
+//! in `cdp_supervisor/errors.py` (so they can also derive from `ValueError`, `TimeoutError`,
+//! ..., and carry their documentation), each known to Rust as a type ([`class`], imported once
+//! per process), with the error's fields as attributes; [`PyError`] is the one mapping
+//! (`From<PyError> for PyErr`). Callers catch a class; they never parse a message.
 
+use pyo3::PyTypeInfo;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::PyModule;
+use pyo3::types::PyType;
 
 use cdp_supervisor::Error;
 
 use crate::snapshot::PyPendingDialog;
 
-static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+/// The exception classes of `cdp_supervisor.errors`, as Rust types.
+pub mod class {
+    /// One type per class, imported with `cdp_supervisor.errors` at first use.
+    macro_rules! classes {
+        ($($name:ident),*) => { $(pyo3::import_exception!(cdp_supervisor.errors, $name);)* };
+    }
+    classes! {
+        CdpSupervisorError, InvalidUrl, ConnectError, ConnectionLost, Timeout, StartTimeout,
+        CdpError, NoPage, NotActive, NoDialog, UnknownDialog, AmbiguousDialog, DialogAlreadyClosed,
+        OrphanedDialog, PageUnresponsive, DialogInUnfollowedPage, AnswerAppliedToOtherDialog,
+        DialogUnanswerable, UnknownFrame, UnknownTarget, ConfigError, InvalidConfig,
+        InvalidArgument, IoError, BlockedByDialog, SecurityPolicy, TargetCrashed, UndecodableReply,
+        Cancelled, NavigationFailed, NoDownload, StartCancelled, RegistryClosed, UsedAfterFork, HeldByHuman, CannotCapture
+    }
+}
 
-/// The exception class `name` of `cdp_supervisor.errors`.
-fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-    let module = ERRORS.get_or_try_init(py, || {
-        PyModule::import(py, "cdp_supervisor.errors").map(Bound::unbind)
-    })?;
-    module.bind(py).getattr(name)
+/// A crate error on its way to Python (`From<cdp_supervisor::Error> for PyErr` cannot be
+/// written here: both are foreign types). `PyErr::from(PyError(e))`, or [`to_py_err`].
+pub struct PyError(pub Error);
+
+impl From<Error> for PyError {
+    fn from(e: Error) -> PyError {
+        PyError(e)
+    }
+}
+
+impl From<PyError> for PyErr {
+    fn from(PyError(e): PyError) -> PyErr {
+        Python::attach(|py| build(py, e).unwrap_or_else(|failed| failed))
+    }
+}
+
+/// How [`build`] names a class: [`of`] for one of them.
+type ClassOf = for<'py> fn(Python<'py>) -> Bound<'py, PyType>;
+
+/// The class `T` as a Python type.
+fn of<T: PyTypeInfo>(py: Python<'_>) -> Bound<'_, PyType> {
+    T::type_object(py)
 }
 
 /// An attribute value for an exception.
@@ -32,24 +64,25 @@ enum Attr {
 
 /// The Python exception for `e`: its class, its message (the Rust error's), its fields.
 pub fn to_py_err(e: Error) -> PyErr {
-    Python::attach(|py| build(py, e).unwrap_or_else(|failed| failed))
+    PyError(e).into()
 }
 
 fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
     let message = e.to_string();
-    let (name, attrs): (&str, Vec<(&str, Attr)>) = match e {
-        Error::InvalidUrl { url, .. } => ("InvalidUrl", vec![("url", Attr::Str(url))]),
-        Error::Connect { url, .. } => ("ConnectError", vec![("url", Attr::Str(url))]),
-        Error::ConnectionLost(_) => ("ConnectionLost", vec![]),
+    use class::*;
+    let (class, attrs): (ClassOf, Vec<(&str, Attr)>) = match e {
+        Error::InvalidUrl { url, .. } => (of::<InvalidUrl>, vec![("url", Attr::Str(url))]),
+        Error::Connect { url, .. } => (of::<ConnectError>, vec![("url", Attr::Str(url))]),
+        Error::ConnectionLost(_) => (of::<ConnectionLost>, vec![]),
         Error::Timeout { method, after } => (
-            "Timeout",
+            of::<Timeout>,
             vec![
                 ("method", Attr::Str(method)),
                 ("after_s", Attr::Float(after.as_secs_f64())),
             ],
         ),
         Error::StartTimeout(after, detail) => (
-            "StartTimeout",
+            of::<StartTimeout>,
             vec![
                 ("method", Attr::OptStr(None)),
                 ("after_s", Attr::Float(after.as_secs_f64())),
@@ -61,66 +94,69 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             code,
             message,
         } => (
-            "CdpError",
+            of::<CdpError>,
             vec![
                 ("method", Attr::Str(method)),
                 ("code", Attr::Int(code)),
                 ("cdp_message", Attr::Str(message)),
             ],
         ),
-        Error::NoPage(_) => ("NoPage", vec![]),
-        Error::NotActive(task) => ("NotActive", vec![("task_id", Attr::Str(task))]),
-        Error::NoDialog => ("NoDialog", vec![]),
-        Error::UnknownDialog { id, .. } => ("UnknownDialog", vec![("dialog_id", Attr::Str(id))]),
-        Error::AmbiguousDialog { count, .. } => {
-            ("AmbiguousDialog", vec![("count", Attr::Int(count as i64))])
+        Error::NoPage(_) => (of::<NoPage>, vec![]),
+        Error::NotActive(task) => (of::<NotActive>, vec![("task_id", Attr::Str(task))]),
+        Error::NoDialog => (of::<NoDialog>, vec![]),
+        Error::UnknownDialog { id, .. } => {
+            (of::<UnknownDialog>, vec![("dialog_id", Attr::Str(id))])
         }
+        Error::AmbiguousDialog { count, .. } => (
+            of::<AmbiguousDialog>,
+            vec![("count", Attr::Int(count as i64))],
+        ),
         Error::DialogAlreadyClosed { id, closed_by, .. } => (
-            "DialogAlreadyClosed",
+            of::<DialogAlreadyClosed>,
             vec![
                 ("dialog_id", Attr::Str(id)),
                 ("closed_by", Attr::Str(closed_by.as_str().into())),
             ],
         ),
-        Error::OrphanedDialog => ("OrphanedDialog", vec![]),
-        Error::PageUnresponsive => ("PageUnresponsive", vec![]),
+        Error::OrphanedDialog => (of::<OrphanedDialog>, vec![]),
+        Error::PageUnresponsive => (of::<PageUnresponsive>, vec![]),
         Error::DialogInUnfollowedPage { target_ids } => (
-            "DialogInUnfollowedPage",
+            of::<DialogInUnfollowedPage>,
             vec![("target_ids", Attr::List(target_ids))],
         ),
         Error::AnswerAppliedToOtherDialog { named, received } => (
-            "AnswerAppliedToOtherDialog",
+            of::<AnswerAppliedToOtherDialog>,
             vec![
                 ("named", Attr::Str(named)),
                 ("received", Attr::Dialog(received)),
             ],
         ),
         Error::DialogUnanswerable { id, frame_id } => (
-            "DialogUnanswerable",
+            of::<DialogUnanswerable>,
             vec![
                 ("dialog_id", Attr::Str(id)),
                 ("frame_id", Attr::OptStr(frame_id)),
             ],
         ),
-        Error::UnknownFrame(f) => ("UnknownFrame", vec![("frame_id", Attr::Str(f))]),
-        Error::UnknownTarget(t) => ("UnknownTarget", vec![("target_id", Attr::Str(t))]),
+        Error::UnknownFrame(f) => (of::<UnknownFrame>, vec![("frame_id", Attr::Str(f))]),
+        Error::UnknownTarget(t) => (of::<UnknownTarget>, vec![("target_id", Attr::Str(t))]),
         Error::Config {
             key,
             value,
             allowed,
         } => (
-            "ConfigError",
+            of::<ConfigError>,
             vec![
                 ("key", Attr::Str(key)),
                 ("value", Attr::Str(value)),
                 ("allowed", Attr::Str(allowed)),
             ],
         ),
-        Error::InvalidConfig(_) => ("InvalidConfig", vec![]),
-        Error::InvalidArgument(_) => ("InvalidArgument", vec![]),
-        Error::Io(_) => ("IoError", vec![]),
+        Error::InvalidConfig(_) => (of::<InvalidConfig>, vec![]),
+        Error::InvalidArgument(_) => (of::<InvalidArgument>, vec![]),
+        Error::Io(_) => (of::<IoError>, vec![]),
         Error::BlockedByDialog { dialog, method } => (
-            "BlockedByDialog",
+            of::<BlockedByDialog>,
             vec![
                 ("dialog", Attr::Dialog(dialog)),
                 ("method", Attr::Str(method)),
@@ -131,7 +167,7 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             option,
             detail,
         } => (
-            "SecurityPolicy",
+            of::<SecurityPolicy>,
             vec![
                 ("method", Attr::Str(method)),
                 ("option", Attr::Str(option)),
@@ -139,42 +175,42 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             ],
         ),
         Error::TargetCrashed { method, what } => (
-            "TargetCrashed",
+            of::<TargetCrashed>,
             vec![("method", Attr::Str(method)), ("what", Attr::Str(what))],
         ),
         Error::UndecodableReply { method, .. } => {
-            ("UndecodableReply", vec![("method", Attr::Str(method))])
+            (of::<UndecodableReply>, vec![("method", Attr::Str(method))])
         }
-        Error::Cancelled(method) => ("Cancelled", vec![("method", Attr::Str(method))]),
+        Error::Cancelled(method) => (of::<Cancelled>, vec![("method", Attr::Str(method))]),
         Error::NavigationFailed { url, error } => (
-            "NavigationFailed",
+            of::<NavigationFailed>,
             vec![("url", Attr::Str(url)), ("error", Attr::Str(error))],
         ),
         Error::NoDownload { waited } => (
-            "NoDownload",
+            of::<NoDownload>,
             vec![("waited_s", Attr::Float(waited.as_secs_f64()))],
         ),
         Error::StartCancelled { task_id, during } => (
-            "StartCancelled",
+            of::<StartCancelled>,
             vec![
                 ("task_id", Attr::Str(task_id)),
                 ("during", Attr::Str(during)),
             ],
         ),
-        Error::RegistryClosed(task) => ("RegistryClosed", vec![("task_id", Attr::Str(task))]),
+        Error::RegistryClosed(task) => (of::<RegistryClosed>, vec![("task_id", Attr::Str(task))]),
         Error::HeldByHuman { task_id, since } => (
-            "HeldByHuman",
+            of::<HeldByHuman>,
             vec![
                 ("task_id", Attr::Str(task_id)),
                 ("since", Attr::Float(since)),
             ],
         ),
-        Error::CannotCapture(_) => ("CannotCapture", vec![]),
+        Error::CannotCapture(_) => (of::<CannotCapture>, vec![]),
         // A variant newer than this binding (`Error` is non-exhaustive):
         // `tests/test_errors.py` fails until it gets a class of its own.
-        _ => ("CdpSupervisorError", vec![]),
+        _ => (of::<CdpSupervisorError>, vec![]),
     };
-    let exc = class(py, name)?.call1((message,))?;
+    let exc = class(py).call1((message,))?;
     for (key, value) in attrs {
         let value: Bound<'_, PyAny> = match value {
             Attr::Str(s) => s.into_pyobject(py)?.into_any(),
@@ -199,13 +235,13 @@ pub fn used_after_fork(what: &str, made_in: u32, now: u32) -> PyErr {
          multiprocessing's \"spawn\" or \"forkserver\" method)"
     );
     Python::attach(|py| {
-        let built = class(py, "UsedAfterFork").and_then(|cls| {
-            let exc = cls.call1((message,))?;
+        let built = || -> PyResult<PyErr> {
+            let exc = of::<class::UsedAfterFork>(py).call1((message,))?;
             exc.setattr("made_in_pid", made_in)?;
             exc.setattr("pid", now)?;
             Ok(PyErr::from_value(exc))
-        });
-        built.unwrap_or_else(|failed| failed)
+        };
+        built().unwrap_or_else(|failed| failed)
     })
 }
 

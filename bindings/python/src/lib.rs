@@ -13,7 +13,6 @@
 //! * `convert`: JSON values to Python and back.
 //! * `testing`, `tools`, `bench`: the fake browser, the JSON tools, the bench's Rust side.
 //! * `files`: navigation, downloads and file choosers of a supervisor (issue 31).
-//! * `hermes`: the page older Hermes versions attach to (the drop-in's `legacy_first_page`).
 #![deny(unsafe_code)]
 
 use std::time::Duration;
@@ -28,7 +27,6 @@ mod errors;
 mod files;
 mod fork;
 mod handover;
-mod hermes;
 mod registry;
 mod snapshot;
 mod testing;
@@ -67,7 +65,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<snapshot::PyFileChooser>()?;
     m.add_class::<testing::PyFakeBrowser>()?;
     m.add_function(wrap_pyfunction!(tools::call_tool, m)?)?;
-    m.add_function(wrap_pyfunction!(hermes::first_page_target, m)?)?;
     m.add_function(wrap_pyfunction!(bench::detect_rust, m)?)?;
     m.add_function(wrap_pyfunction!(errors::error_samples, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -75,9 +72,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "DIALOG_BRIDGE_HOST",
         cdp_supervisor::unversioned::bridge::BRIDGE_HOST,
     )?;
-    m.add(
-        "CONFIG_KEYWORDS",
-        config::KEYS.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
-    )?;
+    m.add("CONFIG_KEYWORDS", config::keywords())?;
     Ok(())
 }

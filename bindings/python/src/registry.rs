@@ -12,17 +12,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use crossbeam_channel::{Receiver, Sender, bounded};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
 
 use cdp_supervisor::unversioned::{
-    LaunchedBrowser, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, find_browser, seconds_setting,
+    BrowserSlot, LaunchRefused, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting,
 };
 use cdp_supervisor::{
-    BridgeMode, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
-    SupervisorRegistry, SupervisorState,
+    BridgeMode, CancelToken, DialogAction, DialogPolicy, Error, PageChoice, Route, StartOptions,
+    Supervisor, SupervisorRegistry, SupervisorState,
 };
 
 use crate::blocking::{self, Step};
@@ -37,77 +36,51 @@ use crate::snapshot::{PyDownload, PyFileChooser, PyPendingDialog, PySnapshot};
 pub struct Inner {
     /// Dropped first: every supervisor stops before the launched browser closes.
     pub registry: SupervisorRegistry,
-    /// The browser launched for tasks started without a CDP URL (none configured either).
-    browser: Mutex<Option<LaunchedBrowser>>,
-    /// Dropped by `close`: a launch in progress gives up (it waits on `closed`).
-    closing: Mutex<Option<Sender<()>>>,
-    /// Disconnects when the registry is closed.
-    closed: Receiver<()>,
+    /// The browser launched for tasks started without a CDP URL (none configured either): the
+    /// crate's one launch slot, which never holds its lock across a launch.
+    browser: BrowserSlot,
 }
 
 impl Inner {
     fn new(config: cdp_supervisor::Config) -> Inner {
-        let (closing, closed) = bounded(0);
         Inner {
             registry: SupervisorRegistry::new(config),
-            browser: Mutex::new(None),
-            closing: Mutex::new(Some(closing)),
-            closed,
+            browser: BrowserSlot::default(),
         }
-    }
-
-    fn lock_browser(&self) -> MutexGuard<'_, Option<LaunchedBrowser>> {
-        sync::lock(&self.browser)
     }
 
     /// Closes the registry (every start in progress cancelled, a launch in progress given up,
     /// every task stopped, later starts refused) and the browser it launched.
     fn close(&self) {
         self.registry.close();
-        drop(sync::lock(&self.closing).take());
-        let browser = self.lock_browser().take();
-        drop(browser);
+        // A launch in progress is not awaited: it closes what it started itself.
+        self.browser.close(Duration::ZERO);
     }
 
     /// The launched browser's URL, launching it (again, when it has exited) as needed, for the
-    /// start of `task_id`. Only one launch at a time: the slot's lock is held across it (callers
-    /// that need the browser wait for it anyway); a close gives it up.
+    /// start of `task_id`. One launch at a time (callers wait for it); a close gives it up.
     fn launched_url(&self, task_id: &str) -> Result<String, Error> {
-        let mut slot = self.lock_browser();
         if self.registry.is_closed() {
             return Err(Error::RegistryClosed(task_id.to_string()));
         }
-        if let Some(b) = slot.as_ref().filter(|b| b.is_running()) {
-            return Ok(b.ws_url().to_string());
-        }
-        if let Some(dead) = slot.take() {
-            dead.close(Duration::ZERO);
-        }
-        let exe =
-            find_browser(self.registry.config().chrome_path.as_deref())?.ok_or_else(|| {
-                Error::NoPage(
-                    "no cdp_url given (nor browser.cdp_url configured) and no Chromium-family \
+        let cut_short = || Error::StartCancelled {
+            task_id: task_id.to_string(),
+            during: "launching the browser (the registry was closed)".into(),
+        };
+        match self
+            .browser
+            .get_or_launch(self.registry.config(), &CancelToken::new())
+        {
+            Ok(launched) => Ok(launched.ws_url),
+            Err(LaunchRefused::NoBrowser) => Err(Error::NoPage(
+                "no cdp_url given (nor browser.cdp_url configured) and no Chromium-family \
                  browser found to launch (install chromium, set CHROME, or configure \
                  browser.chrome_path)"
-                        .into(),
-                )
-            })?;
-        let b = match LaunchedBrowser::launch_with(
-            &exe,
-            &self.registry.config().chrome_args,
-            &self.closed,
-        ) {
-            Err(_) if self.registry.is_closed() => {
-                return Err(Error::StartCancelled {
-                    task_id: task_id.to_string(),
-                    during: "launching the browser (the registry was closed)".into(),
-                });
-            }
-            launched => launched?,
-        };
-        let url = b.ws_url().to_string();
-        *slot = Some(b);
-        Ok(url)
+                    .into(),
+            )),
+            Err(LaunchRefused::Failed(e)) if !self.registry.is_closed() => Err(e),
+            Err(_) => Err(cut_short()),
+        }
     }
 }
 
@@ -200,7 +173,7 @@ impl PySupervisorRegistry {
 
     #[pyo3(signature = (task_id, cdp_url=None, *, target_id=None, dialog_policy=None,
                         dialog_timeout_s=None, dialog_bridge=None, start_timeout_s=None,
-                        own_page=false, new_page=false))]
+                        own_page=false, new_page=false, page_choice=None))]
     #[allow(clippy::too_many_arguments)]
     fn get_or_start(
         &self,
@@ -214,11 +187,15 @@ impl PySupervisorRegistry {
         start_timeout_s: Option<f64>,
         own_page: bool,
         new_page: bool,
+        page_choice: Option<String>,
     ) -> PyResult<Py<PySupervisor>> {
         self.check_home()?;
         // `new_page` is `own_page`'s old name.
         let mut options = StartOptions::default().with_own_page(own_page || new_page);
         options.target_id = target_id;
+        if let Some(c) = page_choice {
+            options.page_choice = PageChoice::parse(&c).map_err(to_py_err)?;
+        }
         if let Some(p) = dialog_policy {
             options.dialog_policy = Some(DialogPolicy::parse(&p).map_err(to_py_err)?);
         }
@@ -234,7 +211,7 @@ impl PySupervisorRegistry {
             .transpose()?;
         let url = cdp_url
             .filter(|u| !u.trim().is_empty())
-            .or_else(|| self.inner.registry.config().cdp_url.clone());
+            .or_else(|| self.inner.registry.config().cdp_url().map(str::to_string));
         let inner = Arc::clone(&self.inner);
         let task = task_id.clone();
         let started = blocking::call(py, move |_| {
@@ -359,7 +336,7 @@ impl PySupervisor {
     fn timeout(&self, timeout_s: Option<f64>) -> PyResult<Duration> {
         match timeout_s {
             Some(t) => seconds("timeout_s", t),
-            None => Ok(self.sup.config().call_timeout),
+            None => Ok(self.sup.config().call_timeout()),
         }
     }
 
@@ -421,16 +398,7 @@ impl PySupervisor {
         dialog_id: Option<String>,
     ) -> PyResult<PyPendingDialog> {
         self.check_home()?;
-        let action = match action.as_str() {
-            "accept" => DialogAction::Accept,
-            "dismiss" => DialogAction::Dismiss,
-            other => {
-                return Err(invalid_argument(format!(
-                    "invalid action {}: use \"accept\" or \"dismiss\"",
-                    cdp_supervisor::unversioned::quote::quoted(other)
-                )));
-            }
-        };
+        let action = DialogAction::parse(&action).map_err(to_py_err)?;
         let sup = Arc::clone(&self.sup);
         let answered = blocking::call(py, move |_| {
             sup.respond_to_dialog(action, prompt_text.as_deref(), dialog_id.as_deref())
@@ -461,7 +429,7 @@ impl PySupervisor {
         }
         let timeout = match timeout_s {
             Some(t) => seconds("timeout_s", t)?,
-            None => self.sup.config().call_timeout,
+            None => self.sup.config().call_timeout(),
         };
         let sup = Arc::clone(&self.sup);
         let result = blocking::call(py, move |cancel| {

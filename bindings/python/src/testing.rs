@@ -102,7 +102,7 @@ impl PyFakeBrowser {
 
     /// The page opens a dialog (`alert`, `confirm`, `prompt`, `beforeunload`): the fake sends
     /// `Page.javascriptDialogOpening` on every attached page session.
-    #[pyo3(signature = (kind, message, default_prompt=String::new()))]
+    #[pyo3(signature = (kind, message, default_prompt=String::new()), text_signature = "($self, kind, message, default_prompt='')")]
     fn open_dialog(
         &self,
         py: Python<'_>,

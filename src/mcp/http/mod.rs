@@ -151,11 +151,11 @@ impl HttpOptions {
         HttpOptions {
             addr: DEFAULT_ADDR.into(),
             idle_timeout: Duration::from_secs(60),
-            header_timeout: config.http_head_timeout,
+            header_timeout: config.http_head_timeout(),
             body_timeout: Duration::from_secs(30),
             max_connections: 64,
-            max_new_connections: config.http_max_new_connections,
-            max_listen_streams: config.http_max_listen_streams,
+            max_new_connections: config.http_max_new_connections(),
+            max_listen_streams: config.http_max_listen_streams(),
             token: None,
         }
     }
@@ -288,7 +288,7 @@ impl HttpServer {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Io(format!("the MCP listener's address: {e}")))?;
-        let access = Access::new(addr, &config.allowed_hosts, options.token.as_deref());
+        let access = Access::new(addr, config.allowed_hosts(), options.token.as_deref());
         let places = Places::new(options.max_connections, options.max_listen_streams);
         let shared = Arc::new(Shared {
             mcp: McpServer::new(config),

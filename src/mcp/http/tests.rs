@@ -179,7 +179,9 @@ fn tool(c: &mut Client, id: u64, name: &str, args: Value) -> Value {
 #[test]
 fn host_origin_and_token_rules_hold_before_anything_else() {
     let server = start(
-        Config::default().with_allowed_hosts(["mcp.example.test"]),
+        Config::default()
+            .with_allowed_hosts(["mcp.example.test"])
+            .unwrap(),
         HttpOptions::default().with_token(Some("tok-42".into())),
     );
     let port = server.local_addr().port();
@@ -405,7 +407,7 @@ fn a_stateless_request_must_mirror_its_body_in_its_headers() {
 fn clients_that_name_no_task_get_fresh_tasks_of_their_own() {
     let fake = FakeBrowser::start().unwrap();
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default(),
     );
     let (mut a, mut b) = (Client::new(&server), Client::new(&server));
@@ -456,7 +458,7 @@ fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default(),
     );
     let engine = &server.mcp().engine;
@@ -647,7 +649,7 @@ fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
     let fake = FakeBrowser::start().unwrap();
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default(),
     );
     let mut c = Client::new(&server);
@@ -709,7 +711,7 @@ fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
 fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_server_ends_it() {
     let fake = FakeBrowser::start().unwrap();
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default(),
     );
     let mut c = Client::new(&server);
@@ -848,7 +850,7 @@ fn worker_call(c: &mut Client, task: &str, id: u64, minor: u8, extra: &[(&str, &
 fn an_answer_that_says_close_closes_the_connection_right_after_it() {
     let fake = FakeBrowser::start().unwrap();
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default(),
     );
     let task = connect_task(&mut Client::new(&server));
@@ -1174,7 +1176,7 @@ fn a_refusal_past_the_limit_is_a_readable_503_not_a_reset() {
 fn listen_streams_that_never_read_cannot_keep_an_authenticated_client_out() {
     let fake = FakeBrowser::start().unwrap();
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default().with_max_connections(4),
     );
     let task = connect_task(&mut Client::new(&server));
@@ -1206,7 +1208,7 @@ fn listen_streams_that_never_read_cannot_keep_an_authenticated_client_out() {
 fn a_listen_stream_that_stops_reading_is_dropped_at_its_write_deadline() {
     let fake = FakeBrowser::start().unwrap();
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default(),
     );
     let task = connect_task(&mut Client::new(&server));
@@ -1235,7 +1237,7 @@ fn a_listen_stream_that_stops_reading_is_dropped_at_its_write_deadline() {
 fn listen_streams_past_their_own_cap_are_refused_with_503_and_a_place_frees_when_one_ends() {
     let fake = FakeBrowser::start().unwrap();
     let server = start(
-        Config::default().with_cdp_url(fake.ws_url()),
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
         HttpOptions::default().with_max_listen_streams(2),
     );
     let task = connect_task(&mut Client::new(&server));

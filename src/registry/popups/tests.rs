@@ -79,7 +79,7 @@ fn the_watcher_closes_with_the_last_task_and_opens_again_for_the_next() {
 #[test]
 fn a_task_that_dies_closes_its_idle_watcher() {
     let fake = fake();
-    let reg = SupervisorRegistry::new(Config::default().with_reconnect_attempts(0));
+    let reg = SupervisorRegistry::new(Config::default().with_reconnect_attempts(0).unwrap());
     let sup = reg.get_or_start("dies", &fake.ws_url()).unwrap();
     assert!(served(&sup));
     assert!(fake.wait_for_connections(2, WAIT));

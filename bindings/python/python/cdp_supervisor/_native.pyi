@@ -9,6 +9,29 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union, final
 
+__all__ = [
+    "Config",
+    "SupervisorRegistry",
+    "Supervisor",
+    "Snapshot",
+    "PendingDialog",
+    "ClosedDialog",
+    "FrameTree",
+    "FrameEntry",
+    "ConsoleEntry",
+    "Blocked",
+    "PageInfo",
+    "Download",
+    "FileChooser",
+    "FakeBrowser",
+    "_call_tool",
+    "_bench_detect_rust",
+    "_error_samples",
+    "__version__",
+    "DIALOG_BRIDGE_HOST",
+    "CONFIG_KEYWORDS",
+]
+
 __version__: str
 DIALOG_BRIDGE_HOST: str
 CONFIG_KEYWORDS: List[str]
@@ -24,8 +47,8 @@ class Config:
     naming the key, the value and what is allowed.
     """
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         dialog_policy: Optional[str] = ...,
         dialog_timeout_s: Optional[float] = ...,
@@ -56,7 +79,7 @@ class Config:
         dir: Optional[Union[str, "PathLike[str]"]] = ...,
         keep: Optional[bool] = ...,
         isolate_tasks: Optional[bool] = ...,
-    ) -> None: ...
+    ) -> "Config": ...
     @staticmethod
     def load(path: Optional[Union[str, "PathLike[str]"]] = None) -> Config:
         """The defaults, then ``path`` (or ``$CDP_SUPERVISOR_CONFIG``), then the
@@ -109,7 +132,7 @@ class Config:
     @property
     def isolate_tasks(self) -> bool:
         """A task reaches only its own pages (``security.isolate_tasks``, default true)."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
 
 @final
 class PendingDialog:
@@ -497,7 +520,7 @@ class SupervisorRegistry:
     In a child of ``os.fork()`` it raises :class:`~cdp_supervisor.UsedAfterFork` (all but
     ``config``) and touches nothing of the parent's: make a new registry in the child."""
 
-    def __init__(self, config: Optional[Config] = None) -> None: ...
+    def __new__(cls, config: Optional[Config] = None) -> "SupervisorRegistry": ...
     @property
     def config(self) -> Config: ...
     def get_or_start(
@@ -512,6 +535,7 @@ class SupervisorRegistry:
         start_timeout_s: Optional[float] = None,
         own_page: bool = False,
         new_page: bool = False,
+        page_choice: Optional[str] = None,
     ) -> Supervisor:
         """The task's live supervisor for ``cdp_url`` (``ws://``, ``wss://`` or ``http://``),
         starting one when there is none, when it died, or when the URL or options changed.
@@ -519,7 +543,10 @@ class SupervisorRegistry:
         config) it launches a local headless Chromium and gives the task a page of its own.
         ``own_page``: a fresh ``about:blank`` page of the task's own, never an existing one,
         re-attached after a reconnect while it exists and closed at stop (``new_page`` is its
-        old name). A ``stop`` of the task or a ``close`` from another thread cuts it short
+        old name). ``page_choice`` says which existing page a task that names none and owns
+        none takes: ``"first_usable"`` (the default: the first page with a web URL) or
+        ``"first_listed"`` (the first page the browser lists, whatever its URL; one that is
+        gone by the time it is attached is passed over). A ``stop`` of the task or a ``close`` from another thread cuts it short
         (:class:`~cdp_supervisor.StartCancelled`); a closed registry raises
         :class:`~cdp_supervisor.RegistryClosed`."""
     def get(self, task_id: str) -> Optional[Supervisor]: ...
@@ -584,7 +611,4 @@ class FakeBrowser:
 
 def _call_tool(registry: SupervisorRegistry, name: str, arguments: Dict[str, Any]) -> str: ...
 def _bench_detect_rust(fake: FakeBrowser, sup: Supervisor, samples: int) -> List[int]: ...
-def _first_page_target(
-    cdp_url: str, timeout_s: float, skip: Sequence[str] = ...
-) -> Optional[str]: ...
 def _error_samples(dialog: PendingDialog) -> List[Tuple[str, BaseException]]: ...

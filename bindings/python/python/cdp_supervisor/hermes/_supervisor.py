@@ -22,8 +22,8 @@ from ._model import (
 )
 from ._page import _PageMethods
 
-# How many pages ``CDPSupervisor.start`` tries, after ``legacy_first_page()``, when the ones it
-# chose go away under it.
+# How many starts ``CDPSupervisor.start`` makes, after ``legacy_first_page()``, when the page it
+# took goes away under it (the supervisor itself passes over pages gone before the attach).
 _PAGE_ATTEMPTS = 5
 
 
@@ -105,21 +105,21 @@ class CDPSupervisor(_PageMethods):
             raise TimeoutError(f"CDP supervisor did not attach within {timeout}s")
         legacy = _model._LEGACY_FIRST_PAGE[0] and self.target_id is None and not self._new_page
         deadline = time.monotonic() + timeout
-        tried: List[str] = []
+        attempts = 0
         while True:
-            attach_to = self.target_id
-            if legacy:
-                left = deadline - time.monotonic()
-                attach_to = _native._first_page_target(self.cdp_url, max(0.0, min(left, 5.0)), tried)
+            attempts += 1
             try:
                 self._native = self._registry.get_or_start(
                     self.task_id,
                     self.cdp_url,
-                    target_id=attach_to,
+                    target_id=self.target_id,
                     dialog_policy=self.dialog_policy,
                     dialog_timeout_s=self.dialog_timeout_s,
                     start_timeout_s=_remaining(deadline, timeout),
-                    own_page=attach_to is None,
+                    own_page=not legacy and self.target_id is None,
+                    # Hermes before its owned tab: the browser's first page, whatever its URL
+                    # (the supervisor passes over one that is gone by the time it attaches).
+                    page_choice="first_listed" if legacy else None,
                 )
                 return
             except Timeout as e:
@@ -127,12 +127,10 @@ class CDPSupervisor(_PageMethods):
             except CdpSupervisorError as e:
                 if (
                     legacy
-                    and attach_to is not None
                     and _page_went_away(e)
-                    and len(tried) < _PAGE_ATTEMPTS
+                    and attempts < _PAGE_ATTEMPTS
                     and time.monotonic() < deadline
                 ):
-                    tried.append(attach_to)
                     continue
                 raise RuntimeError(f"CDP supervisor failed to start: {e}") from None
 

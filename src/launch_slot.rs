@@ -1,6 +1,6 @@
-//! The one local browser an MCP server launches for tasks connected without a `cdp_url`:
-//! launched on first use, relaunched when it has died (an agent's `Browser.close`, a crash),
-//! closed at shutdown.
+//! The one local browser an owner launches for tasks started without a CDP URL (the MCP
+//! server's `browser_connect`, the Python registry's `get_or_start`): launched on first use,
+//! relaunched when it has died (an agent's `Browser.close`, a crash), closed at shutdown.
 //!
 //! The slot's lock is never held while a browser launches (that can take seconds), so shutdown
 //! is never stuck behind a launch: concurrent callers wait on the launch's completion channel,
@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, bounded};
 
 use crate::cancel::CancelToken;
 use crate::config::Config;
+use crate::error::Error;
 use crate::launch::{CLOSE_GRACE, LaunchedBrowser, find_browser};
 
 #[derive(Debug, Default)]
@@ -28,21 +29,49 @@ struct State {
     closed: bool,
 }
 
-/// What a cancelled launch (or wait for one) says.
-const CANCELLED: &str = "the launch was cancelled";
+/// Why [`BrowserSlot::get_or_launch`] gives no browser. `Display` is what the MCP server's
+/// `browser_connect` says; other owners map each case to their own error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LaunchRefused {
+    /// The caller's cancel token fired (while waiting for another launch, or its own).
+    Cancelled,
+    /// [`BrowserSlot::close`] was called: no more launches.
+    Closed,
+    /// No Chromium-family browser was found to launch.
+    NoBrowser,
+    /// The launch failed (or a `close` cut it short: see [`BrowserSlot::close`]).
+    Failed(Error),
+}
 
-/// The server's launched browser (see the module doc).
+impl std::fmt::Display for LaunchRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaunchRefused::Cancelled => f.write_str("the launch was cancelled"),
+            LaunchRefused::Closed => f.write_str("the server is shutting down"),
+            LaunchRefused::NoBrowser => f.write_str(
+                "no cdp_url given and no Chromium-family browser found (install chromium, set \
+                 CHROME, or configure browser.chrome_path)",
+            ),
+            LaunchRefused::Failed(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A launched browser for tasks that give no CDP URL (see the module doc).
 #[derive(Debug, Default)]
-pub(crate) struct BrowserSlot {
-    /// Written by `browser_connect` workers and by shutdown, each for a short moment.
+pub struct BrowserSlot {
+    /// Written by the callers that start tasks and by `close`, each for a short moment.
     state: Mutex<State>,
 }
 
 /// The launched browser's URL, and a signal of its exit.
-pub(crate) struct Launched {
-    pub(crate) ws_url: String,
+#[derive(Debug)]
+pub struct Launched {
+    /// Its browser endpoint (`ws://127.0.0.1:P/devtools/browser/…`).
+    pub ws_url: String,
     /// Disconnects when that browser process has exited.
-    pub(crate) exited: Receiver<()>,
+    pub exited: Receiver<()>,
 }
 
 impl BrowserSlot {
@@ -51,7 +80,7 @@ impl BrowserSlot {
     }
 
     /// The launched browser, if there is one (running or not), without launching.
-    pub(crate) fn current(&self) -> Option<Launched> {
+    pub fn current(&self) -> Option<Launched> {
         self.lock().browser.as_ref().map(|b| Launched {
             ws_url: b.ws_url().to_string(),
             exited: b.exit_signal(),
@@ -61,18 +90,18 @@ impl BrowserSlot {
     /// The running launched browser, launching one (again) when there is none or it has exited.
     /// `cancel` gives up at once: waiting for another caller's launch, or its own launch, which
     /// then closes what it started (the next caller launches again).
-    pub(crate) fn get_or_launch(
+    pub fn get_or_launch(
         &self,
         config: &Config,
         cancel: &CancelToken,
-    ) -> Result<Launched, String> {
+    ) -> Result<Launched, LaunchRefused> {
         loop {
             if cancel.is_cancelled() {
-                return Err(CANCELLED.into());
+                return Err(LaunchRefused::Cancelled);
             }
             let mut st = self.lock();
             if st.closed {
-                return Err("the server is shutting down".into());
+                return Err(LaunchRefused::Closed);
             }
             let dead = match &st.browser {
                 Some(b) if b.is_running() => {
@@ -95,7 +124,7 @@ impl BrowserSlot {
                 drop(dead);
                 crossbeam_channel::select! {
                     recv(wait) -> _ => continue,
-                    recv(cancel.receiver()) -> _ => return Err(CANCELLED.into()),
+                    recv(cancel.receiver()) -> _ => return Err(LaunchRefused::Cancelled),
                 }
             }
             let (done_tx, done_rx) = bounded::<()>(0);
@@ -107,16 +136,16 @@ impl BrowserSlot {
             if let Some(d) = dead {
                 d.close(Duration::ZERO);
             }
-            let launched = find_browser(config.chrome_path.as_deref())
-                .map_err(|e| e.to_string())
+            let launched = find_browser(config.chrome_path())
+                .map_err(LaunchRefused::Failed)
+                .and_then(|exe| exe.ok_or(LaunchRefused::NoBrowser))
                 .and_then(|exe| {
-                    exe.ok_or_else(|| {
-                        "no cdp_url given and no Chromium-family browser found (install chromium, set CHROME, or configure browser.chrome_path)".to_string()
-                    })
-                })
-                .and_then(|exe| {
-                    LaunchedBrowser::launch_with(&exe, &config.chrome_args, launch_cancel.receiver())
-                        .map_err(|e| e.to_string())
+                    LaunchedBrowser::launch_with(
+                        &exe,
+                        config.chrome_args(),
+                        launch_cancel.receiver(),
+                    )
+                    .map_err(LaunchRefused::Failed)
                 });
             let mut st = self.lock();
             st.launching = None;
@@ -125,7 +154,7 @@ impl BrowserSlot {
                 Ok(b) if st.closed => {
                     drop(st);
                     b.close(CLOSE_GRACE);
-                    Err("the server is shutting down".into())
+                    Err(LaunchRefused::Closed)
                 }
                 Ok(b) => {
                     let l = Launched {
@@ -144,7 +173,7 @@ impl BrowserSlot {
 
     /// No more launches; closes the browser (gracefully, see [`LaunchedBrowser::close`]). A
     /// launch in progress is awaited for at most `launch_wait`; it closes its browser itself.
-    pub(crate) fn close(&self, launch_wait: Duration) {
+    pub fn close(&self, launch_wait: Duration) {
         let (browser, launching) = {
             let mut st = self.lock();
             st.closed = true;
