@@ -3,6 +3,7 @@
 //! does when the close meets a commit: `e2e_own_page`) is sent again until the page goes, and
 //! the stop stays within its budget when the page never goes.
 
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,10 +31,9 @@ fn start_with_own_page(
 ) -> (SupervisorRegistry, Arc<Supervisor>, String, String) {
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
-        .get_or_start_with(
-            task,
-            &fake.ws_url(),
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new(task, &fake.ws_url())
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start with a page of its own");
     let snap = sup.snapshot();

@@ -20,8 +20,8 @@ use cdp_supervisor::unversioned::{
     LaunchedBrowser, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, find_browser, seconds_setting,
 };
 use cdp_supervisor::{
-    BridgeMode, DialogAction, DialogPolicy, Error, Route, StartOptions, Supervisor,
-    SupervisorRegistry, SupervisorState,
+    BridgeMode, CallRequest, DialogAction, DialogAnswer, DialogPolicy, Error, Route, StartOptions,
+    StartRequest, Supervisor, SupervisorRegistry, SupervisorState,
 };
 
 use crate::blocking::{self, Step};
@@ -241,7 +241,9 @@ impl PySupervisorRegistry {
             .or_else(|| self.inner.registry.config().cdp_url.clone());
         let inner = Arc::clone(&self.inner);
         let task = task_id.clone();
-        let started = blocking::call(py, move |_| {
+        // On the main thread Ctrl-C cancels the start (`blocking::call`): it then leaves
+        // nothing behind.
+        let started = blocking::call(py, move |cancel| {
             let url = match url {
                 Some(u) => u,
                 None => {
@@ -251,10 +253,14 @@ impl PySupervisorRegistry {
                     inner.launched_url(&task)?
                 }
             };
-            match start_timeout {
-                Some(t) => inner.registry.get_or_start_within(&task, &url, options, t),
-                None => inner.registry.get_or_start_with(&task, &url, options),
+            let mut request = StartRequest::new(&task, &url).with_options(options);
+            if let Some(t) = start_timeout {
+                request = request.with_timeout(t);
             }
+            if let Some(c) = cancel {
+                request = request.with_cancel(c);
+            }
+            inner.registry.start(request)
         })?;
         let sup = started.map_err(to_py_err)?;
         self.wrap(py, &task_id, sup)
@@ -436,8 +442,19 @@ impl PySupervisor {
             }
         };
         let sup = Arc::clone(&self.sup);
-        let answered = blocking::call(py, move |_| {
-            sup.respond_to_dialog(action, prompt_text.as_deref(), dialog_id.as_deref())
+        // On the main thread Ctrl-C abandons the wait for the browser's acknowledgement.
+        let answered = blocking::call(py, move |cancel| {
+            let mut answer = DialogAnswer::new(action);
+            if let Some(t) = &prompt_text {
+                answer = answer.with_prompt_text(t);
+            }
+            if let Some(id) = &dialog_id {
+                answer = answer.with_dialog_id(id);
+            }
+            if let Some(c) = cancel {
+                answer = answer.with_cancel(c);
+            }
+            sup.answer_dialog(answer)
         })?;
         PyPendingDialog::new(py, &answered.map_err(to_py_err)?)
     }
@@ -474,12 +491,13 @@ impl PySupervisor {
                 (None, Some(t)) => Route::Target(t),
                 (None, None) => Route::by_domain(&method),
             };
-            match cancel {
-                Some(c) => sup
-                    .call_cancellable(&method, params, route, timeout, c)
-                    .map(|(v, _)| v),
-                None => sup.call(&method, params, route, timeout),
+            let mut request = CallRequest::new(&method, params)
+                .with_route(route)
+                .with_timeout(timeout);
+            if let Some(c) = cancel {
+                request = request.with_cancel(c);
             }
+            sup.send(request).map(|(v, _)| v)
         })?;
         to_py(py, &result.map_err(to_py_err)?)
     }
