@@ -3,6 +3,7 @@
 //! host's own time-out, a shutdown. [`recv`] is the one wait on a channel with a deadline and an
 //! optional token (a CDP reply, another caller's start).
 
+use crate::sync;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -59,7 +60,7 @@ impl CancelToken {
     }
 
     fn links(&self) -> std::sync::MutexGuard<'_, Links> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.inner.state)
     }
 
     /// Cancels: every call waiting with this token (now or later) returns at once, and so do

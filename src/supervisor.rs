@@ -19,6 +19,7 @@
 //! policy, waiting with a cancel token) is in `supervisor/calls.rs`; the start (the
 //! [`StartRequest`] and the one path that runs it), in `supervisor/start.rs`.
 
+use crate::sync;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -111,7 +112,7 @@ pub(crate) fn invalid_action(shown: impl std::fmt::Display) -> Error {
 
 impl Supervisor {
     fn lock_threads(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.threads.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.threads)
     }
 
     /// Takes over a page the popup watcher holds paused (`crate::registry::popups`): this
