@@ -292,12 +292,10 @@ impl Supervisor {
         prompt_text: Option<&str>,
         dialog_id: Option<&str>,
     ) -> Result<PendingDialog, Error> {
-        self.answer_dialog(DialogAnswer {
-            action,
-            prompt_text,
-            dialog_id,
-            cancel: None,
-        })
+        let answer = DialogAnswer::new(action)
+            .with_prompt_text(prompt_text)
+            .with_dialog_id(dialog_id);
+        self.answer_dialog(answer)
     }
 
     /// The one dialog-answer path: answers the dialog `answer` names (or the only one pending)
@@ -400,21 +398,24 @@ impl<'a> DialogAnswer<'a> {
         }
     }
 
-    /// The text a prompt is accepted with (default: the prompt's own default text).
-    pub fn with_prompt_text(mut self, text: &'a str) -> DialogAnswer<'a> {
-        self.prompt_text = Some(text);
+    /// The text a prompt is accepted with (`None`, the default: the prompt's own default
+    /// text).
+    pub fn with_prompt_text(mut self, text: impl Into<Option<&'a str>>) -> DialogAnswer<'a> {
+        self.prompt_text = text.into();
         self
     }
 
-    /// Which dialog (as `PendingDialog::id` names it).
-    pub fn with_dialog_id(mut self, dialog_id: &'a str) -> DialogAnswer<'a> {
-        self.dialog_id = Some(dialog_id);
+    /// Which dialog, as `PendingDialog::id` names it (`None`, the default: the only one
+    /// pending).
+    pub fn with_dialog_id(mut self, dialog_id: impl Into<Option<&'a str>>) -> DialogAnswer<'a> {
+        self.dialog_id = dialog_id.into();
         self
     }
 
-    /// Has `cancel` abandon the wait for the acknowledgement at once.
-    pub fn with_cancel(mut self, cancel: &'a CancelToken) -> DialogAnswer<'a> {
-        self.cancel = Some(cancel);
+    /// Has `cancel` abandon the wait for the acknowledgement at once (a token or an `Option`
+    /// of one).
+    pub fn with_cancel(mut self, cancel: impl Into<Option<&'a CancelToken>>) -> DialogAnswer<'a> {
+        self.cancel = cancel.into();
         self
     }
 }

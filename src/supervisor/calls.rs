@@ -54,16 +54,17 @@ impl<'a> CallRequest<'a> {
         self
     }
 
-    /// How long the reply is waited for (clamped to 1 ms..300 s).
-    pub fn with_timeout(mut self, timeout: Duration) -> CallRequest<'a> {
-        self.timeout = Some(timeout);
+    /// How long the reply is waited for (clamped to 1 ms..300 s; `None`: the configuration's
+    /// `supervisor.call_timeout_s`).
+    pub fn with_timeout(mut self, timeout: impl Into<Option<Duration>>) -> CallRequest<'a> {
+        self.timeout = timeout.into();
         self
     }
 
     /// Has `cancel` abandon the call at once: [`Error::Cancelled`], and the late reply is
-    /// dropped (never delivered to another caller).
-    pub fn with_cancel(mut self, cancel: &'a CancelToken) -> CallRequest<'a> {
-        self.cancel = Some(cancel);
+    /// dropped (never delivered to another caller). Takes a token or an `Option` of one.
+    pub fn with_cancel(mut self, cancel: impl Into<Option<&'a CancelToken>>) -> CallRequest<'a> {
+        self.cancel = cancel.into();
         self
     }
 

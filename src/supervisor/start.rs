@@ -77,9 +77,10 @@ impl<'a> StartRequest<'a> {
 
     /// Bounds the connect and attach of the supervisor this start makes (and its reattaches
     /// after a reconnect) by `timeout` instead of `supervisor.start_timeout_s`: any duration
-    /// but zero ([`Error::Config`] at start), [`Duration::MAX`] for no bound.
-    pub fn with_timeout(mut self, timeout: Duration) -> StartRequest<'a> {
-        self.timeout = Some(timeout);
+    /// but zero ([`Error::Config`] at start), [`Duration::MAX`] for no bound (`None`: the
+    /// configuration's again).
+    pub fn with_timeout(mut self, timeout: impl Into<Option<Duration>>) -> StartRequest<'a> {
+        self.timeout = timeout.into();
         self
     }
 
@@ -90,9 +91,9 @@ impl<'a> StartRequest<'a> {
     /// cut short: a `Target.createTarget` in flight is waited for (at most 1 s) so that the new
     /// page can be closed, and a connect blocked in system calls cannot be interrupted: the
     /// start returns at once, and the connect ends on its helper thread by its own deadline,
-    /// closing what it opened.
-    pub fn with_cancel(mut self, cancel: &'a CancelToken) -> StartRequest<'a> {
-        self.cancel = Some(cancel);
+    /// closing what it opened. Takes a token or an `Option` of one (`None`: no token).
+    pub fn with_cancel(mut self, cancel: impl Into<Option<&'a CancelToken>>) -> StartRequest<'a> {
+        self.cancel = cancel.into();
         self
     }
 

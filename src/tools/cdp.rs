@@ -72,12 +72,10 @@ fn call(
     };
     let sup = live(reg, task_id)?;
     let timeout = timeout_s.map_or(sup.config().call_timeout, Duration::from_secs_f64);
-    let mut request = CallRequest::new(method, params)
+    let request = CallRequest::new(method, params)
         .with_route(route)
-        .with_timeout(timeout);
-    if let Some(c) = cancel {
-        request = request.with_cancel(c);
-    }
+        .with_timeout(timeout)
+        .with_cancel(cancel);
     let result = sup.send(request);
     // The session it went to stays out: session ids are routing details, never LLM-visible.
     let (result, _session) = result.map_err(|e| failed(&e, route))?;

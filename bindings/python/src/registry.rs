@@ -249,13 +249,10 @@ impl PySupervisorRegistry {
                     inner.launched_url(&task)?
                 }
             };
-            let mut request = StartRequest::new(&task, &url).with_options(options);
-            if let Some(t) = start_timeout {
-                request = request.with_timeout(t);
-            }
-            if let Some(c) = cancel {
-                request = request.with_cancel(c);
-            }
+            let request = StartRequest::new(&task, &url)
+                .with_options(options)
+                .with_timeout(start_timeout)
+                .with_cancel(cancel);
             inner.registry.start(request)
         })?;
         let sup = started.map_err(to_py_err)?;
@@ -440,16 +437,10 @@ impl PySupervisor {
         let sup = Arc::clone(&self.sup);
         // On the main thread Ctrl-C abandons the wait for the browser's acknowledgement.
         let answered = blocking::call(py, move |cancel| {
-            let mut answer = DialogAnswer::new(action);
-            if let Some(t) = &prompt_text {
-                answer = answer.with_prompt_text(t);
-            }
-            if let Some(id) = &dialog_id {
-                answer = answer.with_dialog_id(id);
-            }
-            if let Some(c) = cancel {
-                answer = answer.with_cancel(c);
-            }
+            let answer = DialogAnswer::new(action)
+                .with_prompt_text(prompt_text.as_deref())
+                .with_dialog_id(dialog_id.as_deref())
+                .with_cancel(cancel);
             sup.answer_dialog(answer)
         })?;
         PyPendingDialog::new(py, &answered.map_err(to_py_err)?)
@@ -487,12 +478,10 @@ impl PySupervisor {
                 (None, Some(t)) => Route::Target(t),
                 (None, None) => Route::by_domain(&method),
             };
-            let mut request = CallRequest::new(&method, params)
+            let request = CallRequest::new(&method, params)
                 .with_route(route)
-                .with_timeout(timeout);
-            if let Some(c) = cancel {
-                request = request.with_cancel(c);
-            }
+                .with_timeout(timeout)
+                .with_cancel(cancel);
             sup.send(request).map(|(v, _)| v)
         })?;
         to_py(py, &result.map_err(to_py_err)?)
