@@ -71,6 +71,7 @@
 
 mod common;
 
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -387,10 +388,9 @@ fn main() {
 /// Starts a supervisor on exactly `page`.
 fn start_on(registry: &SupervisorRegistry, task: &str, url: &str, page: &str) -> Arc<Supervisor> {
     let sup = registry
-        .get_or_start_with(
-            task,
-            url,
-            StartOptions::default().with_target_id(page.to_string()),
+        .start(
+            StartRequest::new(task, url)
+                .with_options(StartOptions::default().with_target_id(page.to_string())),
         )
         .expect("start the supervisor");
     assert_eq!(

@@ -31,6 +31,7 @@
 
 mod common;
 
+use cdp_supervisor::StartRequest;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Barrier};
@@ -110,7 +111,7 @@ fn connect_fleet(reg: &SupervisorRegistry, url: &str, n: usize, tag: &str) -> (f
     let mut times = Vec::with_capacity(n);
     for i in 0..n {
         let t0 = Instant::now();
-        reg.get_or_start_with(&format!("{tag}-{i:05}"), url, own_page())
+        reg.start(StartRequest::new(&format!("{tag}-{i:05}"), url).with_options(own_page()))
             .unwrap_or_else(|e| panic!("start {i} of {n}: {e}"));
         times.push(ms(t0.elapsed()));
     }
@@ -250,7 +251,7 @@ fn burst_round(burst: usize) -> (f64, f64, Vec<String>) {
     let reg = SupervisorRegistry::new(Config::default());
     let t0 = Instant::now();
     for i in 0..burst {
-        reg.get_or_start_with(&format!("seq-{i:05}"), &url, own_page())
+        reg.start(StartRequest::new(&format!("seq-{i:05}"), &url).with_options(own_page()))
             .expect("sequential start");
     }
     let sequential = t0.elapsed().as_secs_f64();
@@ -264,7 +265,7 @@ fn burst_round(burst: usize) -> (f64, f64, Vec<String>) {
             let (reg, gate, url) = (Arc::clone(&reg), Arc::clone(&gate), url.clone());
             std::thread::spawn(move || {
                 gate.wait();
-                reg.get_or_start_with(&format!("par-{i:05}"), &url, own_page())
+                reg.start(StartRequest::new(&format!("par-{i:05}"), &url).with_options(own_page()))
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             })

@@ -205,10 +205,10 @@ fn create_page(
         ),
         deadline,
     )?;
-    let created = match reply.wait_or_cancel(deadline, cancel) {
+    let created = match reply.wait(deadline, cancel) {
         Err(Error::Cancelled(method)) => {
             // The tab may be created all the same: wait for the answer to close it.
-            if let Ok(v) = reply.wait_until(deadline.within(CLEANUP_WAIT))
+            if let Ok(v) = reply.wait(deadline.within(CLEANUP_WAIT), None)
                 && let Some(t) = v["targetId"].as_str()
             {
                 close_target(sh, t);
@@ -243,8 +243,7 @@ fn call(
     deadline: Deadline,
     cancel: Option<&CancelToken>,
 ) -> Result<serde_json::Value, Error> {
-    sh.start_call(cmd, deadline)?
-        .wait_or_cancel(deadline, cancel)
+    sh.start_call(cmd, deadline)?.wait(deadline, cancel)
 }
 
 /// Attaches to `target_id` and sets its session up (SPEC §4 steps 2, 3 and 5).
@@ -293,11 +292,11 @@ fn attach_to(
             "the page's set-up lacks a command the attach waits for".into(),
         ));
     };
-    match page_enable.reply_by_or_cancel(deadline.within(PAGE_ENABLE_PROBE_AFTER), cancel) {
+    match page_enable.reply_by(deadline.within(PAGE_ENABLE_PROBE_AFTER), cancel) {
         Some(r) => {
             r?;
-            tree.wait_or_cancel(deadline, cancel)?;
-            match auto_attach.reply_by_or_cancel(deadline.within(AUTO_ATTACH_WAIT), cancel) {
+            tree.wait(deadline, cancel)?;
+            match auto_attach.reply_by(deadline.within(AUTO_ATTACH_WAIT), cancel) {
                 Some(Ok(_)) => probe_frames(sh, deadline, cancel),
                 Some(Err(e @ Error::Cancelled(_))) => Err(e),
                 _ => Ok(()),
@@ -308,7 +307,7 @@ fn attach_to(
             // and we return instead of hanging (SPEC §4.5).
             match probe_blocked(sh, &session, None, deadline, cancel) {
                 Ok(true) => Ok(()),
-                Ok(false) => match page_enable.reply_by_or_cancel(deadline, cancel) {
+                Ok(false) => match page_enable.reply_by(deadline, cancel) {
                     Some(r) => r.map(|_| ()),
                     None => Err(Error::StartTimeout(
                         deadline.budget(),
@@ -357,7 +356,7 @@ fn probe_frames(
     }
     let probe_at = deadline.within(PAGE_ENABLE_PROBE_AFTER);
     for (frame_id, session_id, reply) in enables {
-        match reply.reply_by_or_cancel(probe_at, cancel) {
+        match reply.reply_by(probe_at, cancel) {
             Some(Err(e @ Error::Cancelled(_))) => return Err(e),
             Some(_) => {}
             None => {
@@ -394,7 +393,7 @@ fn probe_blocked(
         deadline,
         cancel,
     )?;
-    let answered = input.reply_by_or_cancel(deadline.within(INPUT_PROBE_WAIT), cancel);
+    let answered = input.reply_by(deadline.within(INPUT_PROBE_WAIT), cancel);
     if let Some(Err(e @ Error::Cancelled(_))) = answered {
         return Err(e);
     }

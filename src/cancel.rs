@@ -1,12 +1,15 @@
 //! [`CancelToken`]: lets another thread abandon a call that is waiting for its reply, or call off
-//! a start ([`crate::SupervisorRegistry::get_or_start_cancellable`]): an MCP client's
-//! `notifications/cancelled`, a host's own time-out, a shutdown.
+//! a start ([`crate::StartRequest::with_cancel`]): an MCP client's `notifications/cancelled`, a
+//! host's own time-out, a shutdown. [`recv`] is the one wait on a channel with a deadline and an
+//! optional token (a CDP reply, another caller's start).
 
 use crate::sync;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
+
+use crate::deadline::Deadline;
 
 /// A one-shot cancellation signal shared by clones. Cancelling wakes every call waiting with
 /// this token at once; the call then returns [`crate::Error::Cancelled`] and its late reply is
@@ -108,6 +111,48 @@ impl CancelToken {
     }
 }
 
+/// How [`recv`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Received<T> {
+    /// A value came.
+    Value(T),
+    /// The sender went away without sending.
+    Closed,
+    /// The deadline passed first.
+    TimedOut,
+    /// The token was cancelled first.
+    Cancelled,
+}
+
+/// The one blocking wait on a channel: until a value comes, the sender goes, `until` passes or
+/// `cancel` (if any) is cancelled, whichever is first. Without a token it is one
+/// `recv_deadline`; with one, a `select!` that allocates nothing.
+pub(crate) fn recv<T>(
+    rx: &Receiver<T>,
+    until: Deadline,
+    cancel: Option<&CancelToken>,
+) -> Received<T> {
+    let Some(cancel) = cancel else {
+        return match until.recv(rx) {
+            Ok(v) => Received::Value(v),
+            Err(RecvTimeoutError::Timeout) => Received::TimedOut,
+            Err(RecvTimeoutError::Disconnected) => Received::Closed,
+        };
+    };
+    let got = |r: Result<T, _>| r.map_or(Received::Closed, Received::Value);
+    match until.remaining() {
+        None => crossbeam_channel::select! {
+            recv(rx) -> r => got(r),
+            recv(cancel.receiver()) -> _ => Received::Cancelled,
+        },
+        Some(left) => crossbeam_channel::select! {
+            recv(rx) -> r => got(r),
+            recv(cancel.receiver()) -> _ => Received::Cancelled,
+            default(left) => Received::TimedOut,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +171,24 @@ mod tests {
             late.is_cancelled(),
             "a child of a cancelled token starts cancelled"
         );
+    }
+
+    #[test]
+    fn recv_ends_on_a_value_a_close_the_deadline_or_the_token() {
+        let soon = Deadline::after(std::time::Duration::from_millis(20));
+        let (tx, rx) = bounded::<u8>(1);
+        let token = CancelToken::new();
+        assert_eq!(recv(&rx, soon, Some(&token)), Received::TimedOut);
+        assert_eq!(recv(&rx, soon, None), Received::TimedOut);
+        tx.send(7).unwrap();
+        assert_eq!(recv(&rx, Deadline::NEVER, Some(&token)), Received::Value(7));
+        token.cancel();
+        assert_eq!(
+            recv(&rx, Deadline::NEVER, Some(&token)),
+            Received::Cancelled
+        );
+        drop(tx);
+        assert_eq!(recv(&rx, Deadline::NEVER, None), Received::Closed);
     }
 
     #[test]

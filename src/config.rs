@@ -47,7 +47,7 @@ pub const MAX_DIALOG_TIMEOUT: Duration = Duration::from_secs(86_400);
 pub const MAX_HTTP_HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest `supervisor.start_timeout_s` in the configuration file (and the Python binding's
 /// `start_timeout_s`). A start given its own bound in code
-/// ([`crate::SupervisorRegistry::get_or_start_within`]) has no cap: only zero is refused.
+/// ([`crate::StartRequest::with_timeout`]) has no cap: only zero is refused.
 pub const MAX_START_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What happens when a native dialog opens (SPEC §5).
@@ -328,11 +328,11 @@ impl Config {
     }
 }
 
-/// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
+/// Per-task choices for a start ([`StartRequest::with_options`]); the dialog overrides are
 /// applied by [`Config::with_overrides`]. Build one from `StartOptions::default()` and the
 /// `with_*` setters.
 ///
-/// [`SupervisorRegistry::get_or_start_with`]: crate::SupervisorRegistry::get_or_start_with
+/// [`StartRequest::with_options`]: crate::StartRequest::with_options
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct StartOptions {

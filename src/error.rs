@@ -262,7 +262,7 @@ pub enum Error {
     /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
     #[error("CDP call {} was cancelled", clipped(.0))]
     Cancelled(String),
-    /// The caller cancelled a start ([`crate::SupervisorRegistry::get_or_start_cancellable`]):
+    /// The caller cancelled a start ([`crate::StartRequest::with_cancel`]):
     /// it stopped where it was and left nothing behind (no supervisor, no threads, no page it
     /// had created).
     #[error(

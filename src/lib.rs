@@ -79,7 +79,8 @@
 //!   snapshot cell and its change notification).
 //! * `outbound`: the one outbound path (a command registered with the reader, then written with
 //!   a deadline) and the `Reply` a caller waits on; the `Outbound` trait, over a supervisor's
-//!   connection and the popup watcher's.
+//!   connection and the popup watcher's; `Reply::reply_by` is the one wait for a reply (a
+//!   deadline and an optional cancel token, over `cancel::recv`).
 //! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
 //! * `attach`: attaching to the task's page (start and after a reconnect; the task's own page
 //!   is re-attached, or replaced only when it is gone).
@@ -88,8 +89,9 @@
 //!   file chooser (`security.upload_dirs`).
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
-//! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
-//!   path: routing, the dialog-aware rules, the security policy), `supervisor/main_world.rs` (a
+//! * `supervisor`: [`Supervisor`] (snapshot, dialogs, [`DialogAnswer`]), `supervisor/start.rs`
+//!   ([`StartRequest`] and the one start path), `supervisor/calls.rs` ([`CallRequest`] and the
+//!   one call path: routing, the dialog-aware rules, the security policy), `supervisor/main_world.rs` (a
 //!   same-process frame's main world, found through the DOM: no `Runtime.enable`, SPEC §19),
 //!   `supervisor/stall.rs` (a call into a renderer frozen by a dialog in a popup nobody
 //!   watches), `supervisor/navigate.rs` (a navigation that never waits on a dialog),
@@ -213,7 +215,10 @@ pub use snapshot::{
     DialogKind, Download, DownloadState, FileChooser, FrameEntry, FrameRecord, FrameTree, Handover,
     PageInfo, PendingDialog, Snapshot, SupervisorState,
 };
-pub use supervisor::{DOWNLOAD_BEGIN_GRACE, Navigation, Route, Supervisor, Thumbnail, WaitUntil};
+pub use supervisor::{
+    CallRequest, DOWNLOAD_BEGIN_GRACE, DialogAnswer, Navigation, Route, StartRequest, Supervisor,
+    Thumbnail, WaitUntil,
+};
 
 /// Internals for this crate's own binary, tests and benches. **Not part of the public API**:
 /// anything here may change or go away in any release, semver notwithstanding.

@@ -12,9 +12,9 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 
-use crate::cancel::CancelToken;
+use crate::cancel::{self, CancelToken, Received};
 use crate::clock::Now;
 use crate::core::{CallResult, Command, Core, PendingCall};
 use crate::deadline::Deadline;
@@ -40,7 +40,7 @@ pub(crate) trait Outbound {
     /// [`Supervisor::call`](crate::Supervisor::call), which routes a caller's call and applies
     /// the dialog-aware rules (SPEC §8).
     fn round_trip(&self, cmd: Command, deadline: Deadline) -> CallResult {
-        self.start_call(cmd, deadline)?.wait()
+        self.start_call(cmd, deadline)?.wait(deadline, None)
     }
 
     /// Sends `cmd`, returning its [`Reply`] to wait on (pipelined calls).
@@ -51,11 +51,7 @@ pub(crate) trait Outbound {
             self.register(id, call)
         })
         .map_err(|e| e.into_error(deadline, &method))?;
-        Ok(Reply {
-            rx,
-            method,
-            deadline,
-        })
+        Ok(Reply { rx, method })
     }
 
     /// The one outbound path: registers `cmd` under a fresh id with the reader (before writing
@@ -160,89 +156,55 @@ impl NotSent {
 /// How long a caller spins for its reply before parking.
 const SPIN_BEFORE_PARK: Duration = Duration::from_micros(50);
 
-/// A call that has been written and whose reply is awaited until its [`Deadline`].
+/// A call that has been written and whose reply is awaited ([`Reply::reply_by`]).
 #[derive(Debug)]
 pub(crate) struct Reply {
     rx: Receiver<CallResult>,
     /// The CDP method, for a time-out's message.
     method: Cow<'static, str>,
-    deadline: Deadline,
 }
 
 impl Reply {
-    /// Waits for the reply until the call's deadline.
-    pub fn wait(&self) -> CallResult {
-        self.wait_until(self.deadline)
-    }
-
-    /// Waits for the reply until `until` (the call's deadline, or a step of it: see
-    /// [`Deadline::within`]); a time-out is worded with `until`'s budget. A closed channel means
-    /// the connection went away.
-    pub fn wait_until(&self, until: Deadline) -> CallResult {
+    /// The one wait for a reply: until `until` (the call's deadline, or a step of it: see
+    /// [`Deadline::within`]), or until `cancel` fires. `None`: no reply by `until` (not yet; a
+    /// probe's question). A cancel is `Some(Err(Error::Cancelled))` (the late reply is then
+    /// dropped by the reader); a closed channel, `Some(Err(ConnectionLost))`: the connection
+    /// went away.
+    pub fn reply_by(&self, until: Deadline, cancel: Option<&CancelToken>) -> Option<CallResult> {
         // A reply on loopback usually lands within tens of microseconds: spin briefly before
         // parking, since a park/unpark pair costs as much again on a virtualised machine.
         let spin = until.within(SPIN_BEFORE_PARK);
         loop {
             match self.rx.try_recv() {
-                Ok(r) => return r,
-                Err(TryRecvError::Disconnected) => return Err(closed_before_reply()),
+                Ok(r) => return Some(r),
+                Err(TryRecvError::Disconnected) => return Some(Err(closed_before_reply())),
                 Err(TryRecvError::Empty) => {}
+            }
+            if cancel.is_some_and(CancelToken::is_cancelled) {
+                return Some(Err(self.cancelled()));
             }
             if spin.passed() {
                 break;
             }
             std::thread::yield_now();
         }
-        match until.recv(&self.rx) {
-            Ok(r) => r,
-            Err(RecvTimeoutError::Timeout) => Err(until.timed_out(self.method.as_ref())),
-            Err(RecvTimeoutError::Disconnected) => Err(closed_before_reply()),
+        match cancel::recv(&self.rx, until, cancel) {
+            Received::Value(r) => Some(r),
+            Received::TimedOut => None,
+            Received::Cancelled => Some(Err(self.cancelled())),
+            Received::Closed => Some(Err(closed_before_reply())),
         }
     }
 
-    /// [`Reply::wait_until`], returning [`Error::Cancelled`] at once when `cancel` fires.
-    pub fn wait_or_cancel(&self, until: Deadline, cancel: Option<&CancelToken>) -> CallResult {
-        let Some(cancel) = cancel else {
-            return self.wait_until(until);
-        };
-        let cancelled = || Err(Error::Cancelled(self.method.to_string()));
-        let Some(left) = until.remaining() else {
-            return crossbeam_channel::select! {
-                recv(self.rx) -> r => r.unwrap_or_else(|_| Err(closed_before_reply())),
-                recv(cancel.receiver()) -> _ => cancelled(),
-            };
-        };
-        crossbeam_channel::select! {
-            recv(self.rx) -> r => r.unwrap_or_else(|_| Err(closed_before_reply())),
-            recv(cancel.receiver()) -> _ => cancelled(),
-            default(left) => Err(until.timed_out(self.method.as_ref())),
-        }
+    /// [`Reply::reply_by`], where no reply by `until` is the call's time-out, worded with
+    /// `until`'s budget.
+    pub fn wait(&self, until: Deadline, cancel: Option<&CancelToken>) -> CallResult {
+        self.reply_by(until, cancel)
+            .unwrap_or_else(|| Err(until.timed_out(self.method.as_ref())))
     }
 
-    /// The reply, if it comes by `until` (`None`: not yet; a probe's question). A closed
-    /// channel is `Some(Err(ConnectionLost))`.
-    pub fn reply_by(&self, until: Deadline) -> Option<CallResult> {
-        match until.recv(&self.rx) {
-            Ok(r) => Some(r),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => Some(Err(closed_before_reply())),
-        }
-    }
-
-    /// [`Reply::reply_by`], and `Some(Err(Error::Cancelled))` at once when `cancel` fires.
-    pub fn reply_by_or_cancel(
-        &self,
-        until: Deadline,
-        cancel: Option<&CancelToken>,
-    ) -> Option<CallResult> {
-        let Some(cancel) = cancel else {
-            return self.reply_by(until);
-        };
-        crossbeam_channel::select! {
-            recv(self.rx) -> r => Some(r.unwrap_or_else(|_| Err(closed_before_reply()))),
-            recv(cancel.receiver()) -> _ => Some(Err(Error::Cancelled(self.method.to_string()))),
-            recv(until.alarm()) -> _ => None,
-        }
+    fn cancelled(&self) -> Error {
+        Error::Cancelled(self.method.to_string())
     }
 }
 

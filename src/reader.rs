@@ -228,7 +228,7 @@ impl Reader {
             }
             // A caller that looked before this publish and registered after the last drain
             // may be waiting on a dialog it could not see: registering it now lets the core
-            // fail it at once (see `Supervisor::call_with`).
+            // fail it at once (see `Supervisor::send`).
             for (id, call) in self.registrations.try_iter() {
                 self.core.register(id, call, now);
             }

@@ -28,14 +28,14 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
-use crate::cancel::CancelToken;
-use crate::config::{Config, StartOptions, check_seconds};
+use crate::cancel::{self, CancelToken, Received};
+use crate::config::Config;
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::redact::redact_url;
 use crate::security::isolation::{self, Reach as _};
 use crate::snapshot::Snapshot;
-use crate::supervisor::Supervisor;
+use crate::supervisor::{StartRequest, Supervisor};
 
 pub(crate) mod popups;
 mod read_cache;
@@ -252,76 +252,36 @@ impl SupervisorRegistry {
         crate::task_id::check(task_id)
     }
 
-    /// The live supervisor for `task_id`, starting (or replacing) one as needed.
+    /// The live supervisor for `task_id` on `cdp_url`, starting (or replacing) one as needed,
+    /// with the default options: [`start`](Self::start) of
+    /// [`StartRequest::new(task_id, cdp_url)`](StartRequest::new).
     pub fn get_or_start(&self, task_id: &str, cdp_url: &str) -> Result<Arc<Supervisor>, Error> {
-        self.get_or_start_with(task_id, cdp_url, StartOptions::default())
+        self.start(StartRequest::new(task_id, cdp_url))
     }
 
-    /// Like [`get_or_start`](Self::get_or_start) with per-task options. Idempotent for the same
-    /// URL and options; a different URL or different options rebinds (stops the old supervisor,
-    /// starts a fresh one: state is never carried across). A dead supervisor is replaced.
-    /// An invalid `task_id` ([`check_task_id`](Self::check_task_id)) is an
-    /// [`Error::InvalidArgument`].
-    pub fn get_or_start_with(
-        &self,
-        task_id: &str,
-        cdp_url: &str,
-        options: StartOptions,
-    ) -> Result<Arc<Supervisor>, Error> {
-        self.start_inner(task_id, cdp_url, options, &self.config, None)
-    }
-
-    /// Like [`get_or_start_with`](Self::get_or_start_with), but a supervisor this call starts
-    /// gets `start_timeout` (instead of `supervisor.start_timeout_s`) as the bound on its
-    /// connect and attach: any duration but zero ([`Error::Config`]), [`Duration::MAX`] for no
-    /// bound. An existing live supervisor is returned as it is.
-    pub fn get_or_start_within(
-        &self,
-        task_id: &str,
-        cdp_url: &str,
-        options: StartOptions,
-        start_timeout: Duration,
-    ) -> Result<Arc<Supervisor>, Error> {
-        // Any bound but zero: `Duration::MAX` is none.
-        check_seconds("start_timeout_s", start_timeout, Duration::MAX)?;
-        let config = self.config.clone().with_start_bound(start_timeout);
-        self.start_inner(task_id, cdp_url, options, &config, None)
-    }
-
-    /// [`get_or_start_with`](Self::get_or_start_with) that `cancel` calls off at once, wherever
-    /// the start is: waiting for another caller's start of the task, connecting, attaching
-    /// (see [`Supervisor::start_cancellable`]). A cancelled start returns
-    /// [`Error::StartCancelled`] and leaves nothing behind: no supervisor in the registry, no
-    /// thread of its own, no page it created. A supervisor that was already live is returned
-    /// as usual, cancelled or not.
-    pub fn get_or_start_cancellable(
-        &self,
-        task_id: &str,
-        cdp_url: &str,
-        options: StartOptions,
-        cancel: &CancelToken,
-    ) -> Result<Arc<Supervisor>, Error> {
-        self.start_inner(task_id, cdp_url, options, &self.config, Some(cancel))
-    }
-
-    /// The one start path: `config` is the registry's, or a copy with another start timeout.
-    fn start_inner(
-        &self,
-        task_id: &str,
-        cdp_url: &str,
-        options: StartOptions,
-        config: &Config,
-        cancel: Option<&CancelToken>,
-    ) -> Result<Arc<Supervisor>, Error> {
+    /// The live supervisor for the request's task, starting (or replacing) one as needed: the
+    /// one start path of the registry. Idempotent for the same URL and options (a live
+    /// supervisor is returned as it is, whatever the request's timeout or token); a different
+    /// URL or different options rebinds (stops the old supervisor, starts a fresh one: state
+    /// is never carried across). A dead supervisor is replaced. An invalid task id
+    /// ([`check_task_id`](Self::check_task_id)) is an [`Error::InvalidArgument`].
+    ///
+    /// A start the request's token cancels ([`StartRequest::with_cancel`]), or that a
+    /// [`stop`](Self::stop) of the task or the registry's [`close`](Self::close) calls off,
+    /// returns [`Error::StartCancelled`] at once and leaves nothing behind.
+    pub fn start(&self, request: StartRequest<'_>) -> Result<Arc<Supervisor>, Error> {
+        let (task_id, cdp_url, cancel) = (request.task_id(), request.cdp_url(), request.cancel());
         crate::task_id::check(task_id)?;
-        if cancel.is_some_and(CancelToken::is_cancelled) {
+        if request.is_cancelled() {
             // Called off before it began: a supervisor the start would replace is kept.
             return Err(Error::StartCancelled {
                 task_id: task_id.to_string(),
                 during: "waiting to start".into(),
             });
         }
-        options.check()?;
+        request.options().check()?;
+        let config = request.config(&self.config)?;
+        let options = request.options();
         // Another caller's start of the task ends within its own start timeout, which may
         // differ from this one's; twice this one and a margin bounds the wait for it.
         let wait_deadline = Deadline::after(
@@ -339,7 +299,7 @@ impl SupervisorRegistry {
             if let Some(slot) = slots.tasks.get(task_id) {
                 if let Some(cur) = &slot.current
                     && cur.cdp_url_raw() == cdp_url
-                    && *cur.options() == options
+                    && cur.options() == options
                     && cur.is_alive()
                 {
                     return Ok(Arc::clone(cur));
@@ -348,19 +308,21 @@ impl SupervisorRegistry {
                     let done = starting.done.clone();
                     let stopped = Arc::clone(&starting.stopped);
                     drop(slots);
-                    let never = crossbeam_channel::never();
-                    let cancelled = cancel.map_or(&never, CancelToken::receiver);
                     const WAITING: &str = "waiting for another caller's start of the task";
-                    crossbeam_channel::select! {
-                        recv(done) -> _ => {}
-                        recv(cancelled) -> _ => return Err(Error::StartCancelled {
-                            task_id: task_id.to_string(),
-                            during: WAITING.into(),
-                        }),
-                        recv(wait_deadline.alarm()) -> _ => return Err(Error::StartTimeout(
-                            config.start_timeout(),
-                            "another caller's start of this task did not finish".into(),
-                        )),
+                    match cancel::recv(&done, wait_deadline, cancel) {
+                        Received::Value(()) | Received::Closed => {}
+                        Received::Cancelled => {
+                            return Err(Error::StartCancelled {
+                                task_id: task_id.to_string(),
+                                during: WAITING.into(),
+                            });
+                        }
+                        Received::TimedOut => {
+                            return Err(Error::StartTimeout(
+                                config.start_timeout(),
+                                "another caller's start of this task did not finish".into(),
+                            ));
+                        }
                     }
                     if stopped.load(Ordering::Acquire) {
                         // The stop was meant for this call too: it does not start again.
@@ -421,10 +383,11 @@ impl SupervisorRegistry {
         }
         let served = config.follow_popups() && self.popup_watcher;
         let token = Some(&guard.cancel);
+        let request = request.with_cancel(&guard.cancel);
         let started =
-            Supervisor::start_served(task_id, cdp_url, config, options, token, served, &taken)
-                .and_then(|sup| match served {
-                    true => match self.popups.serve(&sup, cdp_url, config, token) {
+            Supervisor::start_served(request, &config, served, &taken).and_then(
+                |sup| match served {
+                    true => match self.popups.serve(&sup, cdp_url, &config, token) {
                         Ok(()) => Ok(sup),
                         Err(e) => {
                             sup.stop();
@@ -432,7 +395,8 @@ impl SupervisorRegistry {
                         }
                     },
                     false => Ok(sup),
-                });
+                },
+            );
         match started {
             Ok(sup) => guard.publish(sup, isolate),
             // Called off by a stop or a close rather than by the caller: say so.

@@ -2,7 +2,7 @@
 //!
 //! Threads per supervisor:
 //! * the **reader** (`crate::reader`, the reader loop): blocks on the socket, drains what arrived, feeds it to the
-//!   [`Core`] state machine, writes the automatic commands the core queues (fire-and-forget),
+//!   [`Core`](crate::core::Core) state machine, writes the automatic commands the core queues (fire-and-forget),
 //!   publishes a new [`Snapshot`] when the visible state changed, then hands replies to waiting
 //!   callers. It is the only writer of state and never waits for a CDP reply.
 //! * the **watchdog** ([`crate::watchdog`]): dismisses `must_respond` dialogs nobody answered,
@@ -16,31 +16,26 @@
 //! lost" instead of waiting for their deadline.
 //!
 //! The call path itself (routing, the dialog-aware rules of SPEC §8, crashes, the security
-//! policy, waiting with a cancel token) is in `supervisor/calls.rs`.
+//! policy, waiting with a cancel token) is in `supervisor/calls.rs`; the start (the
+//! [`StartRequest`] and the one path that runs it), in `supervisor/start.rs`.
 
 use crate::sync;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
-use log::{debug, info, warn};
+use crossbeam_channel::Sender;
 use serde_json::json;
 
-use crate::attach::{Choice, attach_page};
 use crate::cancel::CancelToken;
-use crate::config::{Config, StartOptions};
-use crate::core::{Command, Core, CoreSettings, answer_command};
+use crate::config::{Config, DialogAction, StartOptions};
+use crate::core::{Command, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::Outbound;
-use crate::reader::{Reader, ReconnectPlan};
 use crate::shared::{Shared, SnapshotCell};
-use crate::snapshot::{ClosedBy, PendingDialog, Snapshot, SupervisorState};
-use crate::task_id::thread_label;
-use crate::transport::ConnectOptions;
-use crate::watchdog::{self, WatchdogMsg};
+use crate::snapshot::{ClosedBy, DialogKind, PendingDialog, Snapshot, SupervisorState};
 
 mod calls;
 mod files;
@@ -48,12 +43,14 @@ mod handover;
 mod main_world;
 mod navigate;
 mod stall;
+mod start;
 mod stop;
 mod thumbnail;
 
-pub use calls::Route;
+pub use calls::{CallRequest, Route};
 pub use files::DOWNLOAD_BEGIN_GRACE;
 pub use navigate::{Navigation, WaitUntil};
+pub use start::StartRequest;
 pub use thumbnail::Thumbnail;
 
 /// Stack size of reader threads: they parse JSON and log, nothing deep.
@@ -74,7 +71,7 @@ pub struct Supervisor {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Not state, a wake-up: `stop` drops it once it has shut the connection for good, which
-    /// disconnects the reader's end ([`Reader::wake_reader`]) and so cuts any reconnect
+    /// disconnects the reader's end ([`Reader::wake_reader`](crate::reader::Reader::wake_reader)) and so cuts any reconnect
     /// back-off or attempt short, now and in every later wait (a message on a one-slot channel
     /// would wake one wait only).
     wake_reader: Mutex<Option<Sender<()>>>,
@@ -99,175 +96,6 @@ impl std::fmt::Debug for Supervisor {
 }
 
 impl Supervisor {
-    /// Connects, starts the reader and watchdog threads and attaches to the page (SPEC §4), all
-    /// within `config.start_timeout`. The task's settings are
-    /// [`config.with_overrides(&options)`](Config::with_overrides). On any failure every thread
-    /// is stopped again. An invalid `task_id` (see
-    /// [`SupervisorRegistry::check_task_id`](crate::SupervisorRegistry::check_task_id)) is an
-    /// [`Error::InvalidArgument`].
-    pub fn start(
-        task_id: &str,
-        cdp_url: &str,
-        config: &Config,
-        options: StartOptions,
-    ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, None, false, &[])
-    }
-
-    /// [`Supervisor::start`] that `cancel` calls off at once, wherever it is: connecting
-    /// (discovery, TCP, TLS, the WebSocket upgrade) or attaching. It then returns
-    /// [`Error::StartCancelled`] and leaves nothing behind: its threads are joined, its
-    /// connection closed, a page it created closed. Two waits are not cut short: a
-    /// `Target.createTarget` in flight is waited for (at most 1 s) so that the new page can be
-    /// closed, and a connect blocked in system calls (DNS, TCP, TLS, the WebSocket upgrade,
-    /// `http://` discovery) cannot be interrupted: the start returns at once, and the connect
-    /// ends on its helper thread by its own deadline, closing what it opened.
-    pub fn start_cancellable(
-        task_id: &str,
-        cdp_url: &str,
-        config: &Config,
-        options: StartOptions,
-        cancel: &CancelToken,
-    ) -> Result<Arc<Supervisor>, Error> {
-        Supervisor::start_served(task_id, cdp_url, config, options, Some(cancel), false, &[])
-    }
-
-    /// The registry's start: like [`Supervisor::start_cancellable`] (without a cancel when
-    /// `cancel` is `None`). With `popups_elsewhere` the supervisor does not turn browser-level
-    /// auto-attach on: the registry then has its popup watcher hand it its popups, or calls
-    /// [`Supervisor::follow_popups_itself`] (`crate::registry::popups`). A start that takes the
-    /// browser's first page skips the pages in `taken` (other tasks' pages, with
-    /// `security.isolate_tasks`).
-    pub(crate) fn start_served(
-        task_id: &str,
-        cdp_url: &str,
-        config: &Config,
-        options: StartOptions,
-        cancel: Option<&CancelToken>,
-        popups_elsewhere: bool,
-        taken: &[String],
-    ) -> Result<Arc<Supervisor>, Error> {
-        crate::task_id::check(task_id)?;
-        let cancelled = |during: &str| Error::StartCancelled {
-            task_id: task_id.to_string(),
-            during: during.to_string(),
-        };
-        if cancel.is_some_and(CancelToken::is_cancelled) {
-            return Err(cancelled("waiting to start"));
-        }
-        let config = config.with_overrides(&options);
-        let started = Instant::now();
-        let deadline = Deadline::after(config.start_timeout());
-        let opts = crate::endpoint::connect_options(&config);
-        let transport = match cancel {
-            None => crate::endpoint::connect(cdp_url, &opts, deadline)?,
-            Some(c) => match connect_cancellable(cdp_url, &opts, deadline, c) {
-                Err(Error::Cancelled(_)) => return Err(cancelled("connecting")),
-                other => other?,
-            },
-        };
-        let (download_dir, files) = files::files_settings(task_id, &config);
-        let (reg_tx, reg_rx) = unbounded();
-        let (wd_tx, wd_rx) = unbounded();
-        let (wake_reader_tx, wake_reader) = bounded::<()>(0);
-        let mut core = Core::new(
-            task_id,
-            &transport.url_redacted,
-            CoreSettings {
-                policy: config.dialog_policy(),
-                dialog_timeout: config.dialog_timeout(),
-                limits: config.limits().clone(),
-                bridge: config.dialog_bridge(),
-                follow_popups: config.follow_popups(),
-                browser_auto_attach: !popups_elsewhere,
-                capture_console: config.capture_console(),
-            },
-        );
-        core.set_files(files);
-        let first = Snapshot::empty(task_id, &transport.url_redacted);
-        let shared = Arc::new(Shared::new(transport, reg_tx, first));
-        let reader = Reader {
-            shared: Arc::clone(&shared),
-            core,
-            registrations: reg_rx,
-            watchdog: wd_tx,
-            wake_reader,
-            reconnect: ReconnectPlan {
-                cdp_url: cdp_url.to_string(),
-                attempts: config.reconnect_attempts(),
-                backoff: config.reconnect_backoff(),
-                connect: opts,
-                attach_timeout: config.start_timeout(),
-                own_page: options.owns_page(),
-            },
-        };
-        let sup = Arc::new(Supervisor {
-            task_id: task_id.to_string(),
-            cdp_url: cdp_url.to_string(),
-            config,
-            options,
-            shared,
-            threads: Mutex::new(Vec::new()),
-            wake_reader: Mutex::new(Some(wake_reader_tx)),
-            download_dir,
-            last_navigation: Mutex::new(None),
-            downloads_taken: Mutex::new(Default::default()),
-            thumbnail: Mutex::new(Default::default()),
-        });
-        let spawned = sup.spawn_threads(reader, wd_rx);
-        let choice = match &sup.options.target_id {
-            Some(t) => Choice::Exactly(t),
-            None if sup.options.owns_page() => Choice::NewPage,
-            None => Choice::FirstPage {
-                taken,
-                choice: sup.options.page_choice,
-            },
-        };
-        let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
-        if let Err(e) = attached {
-            sup.stop();
-            return Err(match e {
-                Error::Cancelled(_) => cancelled("attaching to the page"),
-                Error::Timeout { method, .. } => Error::StartTimeout(
-                    sup.config.start_timeout(),
-                    format!("{method} got no answer (is the endpoint a live, responsive browser?)"),
-                ),
-                other => other,
-            });
-        }
-        info!(
-            "task {}: attached to {} on {} in {:?}",
-            sup.task_id,
-            sup.snapshot().page_target_id.as_deref().unwrap_or("?"),
-            sup.shared.url_redacted,
-            started.elapsed()
-        );
-        Ok(sup)
-    }
-
-    fn spawn_threads(&self, reader: Reader, wd_rx: Receiver<WatchdogMsg>) -> Result<(), Error> {
-        let spawn_err = |e: std::io::Error| Error::Io(format!("cannot spawn a thread: {e}"));
-        let handle = std::thread::Builder::new()
-            .name(format!("cdp-reader-{}", thread_label(&self.task_id)))
-            .stack_size(READER_STACK)
-            .spawn(move || reader.run())
-            .map_err(spawn_err)?;
-        self.lock_threads().push(handle);
-        let shared = Arc::clone(&self.shared);
-        let task = self.task_id.clone();
-        let mut ticker = stall::Ticker::new(Arc::clone(&self.shared), self.task_id.clone());
-        let dog = std::thread::Builder::new()
-            .name(format!("cdp-watchdog-{}", thread_label(&self.task_id)))
-            .stack_size(WATCHDOG_STACK)
-            .spawn(move || {
-                let fire = |dialog_id: &str| fire_watchdog(&shared, &task, dialog_id);
-                watchdog::run(wd_rx, fire, || ticker.tick(), watchdog::PROBE_EVERY)
-            })
-            .map_err(spawn_err)?;
-        self.lock_threads().push(dog);
-        Ok(())
-    }
-
     fn lock_threads(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
         sync::lock(&self.threads)
     }
@@ -442,46 +270,149 @@ impl Supervisor {
             }
         })
     }
-}
 
-/// [`crate::endpoint::connect`] on a helper thread, so that `cancel` ends the wait at once
-/// (the connect's system calls cannot be interrupted). A connection that completes after the
-/// cancel is shut down by the helper; the helper ends by the connect's own deadline.
-fn connect_cancellable(
-    cdp_url: &str,
-    opts: &ConnectOptions,
-    deadline: Deadline,
-    cancel: &CancelToken,
-) -> Result<crate::transport::Transport, Error> {
-    let (tx, rx) = bounded(1);
-    let (url, opts) = (cdp_url.to_string(), opts.clone());
-    std::thread::Builder::new()
-        .name("cdp-connect".into())
-        .stack_size(READER_STACK)
-        .spawn(move || {
-            let result = crate::endpoint::connect(&url, &opts, deadline);
-            if let Err(crossbeam_channel::SendError(Ok(transport))) = tx.send(result) {
-                transport.shutdown();
+    /// Answers a pending dialog and waits for the browser's acknowledgement:
+    /// [`Supervisor::answer_dialog`] of that [`DialogAnswer`].
+    ///
+    /// `dialog_id` may be omitted when exactly one dialog is pending. Accepting a prompt without
+    /// `prompt_text` returns its default text, as pressing OK on the native dialog would.
+    pub fn respond_to_dialog(
+        &self,
+        action: DialogAction,
+        prompt_text: Option<&str>,
+        dialog_id: Option<&str>,
+    ) -> Result<PendingDialog, Error> {
+        let answer = DialogAnswer::new(action)
+            .with_prompt_text(prompt_text)
+            .with_dialog_id(dialog_id);
+        self.answer_dialog(answer)
+    }
+
+    /// The one dialog-answer path: answers the dialog `answer` names (or the only one pending)
+    /// and waits for the browser's acknowledgement up to `supervisor.call_timeout_s`, or until
+    /// its token is cancelled ([`Error::Cancelled`]: the answer may still reach the browser,
+    /// and its acknowledgement is dropped).
+    /// Fails with [`Error::HeldByHuman`] while a person holds the task.
+    pub fn answer_dialog(&self, answer: DialogAnswer<'_>) -> Result<PendingDialog, Error> {
+        self.ensure_agent_may_act()?;
+        self.answer_as(answer, ClosedBy::Agent)
+    }
+
+    /// [`Supervisor::answer_dialog`] recorded as closed `by` the agent or a person
+    /// ([`Supervisor::respond_as_human`]), without the check of who may act.
+    fn answer_as(&self, answer: DialogAnswer<'_>, by: ClosedBy) -> Result<PendingDialog, Error> {
+        let DialogAnswer {
+            action,
+            prompt_text,
+            dialog_id,
+            cancel,
+        } = answer;
+        let snap = self.snapshot();
+        let pending = &snap.pending_dialogs;
+        if pending.is_empty()
+            && let Some(b) = &snap.blocked
+        {
+            return Err(crate::core::policy::blocked_error(b));
+        }
+        let dialog =
+            match dialog_id {
+                Some(id) => pending.iter().find(|d| d.id == id).ok_or_else(|| {
+                    match snap.closed_dialog(id) {
+                        Some(c) => Error::DialogAlreadyClosed {
+                            id: id.to_string(),
+                            closed_by: c.closed_by,
+                            detail: "it is in recent_dialogs".into(),
+                        },
+                        None => Error::UnknownDialog {
+                            id: id.to_string(),
+                            known: pending
+                                .iter()
+                                .map(|d| d.id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        },
+                    }
+                })?,
+                None => match pending.len() {
+                    0 => return Err(Error::NoDialog),
+                    1 => &pending[0],
+                    n => {
+                        return Err(Error::AmbiguousDialog {
+                            count: n,
+                            pending: pending
+                                .iter()
+                                .map(|d| {
+                                    format!(
+                                        "{} ({}: {})",
+                                        d.id,
+                                        d.kind,
+                                        crate::quote::quoted(&d.message)
+                                    )
+                                })
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        });
+                    }
+                },
+            };
+        let accept = action == DialogAction::Accept;
+        let text = match (accept, prompt_text) {
+            (true, Some(t)) => Some(t),
+            (true, None) if dialog.kind == DialogKind::Prompt => {
+                Some(dialog.default_prompt.as_str())
             }
-        })
-        .map_err(|e| Error::Io(format!("cannot spawn a thread: {e}")))?;
-    crossbeam_channel::select! {
-        recv(rx) -> r => r.unwrap_or_else(|_| Err(Error::Io("the connect thread ended without an answer".into()))),
-        recv(cancel.receiver()) -> _ => Err(Error::Cancelled("connect".into())),
+            _ => None,
+        };
+        let c = answer_command(dialog, accept, text, by);
+        let deadline = Deadline::after(self.config.call_timeout());
+        self.shared
+            .start_call(c, deadline)?
+            .wait(deadline, cancel)?;
+        Ok(dialog.clone())
     }
 }
 
-fn fire_watchdog(shared: &Shared, task_id: &str, dialog_id: &str) {
-    let snap = shared.snapshot.load_full();
-    let Some(dialog) = snap.pending_dialogs.iter().find(|d| d.id == dialog_id) else {
-        return; // closed in the meantime: never fire for a closed dialog
-    };
-    if snap.handover.is_held() {
-        return; // a person holds the task (`supervisor/handover.rs`): the dialog waits for them
+/// The answer to one pending dialog, as a value: accept or dismiss, the text for a prompt, which
+/// dialog (`None`: the only one pending), and a token that abandons the wait for the browser's
+/// acknowledgement. Built with [`DialogAnswer::new`] and the `with_*` setters; given to
+/// [`Supervisor::answer_dialog`] ([`Supervisor::respond_to_dialog`] builds one).
+#[derive(Debug, Clone, Copy)]
+pub struct DialogAnswer<'a> {
+    action: DialogAction,
+    prompt_text: Option<&'a str>,
+    dialog_id: Option<&'a str>,
+    cancel: Option<&'a CancelToken>,
+}
+
+impl<'a> DialogAnswer<'a> {
+    /// `action` on the only pending dialog, without prompt text or token.
+    pub fn new(action: DialogAction) -> DialogAnswer<'a> {
+        DialogAnswer {
+            action,
+            prompt_text: None,
+            dialog_id: None,
+            cancel: None,
+        }
     }
-    warn!("task {task_id}: dialog {dialog_id} was not answered in time; the watchdog dismisses it");
-    let c = answer_command(dialog, false, None, ClosedBy::Watchdog);
-    if let Err(e) = shared.send_command(c, None, Deadline::NEVER) {
-        debug!("task {task_id}: watchdog dismissal not sent: {e}");
+
+    /// The text a prompt is accepted with (`None`, the default: the prompt's own default
+    /// text).
+    pub fn with_prompt_text(mut self, text: impl Into<Option<&'a str>>) -> DialogAnswer<'a> {
+        self.prompt_text = text.into();
+        self
+    }
+
+    /// Which dialog, as `PendingDialog::id` names it (`None`, the default: the only one
+    /// pending).
+    pub fn with_dialog_id(mut self, dialog_id: impl Into<Option<&'a str>>) -> DialogAnswer<'a> {
+        self.dialog_id = dialog_id.into();
+        self
+    }
+
+    /// Has `cancel` abandon the wait for the acknowledgement at once (a token or an `Option`
+    /// of one).
+    pub fn with_cancel(mut self, cancel: impl Into<Option<&'a CancelToken>>) -> DialogAnswer<'a> {
+        self.cancel = cancel.into();
+        self
     }
 }

@@ -171,7 +171,7 @@ impl Config {
         Ok(self)
     }
 
-    /// A start's own bound given in code (see [`crate::SupervisorRegistry::get_or_start_within`]):
+    /// A start's own bound given in code (a [`crate::StartRequest`]'s timeout):
     /// unlike the setting, it has no cap; the caller has refused zero.
     pub(crate) fn with_start_bound(mut self, timeout: Duration) -> Config {
         self.start_timeout = timeout;

@@ -15,7 +15,7 @@
 //!   [`CancelToken`](crate::CancelToken): a `browser_cdp` abandons its CDP call; a
 //!   `browser_connect` stops its start at once wherever it is (launching the browser,
 //!   connecting, attaching) and leaves nothing behind (no supervisor, no tab it created: see
-//!   [`SupervisorRegistry::get_or_start_cancellable`]). The request gets no response at all. It
+//!   [`StartRequest::with_cancel`](crate::StartRequest::with_cancel)). The request gets no response at all. It
 //!   also ends a `subscriptions/listen` stream (no response either). An unknown or finished id
 //!   is ignored. `requestId` names a request the way JSON-RPC compares ids (`rpc`: `7`, `7.0`
 //!   and `0.7e1` are one id, `"7"` is another).

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::fake::{FakeBrowser, Rule};
+use crate::{StartOptions, StartRequest};
 use std::time::Instant;
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -71,13 +72,8 @@ fn a_stop_during_a_start_that_would_fail_cuts_it_short_and_leaves_no_slot() {
 fn a_stop_between_attach_and_publish_publishes_nothing() {
     let fake = FakeBrowser::start().unwrap();
     let reg = SupervisorRegistry::new(Config::default());
-    let sup = Supervisor::start(
-        "t",
-        &fake.ws_url(),
-        &Config::default(),
-        StartOptions::default(),
-    )
-    .unwrap();
+    let sup =
+        Supervisor::start(StartRequest::new("t", &fake.ws_url()), &Config::default()).unwrap();
     // A slot as a start makes it, then the stop, then the publish.
     let (done_tx, done_rx) = bounded::<()>(0);
     let cancel = CancelToken::new();
@@ -144,12 +140,8 @@ fn a_start_within_a_shorter_timeout_fails_at_that_timeout() {
     fake.set_rule("Target.getTargets", Rule::Ignore);
     let reg = SupervisorRegistry::new(Config::default());
     let started = Instant::now();
-    let r = reg.get_or_start_within(
-        "t",
-        &fake.ws_url(),
-        StartOptions::default(),
-        Duration::from_millis(300),
-    );
+    let r =
+        reg.start(StartRequest::new("t", &fake.ws_url()).with_timeout(Duration::from_millis(300)));
     assert!(
         matches!(r, Err(Error::StartTimeout(d, _)) if d == Duration::from_millis(300)),
         "{r:?}"
@@ -160,12 +152,11 @@ fn a_start_within_a_shorter_timeout_fails_at_that_timeout() {
         started.elapsed()
     );
     assert!(reg.tasks().is_empty());
-    let zero =
-        reg.get_or_start_within("t", &fake.ws_url(), StartOptions::default(), Duration::ZERO);
+    let zero = reg.start(StartRequest::new("t", &fake.ws_url()).with_timeout(Duration::ZERO));
     assert!(matches!(zero, Err(Error::Config { .. })), "{zero:?}");
     fake.clear_rule("Target.getTargets");
     let sup = reg
-        .get_or_start_within("t", &fake.ws_url(), StartOptions::default(), WAIT)
+        .start(StartRequest::new("t", &fake.ws_url()).with_timeout(WAIT))
         .unwrap();
     assert_eq!(sup.config().start_timeout(), WAIT);
     let again = reg.get_or_start("t", &fake.ws_url()).unwrap();
@@ -207,7 +198,7 @@ fn waits_without_a_bound_end_when_what_they_wait_for_happens() {
     // start (its wait is bounded by twice the start timeout, here none).
     let (a, b) = std::thread::scope(|s| {
         let start = || {
-            reg.get_or_start_within("t", &fake.ws_url(), StartOptions::default(), Duration::MAX)
+            reg.start(StartRequest::new("t", &fake.ws_url()).with_timeout(Duration::MAX))
                 .unwrap()
         };
         let a = s.spawn(start);
@@ -247,7 +238,7 @@ fn a_task_dialog_timeout_out_of_bounds_is_refused_before_starting() {
     let reg = SupervisorRegistry::new(Config::default());
     for t in [Duration::ZERO, Duration::MAX] {
         let options = StartOptions::default().with_dialog_timeout(t);
-        let r = reg.get_or_start_with("t", &fake.ws_url(), options);
+        let r = reg.start(StartRequest::new("t", &fake.ws_url()).with_options(options));
         assert!(
             matches!(&r, Err(Error::Config { key, .. }) if key == "dialog_timeout_s"),
             "{r:?}"

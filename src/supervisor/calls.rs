@@ -21,8 +21,62 @@ use crate::security::isolation;
 use super::stall::STALL_AFTER;
 use crate::snapshot::Snapshot;
 
+/// One CDP call, as a value: the method and its params, where it goes ([`Route`]), how long
+/// its reply is waited for, and a token that abandons it. Built with [`CallRequest::new`] and
+/// the `with_*` setters; sent with [`Supervisor::send`] ([`Supervisor::call`] builds one).
+#[derive(Debug, Clone)]
+pub struct CallRequest<'a> {
+    method: &'a str,
+    params: Value,
+    /// `None`: [`Route::by_domain`].
+    route: Option<Route<'a>>,
+    /// `None`: the configuration's `supervisor.call_timeout_s`.
+    timeout: Option<Duration>,
+    cancel: Option<&'a CancelToken>,
+}
+
+impl<'a> CallRequest<'a> {
+    /// A call of `method` with `params` (a JSON object; `null` is `{}`), routed by its domain
+    /// ([`Route::by_domain`]), waited for up to the configuration's call timeout, with no token.
+    pub fn new(method: &'a str, params: Value) -> CallRequest<'a> {
+        CallRequest {
+            method,
+            params,
+            route: None,
+            timeout: None,
+            cancel: None,
+        }
+    }
+
+    /// Where the call goes.
+    pub fn with_route(mut self, route: Route<'a>) -> CallRequest<'a> {
+        self.route = Some(route);
+        self
+    }
+
+    /// How long the reply is waited for (clamped to 1 ms..300 s; `None`: the configuration's
+    /// `supervisor.call_timeout_s`).
+    pub fn with_timeout(mut self, timeout: impl Into<Option<Duration>>) -> CallRequest<'a> {
+        self.timeout = timeout.into();
+        self
+    }
+
+    /// Has `cancel` abandon the call at once: [`Error::Cancelled`], and the late reply is
+    /// dropped (never delivered to another caller). Takes a token or an `Option` of one.
+    pub fn with_cancel(mut self, cancel: impl Into<Option<&'a CancelToken>>) -> CallRequest<'a> {
+        self.cancel = cancel.into();
+        self
+    }
+
+    /// Where the call goes.
+    pub fn route(&self) -> Route<'a> {
+        self.route.unwrap_or_else(|| Route::by_domain(self.method))
+    }
+}
+
 impl Supervisor {
-    /// Sends a CDP command along `route` and waits up to `timeout` (clamped to 1 ms..300 s).
+    /// Sends a CDP command along `route` and waits up to `timeout` (clamped to 1 ms..300 s):
+    /// [`Supervisor::send`] of that [`CallRequest`], without the session it went to.
     pub fn call(
         &self,
         method: &str,
@@ -30,54 +84,34 @@ impl Supervisor {
         route: Route<'_>,
         timeout: Duration,
     ) -> Result<Value, Error> {
-        self.call_routed(method, params, route, timeout)
-            .map(|(v, _)| v)
+        let request = CallRequest::new(method, params)
+            .with_route(route)
+            .with_timeout(timeout);
+        self.send(request).map(|(v, _)| v)
     }
 
-    /// Like [`Supervisor::call`], also returning the session the call went to.
-    pub fn call_routed(
-        &self,
-        method: &str,
-        params: Value,
-        route: Route<'_>,
-        timeout: Duration,
-    ) -> Result<(Value, Option<String>), Error> {
-        self.call_with(method, params, route, timeout, None)
-    }
-
-    /// Like [`Supervisor::call_routed`], but returns [`Error::Cancelled`] at once when `cancel`
-    /// is cancelled (the late reply is then dropped).
-    pub fn call_cancellable(
-        &self,
-        method: &str,
-        params: Value,
-        route: Route<'_>,
-        timeout: Duration,
-        cancel: &CancelToken,
-    ) -> Result<(Value, Option<String>), Error> {
-        self.call_with(method, params, route, timeout, Some(cancel))
-    }
-
-    /// The dialog-aware call (SPEC §8): a call into the page never waits for its deadline
-    /// because of a dialog.
+    /// The one call path: sends `request` and returns its result and the session it went to
+    /// (`None` for the browser). It is dialog-aware (SPEC §8): a call into the page never waits
+    /// for its deadline because of a dialog.
     ///
     /// * A dialog already pending that blocks the call: methods measured to hang fail at once
     ///   without being sent; methods measured to answer go through; any other method is sent
-    ///   and fails after [`DIALOG_GRACE`] if no reply came while the dialog is still pending.
+    ///   and fails after `DIALOG_GRACE` (`core/policy.rs`) if no reply came while the dialog is still pending.
     /// * A dialog that opens while the call is in flight: the reader fails the call at once.
     ///
     /// A dialog the caller could not see yet when it looked (published between that look and
     /// the registration) is caught either by the second look after the write or by the reader,
     /// which drains registrations again after each publish: one of the two always sees it.
-    fn call_with(
-        &self,
-        method: &str,
-        mut params: Value,
-        route: Route<'_>,
-        timeout: Duration,
-        cancel: Option<&CancelToken>,
-    ) -> Result<(Value, Option<String>), Error> {
+    pub fn send(&self, request: CallRequest<'_>) -> Result<(Value, Option<String>), Error> {
         self.ensure_agent_may_act()?;
+        let route = request.route();
+        let timeout = request.timeout.unwrap_or(self.config.call_timeout());
+        let CallRequest {
+            method,
+            mut params,
+            cancel,
+            ..
+        } = request;
         if method.is_empty() {
             return Err(Error::InvalidArgument("method must not be empty".into()));
         }
@@ -104,7 +138,7 @@ impl Supervisor {
         answer
     }
 
-    /// [`Supervisor::call_with`] once the security policy has let the call through.
+    /// [`Supervisor::send`] once the security policy has let the call through.
     fn call_admitted(
         &self,
         method: &str,
@@ -135,7 +169,7 @@ impl Supervisor {
             let reply = self
                 .shared
                 .start_call(Command::new(method.to_string(), params), deadline)?;
-            return reply.wait_or_cancel(deadline, cancel).map(|v| (v, None));
+            return reply.wait(deadline, cancel).map(|v| (v, None));
         };
         if let Some(need) = needs {
             let ctx = self.main_world_context(&sid, &need, deadline, cancel)?;
@@ -144,7 +178,7 @@ impl Supervisor {
         self.call_on_session(sid, method, params, deadline, cancel, None)
     }
 
-    /// The dialog-aware part of a call on session `sid` (see [`Supervisor::call_with`]);
+    /// The dialog-aware part of a call on session `sid` (see [`Supervisor::send`]);
     /// `main_world`: the call checks a frame's main-world context, recorded when it succeeds.
     pub(super) fn call_on_session(
         &self,
@@ -226,17 +260,17 @@ impl Supervisor {
     }
 }
 
-/// Waits for an agent call's reply until `until` (see [`Reply::wait_or_cancel`]); a block by a
+/// Waits for an agent call's reply until `until` (see [`Reply::wait`]); a block by a
 /// bridge dialog still lets the call's own reply through for [`BRIDGE_REPLY_GRACE`].
 fn wait_agent_reply(reply: &Reply, until: Deadline, cancel: Option<&CancelToken>) -> CallResult {
-    let first = reply.wait_or_cancel(until, cancel);
+    let first = reply.wait(until, cancel);
     let Err(Error::BlockedByDialog { dialog, .. }) = &first else {
         return first;
     };
     if dialog.bridge_request_id.is_none() {
         return first;
     }
-    match reply.wait_or_cancel(until.within(BRIDGE_REPLY_GRACE), cancel) {
+    match reply.wait(until.within(BRIDGE_REPLY_GRACE), cancel) {
         Err(Error::Timeout { .. }) | Err(Error::ConnectionLost(_)) => first,
         other => other,
     }

@@ -23,13 +23,13 @@ use crossbeam_channel::bounded;
 use log::debug;
 use serde_json::json;
 
-use super::Supervisor;
+use super::{DialogAnswer, Supervisor};
 use crate::config::DialogAction;
-use crate::core::{CallKind, Command, answer_command};
+use crate::core::{CallKind, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
 use crate::outbound::Outbound;
-use crate::snapshot::{ClosedBy, DialogKind, Handover, PendingDialog};
+use crate::snapshot::{ClosedBy, Handover, PendingDialog};
 use crate::watchdog::Ack;
 
 /// How long `hand_over` waits for the watchdog's acknowledgement (it may be in a renderer
@@ -94,21 +94,6 @@ impl Supervisor {
         }
     }
 
-    /// Answers a pending dialog and waits for the browser's acknowledgement; recorded as
-    /// `closed_by: "agent"`. Fails with [`Error::HeldByHuman`] while a person holds the task.
-    ///
-    /// `dialog_id` may be omitted when exactly one dialog is pending. Accepting a prompt without
-    /// `prompt_text` returns its default text, as pressing OK on the native dialog would.
-    pub fn respond_to_dialog(
-        &self,
-        action: DialogAction,
-        prompt_text: Option<&str>,
-        dialog_id: Option<&str>,
-    ) -> Result<PendingDialog, Error> {
-        self.ensure_agent_may_act()?;
-        self.answer_dialog(ClosedBy::Agent, action, prompt_text, dialog_id)
-    }
-
     /// [`Supervisor::respond_to_dialog`] for a person (the supervisor page, SPEC §20): the same
     /// rules and errors, recorded as `closed_by: "human"`, and allowed whether or not the task
     /// is held.
@@ -119,75 +104,9 @@ impl Supervisor {
         dialog_id: Option<&str>,
     ) -> Result<PendingDialog, Error> {
         self.ensure_alive()?;
-        self.answer_dialog(ClosedBy::Human, action, prompt_text, dialog_id)
-    }
-
-    fn answer_dialog(
-        &self,
-        by: ClosedBy,
-        action: DialogAction,
-        prompt_text: Option<&str>,
-        dialog_id: Option<&str>,
-    ) -> Result<PendingDialog, Error> {
-        let snap = self.snapshot();
-        let pending = &snap.pending_dialogs;
-        if pending.is_empty()
-            && let Some(b) = &snap.blocked
-        {
-            return Err(crate::core::policy::blocked_error(b));
-        }
-        let dialog =
-            match dialog_id {
-                Some(id) => pending.iter().find(|d| d.id == id).ok_or_else(|| {
-                    match snap.closed_dialog(id) {
-                        Some(c) => Error::DialogAlreadyClosed {
-                            id: id.to_string(),
-                            closed_by: c.closed_by,
-                            detail: "it is in recent_dialogs".into(),
-                        },
-                        None => Error::UnknownDialog {
-                            id: id.to_string(),
-                            known: pending
-                                .iter()
-                                .map(|d| d.id.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        },
-                    }
-                })?,
-                None => match pending.len() {
-                    0 => return Err(Error::NoDialog),
-                    1 => &pending[0],
-                    n => {
-                        return Err(Error::AmbiguousDialog {
-                            count: n,
-                            pending: pending
-                                .iter()
-                                .map(|d| {
-                                    format!(
-                                        "{} ({}: {})",
-                                        d.id,
-                                        d.kind,
-                                        crate::quote::quoted(&d.message)
-                                    )
-                                })
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        });
-                    }
-                },
-            };
-        let accept = action == DialogAction::Accept;
-        let text = match (accept, prompt_text) {
-            (true, Some(t)) => Some(t),
-            (true, None) if dialog.kind == DialogKind::Prompt => {
-                Some(dialog.default_prompt.as_str())
-            }
-            _ => None,
-        };
-        let c = answer_command(dialog, accept, text, by);
-        self.shared
-            .round_trip(c, Deadline::after(self.config.call_timeout()))?;
-        Ok(dialog.clone())
+        let answer = DialogAnswer::new(action)
+            .with_prompt_text(prompt_text)
+            .with_dialog_id(dialog_id);
+        self.answer_as(answer, ClosedBy::Human)
     }
 }

@@ -113,7 +113,7 @@ struct Unanswered {
 
 /// Whether a call has been answered by now (without waiting).
 fn answered(r: &Reply) -> bool {
-    r.reply_by(Deadline::after(Duration::ZERO)).is_some()
+    r.reply_by(Deadline::after(Duration::ZERO), None).is_some()
 }
 
 /// The probe (module doc) of the renderer of session `sid`: the error for calls into it when a
@@ -152,7 +152,7 @@ fn probe(
                     session_id: sid.to_string(),
                 });
             let alive = shared.start_call(cmd, within(ALIVE_WAIT)).ok()?;
-            if alive.reply_by(within(ALIVE_WAIT)).is_some() {
+            if alive.reply_by(within(ALIVE_WAIT), None).is_some() {
                 return None; // idle, or busy in a script
             }
             Unanswered {
@@ -180,7 +180,7 @@ fn probe(
     };
     let browser = Command::new("Browser.getVersion", json!({}));
     let browser_answers = shared.round_trip(browser, within(INPUT_WAIT)).is_ok();
-    let dropped = matches!(input.reply_by(within(INPUT_WAIT)), Some(Ok(_)));
+    let dropped = matches!(input.reply_by(within(INPUT_WAIT), None), Some(Ok(_)));
     if answered(&asked.alive) {
         return None;
     }

@@ -97,7 +97,7 @@ fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Deadline) {
         }
     }
     for reply in waits {
-        let _ = reply.wait();
+        let _ = reply.wait(budget, None);
     }
 }
 
@@ -127,7 +127,7 @@ fn close_own_page(shared: &Shared, target_id: &str, budget: Deadline) {
         let Ok(reply) = shared.start_call(c, budget) else {
             return; // no connection: nothing more can be done
         };
-        if let Err(e) = reply.wait() {
+        if let Err(e) = reply.wait(budget, None) {
             // "No target with given id found": gone already. Anything else: nothing to retry.
             debug!("Target.closeTarget for the task's own page {target_id}: {e}");
             return;

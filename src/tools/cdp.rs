@@ -10,7 +10,7 @@ use super::args::{check_task, failure, kind_of, live, opt_str, opt_timeout_s};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
-use crate::supervisor::Route;
+use crate::supervisor::{CallRequest, Route};
 
 /// How long a `Browser.close` of the caller's launched browser waits for its exit.
 const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
@@ -72,10 +72,11 @@ fn call(
     };
     let sup = live(reg, task_id)?;
     let timeout = timeout_s.map_or(sup.config().call_timeout(), Duration::from_secs_f64);
-    let result = match cancel {
-        Some(c) => sup.call_cancellable(method, params, route, timeout, c),
-        None => sup.call_routed(method, params, route, timeout),
-    };
+    let request = CallRequest::new(method, params)
+        .with_route(route)
+        .with_timeout(timeout)
+        .with_cancel(cancel);
+    let result = sup.send(request);
     // The session it went to stays out: session ids are routing details, never LLM-visible.
     let (result, _session) = result.map_err(|e| failed(&e, route))?;
     let mut out = json!({

@@ -19,7 +19,7 @@ use crate::launch_slot::Launched;
 use crate::quote::quoted_json;
 use crate::redact::redact_url;
 use crate::registry::SupervisorRegistry;
-use crate::supervisor::Supervisor;
+use crate::supervisor::{StartRequest, Supervisor};
 
 /// `browser_disconnect`: stops the task's supervisor. An unknown task is no error
 /// (`stopped: false`), so disconnecting twice is harmless. The result names the dialogs that the
@@ -98,7 +98,10 @@ pub(crate) fn connect(ctx: &Context<'_>, task: &str, args: &Value) -> Value {
         .map(str::to_string)
         .filter(|u| !u.trim().is_empty());
     if let Some(url) = url.or(configured) {
-        let result = reg.get_or_start_cancellable(task, &url, opts, cancel);
+        let request = StartRequest::new(task, &url)
+            .with_options(opts)
+            .with_cancel(cancel);
+        let result = reg.start(request);
         return started(task, &url, result, false);
     }
     let Some(browser) = ctx.browser else {
@@ -113,7 +116,10 @@ pub(crate) fn connect(ctx: &Context<'_>, task: &str, args: &Value) -> Value {
             Ok(l) => l,
             Err(e) => return failure(e),
         };
-        let result = reg.get_or_start_cancellable(task, &launched.ws_url, opts.clone(), cancel);
+        let request = StartRequest::new(task, &launched.ws_url)
+            .with_options(opts.clone())
+            .with_cancel(cancel);
+        let result = reg.start(request);
         // A browser that is going away (e.g. right after Browser.close) refuses connections or
         // leaves the old supervisor reconnecting: wait for its exit, then relaunch once.
         let usable = matches!(&result, Ok(sup) if sup.is_active());

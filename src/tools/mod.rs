@@ -134,21 +134,6 @@ pub fn browser_cdp(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Val
     run(&Context::of(reg), Tool::Cdp, task_id, args)
 }
 
-/// [`browser_cdp`] that returns at once (`"cancelled": true`) when `cancel` fires; the call's
-/// late reply is dropped.
-pub fn browser_cdp_cancellable(
-    reg: &SupervisorRegistry,
-    task_id: &str,
-    args: &Value,
-    cancel: &CancelToken,
-) -> Value {
-    let ctx = Context {
-        cancel: Some(cancel),
-        ..Context::of(reg)
-    };
-    run(&ctx, Tool::Cdp, task_id, args)
-}
-
 /// The table's answer for `task_id` (only `browser_snapshot` can find no supervisor).
 fn run(ctx: &Context<'_>, tool: Tool, task_id: &str, args: &Value) -> Value {
     table::run(ctx, tool, task_id, args).unwrap_or_else(|_| no_supervisor(task_id))

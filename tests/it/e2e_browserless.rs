@@ -11,6 +11,7 @@
 //! system Chromium, installed by `.ci/run`; skipped loudly when it is not installed, a failure
 //! under `CDP_SUPERVISOR_E2E=require`) and counts this process's TCP connections to its port.
 
+use cdp_supervisor::StartRequest;
 use std::time::{Duration, Instant};
 
 use crate::common::browserless::Browserless;
@@ -129,10 +130,9 @@ fn a_browser_a_script_opened_is_released_once_the_script_and_the_task_have_left(
     let joined = format!("{endpoint}?token={}", bl.token);
     let reg = registry();
     let sup = reg
-        .get_or_start_with(
-            "bl-joined",
-            &joined,
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new("bl-joined", &joined)
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("the task joins the script's browser");
     assert!(follows_popups_itself(&sup), "no watcher on Browserless");

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use cdp_supervisor::{Config, StartOptions, SupervisorRegistry};
+use cdp_supervisor::{Config, StartOptions, StartRequest, SupervisorRegistry};
 use serde_json::{Value, json};
 
 use crate::common::{self, Browser, HttpServer, RawCdp, Response};
@@ -124,10 +124,9 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
     let (_server, top) = two_origins();
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
-        .get_or_start_with(
-            "ep",
-            &browser.ws_url,
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new("ep", &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start");
     let page = sup
@@ -331,10 +330,9 @@ fn puppeteer_works_through_the_endpoint_on_one_connection() {
     let (_server, top) = two_origins();
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
-        .get_or_start_with(
-            "pptr",
-            &browser.ws_url,
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new("pptr", &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start");
     sup.call(
@@ -439,10 +437,9 @@ fn task_on(
     cdp_supervisor::CdpEndpoint,
 ) {
     let sup = reg
-        .get_or_start_with(
-            id,
-            &browser.ws_url,
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new(id, &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start");
     sup.call(

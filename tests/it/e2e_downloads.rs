@@ -6,6 +6,7 @@
 //! unless `downloads.keep`; the policy lets only the task's own directory through.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -47,7 +48,7 @@ fn server() -> HttpServer {
 }
 
 fn start(reg: &SupervisorRegistry, task: &str, ws: &str) -> Arc<Supervisor> {
-    reg.get_or_start_with(task, ws, StartOptions::default().with_own_page(true))
+    reg.start(StartRequest::new(task, ws).with_options(StartOptions::default().with_own_page(true)))
         .expect("start on a page of its own")
 }
 

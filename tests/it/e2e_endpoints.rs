@@ -2,6 +2,7 @@
 //! resolves through `/json/version`, attaches, and serves dialogs (SPEC §9).
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::time::Duration;
 
@@ -32,10 +33,9 @@ fn http_endpoint_resolves_attaches_and_answers_a_dialog() {
         .expect("open the page");
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
-        .get_or_start_with(
-            "http",
-            &http,
-            StartOptions::default().with_target_id(page.clone()),
+        .start(
+            StartRequest::new("http", &http)
+                .with_options(StartOptions::default().with_target_id(page.clone())),
         )
         .expect("attach through the http endpoint");
     assert_eq!(

@@ -6,6 +6,7 @@
 //! allows it.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -75,7 +76,7 @@ impl Drop for Files {
 }
 
 fn start(reg: &SupervisorRegistry, task: &str, ws: &str) -> Arc<Supervisor> {
-    reg.get_or_start_with(task, ws, StartOptions::default().with_own_page(true))
+    reg.start(StartRequest::new(task, ws).with_options(StartOptions::default().with_own_page(true)))
         .expect("start on a page of its own")
 }
 

@@ -4,6 +4,7 @@
 //! cross-origin iframe that must be reported as `blocked` naming the frame.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -278,10 +279,9 @@ fn busy_page_is_reported_unresponsive_never_as_an_orphaned_dialog() {
     let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout).unwrap());
     let t = Instant::now();
     let sup = reg
-        .get_or_start_with(
-            "busy",
-            &browser.ws_url,
-            StartOptions::default().with_target_id(page.clone()),
+        .start(
+            StartRequest::new("busy", &browser.ws_url)
+                .with_options(StartOptions::default().with_target_id(page.clone())),
         )
         .expect("start returns instead of hanging");
     let took = t.elapsed();

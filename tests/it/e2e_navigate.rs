@@ -5,6 +5,7 @@
 //! answered; network errors are named; the security policy judges the URL.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,7 +46,7 @@ fn server() -> HttpServer {
 }
 
 fn start(reg: &SupervisorRegistry, task: &str, ws: &str) -> Arc<Supervisor> {
-    reg.get_or_start_with(task, ws, StartOptions::default().with_own_page(true))
+    reg.start(StartRequest::new(task, ws).with_options(StartOptions::default().with_own_page(true)))
         .expect("start on a page of its own")
 }
 

@@ -4,6 +4,7 @@
 //! dialog whose answer reaches the page.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::time::{Duration, Instant};
 
@@ -48,10 +49,9 @@ fn orphaned_dialog_is_reported_blocked_and_recovered_by_reload() {
     let reg = SupervisorRegistry::new(Config::default().with_start_timeout(start_timeout).unwrap());
     let t = Instant::now();
     let sup = reg
-        .get_or_start_with(
-            "orphan",
-            &browser.ws_url,
-            StartOptions::default().with_target_id(page.clone()),
+        .start(
+            StartRequest::new("orphan", &browser.ws_url)
+                .with_options(StartOptions::default().with_target_id(page.clone())),
         )
         .expect("start returns instead of hanging");
     let took = t.elapsed();

@@ -11,6 +11,7 @@
 //! some rounds leave their tab behind.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::sync::Mutex;
 use std::sync::mpsc;
@@ -58,10 +59,9 @@ fn own_page_is_closed_when_the_stop_meets_a_cross_site_navigation() {
     for (round, after) in STOP_AFTER_MS.iter().enumerate() {
         let task = format!("own-page-{round}");
         let sup = reg
-            .get_or_start_with(
-                &task,
-                &browser.ws_url,
-                StartOptions::default().with_own_page(true),
+            .start(
+                StartRequest::new(&task, &browser.ws_url)
+                    .with_options(StartOptions::default().with_own_page(true)),
             )
             .expect("start with a page of its own");
         let page = sup.snapshot().page_target_id.clone().expect("its page");
@@ -123,10 +123,9 @@ fn own_pages_of_several_tasks_each_stay_visible_and_draw() {
     let reg = SupervisorRegistry::new(Config::default());
     let sups: Vec<_> = (0..3)
         .map(|i| {
-            reg.get_or_start_with(
-                &format!("visible-{i}"),
-                &browser.ws_url,
-                StartOptions::default().with_own_page(true),
+            reg.start(
+                StartRequest::new(&format!("visible-{i}"), &browser.ws_url)
+                    .with_options(StartOptions::default().with_own_page(true)),
             )
             .expect("start with a page of its own")
         })
@@ -212,10 +211,9 @@ fn two_tasks_on_a_browser_holding_pages_get_two_new_tabs_and_touch_no_other() {
     let started: Vec<_> = ["own-a", "own-b"]
         .iter()
         .map(|task| {
-            reg.get_or_start_with(
-                task,
-                &browser.ws_url,
-                StartOptions::default().with_own_page(true),
+            reg.start(
+                StartRequest::new(task, &browser.ws_url)
+                    .with_options(StartOptions::default().with_own_page(true)),
             )
             .expect("start with a page of its own")
         })
@@ -272,10 +270,9 @@ fn own_page_is_reattached_after_a_reconnect_and_replaced_only_when_gone() {
     let config = Config::default().with_reconnect_backoff(Duration::from_millis(400));
     let reg = SupervisorRegistry::new(config);
     let sup = reg
-        .get_or_start_with(
-            "own-reconnect",
-            &url,
-            StartOptions::default().with_own_page(true),
+        .start(
+            StartRequest::new("own-reconnect", &url)
+                .with_options(StartOptions::default().with_own_page(true)),
         )
         .expect("start with a page of its own");
     let first = sup.snapshot();

@@ -7,6 +7,7 @@
 //! endpoint?), then the popup watcher's.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::time::Duration;
 
@@ -58,10 +59,9 @@ fn a_task_whose_popup_watcher_has_gone_follows_its_popups_after_a_reconnect() {
     });
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
-        .get_or_start_with(
-            "watcher-gone",
-            &url,
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new("watcher-gone", &url)
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start with a page of its own");
     let page = sup.snapshot().page_target_id.clone().expect("its page");
@@ -155,7 +155,7 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
     let own = || StartOptions::default().with_new_page(true);
 
     let a = reg
-        .get_or_start_with("w-a", &browser.ws_url, own())
+        .start(StartRequest::new("w-a", &browser.ws_url).with_options(own()))
         .expect("a");
     assert!(!follows_popups_itself(&a), "the watcher serves a");
     two_connections(port, "the task's and the watcher's");
@@ -166,7 +166,7 @@ fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_n
 
     // The next task gets a watcher again, and its popups through it.
     let b = reg
-        .get_or_start_with("w-b", &browser.ws_url, own())
+        .start(StartRequest::new("w-b", &browser.ws_url).with_options(own()))
         .expect("b");
     assert!(!follows_popups_itself(&b), "a new watcher serves b");
     two_connections(port, "the task's and a new watcher's");

@@ -6,6 +6,7 @@
 //! a dialog blocks the page's JavaScript, so a call that returns early can only have been
 //! released by the dialog.
 
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ fn setup(policy: DialogPolicy) -> (FakeBrowser, SupervisorRegistry, Arc<Supervis
         .with_dialog_bridge(BridgeMode::Off)
         .with_dialog_policy(policy);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     (fake, reg, sup)
 }

@@ -14,6 +14,7 @@
 //! the fake has recorded them too. That lets a test assert that something did *not* happen
 //! without sleeping.
 
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,7 +42,7 @@ fn setup(options: StartOptions) -> (FakeBrowser, SupervisorRegistry, Arc<Supervi
     let fake = FakeBrowser::start().expect("fake browser");
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     assert_eq!(fake.page_target_id(), PAGE);
     (fake, reg, sup)

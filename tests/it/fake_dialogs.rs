@@ -1,6 +1,7 @@
 //! Every dialog state transition, driven by the scripted fake CDP browser (SPEC §5).
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +29,7 @@ fn setup_with(
     let fake = FakeBrowser::start().expect("fake browser");
     let reg = SupervisorRegistry::new(config);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     (fake, reg, sup)
 }

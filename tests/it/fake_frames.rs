@@ -14,6 +14,8 @@
 //! answered the fake has recorded them too. That lets a test assert that something did *not*
 //! happen without sleeping.
 
+use cdp_supervisor::CallRequest;
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -39,7 +41,7 @@ fn setup() -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     // sequence without it.
     let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     assert_eq!(fake.page_target_id(), PAGE);
     (fake, reg, sup)
@@ -494,11 +496,10 @@ fn stray_navigation_from_an_unknown_session_does_not_take_over_the_main_frame() 
         .get(PAGE)
         .map(|r| unversioned::owner_session(r).to_string());
     let routed = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "1"}),
-            Route::Frame(PAGE),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "1"}))
+                .with_route(Route::Frame(PAGE))
+                .with_timeout(WAIT),
         )
         .map(|(_, session)| session);
     let page = s.page_session_id.clone();
@@ -628,11 +629,10 @@ fn calls_route_to_oopif_sessions_and_same_process_contexts() {
     );
     assert_eq!(same.parent_frame_id.as_deref(), Some(PAGE));
     let (_, routed) = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "document.title"}),
-            Route::Frame("SAME-1"),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "document.title"}))
+                .with_route(Route::Frame("SAME-1"))
+                .with_timeout(WAIT),
         )
         .expect("evaluate in a same-process frame");
     assert_eq!(routed.as_deref(), Some(page.as_str()));
@@ -673,26 +673,28 @@ fn calls_route_to_oopif_sessions_and_same_process_contexts() {
     // Other methods go to the owning session unchanged.
     fake.set_rule("DOM.getDocument", Rule::Reply(json!({"root": {}})));
     let (_, routed) = sup
-        .call_routed("DOM.getDocument", json!({}), Route::Frame("SAME-1"), WAIT)
+        .send(
+            CallRequest::new("DOM.getDocument", json!({}))
+                .with_route(Route::Frame("SAME-1"))
+                .with_timeout(WAIT),
+        )
         .expect("DOM call");
     assert_eq!(routed.as_deref(), Some(page.as_str()));
 
     // The main frame routes to the page session.
     let (_, routed) = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "4"}),
-            Route::Frame(PAGE),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "4"}))
+                .with_route(Route::Frame(PAGE))
+                .with_timeout(WAIT),
         )
         .expect("main frame");
     assert_eq!(routed.as_deref(), Some(page.as_str()));
     let (_, routed) = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "5"}),
-            Route::Target(PAGE),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "5"}))
+                .with_route(Route::Target(PAGE))
+                .with_timeout(WAIT),
         )
         .expect("page target");
     assert_eq!(routed.as_deref(), Some(page.as_str()));
@@ -712,11 +714,10 @@ fn calls_route_to_oopif_sessions_and_same_process_contexts() {
     assert!(!inner.is_oopif);
     assert_eq!(inner.session_id, None);
     let (_, routed) = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "6"}),
-            Route::Frame("INNER-1"),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "6"}))
+                .with_route(Route::Frame("INNER-1"))
+                .with_timeout(WAIT),
         )
         .expect("a frame inside the OOPIF");
     assert_eq!(routed.as_deref(), Some("CHILD-1"));
@@ -994,7 +995,11 @@ fn frame_tree_caps_same_process_children_at_30() {
     // The full map still routes to frames left out of the tree.
     fake.set_rule("DOM.getDocument", Rule::Reply(json!({"root": {}})));
     let (_, routed) = sup
-        .call_routed("DOM.getDocument", json!({}), Route::Frame("SAME-39"), WAIT)
+        .send(
+            CallRequest::new("DOM.getDocument", json!({}))
+                .with_route(Route::Frame("SAME-39"))
+                .with_timeout(WAIT),
+        )
         .expect("a frame left out of frame_tree still routes");
     assert_eq!(routed.as_deref(), Some(page.as_str()));
 
@@ -1044,20 +1049,18 @@ fn frame_tree_leaves_out_oopifs_deeper_than_2() {
         Rule::Reply(json!({"result": {"type": "number", "value": 1}})),
     );
     let (_, routed) = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "1"}),
-            Route::Frame("C"),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "1"}))
+                .with_route(Route::Frame("C"))
+                .with_timeout(WAIT),
         )
         .expect("C routes");
     assert_eq!(routed.as_deref(), Some("S-C"));
     let (_, routed) = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "1"}),
-            Route::Target("C"),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "1"}))
+                .with_route(Route::Target("C"))
+                .with_timeout(WAIT),
         )
         .expect("C as a target");
     assert_eq!(routed.as_deref(), Some("S-C"));

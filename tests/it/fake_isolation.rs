@@ -4,6 +4,7 @@
 //! route, never reaching the browser; what a task creates is its own; `isolate_tasks = false`
 //! gives the whole browser back. `e2e_isolation` runs the attack of the issue on Chromium.
 
+use cdp_supervisor::StartRequest;
 use std::sync::{Arc, Barrier};
 
 use crate::common::fakes::barrier;
@@ -24,10 +25,9 @@ fn config(isolate: bool) -> Config {
 /// Task `task` on a new page of its own; returns the supervisor and its page.
 fn own_page(reg: &SupervisorRegistry, fake: &FakeBrowser, task: &str) -> (Arc<Supervisor>, String) {
     let sup = reg
-        .get_or_start_with(
-            task,
-            &fake.ws_url(),
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new(task, &fake.ws_url())
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start on a page of its own");
     let page = sup.snapshot().page_target_id.clone().expect("its page");
@@ -61,10 +61,9 @@ fn a_page_another_task_owns_cannot_be_taken_at_start_unless_isolation_is_off() {
     let reg = SupervisorRegistry::new(config(true));
     let (_a, a_page) = own_page(&reg, &fake, "iso-a");
     let attaches = sent(&fake, "Target.attachToTarget", &a_page);
-    let refused = reg.get_or_start_with(
-        "iso-b",
-        &fake.ws_url(),
-        StartOptions::default().with_target_id(a_page.clone()),
+    let refused = reg.start(
+        StartRequest::new("iso-b", &fake.ws_url())
+            .with_options(StartOptions::default().with_target_id(a_page.clone())),
     );
     match refused {
         Err(Error::Refused { option, detail, .. }) => {
@@ -87,10 +86,9 @@ fn a_page_another_task_owns_cannot_be_taken_at_start_unless_isolation_is_off() {
     let open = SupervisorRegistry::new(config(false));
     let (_c, c_page) = own_page(&open, &fake, "open-c");
     let d = open
-        .get_or_start_with(
-            "open-d",
-            &fake.ws_url(),
-            StartOptions::default().with_target_id(c_page.clone()),
+        .start(
+            StartRequest::new("open-d", &fake.ws_url())
+                .with_options(StartOptions::default().with_target_id(c_page.clone())),
         )
         .expect("isolate_tasks = false: a trusted client may share a page");
     assert_eq!(
@@ -134,10 +132,9 @@ fn starts_racing_for_one_page_leave_it_to_exactly_one_task() {
                 let (reg, gate, page, url) = (&reg, &gate, page.clone(), fake.ws_url());
                 s.spawn(move || {
                     gate.wait();
-                    reg.get_or_start_with(
-                        &format!("race-{i}"),
-                        &url,
-                        StartOptions::default().with_target_id(page),
+                    reg.start(
+                        StartRequest::new(&format!("race-{i}"), &url)
+                            .with_options(StartOptions::default().with_target_id(page)),
                     )
                 })
             })

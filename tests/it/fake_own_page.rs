@@ -3,6 +3,7 @@
 //! does when the close meets a commit: `e2e_own_page`) is sent again until the page goes, and
 //! the stop stays within its budget when the page never goes.
 
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,10 +31,9 @@ fn start_with_own_page(
 ) -> (SupervisorRegistry, Arc<Supervisor>, String, String) {
     let reg = SupervisorRegistry::new(Config::default());
     let sup = reg
-        .get_or_start_with(
-            task,
-            &fake.ws_url(),
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new(task, &fake.ws_url())
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start with a page of its own");
     let snap = sup.snapshot();
@@ -120,7 +120,7 @@ fn first_listed_page_choice_passes_over_a_listed_page_that_is_gone() {
     let reg = SupervisorRegistry::new(Config::default());
     let first_listed = StartOptions::default().with_page_choice(PageChoice::FirstListed);
     let sup = reg
-        .get_or_start_with("first-listed", &fake.ws_url(), first_listed)
+        .start(StartRequest::new("first-listed", &fake.ws_url()).with_options(first_listed))
         .expect("the next listed page is taken");
     assert_eq!(
         sup.snapshot().page_target_id.as_deref(),
@@ -140,7 +140,9 @@ fn first_listed_page_choice_passes_over_a_listed_page_that_is_gone() {
     assert!(!created, "no page of its own");
     reg.stop("first-listed");
     let e = reg
-        .get_or_start_with("first-usable", &fake.ws_url(), StartOptions::default())
+        .start(
+            StartRequest::new("first-usable", &fake.ws_url()).with_options(StartOptions::default()),
+        )
         .expect_err("the default choice takes the gone page");
     assert!(
         matches!(&e, Error::Cdp { method, .. } if method == "Target.attachToTarget"),

@@ -15,6 +15,7 @@
 //! `e2e_popups`).
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ fn setup_with(config: Config) -> (FakeBrowser, SupervisorRegistry, Arc<Superviso
     let reg = registry_without_popup_watcher(config);
     let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     (fake, reg, sup)
 }
@@ -585,7 +586,7 @@ fn with_the_bridge_on_a_popup_gets_it_before_it_resumes() {
     let reg = registry_without_popup_watcher(Config::default());
     let options = StartOptions::default().with_dialog_bridge(BridgeMode::On);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach");
     page_attached(&fake, "SID-POP", "POP-1", Some(PAGE));
     barrier(&sup);

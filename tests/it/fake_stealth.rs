@@ -5,6 +5,8 @@
 //! (`src/supervisor/main_world.rs`). The same on real Chromium, with the detection page:
 //! `tests/it/e2e_stealth.rs`.
 
+use cdp_supervisor::CallRequest;
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,7 +36,7 @@ fn start(config: Config, bridge: BridgeMode) -> (FakeBrowser, SupervisorRegistry
     let reg = registry_without_popup_watcher(config);
     let options = StartOptions::default().with_dialog_bridge(bridge);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     (fake, reg, sup)
 }
@@ -272,11 +274,10 @@ fn a_same_process_frame_is_reached_through_the_dom_once_per_document() {
     barrier(&sup);
     let mark = fake.received().len();
     let (_, routed) = sup
-        .call_routed(
-            "Runtime.evaluate",
-            json!({"expression": "document.title"}),
-            Route::Frame("SAME-1"),
-            WAIT,
+        .send(
+            CallRequest::new("Runtime.evaluate", json!({"expression": "document.title"}))
+                .with_route(Route::Frame("SAME-1"))
+                .with_timeout(WAIT),
         )
         .expect("evaluate in the same-process frame");
     assert_eq!(routed.as_deref(), Some(page.as_str()));

@@ -2,6 +2,7 @@
 //! attach, and each task gets its own supervisor and page. (How long they take against starts one
 //! after another is measured by `cargo bench --bench fleet`, not here.)
 
+use cdp_supervisor::StartRequest;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 
@@ -22,10 +23,9 @@ fn a_hundred_concurrent_starts_on_one_browser_all_succeed_each_on_its_own_page()
             let (reg, gate, url) = (Arc::clone(&reg), Arc::clone(&gate), url.clone());
             std::thread::spawn(move || {
                 gate.wait();
-                let sup = reg.get_or_start_with(
-                    &format!("burst-{i}"),
-                    &url,
-                    StartOptions::default().with_new_page(true),
+                let sup = reg.start(
+                    StartRequest::new(&format!("burst-{i}"), &url)
+                        .with_options(StartOptions::default().with_new_page(true)),
                 )?;
                 Ok::<_, cdp_supervisor::Error>(sup.snapshot().page_target_id.clone())
             })

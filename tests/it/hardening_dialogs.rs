@@ -7,6 +7,7 @@
 //! event emitted before it has been applied and every automatic command it triggered has been
 //! recorded by the fake. Nothing sleeps.
 
+use cdp_supervisor::StartRequest;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,7 @@ fn setup_with(
     let fake = FakeBrowser::start().expect("fake browser");
     let reg = SupervisorRegistry::new(config);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     (fake, reg, sup)
 }

@@ -12,6 +12,7 @@
 //!   `Target.closeTarget` that closed it still gets its (later) reply.
 //! * `Page.navigatedWithinDocument` keeps `frame_tree` URLs current.
 
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
@@ -273,7 +274,7 @@ fn setup() -> (FakeBrowser, SupervisorRegistry, Arc<Supervisor>) {
     let reg = SupervisorRegistry::new(Config::default());
     let options = StartOptions::default().with_dialog_bridge(BridgeMode::Off);
     let sup = reg
-        .get_or_start_with("task", &fake.ws_url(), options)
+        .start(StartRequest::new("task", &fake.ws_url()).with_options(options))
         .expect("attach to the fake browser");
     (fake, reg, sup)
 }

@@ -31,6 +31,7 @@
 //! Run: `cargo test --test it measure_fleet:: -- --ignored --nocapture --test-threads 1`.
 
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::time::{Duration, Instant};
 
@@ -104,8 +105,10 @@ fn bare_attach(ws_url: &str, window: bool) -> Duration {
 /// One task's connect on a new page of its own; the task is stopped (its page closed) after.
 fn task_connect(reg: &SupervisorRegistry, ws_url: &str, task: &str) -> Duration {
     let t0 = Instant::now();
-    reg.get_or_start_with(task, ws_url, StartOptions::default().with_new_page(true))
-        .expect("get_or_start");
+    reg.start(
+        StartRequest::new(task, ws_url).with_options(StartOptions::default().with_new_page(true)),
+    )
+    .expect("get_or_start");
     let took = t0.elapsed();
     reg.stop(task);
     took
@@ -159,10 +162,9 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
     let regs: Vec<SupervisorRegistry> = WAYS.iter().map(|w| registry(w)).collect();
     // Keeps "after"'s watcher open (its page is one more page the browser holds).
     regs[0]
-        .get_or_start_with(
-            "m24-keeper",
-            &browser.ws_url,
-            StartOptions::default().with_new_page(true),
+        .start(
+            StartRequest::new("m24-keeper", &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("the keeper task");
     // Our connections to the browser with "reopened"'s watcher closed: the filler's, the
@@ -228,10 +230,9 @@ fn connect_cost_against_pages_held_and_new_tab_time() {
             .collect();
         let t0 = Instant::now();
         for i in 0..FLEET {
-            reg.get_or_start_with(
-                &format!("m24-fleet-{way}-{i}"),
-                &browser.ws_url,
-                StartOptions::default().with_new_page(true),
+            reg.start(
+                StartRequest::new(&format!("m24-fleet-{way}-{i}"), &browser.ws_url)
+                    .with_options(StartOptions::default().with_new_page(true)),
             )
             .expect("fleet start");
         }
@@ -595,10 +596,9 @@ fn fleet_connect_against_a_bare_client_on_a_launched_browser() {
         let b0 = cpu_ms(browser.pid(), true);
         let c0 = own_cpu_ms();
         let t0 = Instant::now();
-        reg.get_or_start_with(
-            &format!("m28-{i}"),
-            &ws,
-            StartOptions::default().with_new_page(true),
+        reg.start(
+            StartRequest::new(&format!("m28-{i}"), &ws)
+                .with_options(StartOptions::default().with_new_page(true)),
         )
         .expect("start");
         ours.push(ms(t0.elapsed()));

@@ -1,5 +1,6 @@
 //! Measurement (issue 14 step 1): how a popup gets attached before its scripts run.
 use crate::common;
+use cdp_supervisor::StartRequest;
 
 use std::time::Duration;
 
@@ -334,10 +335,9 @@ fn h_the_same_with_a_supervisor() {
     let (tid, sid) = cdp.open_page(&srv.url("127.0.0.1", "/"), T).unwrap();
     let reg = cdp_supervisor::SupervisorRegistry::new(cdp_supervisor::Config::default());
     let sup = reg
-        .get_or_start_with(
-            "m",
-            &b.ws_url,
-            cdp_supervisor::StartOptions::default().with_target_id(tid.clone()),
+        .start(
+            StartRequest::new("m", &b.ws_url)
+                .with_options(cdp_supervisor::StartOptions::default().with_target_id(tid.clone())),
         )
         .unwrap();
     cdp.send_command(

@@ -21,6 +21,7 @@
 //!
 //! Run: `cargo test --test it measure_stealth:: -- --ignored --nocapture --test-threads 1`.
 
+use cdp_supervisor::StartRequest;
 use std::any::Any;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -725,7 +726,7 @@ fn supervisor(
     let options = StartOptions::default()
         .with_target_id(target.to_string())
         .with_dialog_bridge(bridge);
-    reg.get_or_start_with("detect", ws, options)
+    reg.start(StartRequest::new("detect", ws).with_options(options))
         .map_err(|e| e.to_string())?;
     // The OOPIF is set up (fire-and-forget) once the supervisor knows it.
     let sup = reg.get("detect").ok_or("no supervisor")?;

@@ -1,4 +1,4 @@
-//! Starting a supervisor with a cancel token (`SupervisorRegistry::get_or_start_cancellable`,
+//! Starting a supervisor with a cancel token (`StartRequest::with_cancel`,
 //! issue 20 item 12) and the task-id checks every start makes (item 4), on the fake browser.
 //!
 //! A cancelled start returns `Error::StartCancelled` at once wherever it is (attaching, waiting
@@ -11,6 +11,7 @@
 //! way without any token of the caller's (issue 28 item 12), and a closed registry refuses new
 //! starts (`Error::RegistryClosed`).
 
+use cdp_supervisor::StartRequest;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -83,7 +84,11 @@ fn a_cancel_while_attaching_returns_at_once_and_closes_the_page_it_created() {
     let options = StartOptions::default().with_new_page(true);
     let (result, took) = std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {
-            let r = reg.get_or_start_cancellable("qa1-attach", &fake.ws_url(), options, &cancel);
+            let r = reg.start(
+                StartRequest::new("qa1-attach", &fake.ws_url())
+                    .with_options(options)
+                    .with_cancel(&cancel),
+            );
             (r, Instant::now())
         });
         fake.wait_for_command(|c| c["method"] == "Target.attachToTarget", WAIT)
@@ -122,12 +127,7 @@ fn a_cancel_while_attaching_returns_at_once_and_closes_the_page_it_created() {
     // The task starts normally afterwards.
     fake.clear_rule("Target.attachToTarget");
     let sup = reg
-        .get_or_start_cancellable(
-            "qa1-attach",
-            &fake.ws_url(),
-            StartOptions::default(),
-            &CancelToken::new(),
-        )
+        .start(StartRequest::new("qa1-attach", &fake.ws_url()).with_cancel(&CancelToken::new()))
         .unwrap();
     assert!(sup.is_active());
 }
@@ -145,7 +145,11 @@ fn a_cancel_while_the_new_page_is_being_created_still_closes_that_page() {
     let options = StartOptions::default().with_new_page(true);
     let (result, took) = std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {
-            let r = reg.get_or_start_cancellable("cancel-create", &fake.ws_url(), options, &cancel);
+            let r = reg.start(
+                StartRequest::new("cancel-create", &fake.ws_url())
+                    .with_options(options)
+                    .with_cancel(&cancel),
+            );
             (r, Instant::now())
         });
         fake.wait_for_command(|c| c["method"] == "Target.createTarget", WAIT)
@@ -178,7 +182,7 @@ fn a_start_that_times_out_closes_the_page_it_created() {
             .unwrap(),
     );
     let options = StartOptions::default().with_new_page(true);
-    let r = reg.get_or_start_with("timeout-page", &fake.ws_url(), options);
+    let r = reg.start(StartRequest::new("timeout-page", &fake.ws_url()).with_options(options));
     assert!(matches!(r, Err(Error::StartTimeout(..))), "{r:?}");
     assert_eq!(fake.page_target_ids(), ["PAGE-1"], "no tab left behind");
     assert!(reg.tasks().is_empty());
@@ -202,12 +206,8 @@ fn a_cancel_while_waiting_for_another_callers_start_returns_at_once() {
         let second = std::thread::Builder::new()
             .name("qa-start-waiter".into())
             .spawn_scoped(s, || -> Started {
-                let r = reg.get_or_start_cancellable(
-                    "cancel-wait",
-                    &fake.ws_url(),
-                    StartOptions::default(),
-                    &cancel,
-                );
+                let r = reg
+                    .start(StartRequest::new("cancel-wait", &fake.ws_url()).with_cancel(&cancel));
                 (r, Instant::now())
             })
             .unwrap();
@@ -253,12 +253,7 @@ fn a_cancel_while_connecting_returns_at_once_and_the_connection_is_closed() {
     let cancel = CancelToken::new();
     std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {
-            let r = reg.get_or_start_cancellable(
-                "cancel-connect",
-                &url,
-                StartOptions::default(),
-                &cancel,
-            );
+            let r = reg.start(StartRequest::new("cancel-connect", &url).with_cancel(&cancel));
             (r, Instant::now())
         });
         let (mut peer, _) = listener.accept().unwrap();
@@ -294,7 +289,7 @@ fn a_token_cancelled_before_the_start_makes_no_connection() {
     let reg = registry();
     let cancel = CancelToken::new();
     cancel.cancel();
-    let r = reg.get_or_start_cancellable("early", &fake.ws_url(), StartOptions::default(), &cancel);
+    let r = reg.start(StartRequest::new("early", &fake.ws_url()).with_cancel(&cancel));
     assert_cancelled(&r, "waiting to start");
     assert_eq!(fake.accepted_count(), 0);
     assert!(reg.tasks().is_empty());
@@ -329,18 +324,11 @@ fn invalid_task_ids_are_refused_everywhere_and_never_panic() {
             other => panic!("{id:?}: {other:?}"),
         };
         invalid(reg.get_or_start(id, &fake.ws_url()));
-        invalid(reg.get_or_start_with(id, &fake.ws_url(), StartOptions::default()));
-        invalid(reg.get_or_start_cancellable(
-            id,
-            &fake.ws_url(),
-            StartOptions::default(),
-            &CancelToken::new(),
-        ));
+        invalid(reg.start(StartRequest::new(id, &fake.ws_url())));
+        invalid(reg.start(StartRequest::new(id, &fake.ws_url()).with_cancel(&CancelToken::new())));
         invalid(Supervisor::start(
-            id,
-            &fake.ws_url(),
+            StartRequest::new(id, &fake.ws_url()),
             &Config::default(),
-            StartOptions::default(),
         ));
         assert!(SupervisorRegistry::check_task_id(id).is_err());
         assert!(reg.get(id).is_none() && reg.snapshot(id).is_none() && !reg.stop(id));
@@ -348,11 +336,11 @@ fn invalid_task_ids_are_refused_everywhere_and_never_panic() {
             tools::browser_snapshot(&reg, id, &json!({})),
             tools::browser_dialog(&reg, id, &json!({"action": "accept"})),
             tools::browser_cdp(&reg, id, &json!({"method": "Runtime.evaluate"})),
-            tools::browser_cdp_cancellable(
+            cdp_supervisor::unversioned::tools::call(
                 &reg,
-                id,
-                &json!({"method": "Runtime.evaluate"}),
-                &CancelToken::new(),
+                "browser_cdp",
+                &json!({"method": "Runtime.evaluate", "task_id": id}),
+                Some(&CancelToken::new()),
             ),
         ] {
             assert_eq!(out["success"], false, "{id:?}: {out}");
@@ -434,12 +422,7 @@ fn a_stop_cuts_short_the_start_and_every_caller_waiting_for_it_but_not_the_calle
     let own = CancelToken::new();
     let (first, second, took) = std::thread::scope(|s| {
         let first = s.spawn(|| -> Started {
-            let r = reg.get_or_start_cancellable(
-                "stop-many",
-                &fake.ws_url(),
-                StartOptions::default(),
-                &own,
-            );
+            let r = reg.start(StartRequest::new("stop-many", &fake.ws_url()).with_cancel(&own));
             (r, Instant::now())
         });
         fake.wait_for_command(|c| c["method"] == "Target.attachToTarget", WAIT)
@@ -491,7 +474,8 @@ fn a_closed_registry_cuts_its_starts_short_stops_its_tasks_and_refuses_new_start
     let (result, took) = std::thread::scope(|s| {
         let start = s.spawn(|| -> Started {
             let options = StartOptions::default().with_new_page(true);
-            let r = reg.get_or_start_with("close-starting", &fake.ws_url(), options);
+            let r = reg
+                .start(StartRequest::new("close-starting", &fake.ws_url()).with_options(options));
             (r, Instant::now())
         });
         // (The live task attached to PAGE-1 before.)
@@ -516,19 +500,9 @@ fn a_closed_registry_cuts_its_starts_short_stops_its_tasks_and_refuses_new_start
     let accepted = fake.accepted_count();
     let refused = [
         reg.get_or_start("close-live", &fake.ws_url()),
-        reg.get_or_start_with("new", &fake.ws_url(), StartOptions::default()),
-        reg.get_or_start_within(
-            "new",
-            &fake.ws_url(),
-            StartOptions::default(),
-            Duration::from_secs(1),
-        ),
-        reg.get_or_start_cancellable(
-            "new",
-            &fake.ws_url(),
-            StartOptions::default(),
-            &CancelToken::new(),
-        ),
+        reg.start(StartRequest::new("new", &fake.ws_url())),
+        reg.start(StartRequest::new("new", &fake.ws_url()).with_timeout(Duration::from_secs(1))),
+        reg.start(StartRequest::new("new", &fake.ws_url()).with_cancel(&CancelToken::new())),
     ];
     for r in refused {
         match r {

@@ -9,6 +9,7 @@
 //! The secrets all contain `S3CR3T`; the password starts with `pw-` and the user name is `user`,
 //! so `S3CR3T`, `pw-` and `user:` must appear nowhere.
 
+use cdp_supervisor::StartRequest;
 use std::io::Write;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -741,7 +742,9 @@ fn drive() -> Report {
     // ---- stop, and what callers see afterwards
     phase("stop");
     let opts = StartOptions::default();
-    let held = reg.get_or_start_with("task", &url, opts).unwrap();
+    let held = reg
+        .start(StartRequest::new("task", &url).with_options(opts))
+        .unwrap();
     rec.fact("still the same supervisor", Arc::ptr_eq(&held, &sup));
     rec.fact("stop reports a supervisor", reg.stop("task"));
     let r = sup.respond_to_dialog(DialogAction::Accept, None, None);

@@ -11,6 +11,7 @@
 //! * 100 plain starts (no token) stopped from another thread, and 20 cut short by their
 //!   registry's close, while attaching (issue 28 item 12): the same.
 
+use cdp_supervisor::StartRequest;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
@@ -99,8 +100,12 @@ pub(crate) fn cancelled_starts_leave_no_threads_sockets_or_slots() {
         let attaches = i + 1;
         let (r, t) = cancel_during(
             |cancel| {
-                reg.get_or_start_cancellable("solo-cancel", &fake.ws_url(), options, cancel)
-                    .map(drop)
+                reg.start(
+                    StartRequest::new("solo-cancel", &fake.ws_url())
+                        .with_options(options)
+                        .with_cancel(cancel),
+                )
+                .map(drop)
             },
             || {
                 wait_for_attach(&fake, attaches);
@@ -194,7 +199,7 @@ pub(crate) fn starts_cancelled_while_connecting_leave_nothing_once_their_deadlin
     for i in 0..CYCLES {
         let (r, t) = cancel_during(
             |cancel| {
-                reg.get_or_start_cancellable("solo-connect", &url, StartOptions::default(), cancel)
+                reg.start(StartRequest::new("solo-connect", &url).with_cancel(cancel))
                     .map(drop)
             },
             || peers.push(listener.accept().expect("the start connects").0),
@@ -253,7 +258,8 @@ pub(crate) fn starts_cut_short_by_stop_or_close_leave_no_threads_sockets_or_slot
         let options = StartOptions::default().with_new_page(i % 2 == 0);
         let (r, t) = std::thread::scope(|s| {
             let running = s.spawn(|| {
-                let r = target.get_or_start_with("solo-stop", &fake.ws_url(), options);
+                let r = target
+                    .start(StartRequest::new("solo-stop", &fake.ws_url()).with_options(options));
                 (r, Instant::now())
             });
             wait_for_attach(&fake, i + 1);

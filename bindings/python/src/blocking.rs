@@ -3,11 +3,14 @@
 //! Ctrl-C: Python runs signal handlers on the main thread only, and only when that thread is
 //! back in the interpreter. So on the main thread a wait is cut into slices of [`SLICE`], and
 //! between two slices the binding calls `check_signals` (which raises `KeyboardInterrupt`, or
-//! whatever the handler raises). Waits that Rust cannot cut into slices (a CDP call, a start)
-//! run on a helper thread while the main thread waits for their result in slices; when the
-//! wait is interrupted, the call is cancelled ([`CancelToken`]: its late reply is dropped) or,
-//! for a start, left to finish on its own. On any other thread (no signal ever reaches it) a
-//! call runs where it is, in one wait, with no helper and no slices.
+//! whatever the handler raises). Waits that Rust cannot cut into slices (a CDP call, a start, a
+//! dialog answer) run on a helper thread while the main thread waits for their result in
+//! slices; when the wait is interrupted, the job's [`CancelToken`] is cancelled (a call is
+//! abandoned and its late reply dropped, a start is called off and leaves nothing behind, a
+//! dialog answer stops waiting for its acknowledgement), and the main thread gives the job one
+//! more [`SLICE`] to end before it raises, so that the helper is free for the next call. On any
+//! other thread (no signal ever reaches it) a call runs where it is, in one wait, with no
+//! helper and no slices.
 //!
 //! After `os.fork()` the child's only thread (the one that forked) is its main thread, and the
 //! helper thread is not in the child: the child records the one and starts its own other.
@@ -61,7 +64,8 @@ type Job = Box<dyn FnOnce() + Send>;
 /// not its thread, and starts its own.
 struct Helper {
     jobs: Sender<Job>,
-    /// Set by `dispatch`, cleared by the helper thread when a job is done.
+    /// Set by `dispatch`, cleared by the job itself once it has its result, before it hands
+    /// the result over (so a caller that has the result finds the helper free).
     busy: Arc<AtomicBool>,
     /// The process whose thread this is.
     pid: u32,
@@ -79,13 +83,11 @@ fn helper() -> Arc<Helper> {
     }
     let (tx, rx): (Sender<Job>, Receiver<Job>) = unbounded();
     let busy = Arc::new(AtomicBool::new(false));
-    let done = Arc::clone(&busy);
     let spawned = std::thread::Builder::new()
         .name("cdp-py-main-calls".into())
         .spawn(move || {
             for job in rx {
                 job();
-                done.store(false, Ordering::Release);
             }
         });
     if let Err(e) = spawned {
@@ -121,20 +123,32 @@ fn log_spawn_failure(e: &std::io::Error) {
 }
 
 /// Runs `job` on the helper, or on a thread of its own when the helper is still busy with an
-/// abandoned call (or a signal handler made a call while one was in flight).
-fn dispatch(job: Job) -> PyResult<()> {
+/// abandoned call (or a signal handler made a call while one was in flight), and sends its
+/// result to `done`.
+fn dispatch<T: Send + 'static>(
+    job: impl FnOnce() -> T + Send + 'static,
+    done: Sender<T>,
+) -> PyResult<()> {
     let h = helper();
     if h.busy
         .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
         .is_ok()
     {
-        if let Err(e) = h.jobs.send(job) {
-            h.busy.store(false, Ordering::Release);
+        let busy = Arc::clone(&h.busy);
+        let on_helper: Job = Box::new(move || {
+            let v = job();
+            busy.store(false, Ordering::Release);
+            let _ = done.send(v);
+        });
+        if let Err(e) = h.jobs.send(on_helper) {
+            // No helper thread: the job runs on its own (and clears `busy` when done).
             return spawn(e.into_inner());
         }
         return Ok(());
     }
-    spawn(job)
+    spawn(Box::new(move || {
+        let _ = done.send(job());
+    }))
 }
 
 fn spawn(job: Job) -> PyResult<()> {
@@ -157,15 +171,17 @@ pub fn call<T: Send + 'static>(
     let cancel = CancelToken::new();
     let (tx, rx) = bounded::<T>(1);
     let token = cancel.clone();
-    dispatch(Box::new(move || {
-        let _ = tx.send(job(Some(&token)));
-    }))?;
+    dispatch(move || job(Some(&token)), tx)?;
     loop {
         match py.detach(|| rx.recv_timeout(SLICE)) {
             Ok(v) => return Ok(v),
             Err(RecvTimeoutError::Timeout) => {
                 if let Err(e) = py.check_signals() {
                     cancel.cancel();
+                    // A job that honours its token ends at once: its result is dropped here
+                    // and the helper is free again. One that does not (a browser launch) is
+                    // left to finish on its own.
+                    let _ = py.detach(|| rx.recv_timeout(SLICE));
                     return Err(e);
                 }
             }

@@ -20,8 +20,8 @@ use cdp_supervisor::unversioned::{
     BrowserSlot, LaunchRefused, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting,
 };
 use cdp_supervisor::{
-    BridgeMode, CancelToken, DialogAction, DialogPolicy, Error, PageChoice, Route, StartOptions,
-    Supervisor, SupervisorRegistry, SupervisorState,
+    BridgeMode, CallRequest, CancelToken, DialogAction, DialogAnswer, DialogPolicy, Error,
+    PageChoice, Route, StartOptions, StartRequest, Supervisor, SupervisorRegistry, SupervisorState,
 };
 
 use crate::blocking::{self, Step};
@@ -214,7 +214,9 @@ impl PySupervisorRegistry {
             .or_else(|| self.inner.registry.config().cdp_url().map(str::to_string));
         let inner = Arc::clone(&self.inner);
         let task = task_id.clone();
-        let started = blocking::call(py, move |_| {
+        // On the main thread Ctrl-C cancels the start (`blocking::call`): it then leaves
+        // nothing behind.
+        let started = blocking::call(py, move |cancel| {
             let url = match url {
                 Some(u) => u,
                 None => {
@@ -224,10 +226,11 @@ impl PySupervisorRegistry {
                     inner.launched_url(&task)?
                 }
             };
-            match start_timeout {
-                Some(t) => inner.registry.get_or_start_within(&task, &url, options, t),
-                None => inner.registry.get_or_start_with(&task, &url, options),
-            }
+            let request = StartRequest::new(&task, &url)
+                .with_options(options)
+                .with_timeout(start_timeout)
+                .with_cancel(cancel);
+            inner.registry.start(request)
         })?;
         let sup = started.map_err(to_py_err)?;
         self.wrap(py, &task_id, sup)
@@ -400,8 +403,13 @@ impl PySupervisor {
         self.check_home()?;
         let action = DialogAction::parse(&action).map_err(to_py_err)?;
         let sup = Arc::clone(&self.sup);
-        let answered = blocking::call(py, move |_| {
-            sup.respond_to_dialog(action, prompt_text.as_deref(), dialog_id.as_deref())
+        // On the main thread Ctrl-C abandons the wait for the browser's acknowledgement.
+        let answered = blocking::call(py, move |cancel| {
+            let answer = DialogAnswer::new(action)
+                .with_prompt_text(prompt_text.as_deref())
+                .with_dialog_id(dialog_id.as_deref())
+                .with_cancel(cancel);
+            sup.answer_dialog(answer)
         })?;
         PyPendingDialog::new(py, &answered.map_err(to_py_err)?)
     }
@@ -438,12 +446,11 @@ impl PySupervisor {
                 (None, Some(t)) => Route::Target(t),
                 (None, None) => Route::by_domain(&method),
             };
-            match cancel {
-                Some(c) => sup
-                    .call_cancellable(&method, params, route, timeout, c)
-                    .map(|(v, _)| v),
-                None => sup.call(&method, params, route, timeout),
-            }
+            let request = CallRequest::new(&method, params)
+                .with_route(route)
+                .with_timeout(timeout)
+                .with_cancel(cancel);
+            sup.send(request).map(|(v, _)| v)
         })?;
         to_py(py, &result.map_err(to_py_err)?)
     }

@@ -128,6 +128,74 @@ def test_ctrl_c_ends_a_dialog_answer(
     assert took < LIMIT_S, f"{took * 1000:.1f} ms"
 
 
+def helper_calls_running() -> List[str]:
+    """The threads the binding spawned because its main-thread helper was still busy with an
+    earlier call (``cdp-py-call``; the helper itself is ``cdp-py-main-calls``), by name."""
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass  # ended meanwhile
+    return [n for n in names if n == "cdp-py-call"]
+
+
+def wait_until(cond: Callable[[], bool], timeout: float) -> bool:
+    """Whether `cond` holds within `timeout` (checked every 5 ms)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_ctrl_c_cancels_a_start_and_leaves_nothing_behind(
+    fake: FakeBrowser, registry: SupervisorRegistry, interrupt: Callable[[], None]
+) -> None:
+    # A browser that never answers the attach, and a start allowed a minute: only the
+    # cancel can end it before then.
+    fake.ignore("Target.getTargets")
+    took = interrupted_after(
+        0.3, interrupt, lambda: registry.get_or_start("t", fake.ws_url, start_timeout_s=60.0)
+    )
+    assert took < LIMIT_S, f"{took * 1000:.1f} ms"
+    # The start was called off, not left running: its slot goes (an uncancelled start would
+    # hold it for the whole minute) and no supervisor was published.
+    assert wait_until(lambda: registry.tasks() == [], 5.0), registry.tasks()
+    assert registry.get("t") is None
+    # The task starts again at once (it would otherwise wait for the abandoned start).
+    fake.clear_rule("Target.getTargets")
+    t0 = time.monotonic()
+    sup = registry.get_or_start("t", fake.ws_url)
+    print(f"restarted in {(time.monotonic() - t0) * 1000:.1f} ms")
+    assert sup.is_active
+
+
+def test_ctrl_c_abandons_a_dialog_answer_and_frees_its_thread(
+    fake: FakeBrowser, registry: SupervisorRegistry, interrupt: Callable[[], None]
+) -> None:
+    sup = registry.get_or_start("t", fake.ws_url)
+    fake.open_dialog("alert", "x")
+    assert sup.wait_for_dialog(5.0) is not None
+    # The browser never acknowledges the answer: without the cancel, the wait would hold the
+    # binding's main-thread helper for the whole call timeout (30 s).
+    fake.ignore("Page.handleJavaScriptDialog")
+    took = interrupted_after(0.3, interrupt, lambda: sup.respond_to_dialog("accept"))
+    assert took < LIMIT_S, f"{took * 1000:.1f} ms"
+    # The next blocking call finds the helper free: no extra thread is spawned for it.
+    fake.ignore("Page.reload")
+    spawned: List[List[str]] = []
+
+    def look_then_interrupt() -> None:
+        spawned.append(helper_calls_running())
+        interrupt()
+
+    interrupted_after(0.3, look_then_interrupt, lambda: sup.call("Page.reload", timeout_s=60))
+    assert spawned == [[]], spawned
+
+
 def test_other_threads_call_directly_and_are_not_interrupted(
     fake: FakeBrowser, registry: SupervisorRegistry
 ) -> None:

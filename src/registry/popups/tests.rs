@@ -5,6 +5,7 @@
 //! The fake hands pages over like Chromium (`set_auto_attach_pages`), so a registry connects a
 //! watcher to it: its connections are the tasks' plus, while one is open, the watcher's.
 
+use crate::StartRequest;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,7 +42,7 @@ fn the_watcher_closes_with_the_last_task_and_opens_again_for_the_next() {
     let fake = fake();
     let reg = SupervisorRegistry::new(Config::default());
     let a = reg
-        .get_or_start_with("a", &fake.ws_url(), own_page())
+        .start(StartRequest::new("a", &fake.ws_url()).with_options(own_page()))
         .unwrap();
     assert!(served(&a), "the watcher serves the first task");
     assert!(
@@ -49,7 +50,7 @@ fn the_watcher_closes_with_the_last_task_and_opens_again_for_the_next() {
         "the task's and the watcher's"
     );
     let b = reg
-        .get_or_start_with("b", &fake.ws_url(), own_page())
+        .start(StartRequest::new("b", &fake.ws_url()).with_options(own_page()))
         .unwrap();
     assert!(served(&b));
     assert!(fake.wait_for_connections(3, WAIT), "one watcher for both");
@@ -65,7 +66,7 @@ fn the_watcher_closes_with_the_last_task_and_opens_again_for_the_next() {
     );
 
     let c = reg
-        .get_or_start_with("c", &fake.ws_url(), own_page())
+        .start(StartRequest::new("c", &fake.ws_url()).with_options(own_page()))
         .unwrap();
     assert!(served(&c), "a new watcher serves the next task");
     assert!(fake.wait_for_connections(2, WAIT));
@@ -108,7 +109,7 @@ fn a_task_that_dies_closes_its_idle_watcher() {
 fn a_start_racing_the_last_stop_is_served_by_an_open_watcher() {
     let fake = fake();
     let reg = Arc::new(SupervisorRegistry::new(Config::default()));
-    reg.get_or_start_with("t0", &fake.ws_url(), own_page())
+    reg.start(StartRequest::new("t0", &fake.ws_url()).with_options(own_page()))
         .unwrap();
     for i in 1..=20 {
         let stop = {
@@ -116,7 +117,7 @@ fn a_start_racing_the_last_stop_is_served_by_an_open_watcher() {
             std::thread::spawn(move || reg.stop(&format!("t{}", i - 1)))
         };
         let sup = reg
-            .get_or_start_with(&format!("t{i}"), &fake.ws_url(), own_page())
+            .start(StartRequest::new(&format!("t{i}"), &fake.ws_url()).with_options(own_page()))
             .unwrap();
         assert!(stop.join().unwrap());
         assert!(served(&sup), "round {i}: served by a watcher");

@@ -2,6 +2,7 @@
 //! (`tests/it/e2e_bridge.rs`, `tests/it/e2e_dialogs.rs`, `tests/it/e2e_frames.rs`), and probe
 //! which calls a dialog blocks (`tests/it/e2e_popups.rs`, `tests/it/e2e_blocked_calls.rs`).
 
+use cdp_supervisor::StartRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,7 @@ pub fn attach_to_page(
 ) -> Arc<Supervisor> {
     let options = options.with_target_id(page.to_string());
     let sup = reg
-        .get_or_start_with(task, ws_url, options)
+        .start(StartRequest::new(task, ws_url).with_options(options))
         .expect("the supervisor attaches to the test page");
     assert_eq!(
         sup.snapshot().page_target_id.as_deref(),
