@@ -40,6 +40,7 @@ mod e2e_isolation;
 mod e2e_navigate;
 mod e2e_orphan;
 mod e2e_own_page;
+mod e2e_page;
 mod e2e_popups;
 mod e2e_security;
 mod e2e_stealth;
