@@ -69,6 +69,7 @@ mod mcp_python_sdk;
 mod mcp_stdio;
 mod measure_browserless;
 mod measure_fleet;
+mod measure_page;
 mod measure_popups;
 mod measure_renderers;
 mod measure_stealth;

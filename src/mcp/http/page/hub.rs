@@ -119,7 +119,7 @@ impl Hub {
     pub(in crate::mcp::http) fn close(&self) {
         let _ = self.wakes.send(Wake::Close);
         self.tasks_pending.store(true, Ordering::Release);
-        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let thread = crate::sync::lock(&self.thread).take();
         if let Some(t) = thread {
             let _ = t.join();
         }
