@@ -30,7 +30,7 @@ use serde_json::value::RawValue;
 use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
 use crate::protocol::{self, CdpError, Incoming};
-use crate::snapshot::{Blocked, MainDocument, Snapshot, SupervisorState};
+use crate::snapshot::{Blocked, Handover, MainDocument, Snapshot, SupervisorState};
 use crate::watchdog::WatchdogMsg;
 
 mod calls;
@@ -41,6 +41,7 @@ mod dialogs;
 mod document;
 mod downloads;
 pub(crate) mod frames;
+mod handover;
 mod pages;
 pub(crate) mod policy;
 mod reconnect;
@@ -151,6 +152,8 @@ pub struct Core {
     /// The bridge is installed on every page/iframe session (mode `on`, or `auto` after the
     /// proxy signature was seen).
     bridge_active: bool,
+    /// Whether a person holds the task (`core/handover.rs`); kept across reconnects.
+    handover: Handover,
     /// Set when this supervisor cannot go on (its page target went away): no reconnect.
     fatal: Option<String>,
     /// The page target went away; [`Core::fatal`] follows once the browser-level calls that
@@ -189,6 +192,7 @@ impl Core {
             blocked: None,
             blocked_session: None,
             bridge_active: settings.bridge == BridgeMode::On,
+            handover: Handover::default(),
             fatal: None,
             page_gone: None,
             out: Vec::new(),
@@ -262,7 +266,8 @@ impl Core {
             | set(&mut p.blocked_session, &self.blocked_session)
             | set(&mut p.crashed, &crashed)
             | set(&mut p.document, &self.document)
-            | set(&mut p.page_replaced, &self.page_replaced);
+            | set(&mut p.page_replaced, &self.page_replaced)
+            | set(&mut p.handover, &self.handover);
         changed |= self.refresh_files();
         let p = &mut self.published;
         let dialogs = self.dialogs.take_published();
@@ -435,6 +440,10 @@ impl Core {
                     } => {
                         let (session_id, blocked) = (session_id.clone(), blocked.clone());
                         self.probe_verdict(&session_id, blocked);
+                    }
+                    CallKind::Handover { hold, ack } => {
+                        let (hold, ack) = (*hold, ack.clone());
+                        self.set_held(hold, ack, now);
                     }
                     _ => {}
                 }

@@ -280,4 +280,20 @@ pub enum Error {
     /// the task id.
     #[error("the registry is closed and starts no supervisor (task {}): make a new registry", quoted(.0))]
     RegistryClosed(String),
+    /// A person holds the task ([`crate::Supervisor::hand_over`], SPEC §20): the agent's
+    /// calls and dialog answers are refused until it is taken back.
+    #[error(
+        "a person holds task {} (handed over at {since:.3}, Unix time): the agent's calls \
+         are refused until the person hands it back (take_back)",
+        quoted(.task_id)
+    )]
+    HeldByHuman {
+        /// The task.
+        task_id: String,
+        /// When the hold began (Unix epoch seconds).
+        since: f64,
+    },
+    /// A thumbnail of the task's page could not be taken ([`crate::Supervisor::thumbnail`]).
+    #[error("cannot capture a thumbnail: {0}")]
+    CannotCapture(String),
 }

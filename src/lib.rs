@@ -205,10 +205,10 @@ pub use redact::redact_url;
 pub use registry::SupervisorRegistry;
 pub use snapshot::{
     Blocked, BlockedReason, ChooserMode, ChooserRefused, ClosedBy, ClosedDialog, ConsoleEntry,
-    DialogKind, Download, DownloadState, FileChooser, FrameEntry, FrameRecord, FrameTree, PageInfo,
-    PendingDialog, Snapshot, SupervisorState,
+    DialogKind, Download, DownloadState, FileChooser, FrameEntry, FrameRecord, FrameTree, Handover,
+    PageInfo, PendingDialog, Snapshot, SupervisorState,
 };
-pub use supervisor::{DOWNLOAD_BEGIN_GRACE, Navigation, Route, Supervisor, WaitUntil};
+pub use supervisor::{DOWNLOAD_BEGIN_GRACE, Navigation, Route, Supervisor, Thumbnail, WaitUntil};
 
 /// Internals for this crate's own binary, tests and benches. **Not part of the public API**:
 /// anything here may change or go away in any release, semver notwithstanding.

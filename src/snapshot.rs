@@ -28,10 +28,13 @@ pub enum ClosedBy {
     /// The connection dropped while it was pending. If the browser still shows it after the
     /// reconnect, the page is reported through `blocked` (SPEC §4.5).
     ConnectionLost,
+    /// A person answered it ([`Supervisor::respond_as_human`](crate::Supervisor::respond_as_human):
+    /// the supervisor page, SPEC §20).
+    Human,
 }
 
 impl ClosedBy {
-    /// `agent`, `auto_policy`, `watchdog`, `remote` or `connection_lost`.
+    /// `agent`, `auto_policy`, `watchdog`, `remote`, `connection_lost` or `human`.
     pub fn as_str(self) -> &'static str {
         match self {
             ClosedBy::Agent => "agent",
@@ -39,6 +42,7 @@ impl ClosedBy {
             ClosedBy::Watchdog => "watchdog",
             ClosedBy::Remote => "remote",
             ClosedBy::ConnectionLost => "connection_lost",
+            ClosedBy::Human => "human",
         }
     }
 }
@@ -411,6 +415,9 @@ pub struct Snapshot {
     /// Set when the task's own page was gone after a reconnect and a new one was made
     /// (`StartOptions::own_page`): the page target that was lost.
     pub page_replaced: Option<String>,
+    /// Whether a person holds the task, since when, and how long it was held before
+    /// ([`Supervisor::hand_over`](crate::Supervisor::hand_over), SPEC §20).
+    pub handover: Handover,
     /// Increases with every publish.
     pub version: u64,
     /// The task's page's current document: what a navigation waits for.
@@ -435,6 +442,34 @@ pub struct Snapshot {
     /// of them may freeze the task's renderer unseen, which a call into it that stops answering
     /// then probes for (`crate::supervisor`, SPEC §8 "No silent wedge").
     pub(crate) popups_let_go: bool,
+}
+
+/// Who holds the task: the agent, or a person it was handed over to (SPEC §20). While a person
+/// holds it, no dialog policy or watchdog answers a dialog, no automatic command reaches its
+/// pages, and the agent's calls fail with [`Error::HeldByHuman`](crate::Error::HeldByHuman).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub struct Handover {
+    /// When the current hold began (Unix epoch seconds); `None` while the agent has the task.
+    pub held_since: Option<f64>,
+    /// The seconds of the holds that have ended (the current one not included: add
+    /// `now - held_since` for the live total, as [`Handover::held_total_s`] does).
+    pub ended_holds_s: f64,
+    /// How many times the task has been handed over.
+    pub holds: u32,
+}
+
+impl Handover {
+    /// True while a person holds the task.
+    pub fn is_held(&self) -> bool {
+        self.held_since.is_some()
+    }
+
+    /// The total time the task has been held, the current hold up to `now_epoch` (Unix epoch
+    /// seconds) included.
+    pub fn held_total_s(&self, now_epoch: f64) -> f64 {
+        self.ended_holds_s + self.held_since.map_or(0.0, |t| (now_epoch - t).max(0.0))
+    }
 }
 
 /// What is known of the renderer process behind one page or OOPIF session: the input of the
@@ -502,6 +537,7 @@ impl Snapshot {
             file_choosers: Arc::from(Vec::new()),
             file_chooser_refused: None,
             page_replaced: None,
+            handover: Handover::default(),
             version: 0,
             document: None,
             watched_pages: Arc::from(Vec::new()),

@@ -37,21 +37,24 @@ use crate::error::Error;
 use crate::outbound::Outbound;
 use crate::reader::{Reader, ReconnectPlan};
 use crate::shared::{Shared, SnapshotCell};
-use crate::snapshot::{ClosedBy, DialogKind, PendingDialog, Snapshot, SupervisorState};
+use crate::snapshot::{ClosedBy, PendingDialog, Snapshot, SupervisorState};
 use crate::task_id::thread_label;
 use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
 mod files;
+mod handover;
 mod main_world;
 mod navigate;
 mod stall;
 mod stop;
+mod thumbnail;
 
 pub use calls::Route;
 pub use files::DOWNLOAD_BEGIN_GRACE;
 pub use navigate::{Navigation, WaitUntil};
+pub use thumbnail::Thumbnail;
 
 /// Stack size of reader threads: they parse JSON and log, nothing deep.
 const READER_STACK: usize = 256 * 1024;
@@ -81,6 +84,8 @@ pub struct Supervisor {
     last_navigation: Mutex<Option<navigate::LastNavigation>>,
     /// Downloads `wait_for_download` returned already.
     downloads_taken: Mutex<std::collections::HashSet<String>>,
+    /// The last thumbnail (`supervisor/thumbnail.rs`).
+    thumbnail: Mutex<thumbnail::ThumbnailCache>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -227,6 +232,7 @@ impl Supervisor {
             download_dir,
             last_navigation: Mutex::new(None),
             downloads_taken: Mutex::new(Default::default()),
+            thumbnail: Mutex::new(Default::default()),
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
         let choice = match &sup.options.target_id {
@@ -454,79 +460,6 @@ impl Supervisor {
             }
         })
     }
-
-    /// Answers a pending dialog and waits for the browser's acknowledgement.
-    ///
-    /// `dialog_id` may be omitted when exactly one dialog is pending. Accepting a prompt without
-    /// `prompt_text` returns its default text, as pressing OK on the native dialog would.
-    pub fn respond_to_dialog(
-        &self,
-        action: DialogAction,
-        prompt_text: Option<&str>,
-        dialog_id: Option<&str>,
-    ) -> Result<PendingDialog, Error> {
-        self.ensure_alive()?;
-        let snap = self.snapshot();
-        let pending = &snap.pending_dialogs;
-        if pending.is_empty()
-            && let Some(b) = &snap.blocked
-        {
-            return Err(crate::core::policy::blocked_error(b));
-        }
-        let dialog =
-            match dialog_id {
-                Some(id) => pending.iter().find(|d| d.id == id).ok_or_else(|| {
-                    match snap.closed_dialog(id) {
-                        Some(c) => Error::DialogAlreadyClosed {
-                            id: id.to_string(),
-                            closed_by: c.closed_by,
-                            detail: "it is in recent_dialogs".into(),
-                        },
-                        None => Error::UnknownDialog {
-                            id: id.to_string(),
-                            known: pending
-                                .iter()
-                                .map(|d| d.id.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        },
-                    }
-                })?,
-                None => match pending.len() {
-                    0 => return Err(Error::NoDialog),
-                    1 => &pending[0],
-                    n => {
-                        return Err(Error::AmbiguousDialog {
-                            count: n,
-                            pending: pending
-                                .iter()
-                                .map(|d| {
-                                    format!(
-                                        "{} ({}: {})",
-                                        d.id,
-                                        d.kind,
-                                        crate::quote::quoted(&d.message)
-                                    )
-                                })
-                                .collect::<Vec<_>>()
-                                .join(", "),
-                        });
-                    }
-                },
-            };
-        let accept = action == DialogAction::Accept;
-        let text = match (accept, prompt_text) {
-            (true, Some(t)) => Some(t),
-            (true, None) if dialog.kind == DialogKind::Prompt => {
-                Some(dialog.default_prompt.as_str())
-            }
-            _ => None,
-        };
-        let c = answer_command(dialog, accept, text, ClosedBy::Agent);
-        self.shared
-            .round_trip(c, Deadline::after(self.config.call_timeout))?;
-        Ok(dialog.clone())
-    }
 }
 
 /// [`crate::endpoint::connect`] on a helper thread, so that `cancel` ends the wait at once
@@ -561,6 +494,9 @@ fn fire_watchdog(shared: &Shared, task_id: &str, dialog_id: &str) {
     let Some(dialog) = snap.pending_dialogs.iter().find(|d| d.id == dialog_id) else {
         return; // closed in the meantime: never fire for a closed dialog
     };
+    if snap.handover.is_held() {
+        return; // a person holds the task (`supervisor/handover.rs`): the dialog waits for them
+    }
     warn!("task {task_id}: dialog {dialog_id} was not answered in time; the watchdog dismisses it");
     let c = answer_command(dialog, false, None, ClosedBy::Watchdog);
     if let Err(e) = shared.send_command(c, None, Deadline::NEVER) {

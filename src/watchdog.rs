@@ -34,6 +34,20 @@ pub enum WatchdogMsg {
     /// A popup was let go past both caps: probe the renderer every [`PROBE_EVERY`] from now on,
     /// until the probe says nothing is left to watch (again after the next such message).
     WatchRenderer,
+    /// Answered once every message before it has been handled: a dismissal the watchdog was
+    /// writing when it came has been written (`Supervisor::hand_over` waits for it, so that no
+    /// watchdog answer follows a hand-over).
+    Ack(Ack),
+}
+
+/// The reply end of a [`WatchdogMsg::Ack`]. Two are equal when they reply on one channel.
+#[derive(Debug, Clone)]
+pub struct Ack(pub crossbeam_channel::Sender<()>);
+
+impl PartialEq for Ack {
+    fn eq(&self, other: &Ack) -> bool {
+        self.0.same_channel(&other.0)
+    }
 }
 
 /// How often the renderer is probed while popups the task let go are open.
@@ -67,6 +81,9 @@ pub fn run(
             Ok(WatchdogMsg::Cancel { dialog_id }) => armed.retain(|(id, _)| *id != dialog_id),
             Ok(WatchdogMsg::WatchRenderer) => {
                 probe_at.get_or_insert_with(|| Instant::now() + probe_every);
+            }
+            Ok(WatchdogMsg::Ack(Ack(tx))) => {
+                let _ = tx.try_send(());
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,

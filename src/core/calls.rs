@@ -91,6 +91,14 @@ pub enum CallKind {
     /// arrived, and the supervisor may end (SPEC §11: the reply to `Target.closeTarget` comes
     /// after the page's detach).
     PageGoneDrain,
+    /// A browser-level round trip that carries a hand-over or a take-back to the reader
+    /// (`core/handover.rs`): applied when its reply comes, published before the caller hears.
+    Handover {
+        /// True: a person takes the task; false: the agent has it back.
+        hold: bool,
+        /// Sent to the watchdog once the change is applied (`WatchdogMsg::Ack`).
+        ack: Option<crate::watchdog::Ack>,
+    },
 }
 
 /// A frame's main-world context, as a caller found it through the DOM (SPEC §19: without
@@ -275,7 +283,8 @@ impl Core {
             return false; // browser-level calls are never affected
         };
         let holds = d.unanswerable
-            || (self.settings.policy == DialogPolicy::MustRespond && d.closed_event.is_none());
+            || ((self.settings.policy == DialogPolicy::MustRespond || self.handover.is_held())
+                && d.closed_event.is_none());
         policy::fails_in_flight(self, &d.public, holds, sid, &call.method)
     }
 

@@ -202,24 +202,16 @@ impl Core {
                 self.dialogs.open().len()
             );
         }
-        let answer = match self.settings.policy {
-            _ if over_cap => Some(answer_command(&dialog, false, None, ClosedBy::AutoPolicy)),
-            DialogPolicy::MustRespond => None,
-            DialogPolicy::AutoDismiss => {
-                Some(answer_command(&dialog, false, None, ClosedBy::AutoPolicy))
-            }
-            DialogPolicy::AutoAccept => {
-                // Chromium gives a prompt "" unless the default text is sent explicitly.
-                let text =
-                    (dialog.kind == DialogKind::Prompt).then_some(dialog.default_prompt.as_str());
-                Some(answer_command(&dialog, true, text, ClosedBy::AutoPolicy))
-            }
+        // While a person holds the task (`core/handover.rs`) the dialog waits for them: no
+        // policy answer, no watchdog. The cap is no policy: past it a dialog is still dismissed.
+        let held = self.handover.is_held();
+        let answer = match over_cap {
+            true => Some(answer_command(&dialog, false, None, ClosedBy::AutoPolicy)),
+            false if held => None,
+            false => self.policy_answer(&dialog),
         };
-        if answer.is_none() {
-            self.out.push(Outgoing::Watchdog(WatchdogMsg::Arm {
-                dialog_id: dialog.id.clone(),
-                deadline: now.after(self.settings.dialog_timeout).instant,
-            }));
+        if answer.is_none() && !held {
+            self.arm_watchdog(&dialog.id, now);
         }
         let pos = self.dialogs.push(OpenDialog {
             public: dialog,
@@ -233,6 +225,31 @@ impl Core {
             None => self.fail_calls_blocked_by(pos, false),
             Some(c) => self.out.push(Outgoing::Command(c)),
         }
+    }
+
+    /// The answer the task's dialog policy gives `dialog` at once (`auto_dismiss`,
+    /// `auto_accept`); `None` for `must_respond`, which waits for an answer.
+    pub(super) fn policy_answer(&self, dialog: &PendingDialog) -> Option<Command> {
+        match self.settings.policy {
+            DialogPolicy::MustRespond => None,
+            DialogPolicy::AutoDismiss => {
+                Some(answer_command(dialog, false, None, ClosedBy::AutoPolicy))
+            }
+            DialogPolicy::AutoAccept => {
+                // Chromium gives a prompt "" unless the default text is sent explicitly.
+                let text =
+                    (dialog.kind == DialogKind::Prompt).then_some(dialog.default_prompt.as_str());
+                Some(answer_command(dialog, true, text, ClosedBy::AutoPolicy))
+            }
+        }
+    }
+
+    /// Has the watchdog dismiss `dialog_id` `dialog_timeout_s` after `now` unless it closes.
+    pub(super) fn arm_watchdog(&mut self, dialog_id: &str, now: Now) {
+        self.out.push(Outgoing::Watchdog(WatchdogMsg::Arm {
+            dialog_id: dialog_id.to_string(),
+            deadline: now.after(self.settings.dialog_timeout).instant,
+        }));
     }
 
     /// Bridge dialogs of `frame_id` whose document went away (navigation, detach): the paused

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     Blocked, ChooserRefused, ClosedDialog, ConsoleEntry, Download, FileChooser, FrameEntry,
-    FrameTree, PageInfo, PendingDialog, Snapshot, SupervisorState,
+    FrameTree, Handover, PageInfo, PendingDialog, Snapshot, SupervisorState,
 };
 
 impl PendingDialog {
@@ -196,6 +196,23 @@ impl ChooserRefused {
     }
 }
 
+impl Handover {
+    /// `{"held": bool, "held_since"?: f64, "ended_holds_s": f64, "holds": n}` (SPEC §20): in
+    /// the snapshot JSON once the task has been handed over at least once. The live total held
+    /// time is `ended_holds_s + (now - held_since)` while held.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "held": self.is_held(),
+            "ended_holds_s": self.ended_holds_s,
+            "holds": self.holds,
+        });
+        if let Some(t) = self.held_since {
+            v["held_since"] = json!(t);
+        }
+        v
+    }
+}
+
 impl Snapshot {
     /// `pending_dialogs` as the JSON shows it: the dialogs, then the file choosers (SPEC §10).
     pub fn pending_json(&self) -> Vec<Value> {
@@ -254,6 +271,9 @@ impl Snapshot {
                 "console_errors".into(),
                 Value::Array(self.console_errors.iter().map(|c| c.to_json()).collect()),
             );
+        }
+        if self.handover.holds > 0 {
+            m.insert("handover".into(), self.handover.to_json());
         }
         m.insert("state".into(), json!(self.state.as_str()));
         match &self.state {

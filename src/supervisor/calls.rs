@@ -77,7 +77,7 @@ impl Supervisor {
         timeout: Duration,
         cancel: Option<&CancelToken>,
     ) -> Result<(Value, Option<String>), Error> {
-        self.ensure_alive()?;
+        self.ensure_agent_may_act()?;
         if method.is_empty() {
             return Err(Error::InvalidArgument("method must not be empty".into()));
         }
@@ -166,7 +166,10 @@ impl Supervisor {
         main_world: Option<MainWorld>,
     ) -> Result<(Value, Option<String>), Error> {
         let snap = self.snapshot();
-        let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
+        // While a person holds the task no policy answers: every dialog waits, as with
+        // `must_respond`.
+        let watching =
+            self.config.dialog_policy == DialogPolicy::MustRespond || snap.handover.is_held();
         let admitted = policy::admit(&snap, watching, &sid, method)?;
         let grace = admitted.grace.map(|d| (d, deadline.within(DIALOG_GRACE)));
         let kind = CallKind::Agent {

@@ -85,7 +85,7 @@ impl Supervisor {
         files: &[PathBuf],
         chooser_id: Option<&str>,
     ) -> Result<FileChooser, Error> {
-        self.ensure_alive()?;
+        self.ensure_agent_may_act()?;
         if !self.config.security.allow_file_access {
             return Err(Error::Refused {
                 method: "DOM.setFileInputFiles".into(),
@@ -123,7 +123,7 @@ impl Supervisor {
 
     /// Dismisses a pending file chooser: the page gets no file, and it is no longer pending.
     pub fn dismiss_file_chooser(&self, chooser_id: Option<&str>) -> Result<FileChooser, Error> {
-        self.ensure_alive()?;
+        self.ensure_agent_may_act()?;
         let snap = self.snapshot();
         let chooser = pick(&snap, chooser_id)?.clone();
         // The reader drops it when this round trip is answered (it owns the state).

@@ -109,7 +109,7 @@ impl Supervisor {
         wait_until: WaitUntil,
         timeout: Duration,
     ) -> Result<Navigation, Error> {
-        self.ensure_alive()?;
+        self.ensure_agent_may_act()?;
         let deadline = Deadline::after(timeout);
         let params = json!({ "url": url });
         if let Err((option, detail)) = self.config.security.check("Page.navigate", &params) {

@@ -262,6 +262,9 @@ impl Ticker {
             return false;
         }
         let snap = self.shared.snapshot.load_full();
+        if snap.handover.is_held() {
+            return true; // no automatic command while a person holds the task: ask again later
+        }
         match snap.state {
             SupervisorState::Active => {}
             SupervisorState::Reconnecting { .. } => return true,

@@ -27,6 +27,7 @@ pub(crate) mod browser;
 mod cdp;
 mod connect;
 mod dialog;
+mod handover;
 mod navigate;
 mod schema;
 mod snapshot;
@@ -71,6 +72,8 @@ const CONNECT_ARGS: &[&str] = &[
 ];
 /// Arguments of `browser_disconnect`.
 const DISCONNECT_ARGS: &[&str] = &["task_id"];
+/// Arguments of `browser_handover`.
+pub const HANDOVER_ARGS: &[&str] = &["action", "task_id"];
 
 /// What a call runs with (`table`'s module doc): lent by its caller, read by the handlers.
 #[derive(Clone, Copy)]
@@ -150,6 +153,12 @@ pub fn browser_cdp_cancellable(
 /// The table's answer for `task_id` (only `browser_snapshot` can find no supervisor).
 fn run(ctx: &Context<'_>, tool: Tool, task_id: &str, args: &Value) -> Value {
     table::run(ctx, tool, task_id, args).unwrap_or_else(|_| no_supervisor(task_id))
+}
+
+/// `browser_handover {action: "hand_over"|"take_back"}` (SPEC §20): a person takes the task
+/// over, or gives it back ([`Supervisor::hand_over`](crate::Supervisor::hand_over)).
+pub fn browser_handover(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
+    run(&Context::of(reg), Tool::Handover, task_id, args)
 }
 
 /// `browser_navigate {url, wait_until?: "commit"|"load", timeout_s?}` (SPEC §10): navigates the

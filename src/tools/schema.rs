@@ -89,7 +89,7 @@ pub(super) fn snapshot_input() -> Value {
 
 pub(super) fn snapshot_output() -> Value {
     json!({
-        "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost)", "items": {"type": "object"}},
+        "recent_dialogs": {"type": "array", "description": "The last closed dialogs, newest last, each with closed_by (agent, auto_policy, watchdog, remote, connection_lost, human)", "items": {"type": "object"}},
         "frame_tree": {"type": "object", "description": "top: the main frame; children: other frames (flat, breadth-first); truncated when some were left out"},
         "page_target_id": {"type": "string", "description": "The task's page target"},
         "pages": {"type": "array", "description": "The pages the task follows: its own page first, then the popups and new tabs it (or a followed popup) opened; pass a target_id to browser_snapshot or browser_cdp", "items": {"type": "object", "properties": {
@@ -113,8 +113,40 @@ pub(super) fn snapshot_output() -> Value {
         }}},
         "file_chooser_refused": {"type": "object", "description": "The page opened a file chooser that the security policy kept from the agent: option names the setting that allows answering it"},
         "page_replaced": {"type": "object", "description": "The task's own page was gone after a reconnect and a new one was made: old_target_id names the lost page"},
-        "state": {"type": "string", "enum": ["active", "reconnecting", "stopped", "dead"], "description": "The supervisor's state; reconnecting comes with attempt and of, dead with reason"}
+        "state": {"type": "string", "enum": ["active", "reconnecting", "stopped", "dead"], "description": "The supervisor's state; reconnecting comes with attempt and of, dead with reason"},
+        "handover": handover_schema()
     })
+}
+
+fn handover_schema() -> Value {
+    json!({"type": "object", "description": "Present once the task has been handed over to a person (browser_handover): held, held_since, ended_holds_s, holds", "properties": handover_props()})
+}
+
+fn handover_props() -> Value {
+    json!({
+        "held": {"type": "boolean", "description": "A person holds the task: the agent's calls fail until it is taken back"},
+        "held_since": {"type": "number", "description": "While held: when the hold began (Unix epoch seconds)"},
+        "ended_holds_s": {"type": "number", "description": "Seconds the task was held in holds that have ended (add now - held_since while held for the total)"},
+        "holds": {"type": "integer", "description": "How many times it has been handed over"}
+    })
+}
+
+pub(super) fn handover_input() -> Value {
+    json!({
+        "task_id": task_schema(),
+        "action": {"type": "string", "enum": ["hand_over", "take_back"], "description": "hand_over: a person takes the task (no automatic dialog answers, agent calls refused); take_back: the agent has it again"}
+    })
+}
+
+pub(super) fn handover_output() -> Value {
+    let mut props = json!({
+        "task_id": {"type": "string", "description": "The task"},
+        "action": {"type": "string", "description": "hand_over or take_back"}
+    });
+    if let (Some(p), Value::Object(h)) = (props.as_object_mut(), handover_props()) {
+        p.extend(h);
+    }
+    props
 }
 
 pub(super) fn dialog_input() -> Value {

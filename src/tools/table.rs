@@ -24,8 +24,8 @@ use super::args::{
 };
 use super::snapshot::{self, NoSupervisor};
 use super::{
-    CDP_ARGS, CONNECT_ARGS, Context, DIALOG_ARGS, DISCONNECT_ARGS, NAVIGATE_ARGS, SNAPSHOT_ARGS,
-    cdp, connect, dialog, navigate, schema,
+    CDP_ARGS, CONNECT_ARGS, Context, DIALOG_ARGS, DISCONNECT_ARGS, HANDOVER_ARGS, NAVIGATE_ARGS,
+    SNAPSHOT_ARGS, cdp, connect, dialog, handover, navigate, schema,
 };
 use crate::cancel::CancelToken;
 use crate::registry::SupervisorRegistry;
@@ -45,6 +45,8 @@ pub(crate) enum Tool {
     Navigate,
     /// `browser_disconnect`: stop the task's supervisor.
     Disconnect,
+    /// `browser_handover`: a person takes the task over, or gives it back.
+    Handover,
 }
 
 /// Everything about one tool.
@@ -187,15 +189,34 @@ const DISCONNECT: Spec = Spec {
     dialog_status: false,
 };
 
+const HANDOVER: Spec = Spec {
+    name: "browser_handover",
+    title: "Hand the task to a person",
+    description: "Hand the task over to a person (action hand_over) or take it back (take_back). While a person holds it, the supervisor answers no dialog by policy or watchdog (a dialog waits for the person, who answers from the supervisor page), sends no automatic command to its pages, and the agent's calls (browser_cdp, browser_navigate, browser_dialog) fail with an error saying a person holds the task; browser_snapshot still works. Taking back restores everything: a dialog still pending gets the task's policy again (must_respond: a fresh dialog_timeout_s). Both are idempotent. The result (and browser_snapshot's handover) says whether it is held, since when, and for how long it was held before.",
+    annotations: Annotations {
+        read_only: false,
+        destructive: Some(false),
+        idempotent: true,
+        open_world: false,
+    },
+    args: HANDOVER_ARGS,
+    input: schema::handover_input,
+    required: &["action"],
+    output: schema::handover_output,
+    handler: |ctx, task, args| Ok(handover::run(ctx.registry, task, args)),
+    dialog_status: true,
+};
+
 impl Tool {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [Tool; 6] = [
+    pub(crate) const ALL: [Tool; 7] = [
         Tool::Connect,
         Tool::Snapshot,
         Tool::Dialog,
         Tool::Cdp,
         Tool::Navigate,
         Tool::Disconnect,
+        Tool::Handover,
     ];
 
     fn spec(self) -> &'static Spec {
@@ -206,6 +227,7 @@ impl Tool {
             Tool::Cdp => &CDP,
             Tool::Navigate => &NAVIGATE,
             Tool::Disconnect => &DISCONNECT,
+            Tool::Handover => &HANDOVER,
         }
     }
 

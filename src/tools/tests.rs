@@ -129,7 +129,8 @@ fn tools_are_found_by_name_and_listed_once_in_table_order() {
             "browser_dialog",
             "browser_cdp",
             "browser_navigate",
-            "browser_disconnect"
+            "browser_disconnect",
+            "browser_handover"
         ]
     );
     assert_eq!(Tool::names(), names.join(", "));

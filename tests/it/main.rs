@@ -34,6 +34,7 @@ mod e2e_downloads;
 mod e2e_endpoints;
 mod e2e_file_choosers;
 mod e2e_frames;
+mod e2e_handover;
 mod e2e_hardening_dialogs;
 mod e2e_hardening_frames;
 mod e2e_isolation;

@@ -32,13 +32,14 @@ pub(crate) const STOP: Duration = Duration::from_secs(5);
 
 pub(crate) const PROTOCOL: &str = "2025-06-18";
 
-const TOOLS: [&str; 6] = [
+const TOOLS: [&str; 7] = [
     "browser_connect",
     "browser_snapshot",
     "browser_dialog",
     "browser_cdp",
     "browser_navigate",
     "browser_disconnect",
+    "browser_handover",
 ];
 
 // ---------------------------------------------------------------------------

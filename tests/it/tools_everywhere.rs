@@ -112,6 +112,10 @@ fn library(
             json!(tools::browser_navigate(reg, task, args).to_string()),
             json!(text),
         ),
+        "browser_handover" => (
+            json!(tools::browser_handover(reg, task, args).to_string()),
+            json!(text),
+        ),
         _ => return None,
     })
 }

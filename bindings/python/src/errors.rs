@@ -162,6 +162,14 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             ],
         ),
         Error::RegistryClosed(task) => ("RegistryClosed", vec![("task_id", Attr::Str(task))]),
+        Error::HeldByHuman { task_id, since } => (
+            "HeldByHuman",
+            vec![
+                ("task_id", Attr::Str(task_id)),
+                ("since", Attr::Float(since)),
+            ],
+        ),
+        Error::CannotCapture(_) => ("CannotCapture", vec![]),
         // A variant newer than this binding (`Error` is non-exhaustive):
         // `tests/test_errors.py` fails until it gets a class of its own.
         _ => ("CdpSupervisorError", vec![]),
@@ -371,6 +379,17 @@ pub fn error_samples(
             },
         ),
         ("RegistryClosed", Error::RegistryClosed(s("task-1"))),
+        (
+            "HeldByHuman",
+            Error::HeldByHuman {
+                task_id: s("task-1"),
+                since: 1_700_000_000.5,
+            },
+        ),
+        (
+            "CannotCapture",
+            Error::CannotCapture(s("a dialog is open (alert d-1)")),
+        ),
     ];
     samples
         .into_iter()

@@ -27,6 +27,7 @@ mod convert;
 mod errors;
 mod files;
 mod fork;
+mod handover;
 mod hermes;
 mod registry;
 mod snapshot;

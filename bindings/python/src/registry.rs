@@ -553,6 +553,38 @@ impl PySupervisor {
         crate::files::dismiss_file_chooser(py, self.at_home()?, chooser_id)
     }
 
+    /// Hands the task over to a person (SPEC §20); see `_native.pyi`.
+    fn hand_over<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::handover::change_holder(py, self.at_home()?, true)
+    }
+
+    /// Gives the task back to the agent; see `_native.pyi`.
+    fn take_back<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::handover::change_holder(py, self.at_home()?, false)
+    }
+
+    /// A person holds the task.
+    #[getter]
+    fn is_held(&self) -> PyResult<bool> {
+        Ok(self.at_home()?.is_held())
+    }
+
+    #[pyo3(signature = (action, prompt_text=None, dialog_id=None))]
+    fn respond_as_human(
+        &self,
+        py: Python<'_>,
+        action: &str,
+        prompt_text: Option<String>,
+        dialog_id: Option<String>,
+    ) -> PyResult<PyPendingDialog> {
+        crate::handover::respond_as_human(py, self.at_home()?, action, prompt_text, dialog_id)
+    }
+
+    /// A small JPEG of the task's page; see `_native.pyi`.
+    fn thumbnail<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        crate::handover::thumbnail(py, self.at_home()?)
+    }
+
     /// The task's download directory (`[downloads] dir`).
     #[getter]
     fn download_dir(&self) -> Option<String> {

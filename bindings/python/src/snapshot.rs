@@ -244,6 +244,15 @@ impl PySnapshot {
         to_py(py, &self.inner.to_json())
     }
 
+    /// Whether a person holds the task, since when and for how long it was held before
+    /// (`{"held", "held_since"?, "ended_holds_s", "holds"}`, SPEC §20); `None` until it is
+    /// first handed over.
+    #[getter]
+    fn handover<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let h = &self.inner.handover;
+        (h.holds > 0).then(|| to_py(py, &h.to_json())).transpose()
+    }
+
     /// The same as compact JSON text.
     fn to_json(&self) -> String {
         self.inner.to_json().to_string()

@@ -73,6 +73,8 @@ EXPECTED: Dict[str, Tuple[Type[errors.CdpSupervisorError], Dict[str, Any]]] = {
     "Cancelled": (errors.Cancelled, {"method": "Page.reload"}),
     "StartCancelled": (errors.StartCancelled, {"task_id": "task-1", "during": "connecting"}),
     "RegistryClosed": (errors.RegistryClosed, {"task_id": "task-1"}),
+    "HeldByHuman": (errors.HeldByHuman, {"task_id": "task-1", "since": 1_700_000_000.5}),
+    "CannotCapture": (errors.CannotCapture, {}),
 }
 
 

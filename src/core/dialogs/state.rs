@@ -46,7 +46,7 @@ pub(crate) struct OpenDialog {
 
 impl OpenDialog {
     /// Listed in `pending_dialogs`: shown, answerable, and no Closed event yet.
-    fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         self.shown && !self.unanswerable && self.closed_event.is_none()
     }
 }

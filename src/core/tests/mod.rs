@@ -55,6 +55,8 @@ struct Out {
     moves: Vec<(String, std::path::PathBuf, std::path::PathBuf)>,
     /// `WatchRenderer` requests (a popup let go past both caps).
     watch_renderer: usize,
+    /// `Ack` requests (a hand-over, `core/handover.rs`).
+    acks: usize,
 }
 
 impl Out {
@@ -230,6 +232,7 @@ impl Sim {
                 }
                 Outgoing::MoveDownload { guid, from, to } => out.moves.push((guid, from, to)),
                 Outgoing::Watchdog(WatchdogMsg::WatchRenderer) => out.watch_renderer += 1,
+                Outgoing::Watchdog(WatchdogMsg::Ack(_)) => out.acks += 1,
             }
         }
         out
@@ -338,6 +341,7 @@ fn rebuilt(core: &Core) -> Snapshot {
     s.popups_let_go = pages.let_go;
     (s.created_targets, s.created_contexts) = core.created.published();
     s.renderers = Arc::new(core.renderers());
+    s.handover = core.handover;
     s
 }
 
@@ -365,6 +369,7 @@ fn assert_same_content(a: &Snapshot, b: &Snapshot) {
     assert_eq!(a.created_targets, b.created_targets);
     assert_eq!(a.created_contexts, b.created_contexts);
     assert_eq!(a.popups_let_go, b.popups_let_go);
+    assert_eq!(a.handover, b.handover);
 }
 
 fn ok(rx: &Receiver<CallResult>) -> Value {
@@ -468,6 +473,7 @@ mod clock;
 mod drops;
 mod files_and_navigation;
 mod frame_map;
+mod handover;
 mod invisible;
 mod lifecycle;
 mod proxy_rule;

@@ -242,7 +242,7 @@ fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
         );
         assert_eq!(r.status, 200);
         assert_eq!(r.json()["id"], id);
-        assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 6);
+        assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 7);
     }
     c.send("GET", ENDPOINT, &[], "");
     let r = c.read().unwrap();

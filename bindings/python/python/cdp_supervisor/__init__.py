@@ -76,6 +76,8 @@ from .errors import (
     NavigationFailed,
     NoDownload,
     RegistryClosed,
+    HeldByHuman,
+    CannotCapture,
     UsedAfterFork,
     IoError,
 )
@@ -130,6 +132,8 @@ __all__ = [
     "NavigationFailed",
     "NoDownload",
     "RegistryClosed",
+    "HeldByHuman",
+    "CannotCapture",
     "UsedAfterFork",
     "IoError",
 ]

@@ -165,7 +165,8 @@ class ClosedDialog:
     def closed_at(self) -> float: ...
     @property
     def closed_by(self) -> str:
-        """``agent``, ``auto_policy``, ``watchdog``, ``remote`` or ``connection_lost``."""
+        """``agent``, ``auto_policy``, ``watchdog``, ``remote``, ``connection_lost`` or
+        ``human``."""
     @property
     def frame_id(self) -> Optional[str]: ...
     @property
@@ -366,6 +367,11 @@ class Snapshot:
     def page_replaced(self) -> Optional[str]:
         """The task's own page that was gone after a reconnect (a new one was made)."""
     @property
+    def handover(self) -> Optional[Dict[str, Any]]:
+        """Whether a person holds the task: ``{"held", "held_since"?, "ended_holds_s", "holds"}``
+        (``held_since`` while held, Unix epoch seconds; the total held time is ``ended_holds_s``
+        plus ``now - held_since`` while held); ``None`` until it is first handed over."""
+    @property
     def version(self) -> int:
         """Increases with every publish."""
     def to_dict(self) -> Dict[str, Any]:
@@ -437,6 +443,32 @@ class Supervisor:
         ``allow_file_access``; :class:`~cdp_supervisor.SecurityPolicy` otherwise)."""
     def dismiss_file_chooser(self, chooser_id: Optional[str] = None) -> FileChooser:
         """Dismisses a pending file chooser (the page gets no file)."""
+    def hand_over(self) -> Dict[str, Any]:
+        """Hands the task over to a person: from then on no dialog policy or watchdog answers its
+        dialogs, no automatic command reaches its pages, and the agent's calls (``call``,
+        ``navigate``, ``respond_to_dialog``, file choosers) raise
+        :class:`~cdp_supervisor.HeldByHuman`. Idempotent. Returns the hand-over state, as
+        ``Snapshot.handover``."""
+    def take_back(self) -> Dict[str, Any]:
+        """Gives the task back to the agent; a dialog still pending gets the task's policy again
+        (``must_respond``: a fresh ``dialog_timeout_s``). Idempotent. Returns the hand-over
+        state."""
+    @property
+    def is_held(self) -> bool:
+        """A person holds the task."""
+    def respond_as_human(
+        self,
+        action: str,
+        prompt_text: Optional[str] = None,
+        dialog_id: Optional[str] = None,
+    ) -> PendingDialog:
+        """``respond_to_dialog`` for a person: recorded as ``closed_by == "human"``, allowed
+        whether or not the task is held."""
+    def thumbnail(self) -> Dict[str, Any]:
+        """A small JPEG of the task's page: ``{"jpeg": bytes, "width", "height", "taken_at",
+        "target_id"}``, at most 320 pixels wide, taken at most once a second (the same picture
+        within that second). Raises :class:`~cdp_supervisor.CannotCapture` saying why there is
+        none (at once while a dialog is open: Chromium paints nothing until it is answered)."""
     @property
     def download_dir(self) -> Optional[str]:
         """The task's download directory."""

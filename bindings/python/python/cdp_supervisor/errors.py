@@ -49,6 +49,8 @@ __all__ = [
     "NavigationFailed",
     "NoDownload",
     "RegistryClosed",
+    "HeldByHuman",
+    "CannotCapture",
     "UsedAfterFork",
     "IoError",
 ]
@@ -275,6 +277,20 @@ class RegistryClosed(CdpSupervisorError):
 
     task_id: str
     """The task whose start was refused."""
+
+
+class HeldByHuman(CdpSupervisorError):
+    """A person holds the task (``Supervisor.hand_over``): the agent's calls and dialog answers
+    are refused until it is taken back (``take_back``)."""
+
+    task_id: str
+    since: float
+    """When the hold began (Unix epoch seconds)."""
+
+
+class CannotCapture(CdpSupervisorError):
+    """``Supervisor.thumbnail``: no picture of the page could be taken; the message says why (a
+    dialog is open, the page crashed or painted no frame, ...)."""
 
 
 class UsedAfterFork(CdpSupervisorError, RuntimeError):

@@ -96,7 +96,7 @@ pub struct PyClosedDialog {
     opened_at: Py<PyFloat>,
     #[pyo3(get)]
     closed_at: Py<PyFloat>,
-    /// `agent`, `auto_policy`, `watchdog`, `remote` or `connection_lost`.
+    /// `agent`, `auto_policy`, `watchdog`, `remote`, `connection_lost` or `human`.
     #[pyo3(get)]
     closed_by: Py<PyString>,
     #[pyo3(get)]

@@ -137,7 +137,7 @@ class DialogRecord:
     message: str
     opened_at: float
     closed_at: float
-    closed_by: str  # "agent" | "auto_policy" | "remote" | "watchdog" | "connection_lost"
+    closed_by: str  # "agent" | "auto_policy" | "remote" | "watchdog" | "connection_lost" | "human"
     frame_id: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
