@@ -75,20 +75,34 @@ fn measure_page_latency_with_100_tasks_and_the_cost_of_10_viewers() {
         "/" => Response::html("<!doctype html><title>shop</title><p>shop</p>"),
         _ => Response::not_found(),
     });
-    let server = HttpServer::start(Config::default(), HttpOptions::default().with_addr("127.0.0.1:0"))
-        .expect("the server starts");
+    let server = HttpServer::start(
+        Config::default(),
+        HttpOptions::default().with_addr("127.0.0.1:0"),
+    )
+    .expect("the server starts");
     let reg = server.mcp().registry();
     let fake = FakeBrowser::start().unwrap();
     for i in 0..99 {
-        reg.get_or_start(&format!("fleet-{i:02}"), &fake.ws_url()).unwrap();
+        reg.get_or_start(&format!("fleet-{i:02}"), &fake.ws_url())
+            .unwrap();
     }
     let mut cdp = RawCdp::connect(&browser.ws_url).unwrap();
     let (page, session) = cdp.open_page(&site.url("127.0.0.1", "/"), T).unwrap();
-    let task = attach_to_page(reg, "checkout", &browser.ws_url, &page, StartOptions::default());
+    let task = attach_to_page(
+        reg,
+        "checkout",
+        &browser.ws_url,
+        &page,
+        StartOptions::default(),
+    );
 
     let viewer = Viewer::open(&format!("http://{}/", server.local_addr()), 1200, 900);
     let v = &viewer.sup;
-    dom_wait(v, "document.querySelectorAll('section.task').length === 100", T);
+    dom_wait(
+        v,
+        "document.querySelectorAll('section.task').length === 100",
+        T,
+    );
     eval(
         v,
         "window.__seen = {}; new MutationObserver(() => {
@@ -118,12 +132,16 @@ fn measure_page_latency_with_100_tasks_and_the_cost_of_10_viewers() {
 
     let mut latencies = Vec::new();
     for i in 0..SAMPLES {
-        let trigger = format!("setTimeout(() => prompt({}, 'x'), 0); 1", js(&format!("sample {i}")));
+        let trigger = format!(
+            "setTimeout(() => prompt({}, 'x'), 0); 1",
+            js(&format!("sample {i}"))
+        );
         cdp.evaluate(&session, &trigger, T).unwrap();
         let d = task.wait_for_dialog(T).expect("the prompt is pending");
         let seen = dom_wait(v, &format!("window.__seen[{}]", js(&d.id)), T);
         latencies.push(seen.as_f64().unwrap() / 1000.0 - d.opened_at);
-        task.respond_to_dialog(DialogAction::Dismiss, None, Some(&d.id)).unwrap();
+        task.respond_to_dialog(DialogAction::Dismiss, None, Some(&d.id))
+            .unwrap();
         task.wait_for(T, |s| s.pending_dialogs.is_empty()).unwrap();
     }
     let elements_after = eval(v, "document.getElementsByTagName('*').length");
@@ -135,7 +153,9 @@ fn measure_page_latency_with_100_tasks_and_the_cost_of_10_viewers() {
         ms(percentile(&latencies, 0.95)),
         ms(percentile(&latencies, 1.0)),
     );
-    println!("viewer DOM elements: {elements_before} before, {elements_after} after {SAMPLES} dialogs");
+    println!(
+        "viewer DOM elements: {elements_before} before, {elements_after} after {SAMPLES} dialogs"
+    );
     drop(viewer);
 
     // 10 viewers: the server's page threads, over 10 s of the fleet's publishes.
@@ -156,7 +176,8 @@ fn measure_page_latency_with_100_tasks_and_the_cost_of_10_viewers() {
                         format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
                     )
                     .unwrap();
-                    s.set_read_timeout(Some(window + Duration::from_secs(5))).unwrap();
+                    s.set_read_timeout(Some(window + Duration::from_secs(5)))
+                        .unwrap();
                     let mut buf = vec![0u8; 64 * 1024];
                     let mut total = 0usize;
                     let by = Instant::now() + window;
@@ -184,7 +205,11 @@ fn measure_page_latency_with_100_tasks_and_the_cost_of_10_viewers() {
         bytes as f64 / 1e6
     );
     let p95 = percentile(&latencies, 0.95);
-    assert!(p95 <= 0.25, "publish -> DOM p95 {:.0} ms is over 250 ms", ms(p95));
+    assert!(
+        p95 <= 0.25,
+        "publish -> DOM p95 {:.0} ms is over 250 ms",
+        ms(p95)
+    );
     reg.stop_all();
     let _ = cdp.close_page(&page);
 }

@@ -15,7 +15,9 @@
 //!   its `host[:port]` must pass the same rule (and its scheme be `http` or `https`), else 403.
 //!   `Origin: null` (sandboxed frames, `file:` pages) is refused too.
 //! * **Token.** With a token (`CDP_SUPERVISOR_MCP_TOKEN`), every request needs
-//!   `Authorization: Bearer <token>`, else 401 with `WWW-Authenticate: Bearer`. The comparison
+//!   `Authorization: Bearer <token>`, else 401 with `WWW-Authenticate: Bearer`; the supervisor
+//!   page's paths (not `/mcp`) also take its cookie (the token's SHA-256), and `GET /` the
+//!   one-time `?token=` login that sets it. The comparison
 //!   is of SHA-256 digests in constant time, so neither the token's bytes nor its length show
 //!   in how long a refusal takes. The token is never logged and never echoed.
 

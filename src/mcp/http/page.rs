@@ -10,7 +10,13 @@
 //!   the cookie (`HttpOnly; SameSite=Strict`), so the token leaves the address bar.
 //! * `GET /events`: Server-Sent Events of every task's view (`page/hub.rs`, `page/view.rs`).
 //! * `POST /api/answer` (JSON: `task_id`, `dialog_id`, `action`, `prompt_text`): answers a
-//!   pending dialog on the path `browser_dialog` takes, recorded as closed by a person.
+//!   pending dialog on the path `browser_dialog` takes (`Supervisor::respond_as_human`: the
+//!   same rules, recorded `closed_by: "human"`).
+//! * `POST /api/hold` (`task_id`, `hold`: true or false): a person takes the task over
+//!   (`Supervisor::hand_over`) or gives it back (`Supervisor::take_back`).
+//! * `POST /api/thumbnail` (`task_id`): a small JPEG of the task's page, base64
+//!   (`Supervisor::thumbnail`: at most one capture a second per task, on this connection's
+//!   thread, never while a dialog is open; otherwise the reason there is none).
 //!
 //! Every answer carries a Content-Security-Policy that allows no inline script and no other
 //! origin, and the page inserts nothing as HTML (`textContent` only), so a dialog message
@@ -23,12 +29,20 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::access::COOKIE;
+use base64::Engine as _;
+
 use crate::config::DialogAction;
+use crate::error::Error;
 use crate::http1::{RequestHead as Head, Response};
+use crate::supervisor::Supervisor;
 
 const INDEX_HTML: &str = include_str!("page/index.html");
 const PAGE_JS: &str = include_str!("page/page.js");
 const PAGE_CSS: &str = include_str!("page/page.css");
+
+const API_ANSWER: &str = "/api/answer";
+const API_HOLD: &str = "/api/hold";
+const API_THUMBNAIL: &str = "/api/thumbnail";
 
 /// The largest POST body the page sends (a prompt answer and ids).
 pub(super) const BODY_MAX: usize = 64 * 1024;
@@ -102,12 +116,14 @@ pub(super) fn head(sh: &Shared, head: &Head) -> PagePlan {
             PagePlan::Respond(page_response(200, "text/css; charset=utf-8", PAGE_CSS))
         }
         ("GET", "/events") => PagePlan::Events,
-        ("POST", "/api/answer") if !is_json(head) => PagePlan::Respond(text(
-            415,
-            "unsupported media type: POST JSON with Content-Type: application/json",
-        )),
-        ("POST", "/api/answer") => PagePlan::ReadBody,
-        (_, "/" | "/page.js" | "/page.css" | "/events" | "/api/answer") => {
+        ("POST", API_ANSWER | API_HOLD | API_THUMBNAIL) if !is_json(head) => {
+            PagePlan::Respond(text(
+                415,
+                "unsupported media type: POST JSON with Content-Type: application/json",
+            ))
+        }
+        ("POST", API_ANSWER | API_HOLD | API_THUMBNAIL) => PagePlan::ReadBody,
+        (_, "/" | "/page.js" | "/page.css" | "/events" | API_ANSWER | API_HOLD | API_THUMBNAIL) => {
             PagePlan::Respond(text(405, "method not allowed").with("Allow", "GET, POST"))
         }
         _ => PagePlan::Respond(text(404, "not found: the supervisor page is at /")),
@@ -134,8 +150,17 @@ pub(super) fn post(sh: &Shared, head: &Head, body: &[u8]) -> Response {
             );
         }
     };
+    let Some(task) = arg(&args, "task_id") else {
+        return json_answer(400, &json!({"ok": false, "error": "task_id is required"}));
+    };
+    let Some(sup) = sh.mcp.registry().get(task) else {
+        let why = format!("no task {}", crate::quote::quoted(task));
+        return json_answer(404, &json!({"ok": false, "error": why}));
+    };
     match head.path() {
-        "/api/answer" => answer(sh, &args),
+        API_ANSWER => answer(&sup, &args),
+        API_HOLD => hold(&sup, &args),
+        API_THUMBNAIL => thumbnail(&sup),
         _ => text(404, "not found"),
     }
 }
@@ -145,23 +170,52 @@ fn arg<'a>(args: &'a Value, name: &str) -> Option<&'a str> {
     args.get(name).and_then(Value::as_str)
 }
 
+/// An answer that says what went wrong.
+fn failed(status: u16, why: impl std::fmt::Display) -> Response {
+    json_answer(status, &json!({"ok": false, "error": why.to_string()}))
+}
+
 /// `POST /api/answer`: a person answers a pending dialog.
-fn answer(sh: &Shared, args: &Value) -> Response {
-    let failed =
-        |status: u16, why: String| json_answer(status, &json!({"ok": false, "error": why}));
-    let (Some(task), Some(dialog)) = (arg(args, "task_id"), arg(args, "dialog_id")) else {
-        return failed(400, "task_id and dialog_id are required".into());
+fn answer(sup: &Supervisor, args: &Value) -> Response {
+    let Some(dialog) = arg(args, "dialog_id") else {
+        return failed(400, "dialog_id is required");
     };
     let action = match arg(args, "action").map(DialogAction::parse) {
         Some(Ok(a)) => a,
-        _ => return failed(400, "action is \"accept\" or \"dismiss\"".into()),
+        _ => return failed(400, "action is \"accept\" or \"dismiss\""),
     };
-    let prompt_text = arg(args, "prompt_text");
-    let Some(sup) = sh.mcp.registry().get(task) else {
-        return failed(404, format!("no task {}", crate::quote::quoted(task)));
-    };
-    match sup.respond_to_dialog(action, prompt_text, Some(dialog)) {
+    match sup.respond_as_human(action, arg(args, "prompt_text"), Some(dialog)) {
         Ok(d) => json_answer(200, &json!({"ok": true, "dialog": d.id})),
-        Err(e) => failed(409, e.to_string()),
+        Err(e) => failed(409, e),
+    }
+}
+
+/// `POST /api/hold`: a person takes the task over (`hold: true`) or gives it back.
+fn hold(sup: &Supervisor, args: &Value) -> Response {
+    let result = match args.get("hold").and_then(Value::as_bool) {
+        Some(true) => sup.hand_over(),
+        Some(false) => sup.take_back(),
+        None => return failed(400, "hold is true (take over) or false (take back)"),
+    };
+    match result {
+        Ok(h) => json_answer(200, &json!({"ok": true, "held_since": h.held_since})),
+        Err(e) => failed(409, e),
+    }
+}
+
+/// `POST /api/thumbnail`: the task page's thumbnail, or why there is none.
+fn thumbnail(sup: &Supervisor) -> Response {
+    match sup.thumbnail() {
+        Ok(t) => json_answer(
+            200,
+            &json!({
+                "ok": true,
+                "data": base64::engine::general_purpose::STANDARD.encode(&t.jpeg),
+                "width": t.width, "height": t.height, "taken_at": t.taken_at,
+                "target_id": t.target_id,
+            }),
+        ),
+        Err(Error::CannotCapture(why)) => failed(409, why),
+        Err(e) => failed(409, e),
     }
 }

@@ -261,7 +261,7 @@ fn build(f: &mut Followed) -> bool {
     if f.built == Some(snap.version) {
         return false;
     }
-    f.view = view::task(&f.sup, &snap, None);
+    f.view = view::task(&f.sup, &snap);
     f.built = Some(snap.version);
     true
 }

@@ -13,8 +13,10 @@ const drafts = new Map();
 const opened = new Set();
 /** Server clock minus ours, in seconds. */
 let skew = 0;
-/** Thumbnails by task and page: {src, why, at}. */
+/** Thumbnails by task: {src, width, height, why, at, loading}. */
 const thumbs = new Map();
+/** How often a task's thumbnail is refreshed while it is on screen. */
+const THUMB_EVERY_MS = 5000;
 
 function serverNow() { return Date.now() / 1000 + skew; }
 
@@ -140,38 +142,50 @@ function frameTree(frames) {
   return list("", 0);
 }
 
-function thumbnailOf(t, p) {
-  const key = t.task_id + "\u0000" + p.target_id;
-  const got = thumbs.get(key);
-  const box = el("div", { "data-thumb": key });
-  if (got && got.src) box.append(el("img", { class: "thumb", src: got.src, alt: "Screenshot of " + (p.title || p.url), width: 320 }));
-  else if (got && got.why) box.append(el("p", { class: "meta", text: "No thumbnail: " + got.why }));
-  const btn = el("button", { type: "button", text: "Refresh thumbnail" });
-  btn.addEventListener("click", () => loadThumb(t.task_id, p.target_id, true));
+function thumbnailOf(t) {
+  const got = thumbs.get(t.task_id);
+  const box = el("div", { class: "thumbs" });
+  if (got && got.src) box.append(el("img", { class: "thumb", src: got.src, width: got.width, height: got.height, alt: "Thumbnail of the task's page" }));
+  if (got && got.why) box.append(el("p", { class: "meta", text: "No new thumbnail: " + got.why }));
+  const btn = el("button", { type: "button", "data-key": t.task_id + "\u0000thumb", text: "Refresh thumbnail" });
+  btn.addEventListener("click", () => loadThumb(t.task_id, true));
   box.append(btn);
   return box;
 }
 
-async function loadThumb(task, target, force) {
-  const key = task + "\u0000" + target;
-  const got = thumbs.get(key);
-  if (!force && got && Date.now() - got.at < 5000) return;
-  thumbs.set(key, Object.assign({}, got, { at: Date.now() }));
+/** Fetches a task's thumbnail (the server takes at most one a second per task). */
+async function loadThumb(task, force) {
+  const got = thumbs.get(task) || {};
+  if (got.loading || (!force && got.at && Date.now() - got.at < THUMB_EVERY_MS)) return;
+  got.loading = true;
+  thumbs.set(task, got);
+  const next = { src: got.src, width: got.width, height: got.height, at: Date.now() };
   try {
-    const a = await post("/api/thumbnail", { task_id: task, target_id: target });
-    thumbs.set(key, { src: "data:image/jpeg;base64," + a.data, at: Date.now() });
+    const a = await post("/api/thumbnail", { task_id: task });
+    Object.assign(next, { src: "data:image/jpeg;base64," + a.data, width: a.width, height: a.height, why: null });
   } catch (e) {
-    thumbs.set(key, { why: e.message, at: Date.now() });
+    next.why = e.message;
   }
+  thumbs.set(task, next);
   const c = cards.get(task);
   if (c) render(c.data);
+}
+
+/** Refreshes the thumbnails of the active tasks on screen. */
+function refreshThumbs() {
+  for (const [id, c] of cards) {
+    if (c.data.state !== "active") continue;
+    const r = c.el.getBoundingClientRect();
+    if (r.bottom > 0 && r.top < window.innerHeight) loadThumb(id, false);
+  }
 }
 
 function holdView(t) {
   const box = el("div", { class: t.held_since ? "held" : "" });
   const err = el("p", { class: "error", role: "alert" });
   const held = !!t.held_since;
-  if (held) box.append(el("p", {}, "A person holds this task (for ", when(t.held_since, "for"), "): the supervisor answers no dialog and sends no automatic command."));
+  if (held) box.append(el("p", {}, "A person holds this task (for ", when(t.held_since, "for"), "): the supervisor answers no dialog and sends no automatic command, and the agent's calls are refused."));
+  else if (t.holds) box.append(el("p", { class: "meta", text: "Held by a person " + t.holds + (t.holds === 1 ? " time, " : " times, ") + duration(t.held_before_s) + " in all." }));
   const btn = el("button", { type: "button", "data-key": t.task_id + "\u0000hold", text: held ? "Take back" : "Take over" });
   btn.addEventListener("click", async () => {
     btn.disabled = true;
@@ -193,6 +207,7 @@ function render(t) {
   if (t.reason) card.append(el("p", { class: "error", text: (t.state === "dead" ? "Dead: " : "Reason: ") + t.reason }));
   if (t.blocked) card.append(el("p", { class: "error", text: "Blocked (" + t.blocked.reason + "): " + t.blocked.hint }));
   if (t.state === "active" || t.held_since) card.append(holdView(t));
+  if (t.state === "active") card.append(thumbnailOf(t));
   if (t.pending.length === 0) card.append(el("p", { class: "muted", text: "No dialog pending." }));
   for (const d of t.pending) card.append(dialogView(t, d));
   if (t.pending_hidden) card.append(el("p", { class: "meta", text: t.pending_hidden + " more pending" }));
@@ -200,7 +215,6 @@ function render(t) {
   for (const p of t.pages) {
     const li = el("li", {}, el("strong", { text: p.title || "(untitled)" }), " ", el("span", { class: "url", text: p.url }));
     if (p.opener) li.append(el("span", { class: "meta", text: " popup" }));
-    li.append(thumbnailOf(t, p));
     pages.append(li);
   }
   card.append(details(t.task_id + "\u0000pages", "Pages", t.pages.length, pages));
@@ -256,7 +270,7 @@ function remove(id) {
   cards.delete(id);
   const prefix = id + "\u0000";
   for (const k of [...drafts.keys()]) if (k.startsWith(prefix)) drafts.delete(k);
-  for (const k of [...thumbs.keys()]) if (k.startsWith(prefix)) thumbs.delete(k);
+  thumbs.delete(id);
   for (const k of [...opened]) if (k.startsWith(prefix)) opened.delete(k);
   emptyEl.hidden = cards.size > 0;
 }
@@ -270,6 +284,7 @@ function onTasks(ev) {
   }
   for (const t of m.tasks) render(t);
   for (const id of m.gone || []) remove(id);
+  if (m.reset) refreshThumbs();
   statusEl.textContent = "Live: " + cards.size + (cards.size === 1 ? " task" : " tasks");
   document.body.dataset.version = String((Number(document.body.dataset.version) || 0) + 1);
 }
@@ -288,3 +303,4 @@ function connect() {
 emptyEl.hidden = false;
 connect();
 setInterval(tick, 1000);
+setInterval(refreshThumbs, THUMB_EVERY_MS);

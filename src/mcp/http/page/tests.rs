@@ -212,6 +212,7 @@ fn a_cross_site_post_cannot_answer_and_the_page_s_own_post_does() {
         .expect("the dialog closed");
     let closed = snap.closed_dialog(&dialog.id).unwrap();
     assert_eq!(closed.user_input.as_deref(), Some("from a person"));
+    assert_eq!(closed.closed_by.as_str(), "human");
     // Answering it again says why not.
     let r = page_post(&mut c, "/api/answer", &[("Origin", &own)], &body);
     assert_eq!(r.status, 409, "{r:?}");
@@ -323,4 +324,69 @@ fn the_login_token_is_read_from_the_query_percent_decoded() {
     assert_eq!(login_token("/?token=%zz").as_deref(), Some(&b"%zz"[..]));
     assert_eq!(cookie("a=1; b=2", "b"), Some("2"));
     assert_eq!(cookie("a=1", "b"), None);
+}
+
+#[test]
+fn a_person_takes_a_task_over_and_back_from_the_page_and_the_stream_shows_the_hold() {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(Config::default(), HttpOptions::default());
+    let sup = server
+        .mcp()
+        .registry()
+        .get_or_start("page-hold", &fake.ws_url())
+        .unwrap();
+    let mut stream = events(&server, &[]);
+    let first = stream.next_event().unwrap();
+    assert_eq!(
+        task_in(&first, "page-hold").unwrap()["held_since"],
+        Value::Null
+    );
+    let mut c = Client::new(&server);
+    let r = page_post(
+        &mut c,
+        "/api/hold",
+        &[],
+        &json!({"task_id": "page-hold", "hold": true}),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(sup.is_held());
+    let e = event_where(&mut stream, "the hold", |e| {
+        task_in(e, "page-hold").is_some_and(|t| t["held_since"].is_f64())
+    });
+    assert_eq!(task_in(&e, "page-hold").unwrap()["holds"], 1);
+    // While held, a dialog has no watchdog time.
+    fake.open_dialog("confirm", "Held?", "");
+    let e = event_where(&mut stream, "the held dialog", |e| {
+        task_in(e, "page-hold")
+            .is_some_and(|t| t["pending"].as_array().is_some_and(|p| !p.is_empty()))
+    });
+    assert_eq!(
+        task_in(&e, "page-hold").unwrap()["pending"][0]["watchdog_at"],
+        Value::Null
+    );
+    let r = page_post(
+        &mut c,
+        "/api/hold",
+        &[],
+        &json!({"task_id": "page-hold", "hold": false}),
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(!sup.is_held());
+    event_where(&mut stream, "the end of the hold", |e| {
+        task_in(e, "page-hold").is_some_and(|t| t["held_since"].is_null() && t["holds"] == 1)
+    });
+    let r = page_post(&mut c, "/api/hold", &[], &json!({"task_id": "page-hold"}));
+    assert_eq!(r.status, 400, "{r:?}");
+    // A thumbnail while the dialog is open: none, and why.
+    let r = page_post(
+        &mut c,
+        "/api/thumbnail",
+        &[],
+        &json!({"task_id": "page-hold"}),
+    );
+    assert_eq!(r.status, 409, "{r:?}");
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("dialog"),
+        "{r:?}"
+    );
 }

@@ -36,9 +36,9 @@ fn last<T>(items: &[T], n: usize) -> &[T] {
     &items[items.len().saturating_sub(n)..]
 }
 
-/// What the page shows of task `sup` (its snapshot `snap`), and, when a person holds it,
-/// since when (`held_since`, Unix seconds).
-pub(super) fn task(sup: &Supervisor, snap: &Snapshot, held_since: Option<f64>) -> Value {
+/// What the page shows of task `sup` (its snapshot `snap`).
+pub(super) fn task(sup: &Supervisor, snap: &Snapshot) -> Value {
+    let held_since = snap.handover.held_since;
     let (state, attempt, of, reason) = match &snap.state {
         SupervisorState::Active => ("active", None, None, None),
         SupervisorState::Reconnecting { attempt, of } => (
@@ -163,6 +163,8 @@ pub(super) fn task(sup: &Supervisor, snap: &Snapshot, held_since: Option<f64>) -
         })),
         "policy": policy.as_str(),
         "held_since": held_since,
+        "held_before_s": snap.handover.ended_holds_s,
+        "holds": snap.handover.holds,
         "page_target_id": snap.page_target_id,
         "pages": pages,
         "pages_truncated": snap.pages_truncated,
