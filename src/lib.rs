@@ -144,7 +144,8 @@
 //!   `accept.rs` new connections up to their first request head, `access.rs` the
 //!   Host/Origin/token rules and the connection places, `route.rs` what a request means
 //!   (decided without I/O), `conn.rs` one connection on `http1` and what it writes,
-//!   `sessions.rs` the legacy sessions).
+//!   `sessions.rs` the legacy sessions, `page.rs` the supervisor page at `/`: `page/view.rs`
+//!   what it shows of a task, `page/hub.rs` its live event streams).
 //! * [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 

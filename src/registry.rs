@@ -495,6 +495,18 @@ impl SupervisorRegistry {
         self.lock().closed
     }
 
+    /// Every published task and its supervisor (live, or ended and not yet replaced), read
+    /// lock-free: what the supervisor page shows.
+    pub(crate) fn supervisors(&self) -> Arc<HashMap<String, Arc<Supervisor>>> {
+        self.reads.all()
+    }
+
+    /// Has `observer` run whenever a task is published or removed (on the thread that does it,
+    /// which holds the registry's lock: it must not block).
+    pub(crate) fn observe(&self, observer: crate::shared::Observer) {
+        self.reads.observe(observer);
+    }
+
     /// Task ids with a slot (live or starting).
     pub fn tasks(&self) -> Vec<String> {
         self.lock().tasks.keys().cloned().collect()

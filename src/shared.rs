@@ -79,6 +79,10 @@ impl StopPhase {
 /// Run by the reader thread after each publish (see [`Shared::on_publish`]): it must not block.
 pub(crate) type PublishHook = Box<dyn Fn() + Send + Sync>;
 
+/// Run by the reader thread after each publish, beside the [`PublishHook`] (see
+/// [`Shared::observe`]): it must not block.
+pub(crate) type Observer = Arc<dyn Fn() + Send + Sync>;
+
 /// State shared by one supervisor's threads.
 pub(crate) struct Shared {
     /// The live connection; replaced by the reader after a reconnect, through
@@ -110,6 +114,11 @@ pub(crate) struct Shared {
     /// Run after every publish; set once, by [`Shared::on_publish`] (the MCP server's notifier:
     /// one thread hears every task's changes instead of one `wait_for` thread per task).
     publish_hook: OnceLock<PublishHook>,
+    /// Also run after every publish: observers added by [`Shared::observe`] (the supervisor
+    /// page's hub of each HTTP server that shows the task). Loaded wait-free by the reader;
+    /// appended to, never removed from (an observer outlives its server at the cost of one
+    /// flag check per publish).
+    observers: ArcSwap<Vec<Observer>>,
     /// Run once, after the last publish (`stopped` or `dead`); set once, by [`Shared::on_end`]
     /// (the registry's popup watcher closes when the last task it serves has ended).
     end_hook: OnceLock<PublishHook>,
@@ -142,6 +151,7 @@ impl Shared {
             change_lock: Mutex::new(()),
             changed: Condvar::new(),
             publish_hook: OnceLock::new(),
+            observers: ArcSwap::default(),
             end_hook: OnceLock::new(),
             follows_popups_itself: AtomicBool::new(false),
             tap: OnceLock::new(),
@@ -229,6 +239,9 @@ impl Shared {
         if let Some(hook) = self.publish_hook.get() {
             hook();
         }
+        for observer in self.observers.load().iter() {
+            observer();
+        }
         if last && let Some(hook) = self.end_hook.get() {
             hook();
         }
@@ -239,6 +252,16 @@ impl Shared {
     /// set already.
     pub fn on_publish(&self, hook: PublishHook) -> bool {
         self.publish_hook.set(hook).is_ok()
+    }
+
+    /// Has `observer` run after every publish from now on, beside the publish hook, on the
+    /// reader thread (so it must not block).
+    pub fn observe(&self, observer: Observer) {
+        self.observers.rcu(|list| {
+            let mut list = Vec::clone(list);
+            list.push(Arc::clone(&observer));
+            list
+        });
     }
 
     /// Has `hook` run once the supervisor has ended: on the reader thread after its last

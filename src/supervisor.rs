@@ -218,6 +218,12 @@ impl Supervisor {
         self.shared.on_publish(hook)
     }
 
+    /// Has `observer` run after every publish from now on, on the reader thread (it must not
+    /// block), beside the publish hook; any number of them.
+    pub(crate) fn observe(&self, observer: crate::shared::Observer) {
+        self.shared.observe(observer);
+    }
+
     /// Has `hook` run once the supervisor has ended (stopped or dead), on its reader thread (it
     /// must not block), or at once when it has ended already. Once per supervisor: false when a
     /// hook is set already.

@@ -48,9 +48,14 @@ enum Cmd {
         /// CDP endpoint (ws://, wss://, http://host:port); default: config, else launch Chromium.
         #[arg(long)]
         cdp_url: Option<String>,
+        /// Also serve the live supervisor page at http://ADDR/ (no /mcp endpoint), with the
+        /// same Host/Origin/token rules as `mcp --http` (CDP_SUPERVISOR_MCP_TOKEN).
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = cdp_supervisor::mcp::http::DEFAULT_ADDR)]
+        http: Option<String>,
     },
     /// Model Context Protocol server: on stdio (JSON-RPC 2.0, one message per line), or with
-    /// --http over Streamable HTTP at http://ADDR/mcp.
+    /// --http over Streamable HTTP at http://ADDR/mcp (and the live supervisor page at
+    /// http://ADDR/).
     Mcp {
         /// Serve MCP over Streamable HTTP at http://ADDR/mcp instead of stdio. ADDR: HOST:PORT,
         /// [IPV6]:PORT, HOST or PORT; without a value 127.0.0.1:8737. The Host header must name
@@ -175,7 +180,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Cmd::Demo => demo::run(config, &cleanup),
-        Cmd::Watch { cdp_url } => watch(config, cdp_url, &cleanup),
+        Cmd::Watch { cdp_url, http } => watch(config, cdp_url, http.as_deref(), &cleanup),
         Cmd::Mcp { http: Some(addr) } => mcp_http(config, &addr, &cleanup),
         Cmd::Mcp { http: None } => {
             let server = Arc::new(cdp_supervisor::mcp::McpServer::new(config));
@@ -216,6 +221,29 @@ fn main() -> ExitCode {
 
 /// `mcp --http ADDR`: serves until a signal (whose handler shuts the server down and exits).
 fn mcp_http(config: Config, addr: &str, cleanup: &Cleanup) -> Result<(), String> {
+    let (server, with_token) = serve_http(config, addr, true, cleanup)?;
+    eprintln!(
+        "cdp-supervisor: MCP over HTTP at {}, the supervisor page at http://{}/ ({}; Ctrl-C to stop)",
+        server.url(),
+        server.local_addr(),
+        if with_token {
+            "bearer token required"
+        } else {
+            "no token: loopback only"
+        }
+    );
+    server.wait();
+    Ok(())
+}
+
+/// Starts the HTTP server on `addr` (`/mcp` when `mcp_endpoint`, the supervisor page always)
+/// with the token of the environment, shut down by `cleanup`; and whether a token is set.
+fn serve_http(
+    config: Config,
+    addr: &str,
+    mcp_endpoint: bool,
+    cleanup: &Cleanup,
+) -> Result<(Arc<cdp_supervisor::mcp::http::HttpServer>, bool), String> {
     use cdp_supervisor::mcp::http::{HttpOptions, HttpServer, TOKEN_ENV};
     let token = match std::env::var(TOKEN_ENV) {
         Ok(t) => Some(t),
@@ -226,24 +254,15 @@ fn mcp_http(config: Config, addr: &str, cleanup: &Cleanup) -> Result<(), String>
     };
     let options = HttpOptions::from_config(&config)
         .with_addr(addr)
-        .with_token(token);
+        .with_token(token)
+        .with_mcp_endpoint(mcp_endpoint);
     let with_token = options.has_token();
     let server = Arc::new(HttpServer::start(config, options).map_err(|e| e.to_string())?);
     {
         let server = Arc::clone(&server);
         cleanup.on_cleanup(move || server.shutdown());
     }
-    eprintln!(
-        "cdp-supervisor: MCP over HTTP at {} ({}; Ctrl-C to stop)",
-        server.url(),
-        if with_token {
-            "bearer token required"
-        } else {
-            "no token: loopback only"
-        }
-    );
-    server.wait();
-    Ok(())
+    Ok((server, with_token))
 }
 
 /// Launches the configured/found browser, registering it for cleanup; returns its WebSocket URL.
@@ -258,13 +277,34 @@ pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<Strin
     Ok(cleanup.browser_ws())
 }
 
-fn watch(config: Config, cdp_url: Option<String>, cleanup: &Cleanup) -> Result<(), String> {
+fn watch(
+    config: Config,
+    cdp_url: Option<String>,
+    http: Option<&str>,
+    cleanup: &Cleanup,
+) -> Result<(), String> {
     let url = match cdp_url.or_else(|| config.cdp_url().map(str::to_string)) {
         Some(u) => u,
         None => launch_browser(&config, cleanup)?
             .ok_or("no CDP URL given and no Chromium found (install chromium or set CHROME)")?,
     };
-    let registry = Arc::new(SupervisorRegistry::new(config));
+    // With --http the page shows the server's registry, so the task is started in it.
+    let registry = match http {
+        Some(addr) => {
+            let (server, with_token) = serve_http(config, addr, false, cleanup)?;
+            eprintln!(
+                "cdp-supervisor: the supervisor page at http://{}/ ({})",
+                server.local_addr(),
+                if with_token {
+                    "token required: open /?token=TOKEN once"
+                } else {
+                    "no token: loopback only"
+                }
+            );
+            Arc::clone(server.mcp().registry())
+        }
+        None => Arc::new(SupervisorRegistry::new(config)),
+    };
     cleanup.set_registry(Arc::clone(&registry));
     let sup = registry
         .get_or_start("watch", &url)

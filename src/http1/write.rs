@@ -63,6 +63,7 @@ fn reason(status: u16) -> &'static str {
         200 => "OK",
         202 => "Accepted",
         204 => "No Content",
+        303 => "See Other",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
@@ -89,6 +90,8 @@ pub(crate) struct Response {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(&'static str, String)>,
     pub(crate) body: String,
+    /// The body's media type (`application/json` unless [`Response::typed`] said otherwise).
+    pub(crate) content_type: &'static str,
 }
 
 impl Response {
@@ -98,6 +101,15 @@ impl Response {
             status,
             headers: Vec::new(),
             body,
+            content_type: "application/json",
+        }
+    }
+
+    /// An answer whose body is of `content_type` (`text/html; charset=utf-8`, ...).
+    pub(crate) fn typed(status: u16, content_type: &'static str, body: String) -> Response {
+        Response {
+            content_type,
+            ..Response::json(status, body)
         }
     }
 
@@ -120,7 +132,7 @@ impl Response {
             push_header(&mut out, name, value);
         }
         if !self.body.is_empty() {
-            push_header(&mut out, "Content-Type", "application/json");
+            push_header(&mut out, "Content-Type", self.content_type);
         }
         if !interim && self.status != 204 && self.status != 304 {
             push_header(&mut out, "Content-Length", &self.body.len().to_string());

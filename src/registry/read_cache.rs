@@ -43,17 +43,30 @@ use arc_swap::ArcSwap;
 use rustc_hash::{FxBuildHasher, FxHashMap as HashMap};
 
 use super::Slots;
-use crate::shared::SnapshotCell;
+use crate::shared::{Observer, SnapshotCell};
 use crate::supervisor::Supervisor;
 
 /// The published map and what validates the per-thread cache against it.
-#[derive(Debug)]
 pub(super) struct ReadMap {
     map: ArcSwap<HashMap<String, Arc<Supervisor>>>,
     /// Bumped (release) after every store of `map`.
     generation: AtomicU64,
     /// Process-unique identity of this registry.
     uid: u64,
+    /// Run after every store of `map` (a task published or removed), by the holder of the
+    /// slot lock: they must not block (the supervisor page's hub puts a flag and a wake-up).
+    observers: ArcSwap<Vec<Observer>>,
+}
+
+impl std::fmt::Debug for ReadMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadMap")
+            .field("map", &self.map)
+            .field("generation", &self.generation)
+            .field("uid", &self.uid)
+            .field("observers", &self.observers.load().len())
+            .finish()
+    }
 }
 
 /// Source of [`ReadMap::uid`]s; 0 is never used, so an empty entry matches no registry.
@@ -80,6 +93,7 @@ impl ReadMap {
             map: ArcSwap::from_pointee(HashMap::default()),
             generation: AtomicU64::new(0),
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
+            observers: ArcSwap::default(),
         }
     }
 
@@ -93,6 +107,23 @@ impl ReadMap {
         };
         self.map.store(Arc::new(map));
         self.generation.fetch_add(1, Ordering::Release);
+        for observer in self.observers.load().iter() {
+            observer();
+        }
+    }
+
+    /// Has `observer` run after every change of the map from now on.
+    pub fn observe(&self, observer: Observer) {
+        self.observers.rcu(|list| {
+            let mut list = Vec::clone(list);
+            list.push(Arc::clone(&observer));
+            list
+        });
+    }
+
+    /// Every published task and its supervisor. Lock-free.
+    pub fn all(&self) -> Arc<HashMap<String, Arc<Supervisor>>> {
+        self.map.load_full()
     }
 
     /// The task's supervisor. Lock-free.

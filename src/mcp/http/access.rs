@@ -15,11 +15,14 @@
 //!   its `host[:port]` must pass the same rule (and its scheme be `http` or `https`), else 403.
 //!   `Origin: null` (sandboxed frames, `file:` pages) is refused too.
 //! * **Token.** With a token (`CDP_SUPERVISOR_MCP_TOKEN`), every request needs
-//!   `Authorization: Bearer <token>`, else 401 with `WWW-Authenticate: Bearer`. The comparison
+//!   `Authorization: Bearer <token>`, else 401 with `WWW-Authenticate: Bearer`; the supervisor
+//!   page's paths (not `/mcp`) also take its cookie (the token's SHA-256), and `GET /` the
+//!   one-time `?token=` login that sets it. The comparison
 //!   is of SHA-256 digests in constant time, so neither the token's bytes nor its length show
 //!   in how long a refusal takes. The token is never logged and never echoed.
 
 use crate::sync;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::{Mutex, MutexGuard};
@@ -131,6 +134,12 @@ impl Access {
         }
     }
 
+    /// The value of the page's [`COOKIE`] (the token's SHA-256 in hex); `None` without a token.
+    pub(super) fn cookie_value(&self) -> Option<String> {
+        self.token
+            .map(|d| d.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     /// The answer to a request the rules refuse (module doc); `None` when they let it in.
     /// Nothing of a refused request is read further.
     pub(super) fn refusal(&self, head: &Head) -> Option<Response> {
@@ -141,8 +150,17 @@ impl Access {
             quoted(head.path()),
             refusal.message()
         );
-        let body = rpc::error(None, rpc::code::INVALID_REQUEST, refusal.message());
-        let mut response = Response::json(refusal.status(), body);
+        let mut response = if head.path() == super::ENDPOINT {
+            let body = rpc::error(None, rpc::code::INVALID_REQUEST, refusal.message());
+            Response::json(refusal.status(), body)
+        } else {
+            // The supervisor page's: for a person, in a browser.
+            let body = match refusal {
+                Refusal::Unauthorized { .. } => PAGE_UNAUTHORIZED.to_string(),
+                _ => refusal.message().to_string(),
+            };
+            Response::typed(refusal.status(), "text/plain; charset=utf-8", body)
+        };
         if let Refusal::Unauthorized { wrong } = refusal {
             response = response.with(
                 "WWW-Authenticate",
@@ -172,13 +190,13 @@ impl Access {
             }
         }
         if let Some(want) = &self.token {
-            let sent = head.header("authorization").and_then(bearer);
-            match sent {
+            let sent = match sent_token(head) {
                 None => return Err(Refusal::Unauthorized { wrong: false }),
-                Some(t) if !same_digest(want, &sha256(t)) => {
-                    return Err(Refusal::Unauthorized { wrong: true });
-                }
-                Some(_) => {}
+                Some(Sent::Token(t)) => sha256(&t),
+                Some(Sent::Digest(d)) => d,
+            };
+            if !same_digest(want, &sent) {
+                return Err(Refusal::Unauthorized { wrong: true });
             }
         }
         Ok(())
@@ -256,6 +274,100 @@ fn split_host(value: &str) -> Option<(&str, Option<u16>)> {
         Some(p) if p.len() > 1 && p.starts_with('0') => None,
         Some(p) => p.parse::<u16>().ok().map(|p| (name, Some(p))),
     }
+}
+
+/// The cookie that carries the token for the supervisor page (set by `/?token=`).
+pub(super) const COOKIE: &str = "cdp_supervisor_token";
+
+/// What a person is told when the supervisor page needs the token.
+const PAGE_UNAUTHORIZED: &str = "unauthorized: this supervisor page needs its token. Open \
+    /?token=TOKEN once (TOKEN: the value of CDP_SUPERVISOR_MCP_TOKEN where the server runs); \
+    the page then keeps it in a cookie and takes it out of the address bar.";
+
+/// What a request carries in place of the token.
+enum Sent<'a> {
+    /// The token itself.
+    Token(Cow<'a, [u8]>),
+    /// The [`COOKIE`]: the token's SHA-256 (so the cookie jar never holds the token, and any
+    /// printable token makes a valid cookie value).
+    Digest([u8; 32]),
+}
+
+/// The token a request carries: `Authorization: Bearer` on any path; on the supervisor page's
+/// paths (anything but `/mcp`) also the [`COOKIE`]; and on `GET /` the `token` query
+/// parameter (the one-time login, which the page answers with the cookie and a redirect).
+/// `/mcp` takes the header only, so a cookie never authorizes an MCP call.
+fn sent_token(head: &Head) -> Option<Sent<'_>> {
+    if let Some(t) = head.header("authorization").and_then(bearer) {
+        return Some(Sent::Token(Cow::Borrowed(t)));
+    }
+    if head.path() == super::ENDPOINT {
+        return None;
+    }
+    if let Some(c) = head.text("cookie").and_then(|c| cookie(c, COOKIE)) {
+        // A cookie that is no digest is a wrong token (all zeros never matches a digest).
+        return Some(Sent::Digest(unhex(c).unwrap_or([0; 32])));
+    }
+    if head.method == "GET" && head.path() == "/" {
+        return login_token(&head.target).map(|t| Sent::Token(Cow::Owned(t)));
+    }
+    None
+}
+
+/// 64 hex digits into 32 bytes.
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
+/// The value of cookie `name` in a `Cookie` header (`a=1; b=2`), not empty.
+pub(super) fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+    header
+        .split(';')
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim_matches('"'))
+        .filter(|v| !v.is_empty())
+}
+
+/// The `token` query parameter of a request target (percent-decoded), not empty.
+pub(super) fn login_token(target: &str) -> Option<Vec<u8>> {
+    let query = target.split_once('?')?.1;
+    let query = query.split('#').next().unwrap_or("");
+    let value = query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == "token")?
+        .1;
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    Some(out).filter(|t| !t.is_empty())
 }
 
 /// The token of an `Authorization: Bearer <token>` value (the scheme in any case).
@@ -389,150 +501,4 @@ impl Places {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::task_id::random_hex;
-
-    fn head(headers: &[(&str, &str)]) -> Head {
-        Head::for_test("POST", "/mcp", headers)
-    }
-
-    fn access(token: Option<&str>) -> Access {
-        let addr: SocketAddr = "127.0.0.1:8737".parse().unwrap();
-        Access::new(
-            addr,
-            &["mcp.example.com".into(), "10.0.0.5:9000".into()],
-            token,
-        )
-    }
-
-    #[test]
-    fn host_must_name_this_server() {
-        let a = access(None);
-        for ok in [
-            "127.0.0.1:8737",
-            "localhost:8737",
-            "LOCALHOST:8737",
-            "[::1]:8737",
-            "mcp.example.com",
-            "mcp.example.com:443",
-            "10.0.0.5:9000",
-        ] {
-            assert_eq!(a.check(&head(&[("Host", ok)])), Ok(()), "{ok}");
-        }
-        for bad in [
-            "evil.example.com",
-            "evil.example.com:8737",
-            "localhost:8738",
-            "localhost",
-            "127.0.0.1.evil.example:8737",
-            "10.0.0.5:9001",
-            "[::1]",
-        ] {
-            assert_eq!(
-                a.check(&head(&[("Host", bad)])),
-                Err(Refusal::ForeignHost),
-                "{bad}"
-            );
-        }
-        // Not a host and port at all: 400 (a proxy could read these otherwise).
-        for bad in [
-            "localhost:x",
-            "",
-            "localhost:+8737",
-            "localhost:08737",
-            "localhost: 8737",
-            "localhost:",
-            "localhost:65536",
-            "[::1",
-        ] {
-            assert_eq!(
-                a.check(&head(&[("Host", bad)])),
-                Err(Refusal::BadHost),
-                "{bad}"
-            );
-        }
-        assert_eq!(a.check(&head(&[])), Err(Refusal::NoHost));
-    }
-
-    #[test]
-    fn a_specific_bound_address_is_its_own_name() {
-        let a = Access::new("192.0.2.7:8737".parse().unwrap(), &[], None);
-        assert_eq!(a.check(&head(&[("Host", "192.0.2.7:8737")])), Ok(()));
-        let any = Access::new("0.0.0.0:8737".parse().unwrap(), &[], None);
-        assert_eq!(
-            any.check(&head(&[("Host", "0.0.0.0:8737")])),
-            Err(Refusal::ForeignHost)
-        );
-    }
-
-    #[test]
-    fn origin_when_present_must_be_this_server() {
-        let a = access(None);
-        let with = |o: &str| a.check(&head(&[("Host", "localhost:8737"), ("Origin", o)]));
-        assert_eq!(with("http://localhost:8737"), Ok(()));
-        assert_eq!(with("http://127.0.0.1:8737/"), Ok(()));
-        assert_eq!(with("https://mcp.example.com"), Ok(()));
-        for bad in [
-            "http://evil.example.com",
-            "http://localhost:8738",
-            "null",
-            "file://",
-            "http://localhost:8737@evil.example",
-            "chrome-extension://abc",
-            "http://localhost",
-        ] {
-            assert_eq!(with(bad), Err(Refusal::ForeignOrigin), "{bad}");
-        }
-    }
-
-    #[test]
-    fn a_token_is_required_on_every_request_when_set() {
-        let a = access(Some("s3cret-token"));
-        let with = |auth: Option<&str>| {
-            let mut h = vec![("Host", "127.0.0.1:8737")];
-            if let Some(v) = auth {
-                h.push(("Authorization", v));
-            }
-            a.check(&head(&h))
-        };
-        assert_eq!(with(Some("Bearer s3cret-token")), Ok(()));
-        assert_eq!(with(Some("bearer  s3cret-token ")), Ok(()));
-        assert_eq!(with(None), Err(Refusal::Unauthorized { wrong: false }));
-        assert_eq!(
-            with(Some("Basic s3cret-token")),
-            Err(Refusal::Unauthorized { wrong: false })
-        );
-        assert_eq!(
-            with(Some("Bearer s3cret-tokeN")),
-            Err(Refusal::Unauthorized { wrong: true })
-        );
-        assert_eq!(
-            with(Some("Bearer s3cret-token-and-more")),
-            Err(Refusal::Unauthorized { wrong: true })
-        );
-        // The Host rule comes first: a foreign page learns nothing about the token.
-        assert_eq!(
-            a.check(&head(&[("Host", "evil.example.com")])),
-            Err(Refusal::ForeignHost)
-        );
-        assert!(!format!("{a:?}").contains("s3cret"));
-        for r in [
-            Refusal::Unauthorized { wrong: false },
-            Refusal::Unauthorized { wrong: true },
-        ] {
-            assert!(!r.message().contains("s3cret"));
-        }
-    }
-
-    #[test]
-    fn random_ids_are_long_and_differ() {
-        let a = random_hex(16).unwrap();
-        let b = random_hex(16).unwrap();
-        assert_eq!(a.len(), 32);
-        assert_ne!(a, b);
-        assert!(token_problem("").is_some());
-        assert!(token_problem("has space").is_some());
-        assert!(token_problem("ok-token_1").is_none());
-    }
-}
+mod tests;

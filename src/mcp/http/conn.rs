@@ -12,10 +12,10 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
 
-use super::Shared;
 use super::route::{self, Plan};
+use super::{Shared, page};
 use crate::deadline::Deadline;
 use crate::http1::{self, Conn, HttpError, Limits, RequestHead, Response};
 use crate::mcp::MAX_LINE;
@@ -141,31 +141,35 @@ pub(super) fn serve(
     let mut head = head;
     loop {
         let keep_alive = head.keep_alive();
-        let (go_on, unread) = match route::head(sh, &head) {
-            Plan::ReadBody => match read_body(sh, &head, &mut conn, &out) {
-                Ok(body) => carry_out(
-                    sh,
-                    route::post(sh, &head, &body),
-                    &mut conn,
-                    &out,
-                    keep_alive,
-                ),
-                Err(e) => {
-                    log::debug!("MCP over HTTP: {e}");
-                    let response = cannot_read(&e);
-                    carry_out(
+        let (go_on, unread) = if page::owns(&head) || !sh.options.mcp_endpoint {
+            page_request(sh, &head, &mut conn, &out, keep_alive)
+        } else {
+            match route::head(sh, &head) {
+                Plan::ReadBody => match read_body(sh, &head, &mut conn, &out) {
+                    Ok(body) => carry_out(
                         sh,
-                        Plan::Respond {
-                            response,
-                            close: true,
-                        },
+                        route::post(sh, &head, &body),
                         &mut conn,
                         &out,
                         keep_alive,
-                    )
-                }
-            },
-            plan => carry_out(sh, plan, &mut conn, &out, keep_alive),
+                    ),
+                    Err(e) => {
+                        log::debug!("MCP over HTTP: {e}");
+                        let response = cannot_read(&e);
+                        carry_out(
+                            sh,
+                            Plan::Respond {
+                                response,
+                                close: true,
+                            },
+                            &mut conn,
+                            &out,
+                            keep_alive,
+                        )
+                    }
+                },
+                plan => carry_out(sh, plan, &mut conn, &out, keep_alive),
+            }
         };
         if !go_on || sh.closing.load(std::sync::atomic::Ordering::Acquire) {
             end(&out, &mut conn, unread);
@@ -184,6 +188,100 @@ pub(super) fn serve(
             }
         };
     }
+}
+
+/// A request of the supervisor page (`page.rs`): whether the connection goes on, and whether
+/// a body may be left unread.
+fn page_request(
+    sh: &Shared,
+    head: &RequestHead,
+    conn: &mut Conn<Socket>,
+    out: &Arc<Out>,
+    keep_alive: bool,
+) -> (bool, bool) {
+    let response = match page::head(sh, head) {
+        page::PagePlan::Respond(response) => {
+            let close = head.has_body();
+            return carry_out(sh, Plan::Respond { response, close }, conn, out, keep_alive);
+        }
+        page::PagePlan::Events => return events(sh, out),
+        page::PagePlan::ReadBody => {
+            let deadline = Deadline::after(sh.options.body_timeout);
+            let body = head.framing().and_then(|framing| {
+                if head.expects_continue() {
+                    out.send(&Response::empty(100).bytes(true));
+                }
+                conn.read_body(framing, page::BODY_MAX, &LIMITS, deadline)
+            });
+            match body {
+                Ok(body) => page::post(sh, head, &body),
+                Err(e) => {
+                    log::debug!("supervisor page: {e}");
+                    let response = cannot_read(&e);
+                    return carry_out(
+                        sh,
+                        Plan::Respond {
+                            response,
+                            close: true,
+                        },
+                        conn,
+                        out,
+                        keep_alive,
+                    );
+                }
+            }
+        }
+    };
+    let close = false;
+    carry_out(sh, Plan::Respond { response, close }, conn, out, keep_alive)
+}
+
+/// How long an open page's stream may be silent before a comment is written (which finds a
+/// page that has gone, and keeps proxies from closing the stream).
+const EVENTS_KEEPALIVE: Duration = Duration::from_secs(20);
+
+/// The supervisor page's event stream on this connection (`page/hub.rs`), in a listen
+/// stream's place (none free: 503): the hub's events for this viewer, each written within
+/// [`STREAM_WRITE_STALL`], until a write fails, the hub drops the viewer (it fell behind) or
+/// the server shuts down. The connection then closes.
+fn events(sh: &Shared, out: &Arc<Out>) -> (bool, bool) {
+    if !sh.places.start_listening(out.id) {
+        let busy = Response::typed(
+            503,
+            "text/plain; charset=utf-8",
+            "too many open event streams; retry later".into(),
+        )
+        .with("Retry-After", "1");
+        out.send(&busy.bytes(false));
+        return (false, false);
+    }
+    let Ok(tcp) = out.tcp.try_clone() else {
+        return (false, false);
+    };
+    let (queue, frames) = bounded(page::hub::VIEWER_QUEUE);
+    let head = http1::chunked_head(
+        "text/event-stream",
+        &[
+            ("Cache-Control", "no-cache, no-store".into()),
+            ("X-Accel-Buffering", "no".into()),
+        ],
+        false,
+    );
+    if !out.send_within(&head, STREAM_WRITE_STALL, Deadline::NEVER) {
+        return (false, false);
+    }
+    sh.hub.join(page::hub::Viewer { queue, tcp });
+    loop {
+        let frame = match frames.recv_timeout(EVENTS_KEEPALIVE) {
+            Ok(frame) => frame,
+            Err(RecvTimeoutError::Timeout) => http1::chunk(b": keep-alive\n\n").into(),
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if !out.send_within(&frame, STREAM_WRITE_STALL, Deadline::NEVER) {
+            break;
+        }
+    }
+    (false, false)
 }
 
 /// A POST's body, within the body timeout and [`MAX_LINE`] bytes (`100 Continue` first when the

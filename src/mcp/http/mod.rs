@@ -68,6 +68,7 @@
 mod accept;
 mod access;
 mod conn;
+mod page;
 mod route;
 mod sessions;
 #[cfg(all(test, feature = "fake-browser"))]
@@ -119,6 +120,8 @@ pub struct HttpOptions {
     /// `subscriptions/listen` streams open at once; their connections count here, not in
     /// `max_connections` (`mcp.http_max_listen_streams`).
     pub max_listen_streams: usize,
+    /// Whether `/mcp` is served (`watch --http` serves the supervisor page only).
+    pub mcp_endpoint: bool,
     /// The bearer token every request must carry; never shown by `Debug`.
     token: Option<String>,
 }
@@ -139,6 +142,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("max_connections", &self.max_connections)
             .field("max_new_connections", &self.max_new_connections)
             .field("max_listen_streams", &self.max_listen_streams)
+            .field("mcp_endpoint", &self.mcp_endpoint)
             .field("token", &self.token.as_ref().map(|_| "***"))
             .finish()
     }
@@ -156,6 +160,7 @@ impl HttpOptions {
             max_connections: 64,
             max_new_connections: config.http_max_new_connections(),
             max_listen_streams: config.http_max_listen_streams(),
+            mcp_endpoint: true,
             token: None,
         }
     }
@@ -175,6 +180,12 @@ impl HttpOptions {
     /// Whether a token is set.
     pub fn has_token(&self) -> bool {
         self.token.is_some()
+    }
+
+    /// Sets [`mcp_endpoint`](HttpOptions::mcp_endpoint).
+    pub fn with_mcp_endpoint(mut self, on: bool) -> HttpOptions {
+        self.mcp_endpoint = on;
+        self
     }
 
     /// Sets [`idle_timeout`](HttpOptions::idle_timeout).
@@ -255,6 +266,8 @@ struct Shared {
     /// freed by each connection's thread, all shut at shutdown.
     places: Places,
     sessions: Sessions,
+    /// The supervisor page's live updates (`page/hub.rs`).
+    hub: page::hub::Hub,
     /// Set when shutdown starts: no new connections or requests.
     closing: AtomicBool,
     /// True once shutdown is done; `wait` waits for it.
@@ -290,13 +303,17 @@ impl HttpServer {
             .map_err(|e| Error::Io(format!("the MCP listener's address: {e}")))?;
         let access = Access::new(addr, config.allowed_hosts(), options.token.as_deref());
         let places = Places::new(options.max_connections, options.max_listen_streams);
+        let mcp = McpServer::new(config);
+        let hub = page::hub::Hub::start(mcp.registry())
+            .map_err(|e| Error::Io(format!("cannot start the supervisor page's hub: {e}")))?;
         let shared = Arc::new(Shared {
-            mcp: McpServer::new(config),
+            mcp,
             addr,
             options,
             access,
             places,
             sessions: Sessions::default(),
+            hub,
             closing: AtomicBool::new(false),
             stopped: Mutex::new(false),
             stopped_cv: Condvar::new(),
@@ -364,8 +381,9 @@ impl HttpServer {
             };
             let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(200));
         }
-        // Listen streams end with their response while their connections still take it; then
-        // every connection is shut.
+        // The page's event streams end (their queues dropped); listen streams end with their
+        // response while their connections still take it; then every connection is shut.
+        sh.hub.close();
         sh.mcp.engine.shutdown(|| sh.places.close_all());
         let acceptor = sync::lock(&self.accept).take();
         if let Some(t) = acceptor {
