@@ -89,6 +89,8 @@ struct Pending {
     method: String,
     /// The client sent no `sessionId` (it went on the client's browser session).
     browser_level: bool,
+    /// The session it went on (the client's own id for it: sessions are not renamed).
+    session: String,
     /// The supervisor's session on the command's target, for the dialog rule.
     renderer_sid: Option<String>,
     /// The dialogs pending when it was sent, which it was let through.
@@ -183,11 +185,20 @@ fn decode<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
-/// A CDP error reply to `id` (raw JSON, `null` when the client sent none).
-pub(super) fn error_reply(id: Option<&RawValue>, code: i64, message: &str) -> String {
+/// A CDP error reply to `id` (raw JSON, `null` when the client sent none), on `session` when the
+/// command named one: as Chromium's, since Playwright finds a reply's caller by its `sessionId`.
+pub(super) fn error_reply(
+    id: Option<&RawValue>,
+    session: Option<&str>,
+    code: i64,
+    message: &str,
+) -> String {
     let id = id.map_or("null", RawValue::get);
     let message = serde_json::Value::from(message);
-    format!(r#"{{"id":{id},"error":{{"code":{code},"message":{message}}}}}"#)
+    let session = session.map_or(String::new(), |s| {
+        format!(r#","sessionId":{}"#, serde_json::Value::from(s))
+    });
+    format!(r#"{{"id":{id},"error":{{"code":{code},"message":{message}}}{session}}}"#)
 }
 
 /// What a client is told of a refusal: the supervisor's error, and how a CDP client answers.
@@ -307,16 +318,20 @@ impl Mux {
         let cmd: ClientCommand<'_> = match serde_json::from_str(text) {
             Ok(c) => c,
             Err(e) => {
-                return self.reply(client, error_reply(None, -32700, &format!("{e}")));
+                return self.reply(client, error_reply(None, None, -32700, &format!("{e}")));
             }
         };
         let (Some(orig_id), Some(method)) = (cmd.id, cmd.method) else {
             let msg = "Message must have integer 'id' and string 'method' properties";
-            return self.reply(client, error_reply(cmd.id, -32600, msg));
+            return self.reply(
+                client,
+                error_reply(cmd.id, cmd.session_id.as_deref(), -32600, msg),
+            );
         };
         let Some(shared) = self.shared.upgrade() else {
             let msg = "the task's supervisor has ended";
-            return self.reply(client, error_reply(Some(orig_id), -32000, msg));
+            let reply = error_reply(Some(orig_id), cmd.session_id.as_deref(), -32000, msg);
+            return self.reply(client, reply);
         };
         let snap = shared.snapshot.load_full();
         let mut st = self.lock();
@@ -333,7 +348,7 @@ impl Mux {
             None if st.browser_sessions.get(&session) == Some(&client) => None,
             _ => {
                 let msg = format!("Session with given id not found. ({session})");
-                let reply = error_reply(Some(orig_id), -32001, &msg);
+                let reply = error_reply(Some(orig_id), None, -32001, &msg);
                 drop(st);
                 return self.reply(client, reply);
             }
@@ -347,7 +362,8 @@ impl Mux {
             match policy::admit(&snap, self.must_respond, sid, &method) {
                 Ok(adm) => known = adm.known.iter().map(|d| d.id.clone()).collect(),
                 Err(e) => {
-                    let reply = error_reply(Some(orig_id), -32000, &client_wording(&e));
+                    let on = (!browser_level).then_some(session.as_str());
+                    let reply = error_reply(Some(orig_id), on, -32000, &client_wording(&e));
                     drop(st);
                     return self.reply(client, reply);
                 }
@@ -376,6 +392,7 @@ impl Mux {
                 orig_id: orig_id.to_owned(),
                 method,
                 browser_level,
+                session: session.clone(),
                 renderer_sid,
                 known,
                 attach_target,
@@ -393,7 +410,8 @@ impl Mux {
                 SendError::Lost(e) => e.to_string(),
             };
             if let Some(Some(p)) = self.lock().pending.remove(&id) {
-                self.reply(client, error_reply(Some(&p.orig_id), -32000, &why));
+                let on = (!p.browser_level).then_some(p.session.as_str());
+                self.reply(client, error_reply(Some(&p.orig_id), on, -32000, &why));
             }
         }
     }
@@ -585,7 +603,9 @@ impl Tap for Mux {
                     && policy::blocks_in_flight(&d.kind, &p.method)
             }) {
                 let e = client_wording(&policy::dialog_error(d, false, &p.method));
-                failed.push((*id, p.client, error_reply(Some(&p.orig_id), -32000, &e)));
+                let on = (!p.browser_level).then_some(p.session.as_str());
+                let reply = error_reply(Some(&p.orig_id), on, -32000, &e);
+                failed.push((*id, p.client, reply));
             }
         }
         for (id, client, text) in failed {
