@@ -17,7 +17,8 @@
 //!
 //! **Detection** (phase 1, page A). The supervisor and a plain tungstenite client both attach to A
 //! with the same attach sequence (flat session, `Page.enable`, `Runtime.enable`,
-//! `Page.getFrameTree`, `Target.setAutoAttach`), so both receive the same
+//! `Page.getFrameTree`, `Target.setAutoAttach`; the supervisor without `Runtime.enable` since
+//! issue 32, SPEC §19: dialogs are `Page` events), so both receive the same
 //! `Page.javascriptDialogOpening`. t0 = the trigger connection's write.
 //! * floor: when the plain client, blocked in `read()` like the supervisor's reader, has read and
 //!   parsed its opening event;

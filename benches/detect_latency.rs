@@ -22,7 +22,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cdp_supervisor::{Config, DialogAction, SupervisorRegistry};
+use cdp_supervisor::{Config, DialogAction};
 use common::*;
 use tungstenite::Message;
 
@@ -37,7 +37,9 @@ fn main() {
     println!("detect_latency: {date}, nproc = {nproc}");
 
     let peer = Peer::start();
-    let registry = SupervisorRegistry::new(Config::default());
+    // No popup watcher: its connection to the peer would take the place the baseline client's
+    // connection is looked for at (`peer.conn(1)`), and detection does not go through it.
+    let registry = cdp_supervisor::unversioned::registry_without_popup_watcher(Config::default());
     let sup = registry
         .get_or_start("detect", &peer.ws_url())
         .expect("start the supervisor");

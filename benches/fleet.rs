@@ -18,7 +18,8 @@
 //!   auto-attach (`registry_without_popup_watcher`: "before"), and not followed
 //!   (`browser.follow_popups = false`);
 //! * a bare client's attach sequence (connect, `Target.getTargets`, `Target.attachToTarget`,
-//!   `Page.enable`, `Runtime.enable`, `Page.getFrameTree`, `Target.setAutoAttach`) on the same
+//!   `Page.enable`, `Runtime.enable` (which a task no longer sends since issue 32),
+//!   `Page.getFrameTree`, `Target.setAutoAttach`) on the same
 //!   fake while it holds the N pages (median of 21);
 //! * the bench process's threads with the N tasks connected (a supervisor runs two: reader,
 //!   watchdog).

@@ -10,7 +10,8 @@
 //!   which detaches its session. The raw sequence: connect (TCP + WebSocket handshake),
 //!   `Target.getTargets`, `Target.attachToTarget {flatten}`, then `Page.enable`,
 //!   `Runtime.enable`, `Page.getFrameTree`, `Target.setAutoAttach` pipelined and all four
-//!   replies awaited — what `get_or_start` does.
+//!   replies awaited — what `get_or_start` did before issue 32; by default it no longer sends
+//!   `Runtime.enable` (SPEC §19), so the raw sequence is one command longer than its own.
 
 mod common;
 

@@ -25,9 +25,10 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::cancel::CancelToken;
-use crate::core::{CallKind, Command, SessionKind, session_setup};
+use crate::core::{CallKind, Command, Extras, SessionKind, session_setup};
 use crate::deadline::Deadline;
 use crate::error::Error;
+use crate::outbound::Outbound;
 use crate::protocol;
 use crate::quote::quoted;
 use crate::shared::Shared;
@@ -53,6 +54,10 @@ pub(crate) enum Choice<'a> {
     /// [`Error::UnknownTarget`]: the endpoint gave a new browser (Browserless starts one per
     /// connection) or the page was closed, and the page is gone for good.
     Same(&'a str),
+    /// After a reconnect, for a task whose page is its own (`StartOptions::own_page`): this
+    /// target while it exists; a new `about:blank` (reported by the core as `page_replaced`)
+    /// only when it is gone.
+    SameOrNew(&'a str),
     /// The first usable page not among these (pages other tasks own, with
     /// `security.isolate_tasks`); a new `about:blank` when there is none.
     FirstPage(&'a [String]),
@@ -110,6 +115,7 @@ pub(crate) fn attach_page(
                 .target_id
                 .clone(),
         ),
+        Choice::SameOrNew(id) => find(id).map(|t| t.target_id.clone()),
         Choice::FirstPage(taken) => targets
             .target_infos
             .iter()
@@ -228,11 +234,11 @@ fn attach_to(
         .as_str()
         .ok_or_else(|| Error::NoPage("Target.attachToTarget returned no sessionId".into()))?
         .to_string();
-    // Pipelined: none of these waits for the previous one. The bridge is not in this list: the
-    // reader installs it on the page the moment it learns the session (`Core::set_page_session`),
-    // since only the reader knows whether it is on.
+    // Pipelined: none of these waits for the previous one. The bridge and `Runtime.enable` are
+    // not in this list: the reader sends them on the page the moment it learns the session
+    // (`Core::set_page_session`), since only the reader knows whether they are on.
     let (mut page_enable, mut tree, mut auto_attach) = (None, None, None);
-    for c in session_setup(&session, SessionKind::Page, false) {
+    for c in session_setup(&session, SessionKind::Page, Extras::default()) {
         let slot = match c.kind {
             CallKind::Responds { .. } => &mut page_enable,
             CallKind::SeedFrameTree { .. } => &mut tree,

@@ -37,6 +37,7 @@ mod client;
 mod frame;
 mod http;
 mod mux;
+mod wire;
 
 /// Connections being served at once (discovery and clients); more are closed at once.
 const MAX_CONNECTIONS: usize = 256;

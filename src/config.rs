@@ -17,12 +17,15 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+mod downloads;
+mod limits;
 mod load;
 mod rules;
 mod security;
 #[cfg(test)]
 mod tests;
 
+pub use downloads::Downloads;
 use rules::invalid;
 pub use rules::{check_seconds, seconds_setting};
 pub use security::Security;
@@ -194,6 +197,12 @@ pub struct Config {
     pub chrome_path: Option<String>,
     /// `browser.follow_popups`: follow the pages the task's page opens (popups, new tabs).
     pub follow_popups: bool,
+    /// `browser.capture_console`: send `Runtime.enable` on every page, frame and worker session
+    /// so that console errors and uncaught exceptions reach `console_errors` (SPEC §13). Off by
+    /// default: a page can detect it (SPEC §19; the README says how).
+    pub capture_console: bool,
+    /// `browser.chrome_args`: extra command-line flags for a browser the supervisor launches.
+    pub chrome_args: Vec<String>,
     /// `browser.ca_file`: extra CA certificates (PEM) trusted for `wss://`.
     pub ca_file: Option<PathBuf>,
     /// `supervisor.start_timeout_s`.
@@ -209,6 +218,8 @@ pub struct Config {
     pub limits: Limits,
     /// `security.*`: what `browser_cdp` may do (SPEC §14).
     pub security: Security,
+    /// `downloads.*`: where each task's downloads go (issue 31).
+    pub downloads: Downloads,
     /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
     /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
     pub allowed_hosts: Vec<String>,
@@ -235,6 +246,8 @@ impl std::fmt::Debug for Config {
             )
             .field("chrome_path", &self.chrome_path)
             .field("follow_popups", &self.follow_popups)
+            .field("capture_console", &self.capture_console)
+            .field("chrome_args", &self.chrome_args)
             .field("ca_file", &self.ca_file)
             .field("start_timeout", &self.start_timeout)
             .field("call_timeout", &self.call_timeout)
@@ -242,6 +255,7 @@ impl std::fmt::Debug for Config {
             .field("reconnect_backoff", &self.reconnect_backoff)
             .field("limits", &self.limits)
             .field("security", &self.security)
+            .field("downloads", &self.downloads)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("http_head_timeout", &self.http_head_timeout)
             .field("http_max_new_connections", &self.http_max_new_connections)
@@ -259,6 +273,8 @@ impl Default for Config {
             cdp_url: None,
             chrome_path: None,
             follow_popups: true,
+            capture_console: false,
+            chrome_args: Vec::new(),
             ca_file: None,
             start_timeout: Duration::from_secs(15),
             call_timeout: Duration::from_secs(30),
@@ -266,67 +282,12 @@ impl Default for Config {
             reconnect_backoff: BACKOFF_START,
             limits: Limits::default(),
             security: Security::default(),
+            downloads: Downloads::default(),
             allowed_hosts: Vec::new(),
             http_head_timeout: Duration::from_secs(5),
             http_max_new_connections: 128,
             http_max_listen_streams: 16,
         }
-    }
-}
-
-impl Limits {
-    /// Sets [`frame_tree_max_entries`](Limits::frame_tree_max_entries).
-    pub fn with_frame_tree_max_entries(mut self, n: usize) -> Limits {
-        self.frame_tree_max_entries = n;
-        self
-    }
-
-    /// Sets [`frame_tree_max_oopif_depth`](Limits::frame_tree_max_oopif_depth).
-    pub fn with_frame_tree_max_oopif_depth(mut self, n: usize) -> Limits {
-        self.frame_tree_max_oopif_depth = n;
-        self
-    }
-
-    /// Sets [`recent_dialogs_max`](Limits::recent_dialogs_max).
-    pub fn with_recent_dialogs_max(mut self, n: usize) -> Limits {
-        self.recent_dialogs_max = n;
-        self
-    }
-
-    /// Sets [`console_errors_max`](Limits::console_errors_max).
-    pub fn with_console_errors_max(mut self, n: usize) -> Limits {
-        self.console_errors_max = n;
-        self
-    }
-
-    /// Sets [`max_message_bytes`](Limits::max_message_bytes).
-    pub fn with_max_message_bytes(mut self, n: usize) -> Limits {
-        self.max_message_bytes = n;
-        self
-    }
-
-    /// Sets [`frames_max`](Limits::frames_max).
-    pub fn with_frames_max(mut self, n: usize) -> Limits {
-        self.frames_max = n;
-        self
-    }
-
-    /// Sets [`pending_dialogs_max`](Limits::pending_dialogs_max).
-    pub fn with_pending_dialogs_max(mut self, n: usize) -> Limits {
-        self.pending_dialogs_max = n;
-        self
-    }
-
-    /// Sets [`pages_max`](Limits::pages_max).
-    pub fn with_pages_max(mut self, n: usize) -> Limits {
-        self.pages_max = n;
-        self
-    }
-
-    /// Sets [`watched_pages_max`](Limits::watched_pages_max).
-    pub fn with_watched_pages_max(mut self, n: usize) -> Limits {
-        self.watched_pages_max = n;
-        self
     }
 }
 
@@ -376,6 +337,18 @@ impl Config {
     /// Sets [`follow_popups`](Config::follow_popups).
     pub fn with_follow_popups(mut self, follow: bool) -> Config {
         self.follow_popups = follow;
+        self
+    }
+
+    /// Sets [`capture_console`](Config::capture_console).
+    pub fn with_capture_console(mut self, capture: bool) -> Config {
+        self.capture_console = capture;
+        self
+    }
+
+    /// Sets [`chrome_args`](Config::chrome_args).
+    pub fn with_chrome_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Config {
+        self.chrome_args = args.into_iter().map(Into::into).collect();
         self
     }
 
@@ -429,6 +402,12 @@ impl Config {
         self.security = security;
         self
     }
+
+    /// Sets [`downloads`](Config::downloads).
+    pub fn with_downloads(mut self, downloads: Downloads) -> Config {
+        self.downloads = downloads;
+        self
+    }
 }
 
 /// Per-task choices for [`SupervisorRegistry::get_or_start_with`]; the dialog overrides are
@@ -449,11 +428,17 @@ pub struct StartOptions {
     pub dialog_timeout: Option<Duration>,
     /// Override `browser.dialog_bridge` for this task.
     pub dialog_bridge: Option<BridgeMode>,
-    /// Give the task a page of its own: `Target.createTarget {url: "about:blank"}` in a window
-    /// of its own at start (ignored when `target_id` is set), and `Target.closeTarget` when the
-    /// supervisor stops. Two tasks on one browser then never share a tab (nor each other's
-    /// dialogs), and each task's page stays visible: it draws, runs `requestAnimationFrame` and
-    /// routes clicks into its out-of-process iframes while other tasks open theirs.
+    /// Give the task a page of its own (SPEC §4 `own_page`): a fresh `about:blank`
+    /// (`Target.createTarget`) in a window of its own at start, never an existing page (ignored
+    /// when `target_id` is set); re-attached after a reconnect while it exists, and only when it
+    /// is gone a new one is made (logged, and the snapshot's `page_replaced` says so); closed
+    /// when the supervisor stops. Two tasks on one browser then never share a tab (nor each
+    /// other's dialogs), and each task's page stays visible: it draws, runs
+    /// `requestAnimationFrame` and routes clicks into its out-of-process iframes while other
+    /// tasks open theirs.
+    pub own_page: bool,
+    /// Deprecated: the old name of [`own_page`](StartOptions::own_page); either one set means
+    /// the same.
     pub new_page: bool,
 }
 
@@ -482,10 +467,21 @@ impl StartOptions {
         self
     }
 
-    /// Sets [`new_page`](StartOptions::new_page).
-    pub fn with_new_page(mut self, new_page: bool) -> StartOptions {
-        self.new_page = new_page;
+    /// Sets [`own_page`](StartOptions::own_page).
+    pub fn with_own_page(mut self, own_page: bool) -> StartOptions {
+        self.own_page = own_page;
         self
+    }
+
+    /// Deprecated: [`with_own_page`](StartOptions::with_own_page), its old name.
+    pub fn with_new_page(self, new_page: bool) -> StartOptions {
+        self.with_own_page(new_page)
+    }
+
+    /// Whether the task's page is its own: created at start, re-attached (or replaced when
+    /// gone) after a reconnect, closed at stop. A named `target_id` wins.
+    pub(crate) fn owns_page(&self) -> bool {
+        (self.own_page || self.new_page) && self.target_id.is_none()
     }
 
     /// `Ok` when the overrides are within their settings' bounds (the one rule of

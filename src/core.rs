@@ -18,25 +18,28 @@
 //! the call table is `core/calls.rs`.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use log::{debug, info, warn};
+use log::debug;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::clock::Now;
 use crate::config::{BridgeMode, DialogPolicy, Limits};
-use crate::error::Error;
 use crate::protocol::{self, CdpError, Incoming};
-use crate::snapshot::{Blocked, BlockedReason, Snapshot, SupervisorState};
+use crate::snapshot::{Blocked, MainDocument, Snapshot, SupervisorState};
 use crate::watchdog::WatchdogMsg;
 
 mod calls;
+mod choosers;
 mod console;
 mod created;
 mod dialogs;
+mod document;
+mod downloads;
 pub(crate) mod frames;
 mod pages;
 pub(crate) mod policy;
@@ -47,16 +50,19 @@ mod targets;
 #[cfg(test)]
 mod tests;
 
-pub use calls::{CallKind, CallResult, Command, PendingCall};
+pub use calls::{CallKind, CallResult, Command, MainWorld, PendingCall};
+use choosers::Choosers;
 use console::Console;
 use created::Created;
 use dialogs::Dialogs;
 pub use dialogs::answer_command;
+use downloads::Downloads;
+pub use downloads::FilesSettings;
 use frames::Frames;
 use pages::Pages;
 pub(crate) use policy::{ORPHAN_FRAME_HINT, ORPHAN_HINT, UNRESPONSIVE_HINT};
-pub use session::{SessionKind, auto_attach_params, session_setup};
-use sessions::{Session, Sessions};
+pub use session::{Extras, SessionKind, auto_attach_params, session_setup};
+use sessions::Sessions;
 
 /// Something the reader thread must do for the state machine.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,6 +71,15 @@ pub enum Outgoing {
     Command(Command),
     /// Tell the watchdog: arm it for a `must_respond` dialog, or cancel it for one that closed.
     Watchdog(WatchdogMsg),
+    /// Move download `guid`'s file from where the browser wrote it (`from`) to where the
+    /// snapshot says it is (`to`, in the task's download directory), before publishing; a
+    /// failed rename is told to [`Core::download_move_failed`].
+    #[allow(missing_docs)]
+    MoveDownload {
+        guid: String,
+        from: PathBuf,
+        to: PathBuf,
+    },
 }
 
 /// Per-task settings the state machine applies.
@@ -85,6 +100,9 @@ pub struct CoreSettings {
     /// (`crate::registry::popups`, issue 24): the task's connection then attaches to each one
     /// and it is followed the same way.
     pub browser_auto_attach: bool,
+    /// `browser.capture_console`: `Runtime.enable` on every session, for the console ring (a
+    /// page can detect it: SPEC §19). Off, execution contexts are learnt on demand instead.
+    pub capture_console: bool,
 }
 
 /// The single-writer model of one supervisor: the dispatch and the state that is no part's.
@@ -115,6 +133,16 @@ pub struct Core {
     pages: Pages,
     /// The pages and browser contexts the task created (`core/created.rs`).
     created: Created,
+    /// The task's downloads.
+    downloads: Downloads,
+    /// File choosers waiting for files, and the last one refused.
+    choosers: Choosers,
+    /// The task's page's current document (what a navigation waits for).
+    document: Option<MainDocument>,
+    /// The task's own page that was gone after a reconnect, replaced by a new one.
+    page_replaced: Option<String>,
+    /// Sent whenever the page is attached ([`FilesSettings::download_behavior`]).
+    download_behavior: Option<Value>,
     /// What makes the page (or one of its iframes) unusable, when something does (SPEC §4.5).
     blocked: Option<Blocked>,
     /// The session whose hanging `Page.enable` `blocked` is about: its answer, or the session
@@ -150,9 +178,14 @@ impl Core {
             calls: HashMap::new(),
             dialogs: Dialogs::new(limits),
             console: Console::new(limits.console_errors_max),
-            frames: Frames::new(limits.clone()),
+            frames: Frames::new(limits.clone(), settings.capture_console),
             pages: Pages::new(limits, settings.follow_popups),
             created: Created::default(),
+            downloads: Downloads::new(None),
+            choosers: Choosers::new(limits.pending_dialogs_max, false),
+            document: None,
+            page_replaced: None,
+            download_behavior: None,
             blocked: None,
             blocked_session: None,
             bridge_active: settings.bridge == BridgeMode::On,
@@ -227,7 +260,11 @@ impl Core {
             | set(&mut p.disconnect_reason, &self.disconnect_reason)
             | set(&mut p.blocked, &self.blocked)
             | set(&mut p.blocked_session, &self.blocked_session)
-            | set(&mut p.crashed, &crashed);
+            | set(&mut p.crashed, &crashed)
+            | set(&mut p.document, &self.document)
+            | set(&mut p.page_replaced, &self.page_replaced);
+        changed |= self.refresh_files();
+        let p = &mut self.published;
         let dialogs = self.dialogs.take_published();
         if let Some((pending, unanswerable)) = dialogs.open {
             p.pending_dialogs = pending;
@@ -285,10 +322,14 @@ impl Core {
         self.out.extend(commands.into_iter().map(Outgoing::Command));
     }
 
-    /// Queues the set-up of a new session of `kind` ([`session_setup`]), the bridge included
-    /// when it is on.
+    /// Queues the set-up of a new session of `kind` ([`session_setup`]), the bridge and
+    /// `Runtime.enable` included when they are on.
     fn set_up_session(&mut self, session_id: &str, kind: SessionKind) {
-        let commands = session_setup(session_id, kind, self.bridge_active);
+        let extras = Extras {
+            bridge: self.bridge_active,
+            console: self.settings.capture_console,
+        };
+        let commands = session_setup(session_id, kind, extras);
         self.out.extend(commands.into_iter().map(Outgoing::Command));
     }
 
@@ -305,19 +346,6 @@ impl Core {
             .collect();
         for s in sessions {
             self.bridge_setup(&s);
-        }
-    }
-
-    /// Clears `blocked` when it is about `session_id` (its `Page.enable` answered, or the
-    /// session went away).
-    fn unblock(&mut self, session_id: &str, why: &str) {
-        if self.blocked.is_some() && self.blocked_session.as_deref() == Some(session_id) {
-            let what = match self.blocked.take().and_then(|b| b.frame_id) {
-                Some(f) => format!("iframe {f}"),
-                None => "the page".into(),
-            };
-            self.blocked_session = None;
-            info!("task {}: {what} {why}; no longer blocked", self.task_id);
         }
     }
 
@@ -356,12 +384,8 @@ impl Core {
                         self.task_id, call.method, e.message
                     );
                 }
-                let err = Error::Cdp {
-                    method: call.method.clone(),
-                    code: e.code,
-                    message: e.message,
-                };
-                self.deliver(call, Err(err));
+                let result = call.reply_result(Err(e));
+                self.deliver(call, result);
             }
             (kind, Ok(raw)) => {
                 match kind {
@@ -382,9 +406,21 @@ impl Core {
                             self.frames.seed(&session_id, &tree.frame_tree, is_page);
                         }
                     }
+                    CallKind::ChooserDone { id } => {
+                        let id = id.clone();
+                        self.file_chooser_done(&id);
+                    }
                     CallKind::Responds { session_id } => {
                         let session_id = session_id.clone();
                         self.unblock(&session_id, "answers again");
+                    }
+                    CallKind::Agent {
+                        main_world: Some(w),
+                        ..
+                    } => {
+                        let session = call.session_id.as_deref().unwrap_or_default();
+                        self.frames
+                            .main_world_found(session, &w.frame_id, w.document, w.context);
                     }
                     CallKind::IsolateId {
                         session_id,
@@ -397,48 +433,12 @@ impl Core {
                         session_id,
                         blocked,
                     } => {
-                        let still_hangs = self.calls.values().any(|c| {
-                            matches!(&c.kind, CallKind::Responds { session_id: s } if s == session_id)
-                        });
-                        if still_hangs && self.blocked.is_none() {
-                            warn!(
-                                "task {}: {} does not answer while the browser does: {}",
-                                self.task_id,
-                                blocked
-                                    .frame_id
-                                    .as_deref()
-                                    .map_or("the page".to_string(), |f| format!("iframe {f}")),
-                                match blocked.reason {
-                                    BlockedReason::OrphanedDialog => {
-                                        "a dialog opened by a client that went away is blocking it"
-                                    }
-                                    BlockedReason::DialogInUnfollowedPage => {
-                                        "a dialog in a page the supervisor does not watch is \
-                                         blocking its renderer"
-                                    }
-                                    _ => "a busy script, or a dialog no client can answer",
-                                }
-                            );
-                            self.blocked = Some(blocked.clone());
-                            self.blocked_session = Some(session_id.clone());
-                            if blocked.reason == BlockedReason::DialogInUnfollowedPage {
-                                let session_id = session_id.clone();
-                                self.fail_calls_in_renderer_of(&session_id);
-                            }
-                        }
+                        let (session_id, blocked) = (session_id.clone(), blocked.clone());
+                        self.probe_verdict(&session_id, blocked);
                     }
                     _ => {}
                 }
-                // A reply that does not decode (nested deeper than serde_json's 128 levels,
-                // say) is an error, never a success with a wrong value.
-                let value = if call.reply.is_some() {
-                    serde_json::from_str(raw.get()).map_err(|e| Error::UndecodableReply {
-                        method: call.method.clone(),
-                        reason: e.to_string(),
-                    })
-                } else {
-                    Ok(Value::Null)
-                };
+                let value = call.reply_result(Ok(raw));
                 if let Ok(v) = &value {
                     self.note_created(&call.method, v);
                 }
@@ -446,30 +446,6 @@ impl Core {
             }
         }
         self.finish_page_gone_if_drained();
-    }
-
-    fn set_page_session(&mut self, session_id: &str, target_id: &str) {
-        if self.page_session_id.as_deref() != Some(session_id) {
-            if self.bridge_active {
-                self.bridge_setup(session_id);
-            }
-            self.page_session_id = Some(session_id.to_string());
-            self.page_target_id = Some(target_id.to_string());
-            if matches!(self.state, SupervisorState::Reconnecting { .. }) {
-                // Re-attached after a reconnect: active again.
-                self.state = SupervisorState::Active;
-                self.disconnect_reason = None;
-            }
-            self.sessions.insert(
-                session_id,
-                Session {
-                    target_id: target_id.to_string(),
-                    kind: SessionKind::Page,
-                    parent: None,
-                },
-            );
-            self.sessions.set_group(target_id, target_id.to_string());
-        }
     }
 
     // ---------------------------------------------------------------- events
@@ -514,6 +490,14 @@ impl Core {
                 }
             }
             "Fetch.requestPaused" => self.request_paused(session, params, now),
+            "Page.downloadWillBegin" | "Browser.downloadWillBegin" => {
+                self.download_will_begin(session_id, params, now)
+            }
+            "Page.downloadProgress" | "Browser.downloadProgress" => {
+                self.download_progress(params, now)
+            }
+            "Page.fileChooserOpened" => self.file_chooser_opened(session, params, now),
+            "Page.loadEventFired" => self.document_loaded(session),
             "Runtime.consoleAPICalled" => self.console_api(session, params, now),
             "Runtime.exceptionThrown" => self.exception_thrown(session, params, now),
             "Target.attachedToTarget" => {

@@ -242,6 +242,23 @@ pub enum Error {
         /// What the decoder said.
         reason: String,
     },
+    /// A navigation of the task's page failed (`Supervisor::navigate`): the browser's network
+    /// error (`net::ERR_NAME_NOT_RESOLVED`, `net::ERR_CONNECTION_REFUSED`, ...) or why the page
+    /// stayed.
+    #[error("navigating to {} failed: {error}", quoted(.url))]
+    NavigationFailed {
+        /// The URL asked for.
+        url: String,
+        /// What the browser said.
+        error: String,
+    },
+    /// `Supervisor::wait_for_download`: no download of the task's was under way or began within
+    /// the wait.
+    #[error("no pending download: none was under way and none began within {waited:?}")]
+    NoDownload {
+        /// How long it waited for one to begin.
+        waited: Duration,
+    },
     /// The caller cancelled the call (a [`crate::CancelToken`]); its late reply is dropped.
     #[error("CDP call {} was cancelled", clipped(.0))]
     Cancelled(String),

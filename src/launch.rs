@@ -123,6 +123,19 @@ impl LaunchedBrowser {
         executable: &Path,
         cancel: &Receiver<()>,
     ) -> Result<LaunchedBrowser, Error> {
+        LaunchedBrowser::launch_with(executable, &[], cancel)
+    }
+
+    /// [`LaunchedBrowser::launch_cancellable`] with `extra_args` (`browser.chrome_args`) after
+    /// the launch's own flags: a later switch of the same name wins in Chromium, so they may
+    /// change the window size, the language or the user agent, say. The flags the launch
+    /// relies on (`--remote-debugging-*`, `--user-data-dir`) are refused when the
+    /// configuration is read.
+    pub fn launch_with(
+        executable: &Path,
+        extra_args: &[String],
+        cancel: &Receiver<()>,
+    ) -> Result<LaunchedBrowser, Error> {
         remove_stale_profiles_once();
         let profile = fresh_profile_dir()?;
         let mut cmd = Command::new(executable);
@@ -141,6 +154,7 @@ impl LaunchedBrowser {
             "--host-resolver-rules=MAP cdp-dialog-bridge.invalid ~NOTFOUND",
             "--remote-debugging-port=0",
         ]);
+        cmd.args(extra_args);
         cmd.arg(format!("--user-data-dir={}", profile.display()));
         // Chromium's own temporary directories go into the profile, and away with it; unless
         // that makes the path of Chromium's singleton socket too long for a Unix socket: then

@@ -48,6 +48,15 @@ impl LaunchedBrowser {
         Err(Error::Io(UNSUPPORTED.into()))
     }
 
+    /// Always [`UNSUPPORTED`].
+    pub fn launch_with(
+        _executable: &Path,
+        _extra_args: &[String],
+        _cancel: &Receiver<()>,
+    ) -> Result<LaunchedBrowser, Error> {
+        Err(Error::Io(UNSUPPORTED.into()))
+    }
+
     /// The browser's DevTools WebSocket URL.
     pub fn ws_url(&self) -> &str {
         match self.never {}

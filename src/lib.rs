@@ -63,9 +63,11 @@
 //! * `core`: the I/O-free, clock-free state machine the reader feeds. `core.rs` dispatches each
 //!   message; the state lives in parts that own it and publish it (`take_published`): dialogs
 //!   (`core/dialogs/state.rs`; the dialog events and who closed what: `core/dialogs.rs`),
-//!   frames (`core/frames.rs`), console (`core/console.rs`), followed and watched popups
-//!   (`core/pages.rs`), what the task created through raw calls (`core/created.rs`), the
-//!   tracked sessions, their crashes and renderers
+//!   frames (`core/frames.rs`; their execution contexts: `core/frames/contexts.rs`), console
+//!   (`core/console.rs`), followed and watched popups (`core/pages.rs`), what the task created
+//!   through raw calls (`core/created.rs`), downloads (`core/downloads.rs`), file choosers
+//!   (`core/choosers.rs`), the page's current document (`core/document.rs`), the tracked
+//!   sessions, their crashes and renderers
 //!   (`core/sessions.rs`; what each kind of session is sent: `core/session.rs`). Also child
 //!   targets and frame events (`core/targets.rs`), the call table (`core/calls.rs`),
 //!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
@@ -76,18 +78,29 @@
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
 //! * `outbound`: the one outbound path (a command registered with the reader, then written with
-//!   a deadline) and the `Reply` a caller waits on.
+//!   a deadline) and the `Reply` a caller waits on; the `Outbound` trait, over a supervisor's
+//!   connection and the popup watcher's.
 //! * `reader`: the reader loop, the only writer of state, and the reconnect policy.
-//! * `attach`: attaching to the task's page (start and after a reconnect).
+//! * `attach`: attaching to the task's page (start and after a reconnect; the task's own page
+//!   is re-attached, or replaced only when it is gone).
+//! * `local_files`: the local file system for what crosses between page and machine: each
+//!   task's download directory, moving a completed download into it, which files may answer a
+//!   file chooser (`security.upload_dirs`).
 //! * `watchdog`: dismisses `must_respond` dialogs nobody answered.
 //! * `bridge`: the `Fetch`-based dialog bridge.
 //! * `supervisor`: [`Supervisor`] (start, snapshot, dialogs), `supervisor/calls.rs` (the call
-//!   path: routing, the dialog-aware rules, the security policy), `supervisor/stall.rs` (a call
-//!   into a renderer frozen by a dialog in a popup nobody watches) and `supervisor/stop.rs` (the
-//!   stop: pending dialogs dismissed, the task's own page closed for good, threads joined).
+//!   path: routing, the dialog-aware rules, the security policy), `supervisor/main_world.rs` (a
+//!   same-process frame's main world, found through the DOM: no `Runtime.enable`, SPEC §19),
+//!   `supervisor/stall.rs` (a call into a renderer frozen by a dialog in a popup nobody
+//!   watches), `supervisor/navigate.rs` (a navigation that never waits on a dialog),
+//!   `supervisor/files.rs` (waiting for downloads, answering file choosers) and
+//!   `supervisor/stop.rs` (the stop: pending dialogs dismissed, the task's own page closed for
+//!   good, threads joined, its downloads removed).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
-//!   and one popup watcher per browser that hands each task its popups (`registry/popups.rs`).
+//!   and one popup watcher per browser that hands each task its popups while the browser has
+//!   tasks (`registry/popups.rs`: which endpoints get one and for how long;
+//!   `registry/popups/watcher.rs`: its connection, on the outbound path, and the hand-off).
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
 //!   `config/load.rs` reads the layers (defaults, TOML file, environment), `config/security.rs`
@@ -107,19 +120,27 @@
 //!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
 //! * [`tools`]: the JSON tool handlers, and the one tool table (`tools/table.rs`: each tool's
 //!   name, title, annotations, arguments, schemas (`tools/schema.rs`) and handler) that the MCP
-//!   server and the Python binding run every call through; `tools/args.rs` reads arguments,
-//!   with one wording for their errors.
-//! * [`mcp`]: the server and its reading loop (`mcp/mod.rs`), what each request means
-//!   (`mcp/dispatch.rs`), the worker pool (`mcp/pool.rs`), the snapshot fast path
-//!   (`mcp/fast_path.rs`), the server's own tools (`mcp/handlers.rs`: `browser_connect`,
-//!   `browser_disconnect`), JSON-RPC framing (`mcp/rpc.rs`), the protocol generations
-//!   (`mcp/protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the
-//!   transport seam (`mcp/exchange.rs`), events (`mcp/events.rs` their vocabulary; `mcp/notify.rs`, one thread for every task;
-//!   `mcp/listen.rs`, the `subscriptions/listen` streams; `mcp/resources.rs`), and Streamable
-//!   HTTP (`mcp/http/`: `accept.rs` new connections up to their first request head and the
-//!   places they get, `conn.rs` one connection's loop on `http1`, `access.rs` the
-//!   Host/Origin/token rules, `route.rs` what a request means, with `route/checks.rs`,
-//!   `route/sessions.rs`, `route/stream.rs`, `route/responder.rs`).
+//!   engine, the Python binding and the library functions run every call through; a caller
+//!   lends the handlers a context value (`tools::Context`: registry, launched browser, task
+//!   rule, cancel token) and they call nothing back. `tools/args.rs` reads arguments (one
+//!   wording for their errors, the two task rules); the handlers are `tools/snapshot.rs`,
+//!   `tools/dialog.rs`, `tools/cdp.rs`, `tools/navigate.rs` and `tools/connect.rs`
+//!   (`browser_connect`, `browser_disconnect`); `tools/browser.rs` is the local browser a caller
+//!   launches.
+//! * [`mcp`]: the server's public face (`mcp/mod.rs`); the engine (`mcp/engine.rs`), the one
+//!   seam between a transport and the protocol: the only methods a transport calls, a request
+//!   read once with its era decided once, an answer out; behind it, private to `mcp/engine/`:
+//!   what each method means (`methods.rs`), the protocol generations and result shapes
+//!   (`protocol.rs`: 2026-07-28's per-request `_meta` beside the legacy handshake), the worker
+//!   pool (`pool.rs`), the snapshot fast path (`fast_path.rs`), events (`events.rs` their
+//!   vocabulary; `changes.rs`, what is news between two snapshots; `notify.rs`, one thread
+//!   for every task; `listen.rs`, the
+//!   `subscriptions/listen` streams; `resources.rs`). JSON-RPC messages (`mcp/rpc.rs`) are
+//!   what both transports frame: stdio (`mcp/stdio.rs`) and Streamable HTTP (`mcp/http/`:
+//!   `accept.rs` new connections up to their first request head, `access.rs` the
+//!   Host/Origin/token rules and the connection places, `route.rs` what a request means
+//!   (decided without I/O), `conn.rs` one connection on `http1` and what it writes,
+//!   `sessions.rs` the legacy sessions).
 //! * [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
@@ -150,6 +171,7 @@ mod launch;
 #[cfg(not(unix))]
 #[path = "launch_unsupported.rs"]
 mod launch;
+mod local_files;
 pub mod mcp;
 mod measured;
 mod net;
@@ -174,16 +196,19 @@ mod watchdog;
 
 pub use cancel::CancelToken;
 pub use cdp_endpoint::CdpEndpoint;
-pub use config::{BridgeMode, Config, DialogAction, DialogPolicy, Limits, Security, StartOptions};
+pub use config::{
+    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, Security, StartOptions,
+};
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
 pub use redact::redact_url;
 pub use registry::SupervisorRegistry;
 pub use snapshot::{
-    Blocked, BlockedReason, ClosedBy, ClosedDialog, ConsoleEntry, DialogKind, FrameEntry,
-    FrameRecord, FrameTree, PageInfo, PendingDialog, Snapshot, SupervisorState,
+    Blocked, BlockedReason, ChooserMode, ChooserRefused, ClosedBy, ClosedDialog, ConsoleEntry,
+    DialogKind, Download, DownloadState, FileChooser, FrameEntry, FrameRecord, FrameTree, PageInfo,
+    PendingDialog, Snapshot, SupervisorState,
 };
-pub use supervisor::{Route, Supervisor};
+pub use supervisor::{DOWNLOAD_BEGIN_GRACE, Navigation, Route, Supervisor, WaitUntil};
 
 /// Internals for this crate's own binary, tests and benches. **Not part of the public API**:
 /// anything here may change or go away in any release, semver notwithstanding.
@@ -203,7 +228,7 @@ pub mod unversioned {
         pub use crate::quote::{Clipped, QUOTE_MAX, Quoted, clipped, quoted, quoted_json};
     }
     pub use crate::config::{MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting};
-    pub use crate::core::{CallKind, Core, CoreSettings, PendingCall};
+    pub use crate::core::{CallKind, Core, CoreSettings, FilesSettings, PendingCall};
     pub use crate::deadline::Deadline;
     pub use crate::endpoint::{AVAILABLE_TIMEOUT, probe, resolve};
     pub use crate::launch::{LaunchedBrowser, find_browser, remove_stale_profiles_once};
@@ -242,6 +267,11 @@ pub mod unversioned {
     /// The CDP session a dialog arrived on.
     pub fn dialog_session(dialog: &PendingDialog) -> &str {
         &dialog.session_id
+    }
+
+    /// The CDP session a file chooser arrived on (where its answer goes).
+    pub fn chooser_session(chooser: &crate::FileChooser) -> &str {
+        &chooser.session_id
     }
 
     /// `registry.snapshot(task_id)` without the registry's per-thread read cache (the

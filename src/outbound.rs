@@ -1,10 +1,13 @@
-//! The one outbound path: every command a supervisor sends gets a fresh id, is registered with
-//! the reader (before it is written, so that its reply always finds its call), and is written
-//! with a deadline; a caller then waits on its [`Reply`].
+//! The one outbound path: every command gets a fresh id, is registered with the connection's
+//! reader (before it is written, so that its reply always finds its call), and is written with
+//! a deadline; a caller then waits on its [`Reply`].
 //!
-//! Callers, the watchdog and the attach sequence go through [`Shared::start_call`],
-//! [`Shared::round_trip`] or [`Shared::send_command`]; the reader, which must never wait for a reply
-//! nor for its own registration channel, through [`Shared::send_from_reader`].
+//! [`Outbound`] is that path over any CDP connection that has a reader handing replies back:
+//! a supervisor's ([`Shared`], whose reader is the state machine's) and the registry's popup
+//! watcher (`registry/popups.rs`). Callers, the watchdog and the attach sequence go through
+//! [`Outbound::start_call`], [`Outbound::round_trip`] or [`Outbound::send_command`]; a
+//! supervisor's reader, which must never wait for a reply nor for its own registration
+//! channel, through [`Shared::send_from_reader`].
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -20,21 +23,34 @@ use crate::protocol;
 use crate::shared::Shared;
 use crate::transport::SendError;
 
-impl Shared {
+/// A CDP connection with a reader that hands each reply to the call registered under its id.
+pub(crate) trait Outbound {
+    /// A fresh command id (unique on the connection, across reconnects).
+    fn next_id(&self) -> u64;
+
+    /// Hands `call` to the reader, before its command is written.
+    fn register(&self, id: u64, call: PendingCall) -> Result<(), Error>;
+
+    /// Writes one command's text, giving up at `deadline` (see
+    /// [`Transport::send_text_until`](crate::transport::Transport::send_text_until)).
+    fn write_text(&self, text: String, deadline: Deadline) -> Result<(), SendError>;
+
     /// Sends `cmd` and waits for its reply until `deadline`: one raw round trip, for the
-    /// supervisor's own commands (attaching, answering a dialog). Not
+    /// crate's own commands (attaching, answering a dialog, the popup watcher's). Not
     /// [`Supervisor::call`](crate::Supervisor::call), which routes a caller's call and applies
     /// the dialog-aware rules (SPEC §8).
-    pub fn round_trip(&self, cmd: Command, deadline: Deadline) -> CallResult {
+    fn round_trip(&self, cmd: Command, deadline: Deadline) -> CallResult {
         self.start_call(cmd, deadline)?.wait()
     }
 
     /// Sends `cmd`, returning its [`Reply`] to wait on (pipelined calls).
-    pub fn start_call(&self, cmd: Command, deadline: Deadline) -> Result<Reply, Error> {
+    fn start_call(&self, cmd: Command, deadline: Deadline) -> Result<Reply, Error> {
         let (tx, rx) = bounded(1);
         let method = cmd.method.clone();
-        self.write_command(cmd, Some(tx), deadline, |id, call| self.register(id, call))
-            .map_err(|e| e.into_error(deadline, &method))?;
+        write_command(self, cmd, Some(tx), deadline, |id, call| {
+            self.register(id, call)
+        })
+        .map_err(|e| e.into_error(deadline, &method))?;
         Ok(Reply {
             rx,
             method,
@@ -44,10 +60,10 @@ impl Shared {
 
     /// The one outbound path: registers `cmd` under a fresh id with the reader (before writing
     /// it, so the reply always finds its call), then writes it, giving up at `deadline`. Its
-    /// reply goes to `reply` (`None`: fire-and-forget, the state machine alone reads it). A
-    /// deadline that passes while the frame is being written (a peer that stopped reading) is
-    /// the call's time-out, worded with the deadline's budget.
-    pub fn send_command(
+    /// reply goes to `reply` (`None`: fire-and-forget, the reader alone reads it). A deadline
+    /// that passes while the frame is being written (a peer that stopped reading) is the call's
+    /// time-out, worded with the deadline's budget.
+    fn send_command(
         &self,
         cmd: Command,
         reply: Option<Sender<CallResult>>,
@@ -55,62 +71,75 @@ impl Shared {
     ) -> Result<u64, Error> {
         // Free for the static names the crate itself sends.
         let method = cmd.method.clone();
-        self.write_command(cmd, reply, deadline, |id, call| self.register(id, call))
-            .map_err(|e| e.into_error(deadline, &method))
+        write_command(self, cmd, reply, deadline, |id, call| {
+            self.register(id, call)
+        })
+        .map_err(|e| e.into_error(deadline, &method))
+    }
+}
+
+impl Outbound for Shared {
+    fn next_id(&self) -> u64 {
+        self.next_command_id()
     }
 
-    /// Hands a call to the reader.
     fn register(&self, id: u64, call: PendingCall) -> Result<(), Error> {
         self.registrations
             .send((id, call))
             .map_err(|_| Error::ConnectionLost("the supervisor's reader has stopped".into()))
     }
 
-    /// [`Shared::send_command`] for the reader thread: it registers fire-and-forget `cmd` with
-    /// its own state machine, `core`, directly (it drains the registration channel only between
-    /// reads), and never waits for the reply.
+    fn write_text(&self, text: String, deadline: Deadline) -> Result<(), SendError> {
+        self.transport.load().send_text_until(text, deadline)
+    }
+}
+
+impl Shared {
+    /// [`Outbound::send_command`] for the reader thread: it registers fire-and-forget `cmd`
+    /// with its own state machine, `core`, directly (it drains the registration channel only
+    /// between reads), and never waits for the reply.
     pub fn send_from_reader(&self, cmd: Command, core: &mut Core, now: Now) -> Result<u64, Error> {
         let method = cmd.method.clone();
-        self.write_command(cmd, None, Deadline::NEVER, |id, call| {
+        write_command(self, cmd, None, Deadline::NEVER, |id, call| {
             core.register(id, call, now);
             Ok(())
         })
         .map_err(|e| e.into_error(Deadline::NEVER, &method))
     }
+}
 
-    /// Encodes, registers through `register`, then writes.
-    fn write_command(
-        &self,
-        cmd: Command,
-        reply: Option<Sender<CallResult>>,
-        deadline: Deadline,
-        register: impl FnOnce(u64, PendingCall) -> Result<(), Error>,
-    ) -> Result<u64, NotSent> {
-        let Command {
-            method,
-            params,
-            session_id,
-            kind,
-        } = cmd;
-        let id = self.next_id();
-        let text = protocol::encode_command(id, &method, &params, session_id.as_deref());
-        let call = PendingCall {
-            method: method.into_owned(),
-            session_id,
-            kind,
-            reply,
-            expires: deadline,
-        };
-        register(id, call).map_err(NotSent::Failed)?;
-        match self.transport.load().send_text_until(text, deadline) {
-            Ok(()) => Ok(id),
-            Err(SendError::DeadlinePassed) => Err(NotSent::DeadlinePassed),
-            Err(SendError::Lost(e)) => Err(NotSent::Failed(e)),
-        }
+/// Encodes `cmd` under a fresh id of `line`, registers it through `register`, then writes it.
+fn write_command<L: Outbound + ?Sized>(
+    line: &L,
+    cmd: Command,
+    reply: Option<Sender<CallResult>>,
+    deadline: Deadline,
+    register: impl FnOnce(u64, PendingCall) -> Result<(), Error>,
+) -> Result<u64, NotSent> {
+    let Command {
+        method,
+        params,
+        session_id,
+        kind,
+    } = cmd;
+    let id = line.next_id();
+    let text = protocol::encode_command(id, &method, &params, session_id.as_deref());
+    let call = PendingCall {
+        method: method.into_owned(),
+        session_id,
+        kind,
+        reply,
+        expires: deadline,
+    };
+    register(id, call).map_err(NotSent::Failed)?;
+    match line.write_text(text, deadline) {
+        Ok(()) => Ok(id),
+        Err(SendError::DeadlinePassed) => Err(NotSent::DeadlinePassed),
+        Err(SendError::Lost(e)) => Err(NotSent::Failed(e)),
     }
 }
 
-/// Why [`Shared::write_command`] did not send (its callers word it with the method, which
+/// Why [`write_command`] did not send (its callers word it with the method, which
 /// the registration has taken).
 enum NotSent {
     /// The deadline passed while the frame was being written.

@@ -167,6 +167,8 @@ pub struct Frame {
     pub url: String,
     pub url_fragment: Option<String>,
     pub security_origin: Option<String>,
+    /// The navigation that brought the frame's document (`Page.frameNavigated`).
+    pub loader_id: Option<String>,
 }
 
 /// A `Page.FrameTree` node.

@@ -14,6 +14,7 @@
 //! which must read the replies); the state is `active` again once the page is attached. When
 //! the budget is spent the reader exits: the supervisor is `dead` and the registry replaces it.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering;
@@ -77,6 +78,9 @@ pub(crate) struct ReconnectPlan {
     pub connect: ConnectOptions,
     /// Bound on each re-attach.
     pub attach_timeout: Duration,
+    /// The task's page is its own (`StartOptions::own_page`): when it is gone after a
+    /// reconnect, a new one is made (and reported) instead of the supervisor ending.
+    pub own_page: bool,
 }
 
 impl Reader {
@@ -152,7 +156,7 @@ impl Reader {
         }
         let end = match (self.core.fatal(), page_gone) {
             // The page went while a stop was under way: most often the stop closed it
-            // (`StartOptions::new_page`), and the supervisor stopped on purpose either way.
+            // (`StartOptions::own_page`), and the supervisor stopped on purpose either way.
             (Some(_), _) if self.shared.stop_requested() => SupervisorState::Stopped,
             (Some(f), _) => SupervisorState::Dead {
                 reason: f.to_string(),
@@ -203,6 +207,10 @@ impl Reader {
                 Outgoing::Watchdog(msg) => msg,
                 Outgoing::Command(c) => {
                     debug!("dropping {}: its connection has ended", c.method);
+                    continue;
+                }
+                Outgoing::MoveDownload { guid, from, to } => {
+                    self.move_download(&guid, &from, &to);
                     continue;
                 }
             };
@@ -263,6 +271,12 @@ impl Reader {
                     _ => {}
                 }
             }
+            // Pages the task's CDP clients created join the task (followed like popups).
+            if let Some(tap) = self.shared.tap.get() {
+                for target in tap.take_joined() {
+                    self.core.adopt_created(&target);
+                }
+            }
             let watchdog = self.carry_out(now);
             self.flush(now);
             // Watchdog bookkeeping last: waking that thread must not delay the callers above.
@@ -292,9 +306,18 @@ impl Reader {
                     }
                 }
                 Outgoing::Watchdog(msg) => watchdog.push(msg),
+                Outgoing::MoveDownload { guid, from, to } => self.move_download(&guid, &from, &to),
             }
         }
         watchdog
+    }
+
+    /// Moves a completed download into the task's directory (a rename, before the publish that
+    /// names it: `core/downloads.rs`); a failure leaves it where the browser wrote it.
+    fn move_download(&mut self, guid: &str, from: &Path, to: &Path) {
+        if let Err(why) = crate::local_files::move_download(from, to) {
+            self.core.download_move_failed(guid, from, &why);
+        }
     }
 
     /// Tries to connect again within the budget; `None` when it is spent or `stop` was called.
@@ -359,12 +382,15 @@ impl Reader {
         // The connection this re-attach is for: a failure shuts this one down, never a newer one.
         let transport = self.shared.transport.load_full();
         let timeout = self.reconnect.attach_timeout;
+        let own_page = self.reconnect.own_page;
         let spawned = std::thread::Builder::new()
             .name("cdp-reattach".into())
             .stack_size(256 * 1024)
             .spawn(move || {
                 let choice = match &same_page {
+                    Some(t) if own_page => Choice::SameOrNew(t),
                     Some(t) => Choice::Same(t),
+                    None if own_page => Choice::NewPage,
                     None => Choice::FirstPage(&[]),
                 };
                 match attach_page(&shared, choice, Deadline::after(timeout), None) {

@@ -179,7 +179,7 @@ impl StartGuard<'_> {
             sup.stop();
             return Err(stopped_start(self.task_id, "finishing", closed));
         }
-        let fresh_page = sup.options().new_page && sup.options().target_id.is_none();
+        let fresh_page = sup.options().owns_page();
         if isolate && !fresh_page {
             let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
             if slots.owned_elsewhere(self.task_id, &page) {
@@ -377,7 +377,7 @@ impl SupervisorRegistry {
             {
                 return Err(refused_page(t));
             }
-            let taken = if isolate && options.target_id.is_none() && !options.new_page {
+            let taken = if isolate && !options.owns_page() && options.target_id.is_none() {
                 slots.taken_pages(task_id)
             } else {
                 Vec::new()
@@ -426,11 +426,10 @@ impl SupervisorRegistry {
         let started =
             Supervisor::start_served(task_id, cdp_url, config, options, token, served, &taken)
                 .and_then(|sup| match served {
-                    true => match self.serve_popups(&sup, cdp_url, config, token) {
+                    true => match self.popups.serve(&sup, cdp_url, config, token) {
                         Ok(()) => Ok(sup),
                         Err(e) => {
                             sup.stop();
-                            self.popups.close_idle();
                             Err(e)
                         }
                     },
@@ -445,97 +444,6 @@ impl SupervisorRegistry {
                 Err(stopped_start(task_id, &during, self.lock().closed))
             }
             Err(e) => Err(e),
-        }
-    }
-
-    /// Has the popup watcher of `sup`'s browser hand it its popups, connecting one for the
-    /// first task of a browser that can hand pages over (`registry/popups.rs`); otherwise `sup`
-    /// follows them itself. `Err` only when `cancel` calls the start off meanwhile.
-    fn serve_popups(
-        &self,
-        sup: &Arc<Supervisor>,
-        cdp_url: &str,
-        config: &Config,
-        cancel: Option<&CancelToken>,
-    ) -> Result<(), Error> {
-        let deadline = Deadline::after(config.start_timeout);
-        let page = sup.snapshot().page_target_id.clone().unwrap_or_default();
-        let watcher = match self.popups.get(cdp_url) {
-            Some(w) => Some(w),
-            None if self.popups.is_per_connection(cdp_url) => None,
-            // A browser that cannot say whether it holds a page cannot hand one over either
-            // (the scripted fake, for one): no watcher, no connection of its own.
-            None if sup.browser_knows(&page, deadline) => {
-                self.popup_watcher(sup.task_id(), cdp_url, config, cancel)?
-            }
-            None => None,
-        };
-        match watcher {
-            Some(w) if w.holds(&page, deadline) => w.add(sup),
-            Some(w) => {
-                log::info!(
-                    "task {}: the popup watcher's browser does not hold its page (a browser per \
-                     connection?): its tasks follow their popups themselves",
-                    sup.task_id()
-                );
-                self.popups.not_shared(cdp_url, &w);
-                sup.follow_popups_itself();
-            }
-            None => sup.follow_popups_itself(),
-        }
-        Ok(())
-    }
-
-    /// The popup watcher of `cdp_url`, connecting one (`registry/popups.rs`). `None` (the task
-    /// follows its popups itself) when it cannot connect; `Err` only when `cancel` calls the
-    /// start off meanwhile.
-    fn popup_watcher(
-        &self,
-        task_id: &str,
-        cdp_url: &str,
-        config: &Config,
-        cancel: Option<&CancelToken>,
-    ) -> Result<Option<Arc<popups::Watcher>>, Error> {
-        let deadline = Deadline::after(config.start_timeout);
-        let connected = match cancel {
-            None => self.popups.get_or_connect(cdp_url, config, deadline),
-            Some(c) => {
-                // On a helper thread, so that `cancel` ends the wait at once; a watcher it
-                // connects later serves the next start (or is closed with the registry).
-                let (tx, rx) = bounded(1);
-                let (watchers, url, cfg) = (
-                    Arc::clone(&self.popups),
-                    cdp_url.to_string(),
-                    config.clone(),
-                );
-                let spawned = std::thread::Builder::new()
-                    .name("cdp-popups-connect".into())
-                    .stack_size(128 * 1024)
-                    .spawn(move || {
-                        let _ = tx.send(watchers.get_or_connect(&url, &cfg, deadline));
-                    });
-                if spawned.is_err() {
-                    return Ok(None);
-                }
-                crossbeam_channel::select! {
-                    recv(rx) -> r => r.unwrap_or_else(|_| Err(Error::Io("no watcher".into()))),
-                    recv(c.receiver()) -> _ => return Err(Error::StartCancelled {
-                        task_id: task_id.to_string(),
-                        during: "connecting".into(),
-                    }),
-                }
-            }
-        };
-        match connected {
-            Ok(w) => Ok(Some(w)),
-            Err(e) => {
-                log::info!(
-                    "task {task_id}: no popup watcher for {} ({e}): the task follows its popups \
-                     itself",
-                    redact_url(cdp_url)
-                );
-                Ok(None)
-            }
         }
     }
 

@@ -61,6 +61,55 @@ pub(crate) fn check(sec: &Security, method: &str, params: &Value) -> Result<(), 
     check_at(sec, method, params, 0)
 }
 
+/// [`check`] for a call of one task: a `downloadPath` that names the task's own download
+/// directory (`own_downloads`) passes (the supervisor's own `Browser.setDownloadBehavior`, or a
+/// caller pointing the browser back there); any other is judged as [`check`] judges it.
+pub(crate) fn check_for_task(
+    sec: &Security,
+    method: &str,
+    params: &Value,
+    own_downloads: Option<&std::path::Path>,
+) -> Result<(), Refusal> {
+    let own = own_downloads.is_some_and(|dir| {
+        matches!(
+            method,
+            "Page.setDownloadBehavior" | "Browser.setDownloadBehavior"
+        ) && params.get("downloadPath").and_then(Value::as_str) == dir.to_str()
+    });
+    if own && let Value::Object(o) = params {
+        let mut rest = o.clone();
+        rest.remove("downloadPath");
+        return check(sec, method, &Value::Object(rest));
+    }
+    check(sec, method, params)
+}
+
+/// The whole judgement of one raw call of a task: the policy's rules ([`check_for_task`]),
+/// then, with `isolate_tasks`, the task's reach ([`isolation::check`]). The one function the
+/// call path (`Supervisor::call`, the `browser_cdp` tool) and the task's CDP endpoint (each
+/// client command) run; a refusal names its option.
+pub(crate) fn judge_task_call(
+    sec: &Security,
+    own_downloads: Option<&std::path::Path>,
+    reach: &impl isolation::Reach,
+    method: &str,
+    params: &Value,
+) -> Result<(), crate::error::Error> {
+    check_for_task(sec, method, params, own_downloads)
+        .and_then(|()| {
+            if sec.isolate_tasks {
+                isolation::check(reach, method, params)
+            } else {
+                Ok(())
+            }
+        })
+        .map_err(|(option, detail)| crate::error::Error::Refused {
+            method: method.to_string(),
+            option: option.to_string(),
+            detail,
+        })
+}
+
 impl Security {
     /// Checks a raw CDP call against this policy: `Err((option, why))` when it is refused.
     pub fn check(&self, method: &str, params: &Value) -> Result<(), (&'static str, String)> {

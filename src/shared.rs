@@ -109,6 +109,9 @@ pub(crate) struct Shared {
     /// Run after every publish; set once, by [`Shared::on_publish`] (the MCP server's notifier:
     /// one thread hears every task's changes instead of one `wait_for` thread per task).
     publish_hook: OnceLock<PublishHook>,
+    /// Run once, after the last publish (`stopped` or `dead`); set once, by [`Shared::on_end`]
+    /// (the registry's popup watcher closes when the last task it serves has ended).
+    end_hook: OnceLock<PublishHook>,
     /// Set once a task served by the registry's popup watcher follows its popups itself (the
     /// watcher has gone, or could not serve it): the reader then has the core turn
     /// browser-level auto-attach on again at each re-attach (`reader.rs`).
@@ -138,6 +141,7 @@ impl Shared {
             change_lock: Mutex::new(()),
             changed: Condvar::new(),
             publish_hook: OnceLock::new(),
+            end_hook: OnceLock::new(),
             follows_popups_itself: AtomicBool::new(false),
             tap: OnceLock::new(),
         }
@@ -214,19 +218,23 @@ impl Shared {
         self.transport.load().shutdown();
     }
 
-    /// A fresh command id.
-    pub fn next_id(&self) -> u64 {
+    /// A fresh command id (for [`Outbound`](crate::outbound::Outbound)).
+    pub fn next_command_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Publishes a snapshot (reader thread only) and wakes `wait_for` callers, if any.
     pub fn publish(&self, snapshot: Snapshot) {
+        let last = snapshot.state.is_final();
         self.snapshot.store(Arc::new(snapshot));
         if self.waiters.load(Ordering::SeqCst) > 0 {
             let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
             self.changed.notify_all();
         }
         if let Some(hook) = self.publish_hook.get() {
+            hook();
+        }
+        if last && let Some(hook) = self.end_hook.get() {
             hook();
         }
     }
@@ -236,6 +244,21 @@ impl Shared {
     /// set already.
     pub fn on_publish(&self, hook: PublishHook) -> bool {
         self.publish_hook.set(hook).is_ok()
+    }
+
+    /// Has `hook` run once the supervisor has ended: on the reader thread after its last
+    /// publish, or at once (on this thread) when that publish has been made already; it must
+    /// not block. False, and `hook` dropped, when one is set already.
+    pub fn on_end(&self, hook: PublishHook) -> bool {
+        if self.end_hook.set(hook).is_err() {
+            return false;
+        }
+        if self.snapshot.load().state.is_final()
+            && let Some(hook) = self.end_hook.get()
+        {
+            hook();
+        }
+        true
     }
 
     /// Blocks until a published snapshot satisfies `pred` or `deadline` passes; `None` at once

@@ -8,7 +8,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod files;
 mod json;
+
+pub use files::{ChooserMode, ChooserRefused, Download, DownloadState, FileChooser};
 
 /// Who closed a dialog (SPEC §5). Exactly one per dialog, decided by the reader thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,6 +274,9 @@ pub struct FrameRecord {
     pub(crate) owner_session: String,
     /// The frame's default execution context on `owner_session`, when known.
     pub(crate) default_context: Option<i64>,
+    /// The number of the document the frame shows (a new one per navigation; see
+    /// `core/frames.rs`): a context found for an older document is not this one's.
+    pub(crate) document: u64,
     /// The renderer that owns the frame's document crashed (`Inspector.targetCrashed`); calls
     /// into the frame fail at once until a navigation or reload brings a new document.
     pub crashed: bool,
@@ -395,8 +401,20 @@ pub struct Snapshot {
     pub pages: Arc<[PageInfo]>,
     /// Some popups were not followed because of `limits.pages_max`.
     pub pages_truncated: bool,
+    /// The task's downloads, newest last (at most 100; issue 31).
+    pub downloads: Arc<[Arc<Download>]>,
+    /// File choosers the task's pages opened and that wait for files (with
+    /// `security.allow_file_access`); the JSON lists them among `pending_dialogs`.
+    pub file_choosers: Arc<[FileChooser]>,
+    /// The last file chooser the security policy kept from the agent, when one was.
+    pub file_chooser_refused: Option<ChooserRefused>,
+    /// Set when the task's own page was gone after a reconnect and a new one was made
+    /// (`StartOptions::own_page`): the page target that was lost.
+    pub page_replaced: Option<String>,
     /// Increases with every publish.
     pub version: u64,
+    /// The task's page's current document: what a navigation waits for.
+    pub(crate) document: Option<MainDocument>,
     /// Popups past `limits.pages_max` that the supervisor watches for dialogs only (up to
     /// `limits.watched_pages_max`): their dialogs are pending like any other, with their
     /// `target_id`, and a call routed to one goes to its watch session (SPEC §8 "No silent
@@ -431,6 +449,16 @@ pub(crate) struct Renderer {
     /// `crate::core::policy::site_key` of the session's own document; `None` when unknown or
     /// opaque.
     pub site: Option<String>,
+}
+
+/// The task's page's main-frame document, as the last `Page.frameNavigated` and
+/// `Page.loadEventFired` of its session said.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct MainDocument {
+    /// The navigation that brought it (`loaderId`).
+    pub loader_id: String,
+    /// Its `load` event fired.
+    pub loaded: bool,
 }
 
 /// A page the task follows: its own page, or one that it (or a page it follows) opened.
@@ -470,7 +498,12 @@ impl Snapshot {
             disconnect_reason: None,
             pages: Arc::from(Vec::new()),
             pages_truncated: false,
+            downloads: Arc::from(Vec::new()),
+            file_choosers: Arc::from(Vec::new()),
+            file_chooser_refused: None,
+            page_replaced: None,
             version: 0,
+            document: None,
             watched_pages: Arc::from(Vec::new()),
             unanswerable: Arc::from(Vec::new()),
             renderers: Arc::new(HashMap::new()),
@@ -484,6 +517,17 @@ impl Snapshot {
     /// when `state` is [`SupervisorState::Active`] (the JSON says `"state": "active"`).
     pub fn is_active(&self) -> bool {
         self.state == SupervisorState::Active
+    }
+
+    /// The `loaderId` of the navigation that brought the page's current main document, when
+    /// known (what [`Navigation::loader_id`](crate::Navigation::loader_id) names).
+    pub fn document_loader(&self) -> Option<&str> {
+        self.document.as_ref().map(|d| d.loader_id.as_str())
+    }
+
+    /// Whether the page's current main document has fired its `load` event.
+    pub fn document_loaded(&self) -> bool {
+        self.document.as_ref().is_some_and(|d| d.loaded)
     }
 
     /// The most recent closed record of dialog `id`, if it is still in the ring.

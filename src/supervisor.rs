@@ -5,7 +5,9 @@
 //!   [`Core`] state machine, writes the automatic commands the core queues (fire-and-forget),
 //!   publishes a new [`Snapshot`] when the visible state changed, then hands replies to waiting
 //!   callers. It is the only writer of state and never waits for a CDP reply.
-//! * the **watchdog** ([`crate::watchdog`]): dismisses `must_respond` dialogs nobody answered.
+//! * the **watchdog** ([`crate::watchdog`]): dismisses `must_respond` dialogs nobody answered,
+//!   and probes the task's renderer while popups it let go past both caps are open
+//!   (`supervisor/stall.rs`).
 //!
 //! Callers ([`Supervisor::call`], [`Supervisor::respond_to_dialog`]) register their call with the
 //! reader over a channel *before* writing the command, then write it themselves (see
@@ -31,7 +33,7 @@ use crate::config::{Config, DialogAction, StartOptions};
 use crate::core::{Command, Core, CoreSettings, answer_command};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::measured;
+use crate::outbound::Outbound;
 use crate::reader::{Reader, ReconnectPlan};
 use crate::shared::{Shared, SnapshotCell};
 use crate::snapshot::{ClosedBy, DialogKind, PendingDialog, Snapshot, SupervisorState};
@@ -40,48 +42,15 @@ use crate::transport::ConnectOptions;
 use crate::watchdog::{self, WatchdogMsg};
 
 mod calls;
+mod files;
+mod main_world;
+mod navigate;
 mod stall;
 mod stop;
 
-/// Where a CDP call goes (SPEC §8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route<'a> {
-    /// Browser-level (no `sessionId`).
-    Browser,
-    /// The page target or a tracked iframe target.
-    Target(&'a str),
-    /// A frame: an OOPIF's own session, or the owning session with the frame's context.
-    Frame(&'a str),
-    /// The task's page (its main frame's session).
-    Page,
-}
-
-impl Route<'_> {
-    /// How tool results name the route: `browser`, `target`, `frame` or `page`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Route::Browser => "browser",
-            Route::Target(_) => "target",
-            Route::Frame(_) => "frame",
-            Route::Page => "page",
-        }
-    }
-
-    /// The route of a call that names neither a frame nor a target (SPEC §8): methods of the
-    /// domains the browser target serves (measured on Chromium: `crate::measured`) go to the
-    /// browser, every other method to the page. Two served domains stay with the page:
-    /// `Fetch` and `Security` mean "this page" on a page session but "every page of the
-    /// browser" on the browser target (a `Fetch.enable` there would pause other tasks'
-    /// requests too), so an agent that names no target gets the narrower one.
-    pub fn by_domain(method: &str) -> Route<'static> {
-        let page_scoped = matches!(method.split_once('.'), Some(("Fetch" | "Security", _)));
-        if measured::browser_domain(method) && !page_scoped {
-            Route::Browser
-        } else {
-            Route::Page
-        }
-    }
-}
+pub use calls::Route;
+pub use files::DOWNLOAD_BEGIN_GRACE;
+pub use navigate::{Navigation, WaitUntil};
 
 /// Stack size of reader threads: they parse JSON and log, nothing deep.
 const READER_STACK: usize = 256 * 1024;
@@ -105,6 +74,12 @@ pub struct Supervisor {
     /// back-off or attempt short, now and in every later wait (a message on a one-slot channel
     /// would wake one wait only).
     wake_reader: Mutex<Option<Sender<()>>>,
+    /// The task's download directory (made at start; removed at stop unless `downloads.keep`).
+    download_dir: Option<std::path::PathBuf>,
+    /// The latest navigation, for `wait_for_navigation` (callers' state, not the reader's).
+    last_navigation: Mutex<Option<navigate::LastNavigation>>,
+    /// Downloads `wait_for_download` returned already.
+    downloads_taken: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -205,10 +180,11 @@ impl Supervisor {
                 other => other?,
             },
         };
+        let (download_dir, files) = files::files_settings(task_id, &config);
         let (reg_tx, reg_rx) = unbounded();
         let (wd_tx, wd_rx) = unbounded();
         let (wake_reader_tx, wake_reader) = bounded::<()>(0);
-        let core = Core::new(
+        let mut core = Core::new(
             task_id,
             &transport.url_redacted,
             CoreSettings {
@@ -218,8 +194,10 @@ impl Supervisor {
                 bridge: config.dialog_bridge,
                 follow_popups: config.follow_popups,
                 browser_auto_attach: !popups_elsewhere,
+                capture_console: config.capture_console,
             },
         );
+        core.set_files(files);
         let first = Snapshot::empty(task_id, &transport.url_redacted);
         let shared = Arc::new(Shared::new(transport, reg_tx, first));
         let reader = Reader {
@@ -234,6 +212,7 @@ impl Supervisor {
                 backoff: config.reconnect_backoff,
                 connect: opts,
                 attach_timeout: config.start_timeout,
+                own_page: options.owns_page(),
             },
         };
         let sup = Arc::new(Supervisor {
@@ -244,11 +223,14 @@ impl Supervisor {
             shared,
             threads: Mutex::new(Vec::new()),
             wake_reader: Mutex::new(Some(wake_reader_tx)),
+            download_dir,
+            last_navigation: Mutex::new(None),
+            downloads_taken: Mutex::new(Default::default()),
         });
         let spawned = sup.spawn_threads(reader, wd_rx);
         let choice = match &sup.options.target_id {
             Some(t) => Choice::Exactly(t),
-            None if sup.options.new_page => Choice::NewPage,
+            None if sup.options.owns_page() => Choice::NewPage,
             None => Choice::FirstPage(taken),
         };
         let attached = spawned.and_then(|_| attach_page(&sup.shared, choice, deadline, cancel));
@@ -283,11 +265,13 @@ impl Supervisor {
         self.lock_threads().push(handle);
         let shared = Arc::clone(&self.shared);
         let task = self.task_id.clone();
+        let mut ticker = stall::Ticker::new(Arc::clone(&self.shared), self.task_id.clone());
         let dog = std::thread::Builder::new()
             .name(format!("cdp-watchdog-{}", thread_label(&self.task_id)))
             .stack_size(WATCHDOG_STACK)
             .spawn(move || {
-                watchdog::run(wd_rx, |dialog_id| fire_watchdog(&shared, &task, dialog_id))
+                let fire = |dialog_id: &str| fire_watchdog(&shared, &task, dialog_id);
+                watchdog::run(wd_rx, fire, || ticker.tick(), watchdog::PROBE_EVERY)
             })
             .map_err(spawn_err)?;
         self.lock_threads().push(dog);
@@ -372,9 +356,9 @@ impl Supervisor {
     }
 
     /// The page it attached to is its own: created at start, closed at stop
-    /// ([`StartOptions::new_page`], which `target_id` overrides).
+    /// ([`StartOptions::own_page`], which `target_id` overrides).
     fn owns_page(&self) -> bool {
-        self.options.new_page && self.options.target_id.is_none()
+        self.options.owns_page()
     }
 
     /// What the supervisor's threads share (for the task's CDP endpoint).
@@ -414,6 +398,13 @@ impl Supervisor {
     /// hook is set already.
     pub(crate) fn on_publish(&self, hook: crate::shared::PublishHook) -> bool {
         self.shared.on_publish(hook)
+    }
+
+    /// Has `hook` run once the supervisor has ended (stopped or dead), on its reader thread (it
+    /// must not block), or at once when it has ended already. Once per supervisor: false when a
+    /// hook is set already.
+    pub(crate) fn on_end(&self, hook: crate::shared::PublishHook) -> bool {
+        self.shared.on_end(hook)
     }
 
     /// Waits until a dialog is pending and returns the first one.

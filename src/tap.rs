@@ -21,6 +21,9 @@ pub(crate) trait Tap: Send + Sync {
     /// A snapshot was published (calls in flight that a dialog now blocks fail; a final state
     /// disconnects every client).
     fn published(&self, snapshot: &Snapshot);
+    /// The pages clients created since the last call (`Target.createTarget`, answered): the
+    /// reader has its state machine follow them as the task's.
+    fn take_joined(&self) -> Vec<String>;
     /// The connection ended: every session it carried is gone.
     fn connection_lost(&self, reason: &str);
     /// Itself, for its owner to find its own type again.

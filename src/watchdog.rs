@@ -1,14 +1,17 @@
-//! The `must_respond` watchdog: one thread per supervisor that dismisses a dialog nobody answered
-//! within `dialog_timeout_s`.
+//! The watchdog: one thread per supervisor that dismisses a `must_respond` dialog nobody
+//! answered within `dialog_timeout_s`, and probes the task's renderer about once a second while
+//! popups it let go past both caps are open (`crate::supervisor::stall`).
 //!
-//! It only ever blocks on its channel: with nothing armed it waits without a deadline (no
-//! wake-ups); with dialogs armed it waits until the earliest deadline. The reader thread arms and
-//! cancels over the channel, and dropping the sender (the reader exiting) ends the thread. Firing
-//! writes a `Page.handleJavaScriptDialog {accept: false}` tagged as the watchdog's; who really
-//! closed the dialog is still decided by the reader when the answer or the close event arrives,
-//! so a dialog that closed in the meantime is never recorded as the watchdog's.
+//! It only ever blocks on its channel: with nothing armed and no probe due it waits without a
+//! deadline (no wake-ups); otherwise until the earliest dialog deadline or probe. The reader
+//! thread arms and cancels over the channel, and dropping the sender (the reader exiting) ends
+//! the thread. Firing writes a `Page.handleJavaScriptDialog {accept: false}` tagged as the
+//! watchdog's; who really closed the dialog is still decided by the reader when the answer or
+//! the close event arrives, so a dialog that closed in the meantime is never recorded as the
+//! watchdog's. The probe waits for replies (at most about 1 s while a renderer hangs), which the
+//! reader never does; a dismissal due meanwhile goes right after it.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
@@ -28,14 +31,27 @@ pub enum WatchdogMsg {
         /// `d-N`.
         dialog_id: String,
     },
+    /// A popup was let go past both caps: probe the renderer every [`PROBE_EVERY`] from now on,
+    /// until the probe says nothing is left to watch (again after the next such message).
+    WatchRenderer,
 }
 
+/// How often the renderer is probed while popups the task let go are open.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+
 /// Runs the watchdog until `rx` disconnects. `fire(dialog_id)` is called for every dialog whose
-/// deadline passes while it is armed.
-pub fn run(rx: Receiver<WatchdogMsg>, mut fire: impl FnMut(&str)) {
+/// deadline passes while it is armed; `probe()` every `probe_every` (the supervisor's:
+/// [`PROBE_EVERY`]) after a [`WatchdogMsg::WatchRenderer`], until it returns false.
+pub fn run(
+    rx: Receiver<WatchdogMsg>,
+    mut fire: impl FnMut(&str),
+    mut probe: impl FnMut() -> bool,
+    probe_every: Duration,
+) {
     let mut armed: Vec<(String, Instant)> = Vec::new();
+    let mut probe_at: Option<Instant> = None;
     loop {
-        let next = armed.iter().map(|(_, d)| *d).min();
+        let next = armed.iter().map(|(_, d)| *d).chain(probe_at).min();
         let msg = match next {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(deadline) => rx.recv_deadline(deadline),
@@ -49,15 +65,26 @@ pub fn run(rx: Receiver<WatchdogMsg>, mut fire: impl FnMut(&str)) {
                 armed.push((dialog_id, deadline));
             }
             Ok(WatchdogMsg::Cancel { dialog_id }) => armed.retain(|(id, _)| *id != dialog_id),
-            Err(RecvTimeoutError::Timeout) => {
-                let now = Instant::now();
-                let (due, keep): (Vec<_>, Vec<_>) = armed.drain(..).partition(|(_, d)| *d <= now);
-                armed = keep;
-                for (dialog_id, _) in due {
-                    fire(&dialog_id);
-                }
+            Ok(WatchdogMsg::WatchRenderer) => {
+                probe_at.get_or_insert_with(|| Instant::now() + probe_every);
             }
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Whatever woke it: what is due now (a stream of messages delays nothing).
+        let now = Instant::now();
+        if armed.iter().any(|(_, d)| *d <= now) {
+            let (mut due, keep): (Vec<_>, Vec<_>) = armed.drain(..).partition(|(_, d)| *d <= now);
+            armed = keep;
+            // Several may be due at once (a late wake-up on a loaded machine): earliest first.
+            due.sort_by_key(|(_, d)| *d);
+            for (dialog_id, _) in due {
+                fire(&dialog_id);
+            }
+        }
+        if probe_at.is_some_and(|t| t <= now) {
+            // Every `probe_every` from the start of a probe, however long it waited.
+            probe_at = probe().then(|| (now + probe_every).max(Instant::now()));
         }
     }
 }
@@ -72,7 +99,14 @@ mod tests {
     fn fires_only_armed_and_uncancelled_dialogs_in_deadline_order() {
         let (tx, rx) = unbounded();
         let (fired_tx, fired_rx) = unbounded();
-        let t = std::thread::spawn(move || run(rx, |d| fired_tx.send(d.to_string()).unwrap()));
+        let t = std::thread::spawn(move || {
+            run(
+                rx,
+                |d| fired_tx.send(d.to_string()).unwrap(),
+                || true,
+                PROBE_EVERY,
+            )
+        });
         let now = Instant::now();
         let arm = |id: &str, ms| WatchdogMsg::Arm {
             dialog_id: id.into(),
@@ -94,5 +128,56 @@ mod tests {
             fired_rx.try_recv().is_err(),
             "d-3 was cancelled and must not fire"
         );
+    }
+
+    #[test]
+    fn probes_only_after_a_popup_was_let_go_and_until_told_to_stop() {
+        let every = Duration::from_millis(20);
+        let (tx, rx) = unbounded();
+        let (probed_tx, probed_rx) = unbounded();
+        let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(3));
+        let probes_left = std::sync::Arc::clone(&left);
+        let t = std::thread::spawn(move || {
+            let probe = || {
+                probed_tx.send(Instant::now()).unwrap();
+                probes_left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) > 1
+            };
+            run(rx, |_| {}, probe, every)
+        });
+        // Nothing let go: a dialog armed and fired, and no probe.
+        tx.send(WatchdogMsg::Arm {
+            dialog_id: "d-1".into(),
+            deadline: Instant::now() + every,
+        })
+        .unwrap();
+        assert!(
+            probed_rx.recv_timeout(every * 5).is_err(),
+            "probed before any popup was let go"
+        );
+        let start = Instant::now();
+        tx.send(WatchdogMsg::WatchRenderer).unwrap();
+        tx.send(WatchdogMsg::WatchRenderer).unwrap(); // one schedule, not two
+        let times: Vec<Instant> = (0..3)
+            .map(|_| probed_rx.recv_timeout(Duration::from_secs(5)).unwrap())
+            .collect();
+        assert!(
+            times[0] >= start + every,
+            "the first probe one period later"
+        );
+        for w in times.windows(2) {
+            assert!(w[1] >= w[0] + every, "probes one period apart: {times:?}");
+        }
+        // The third said stop: no fourth until the next popup is let go.
+        assert!(
+            probed_rx.recv_timeout(every * 5).is_err(),
+            "probed after stop"
+        );
+        left.store(1, std::sync::atomic::Ordering::SeqCst);
+        tx.send(WatchdogMsg::WatchRenderer).unwrap();
+        probed_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("probing again after the next let-go");
+        drop(tx);
+        t.join().unwrap();
     }
 }

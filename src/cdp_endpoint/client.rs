@@ -13,10 +13,11 @@ use log::{debug, info};
 use serde_json::json;
 
 use super::frame::{self, FrameReader, Incoming, ReadError};
-use super::mux::{Mux, Out, QUEUE_MAX};
+use super::mux::{Mux, Out, Policy, QUEUE_MAX};
 use crate::config::DialogPolicy;
 use crate::core::Command;
 use crate::deadline::Deadline;
+use crate::outbound::Outbound;
 use crate::supervisor::Supervisor;
 use crate::tap::Tap;
 
@@ -37,12 +38,17 @@ pub(super) fn mux_of(sup: &Supervisor) -> Option<Arc<Mux>> {
 }
 
 /// The mux of `sup`'s task, installed on its reader with the first client.
-fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
+pub(super) fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
     if let Some(m) = mux_of(sup) {
         return Some(m);
     }
-    let must_respond = sup.config().dialog_policy == DialogPolicy::MustRespond;
-    let mux = Arc::new(Mux::new(sup.shared(), sup.task_id(), must_respond));
+    let policy = Policy {
+        must_respond: sup.config().dialog_policy == DialogPolicy::MustRespond,
+        security: sup.config().security.clone(),
+        own_downloads: sup.download_dir().map(std::path::Path::to_path_buf),
+        all_targets: false,
+    };
+    let mux = Arc::new(Mux::new(sup.shared(), sup.task_id(), policy));
     let _ = sup.shared().tap.set(mux as Arc<dyn Tap>);
     mux_of(sup)
 }

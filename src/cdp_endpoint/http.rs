@@ -14,6 +14,7 @@ use super::{Listener, client};
 use crate::core::Command;
 use crate::deadline::Deadline;
 use crate::http1::{Conn, Limits, RequestHead, Response};
+use crate::outbound::Outbound;
 use crate::transport::Socket;
 
 /// How long a connection may take to send its request head.
@@ -91,25 +92,36 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
             })
         }
         "json" | "json/list" => {
-            let snap = sup.snapshot();
-            let pages: Vec<_> = snap
-                .page_target_id
-                .iter()
-                .map(|t| {
-                    (
-                        t.as_str(),
-                        snap.pages.first().map_or("", |p| p.url.as_str()),
-                    )
-                })
-                .chain(
-                    snap.pages
-                        .iter()
-                        .skip(1)
-                        .map(|p| (p.target_id.as_str(), p.url.as_str())),
+            let cmd = Command::new("Target.getTargets", json!({}));
+            let infos = sup
+                .shared()
+                .round_trip(cmd, Deadline::after(VERSION_TIMEOUT))
+                .ok()
+                .and_then(
+                    |mut v| match v.get_mut("targetInfos").map(serde_json::Value::take) {
+                        Some(serde_json::Value::Array(a)) => Some(a),
+                        _ => None,
+                    },
                 )
-                .map(|(id, url)| json!({"id": id, "type": "page", "url": url, "title": ""}))
+                .unwrap_or_default();
+            let infos = match client::mux_for(&sup) {
+                Some(m) => m.task_targets(infos),
+                None => Vec::new(),
+            };
+            let list: Vec<_> = infos
+                .iter()
+                .filter(|i| matches!(i["type"].as_str(), Some("page" | "iframe" | "worker")))
+                .map(|i| {
+                    json!({
+                        "description": "",
+                        "id": i["targetId"],
+                        "title": i["title"],
+                        "type": i["type"],
+                        "url": i["url"],
+                    })
+                })
                 .collect();
-            json!(pages)
+            json!(list)
         }
         _ => return answer(&mut raw, Response::json(404, error_body("not found"))),
     };

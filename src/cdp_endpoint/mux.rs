@@ -19,7 +19,7 @@
 //! `sessionId` when the client sent none). An event goes to the client that owns its session: its
 //! browser session (delivered without `sessionId`, as on a connection of its own) or a session
 //! attached under one of its sessions (`Target.attachedToTarget`, `Target.attachToTarget`).
-//! What a client owns the supervisor's state machine never sees ([`Tap::claims`]); a client
+//! What a client owns the supervisor's state machine never sees ([`Tap::claims`](crate::tap::Tap::claims)); a client
 //! may not use a session it does not own (Chromium's own error: session not found).
 //!
 //! # Dialogs
@@ -27,7 +27,7 @@
 //! A command on a client session runs in a target; the supervisor's own session on that target
 //! gives it a renderer, and `core/policy.rs` decides as for the supervisor's own calls: refused
 //! at once with an error naming the dialog ([`policy::admit`]), or failed when a dialog opens
-//! while it is in flight (on each publish, [`Tap::published`]) unless the client enabled `Page`
+//! while it is in flight (on each publish, [`Tap::published`](crate::tap::Tap::published)) unless the client enabled `Page`
 //! on the call's session: it is shown the dialog (`Page.javascriptDialogOpening`) and can answer
 //! it, so its call waits for the answer as on a connection of its own (Puppeteer's
 //! `page.evaluate(() => alert())` with a dialog handler).
@@ -38,21 +38,24 @@
 //! ([`QUEUE_MAX`]): a client that falls that far behind is disconnected (logged), never waited
 //! for.
 
-use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crossbeam_channel::{Sender, TrySendError};
 use log::{debug, warn};
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::wire::{
+    ClientCommand, Envelope, SessionParams, client_wording, decode, error_reply, error_reply_on,
+};
 use crate::core::policy;
 use crate::deadline::Deadline;
 use crate::shared::Shared;
-use crate::snapshot::{Snapshot, SupervisorState};
-use crate::tap::Tap;
+use crate::snapshot::Snapshot;
 use crate::transport::SendError;
+
+mod scope;
+mod tap;
 
 /// Messages queued for one client before it counts as too slow and is disconnected.
 pub(super) const QUEUE_MAX: usize = 4096;
@@ -78,6 +81,14 @@ struct Client {
     browser_session: String,
     /// For the logs: the client's address.
     peer: String,
+    /// Its `Target.createTarget` calls in flight (`scope.rs`).
+    creating: usize,
+    /// Its browser-level target events about a target not known yet, held while it creates
+    /// one (`scope.rs`).
+    held: Vec<String>,
+    /// The targets it was shown (`targetCreated`, `attachedToTarget`): the ones whose
+    /// `targetDestroyed` it gets.
+    shown: FxHashSet<String>,
 }
 
 /// A client command in flight, under its upstream id.
@@ -89,7 +100,7 @@ struct Pending {
     method: String,
     /// The client sent no `sessionId` (it went on the client's browser session).
     browser_level: bool,
-    /// The session it went on (the client's own id for it: sessions are not renamed).
+    /// The session it went on, as the client named it (sessions are not renamed).
     session: String,
     /// The supervisor's session on the command's target, for the dialog rule.
     renderer_sid: Option<String>,
@@ -118,6 +129,34 @@ struct State {
     /// not waiting for an answer it may give (it would hang), and fails like anyone's.
     shown: FxHashSet<String>,
     next_client: u64,
+    /// Targets that joined the task through its clients (`scope.rs`): pages they created,
+    /// targets attached under a session on one of the task's (workers, iframes), popups of
+    /// the task's pages; each leaves with its `targetDestroyed`.
+    joined: FxHashSet<String>,
+    /// Pages clients created since the reader last asked ([`Tap::take_joined`](crate::tap::Tap::take_joined)).
+    adopt: Vec<String>,
+    /// Client sessions on a `tab` target (Puppeteer attaches to tabs, then to their page).
+    tab_sessions: FxHashSet<String>,
+    /// Tab targets whose page is not the task's.
+    foreign_tabs: FxHashSet<String>,
+    /// Sessions attached for a client to a target not of its task: let go upstream, never
+    /// shown; what comes on them is swallowed.
+    hidden: FxHashSet<String>,
+    /// The endpoint's own commands, written once the lock is released.
+    outbox: Vec<String>,
+}
+
+/// The task's settings the mux applies to every client.
+#[derive(Debug, Clone)]
+pub(super) struct Policy {
+    /// `browser.dialog_policy = "must_respond"`: calls blocked by a dialog fail fast.
+    pub(super) must_respond: bool,
+    /// `[security]`, judged for every client command as for `browser_cdp`.
+    pub(super) security: crate::config::Security,
+    /// The task's own download directory.
+    pub(super) own_downloads: Option<std::path::PathBuf>,
+    /// `endpoint.all_targets`: clients see every target of the browser.
+    pub(super) all_targets: bool,
 }
 
 /// One task's clients.
@@ -125,7 +164,7 @@ pub(crate) struct Mux {
     /// Weak: the supervisor's `Shared` holds the mux (its tap), and must be freed with it.
     shared: Weak<Shared>,
     task_id: String,
-    must_respond: bool,
+    policy: Policy,
     state: Mutex<State>,
 }
 
@@ -134,80 +173,6 @@ impl std::fmt::Debug for Mux {
         f.debug_struct("Mux")
             .field("task_id", &self.task_id)
             .finish_non_exhaustive()
-    }
-}
-
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    id: Option<u64>,
-    #[serde(borrow)]
-    method: Option<Cow<'a, str>>,
-    #[serde(rename = "sessionId", borrow)]
-    session_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    params: Option<&'a RawValue>,
-    #[serde(borrow)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow)]
-    error: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct ClientCommand<'a> {
-    #[serde(borrow)]
-    id: Option<&'a RawValue>,
-    method: Option<String>,
-    #[serde(rename = "sessionId")]
-    session_id: Option<String>,
-    #[serde(borrow)]
-    params: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct SessionParams {
-    #[serde(rename = "sessionId")]
-    session_id: Option<String>,
-    #[serde(rename = "targetInfo")]
-    target_info: Option<TargetInfo>,
-    #[serde(rename = "targetId")]
-    target_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct TargetInfo {
-    #[serde(rename = "targetId")]
-    target_id: String,
-    #[serde(rename = "type", default)]
-    kind: String,
-}
-
-fn decode<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok())
-}
-
-/// A CDP error reply to `id` (raw JSON, `null` when the client sent none), on `session` when the
-/// command named one: as Chromium's, since Playwright finds a reply's caller by its `sessionId`.
-pub(super) fn error_reply(
-    id: Option<&RawValue>,
-    session: Option<&str>,
-    code: i64,
-    message: &str,
-) -> String {
-    let id = id.map_or("null", RawValue::get);
-    let message = serde_json::Value::from(message);
-    let session = session.map_or(String::new(), |s| {
-        format!(r#","sessionId":{}"#, serde_json::Value::from(s))
-    });
-    format!(r#"{{"id":{id},"error":{{"code":{code},"message":{message}}}{session}}}"#)
-}
-
-/// What a client is told of a refusal: the supervisor's error, and how a CDP client answers.
-fn client_wording(e: &crate::error::Error) -> String {
-    match e {
-        crate::error::Error::BlockedByDialog { .. } => format!(
-            "{e} (through the supervisor), or with Page.handleJavaScriptDialog on this page"
-        ),
-        _ => e.to_string(),
     }
 }
 
@@ -228,11 +193,11 @@ fn supervisor_session<'s>(snap: &'s Snapshot, target_id: &str) -> Option<&'s str
 }
 
 impl Mux {
-    pub(super) fn new(shared: &Arc<Shared>, task_id: &str, must_respond: bool) -> Mux {
+    pub(super) fn new(shared: &Arc<Shared>, task_id: &str, policy: Policy) -> Mux {
         Mux {
             shared: Arc::downgrade(shared),
             task_id: task_id.to_string(),
-            must_respond,
+            policy,
             state: Mutex::new(State::default()),
         }
     }
@@ -253,6 +218,9 @@ impl Mux {
                 tx,
                 browser_session,
                 peer,
+                creating: 0,
+                held: Vec::new(),
+                shown: FxHashSet::default(),
             },
         );
         id
@@ -266,7 +234,7 @@ impl Mux {
     /// The client has gone: its sessions are detached (the browser session last), fire and
     /// forget, and its commands in flight forgotten.
     pub(super) fn leave(&self, client: u64) {
-        let (sessions, browser_session) = {
+        let outbox = {
             let mut st = self.lock();
             st.pending
                 .retain(|_, p| p.as_ref().is_none_or(|p| p.client != client));
@@ -282,33 +250,60 @@ impl Mux {
                 st.shown.remove(s);
             }
             st.browser_sessions.retain(|_, c| *c != client);
-            let b = st.clients.remove(&client).map(|c| c.browser_session);
-            (mine, b)
+            let Some(gone) = st.clients.remove(&client) else {
+                return; // disconnected by the mux already, which detached it
+            };
+            // Detaching its browser session detaches what was attached under it; the others
+            // (attached by target id) one by one.
+            for s in mine {
+                st.tab_sessions.remove(&s);
+                let params = serde_json::json!({ "sessionId": s });
+                self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            }
+            let params = serde_json::json!({ "sessionId": gone.browser_session });
+            self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            std::mem::take(&mut st.outbox)
         };
-        let Some(browser_session) = browser_session else {
-            return; // disconnected by the mux already, which detached it
-        };
-        for s in sessions {
-            self.send_own("Target.detachFromTarget", &s);
-        }
-        self.send_own("Target.detachFromTarget", &browser_session);
+        self.flush(outbox);
     }
 
-    /// Sends one of the endpoint's own commands (its reply swallowed).
-    fn send_own(&self, method: &str, session: &str) {
+    /// Queues one of the endpoint's own commands (its reply swallowed) for [`Mux::flush`].
+    fn own_command(
+        &self,
+        st: &mut State,
+        method: &str,
+        params: serde_json::Value,
+        session: Option<&str>,
+    ) {
         let Some(shared) = self.shared.upgrade() else {
             return;
         };
-        let id = shared.next_id();
-        let params = serde_json::json!({ "sessionId": session });
-        let text = format!(r#"{{"id":{id},"method":"{method}","params":{params}}}"#);
-        self.lock().pending.insert(id, None);
-        if let Err(SendError::Lost(e)) = shared
-            .transport
-            .load()
-            .send_text_until(text, Deadline::after(WRITE_BUDGET))
-        {
-            debug!("task {}: {method} not sent: {e}", self.task_id);
+        let id = shared.next_command_id();
+        st.pending.insert(id, None);
+        st.outbox.push(crate::protocol::encode_command(
+            id, method, &params, session,
+        ));
+    }
+
+    /// Writes the endpoint's own commands (never waiting past [`WRITE_BUDGET`]).
+    fn flush(&self, outbox: Vec<String>) {
+        if outbox.is_empty() {
+            return;
+        }
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        for text in outbox {
+            if let Err(SendError::Lost(e)) = shared
+                .transport
+                .load()
+                .send_text_until(text, Deadline::after(WRITE_BUDGET))
+            {
+                debug!(
+                    "task {}: a command of the endpoint not sent: {e}",
+                    self.task_id
+                );
+            }
         }
     }
 
@@ -318,20 +313,16 @@ impl Mux {
         let cmd: ClientCommand<'_> = match serde_json::from_str(text) {
             Ok(c) => c,
             Err(e) => {
-                return self.reply(client, error_reply(None, None, -32700, &format!("{e}")));
+                return self.reply(client, error_reply(None, -32700, &format!("{e}")));
             }
         };
         let (Some(orig_id), Some(method)) = (cmd.id, cmd.method) else {
             let msg = "Message must have integer 'id' and string 'method' properties";
-            return self.reply(
-                client,
-                error_reply(cmd.id, cmd.session_id.as_deref(), -32600, msg),
-            );
+            return self.reply(client, error_reply(cmd.id, -32600, msg));
         };
         let Some(shared) = self.shared.upgrade() else {
             let msg = "the task's supervisor has ended";
-            let reply = error_reply(Some(orig_id), cmd.session_id.as_deref(), -32000, msg);
-            return self.reply(client, reply);
+            return self.reply(client, error_reply(Some(orig_id), -32000, msg));
         };
         let snap = shared.snapshot.load_full();
         let mut st = self.lock();
@@ -348,22 +339,39 @@ impl Mux {
             None if st.browser_sessions.get(&session) == Some(&client) => None,
             _ => {
                 let msg = format!("Session with given id not found. ({session})");
-                let reply = error_reply(Some(orig_id), None, -32001, &msg);
+                let reply = error_reply(Some(orig_id), -32001, &msg);
                 drop(st);
                 return self.reply(client, reply);
             }
         };
+        let params: serde_json::Value = match cmd.params.map(|p| serde_json::from_str(p.get())) {
+            None => serde_json::json!({}),
+            Some(Ok(v)) => v,
+            Some(Err(e)) => {
+                let on = (!browser_level).then_some(session.as_str());
+                let msg = format!("invalid params: {e}");
+                let reply = error_reply_on(Some(orig_id), on, -32602, &msg);
+                drop(st);
+                return self.reply(client, reply);
+            }
+        };
+        if let Err(e) = self.judge_command(&st, &snap, &method, &params) {
+            let on = (!browser_level).then_some(session.as_str());
+            let reply = error_reply_on(Some(orig_id), on, -32000, &e.to_string());
+            drop(st);
+            return self.reply(client, reply);
+        }
         let renderer_sid = target
             .as_deref()
             .and_then(|t| supervisor_session(&snap, t))
             .map(str::to_string);
         let mut known = Vec::new();
         if let Some(sid) = &renderer_sid {
-            match policy::admit(&snap, self.must_respond, sid, &method) {
+            match policy::admit(&snap, self.policy.must_respond, sid, &method) {
                 Ok(adm) => known = adm.known.iter().map(|d| d.id.clone()).collect(),
                 Err(e) => {
                     let on = (!browser_level).then_some(session.as_str());
-                    let reply = error_reply(Some(orig_id), on, -32000, &client_wording(&e));
+                    let reply = error_reply_on(Some(orig_id), on, -32000, &client_wording(&e));
                     drop(st);
                     return self.reply(client, reply);
                 }
@@ -378,7 +386,11 @@ impl Mux {
             _ => {}
         }
         let may_wait = st.page_enabled.contains(&session) && !st.shown.contains(&session);
-        let id = shared.next_id();
+        let creates = method == "Target.createTarget";
+        if creates && let Some(c) = st.clients.get_mut(&client) {
+            c.creating += 1;
+        }
+        let id = shared.next_command_id();
         let params = cmd.params.map_or("{}", RawValue::get);
         let method_json = serde_json::Value::from(method.as_str());
         let session_json = serde_json::Value::from(session.as_str());
@@ -409,9 +421,14 @@ impl Mux {
                 SendError::DeadlinePassed => "the browser did not take the command in time".into(),
                 SendError::Lost(e) => e.to_string(),
             };
-            if let Some(Some(p)) = self.lock().pending.remove(&id) {
+            let mut st = self.lock();
+            if let Some(Some(p)) = st.pending.remove(&id) {
+                if creates && let Some(c) = st.clients.get_mut(&client) {
+                    c.creating = c.creating.saturating_sub(1);
+                }
                 let on = (!p.browser_level).then_some(p.session.as_str());
-                self.reply(client, error_reply(Some(&p.orig_id), on, -32000, &why));
+                let text = error_reply_on(Some(&p.orig_id), on, -32000, &why);
+                deliver(&mut st, &self.task_id, client, Out::Text(text));
             }
         }
     }
@@ -462,10 +479,17 @@ impl Mux {
             st.sessions
                 .insert(s, (p.client, p.attach_target.clone().unwrap_or_default()));
         }
-        let body = match (env.result, env.error) {
-            (_, Some(e)) => format!(r#""error":{}"#, e.get()),
-            (Some(r), None) => format!(r#""result":{}"#, r.get()),
-            (None, None) => r#""result":{}"#.to_string(),
+        if p.method == "Target.createTarget" {
+            self.created(st, p.client, env.result);
+        }
+        let narrowed = env
+            .result
+            .and_then(|r| self.narrow_reply(st, p.client, &p.method, r));
+        let body = match (narrowed, env.result, env.error) {
+            (_, _, Some(e)) => format!(r#""error":{}"#, e.get()),
+            (Some(n), _, None) => format!(r#""result":{n}"#),
+            (None, Some(r), None) => format!(r#""result":{}"#, r.get()),
+            (None, None, None) => r#""result":{}"#.to_string(),
         };
         let session = match (&env.session_id, p.browser_level) {
             (Some(s), false) => format!(r#","sessionId":{}"#, serde_json::Value::from(s.as_ref())),
@@ -476,14 +500,24 @@ impl Mux {
         true
     }
 
-    fn on_event(&self, st: &mut State, method: &str, session: &str, env: &Envelope<'_>) -> bool {
+    fn on_event(
+        &self,
+        st: &mut State,
+        method: &str,
+        session: &str,
+        env: &Envelope<'_>,
+        text: &str,
+    ) -> bool {
         let (client, browser_level) = if let Some(c) = st.browser_sessions.get(session) {
             (*c, true)
         } else if let Some((c, _)) = st.sessions.get(session) {
             (*c, false)
         } else {
-            return false;
+            return st.hidden.contains(session);
         };
+        if self.screen(st, client, session, browser_level, method, env.params, text) {
+            return true;
+        }
         match method {
             "Target.attachedToTarget" => {
                 if let Some(p) = decode::<SessionParams>(env.params)
@@ -539,93 +573,5 @@ fn deliver(st: &mut State, task_id: &str, client: u64, out: Out) {
             }
         }
         Err(TrySendError::Disconnected(_)) => {}
-    }
-}
-
-impl Tap for Mux {
-    fn claims(&self, text: &str) -> bool {
-        let Ok(env) = serde_json::from_str::<Envelope<'_>>(text) else {
-            return false;
-        };
-        let Some(method) = env.method.as_deref() else {
-            let Some(id) = env.id else { return false };
-            let mut st = self.lock();
-            return self.on_reply(&mut st, id, &env);
-        };
-        // A client's browser session opening (`Target.attachToBrowserTarget`): the supervisor
-        // itself never attaches to the browser target, and would let go of it.
-        if env.session_id.is_none()
-            && method == "Target.attachedToTarget"
-            && decode::<SessionParams>(env.params)
-                .and_then(|p| p.target_info)
-                .is_some_and(|t| t.kind == "browser")
-        {
-            return true;
-        }
-        let mut st = self.lock();
-        if let Some(id) = env.id {
-            return self.on_reply(&mut st, id, &env);
-        }
-        match env.session_id.as_deref() {
-            Some(s) => self.on_event(&mut st, method, s, &env),
-            // A client's browser session detached (it left): not the supervisor's business.
-            None if method == "Target.detachedFromTarget" => decode::<SessionParams>(env.params)
-                .and_then(|p| p.session_id)
-                .is_some_and(|s| {
-                    st.browser_sessions.contains_key(&s) || st.sessions.remove(&s).is_some()
-                }),
-            None => false,
-        }
-    }
-
-    fn published(&self, snap: &Snapshot) {
-        match &snap.state {
-            SupervisorState::Stopped => return self.close_all(1001, "the task stopped"),
-            SupervisorState::Dead { reason } => {
-                return self.close_all(1011, &format!("the task's supervisor ended: {reason}"));
-            }
-            _ => {}
-        }
-        if !self.must_respond || snap.pending_dialogs.is_empty() {
-            return;
-        }
-        let mut st = self.lock();
-        let mut failed = Vec::new();
-        for (id, p) in &st.pending {
-            let Some(p) = p else { continue };
-            let Some(sid) = &p.renderer_sid else { continue };
-            if p.may_wait {
-                continue; // it is shown the dialog: it may answer it, as on its own connection
-            }
-            if let Some(d) = snap.pending_dialogs.iter().find(|d| {
-                !p.known.contains(&d.id)
-                    && policy::dialog_blocks(snap, d, sid, &p.method)
-                    && policy::blocks_in_flight(&d.kind, &p.method)
-            }) {
-                let e = client_wording(&policy::dialog_error(d, false, &p.method));
-                let on = (!p.browser_level).then_some(p.session.as_str());
-                let reply = error_reply(Some(&p.orig_id), on, -32000, &e);
-                failed.push((*id, p.client, reply));
-            }
-        }
-        for (id, client, text) in failed {
-            // Its reply, if it ever comes, is swallowed.
-            st.pending.insert(id, None);
-            deliver(&mut st, &self.task_id, client, Out::Text(text));
-        }
-    }
-
-    fn connection_lost(&self, reason: &str) {
-        if self.shared.upgrade().is_none_or(|s| s.stop_requested()) {
-            return self.close_all(1001, "the task stopped");
-        }
-        self.close_all(
-            1011,
-            &format!("the task's connection to the browser ended ({reason}); connect again"),
-        );
-    }
-
-    fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
     }
 }

@@ -36,7 +36,17 @@ const CA_FILE: &str = "empty, or the path of an existing PEM file of CA certific
 const SWITCH: &str = "true or false";
 
 /// The sections of the configuration: each must be a table.
-const SECTIONS: &[&str] = &["browser", "supervisor", "limits", "security", "mcp"];
+const SECTIONS: &[&str] = &[
+    "browser",
+    "supervisor",
+    "limits",
+    "security",
+    "downloads",
+    "mcp",
+];
+
+/// What `downloads.dir` takes.
+const DOWNLOADS_DIR: &str = "empty (the system temp directory) or an absolute directory path";
 
 impl Config {
     /// Loads `config/default.toml`, then `path` (or `$CDP_SUPERVISOR_CONFIG`) if given, then the
@@ -113,6 +123,10 @@ impl Config {
         if let Some(b) = get_bool(c, "browser.follow_popups")? {
             cfg.follow_popups = b;
         }
+        if let Some(b) = get_bool(c, "browser.capture_console")? {
+            cfg.capture_console = b;
+        }
+        cfg.chrome_args = get_chrome_args(c, "browser.chrome_args")?;
         cfg.ca_file = non_empty(get_text(c, "browser.ca_file", CA_FILE)?).map(PathBuf::from);
         if let Some(p) = &cfg.ca_file
             && !p.is_file()
@@ -170,6 +184,20 @@ impl Config {
         }
         cfg.security.cdp_deny = get_patterns(c, "security.cdp_deny")?;
         cfg.security.cdp_allow = get_patterns(c, "security.cdp_allow")?;
+        cfg.security.upload_dirs = get_dirs(c, "security.upload_dirs")?;
+        cfg.downloads.dir = non_empty(get_text(c, "downloads.dir", DOWNLOADS_DIR)?)
+            .map(|d| {
+                let p = PathBuf::from(d.trim());
+                if p.is_absolute() {
+                    Ok(p)
+                } else {
+                    Err(invalid("downloads.dir", &d, DOWNLOADS_DIR))
+                }
+            })
+            .transpose()?;
+        if let Some(b) = get_bool(c, "downloads.keep")? {
+            cfg.downloads.keep = b;
+        }
         cfg.allowed_hosts = get_hosts(c, "mcp.allowed_hosts")?;
         if let Some(d) = get_secs(c, "mcp.http_head_timeout_s", MAX_HTTP_HEAD_TIMEOUT)? {
             cfg.http_head_timeout = d;
@@ -177,7 +205,7 @@ impl Config {
         if let Some(n) = get_uint(c, "mcp.http_max_new_connections", 1, 4096)? {
             cfg.http_max_new_connections = n as usize;
         }
-        // 64: the server's cap on listen streams over every transport (`mcp::listen`).
+        // 64: the server's cap on listen streams over every transport (`mcp/engine/listen.rs`).
         if let Some(n) = get_uint(c, "mcp.http_max_listen_streams", 1, 64)? {
             cfg.http_max_listen_streams = n as usize;
         }
@@ -333,9 +361,12 @@ fn get_bool(c: &config::Config, key: &str) -> Result<Option<bool>, Error> {
 struct ListRule {
     list: &'static str,
     item: &'static str,
+    /// The environment's one string is split at whitespace (`true`) or at commas.
+    env_words: bool,
 }
 
-/// Reads a list setting: a TOML array, or (from the environment) a comma-separated string.
+/// Reads a list setting: a TOML array, or (from the environment) a string split at commas (or
+/// whitespace: [`ListRule::env_words`]).
 /// Each item's kind is checked first (a string, or `key[i]` is refused by its kind alone), then
 /// it goes through `check` (its value kept, or `None`: refused). Absent: empty.
 fn get_list(
@@ -347,12 +378,18 @@ fn get_list(
     let items: Vec<ValueKind> = match get(c, key)? {
         None => return Ok(Vec::new()),
         Some(ValueKind::Array(items)) => items.into_iter().map(|v| v.kind).collect(),
-        Some(ValueKind::String(s)) => s
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(|p| ValueKind::String(p.to_string()))
-            .collect(),
+        Some(ValueKind::String(s)) => {
+            let parts: Vec<&str> = if rule.env_words {
+                s.split_whitespace().collect()
+            } else {
+                s.split(',').map(str::trim).collect()
+            };
+            parts
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .map(|p| ValueKind::String(p.to_string()))
+                .collect()
+        }
         Some(other) => return Err(wrong_kind(key, &other, rule.list)),
     };
     items
@@ -368,11 +405,31 @@ fn get_list(
         .collect()
 }
 
+/// Reads the extra flags of a launched browser: a TOML array of `--switch[=value]` strings, or
+/// (from the environment) one string split at whitespace (a flag may hold a comma:
+/// `--window-size=1280,800`). The flags the launch sets itself and relies on
+/// (`--remote-debugging-*`, `--user-data-dir`) are refused.
+fn get_chrome_args(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
+    let rule = ListRule {
+        list: r#"a list of command-line switches such as ["--window-size=1280,800", "--lang=de"]"#,
+        item: "a command-line switch such as \"--lang=de\" (starting with --; not \
+               --remote-debugging-* or --user-data-dir, which the launch sets)",
+        env_words: true,
+    };
+    get_list(c, key, &rule, |a| {
+        let name = a.split('=').next().unwrap_or_default();
+        let ours = name.starts_with("--remote-debugging-") || name == "--user-data-dir";
+        let ok = a.starts_with("--") && name.len() > 2 && !ours && !a.chars().any(char::is_control);
+        ok.then(|| a.to_string())
+    })
+}
+
 /// Reads a list of CDP method patterns (`Domain.method`, `Domain.*` or `*`).
 fn get_patterns(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
     let rule = ListRule {
         list: r#"a list of CDP method patterns such as ["Browser.close", "Storage.*", "*"]"#,
         item: r#"a CDP method pattern such as "Browser.close", "Storage.*" or "*""#,
+        env_words: false,
     };
     get_list(c, key, &rule, |s| {
         let ok = s == "*"
@@ -391,11 +448,26 @@ fn get_hosts(c: &config::Config, key: &str) -> Result<Vec<String>, Error> {
     let rule = ListRule {
         list: r#"a list of host names such as ["mcp.example.com", "10.0.0.5:8737"] (no scheme, no path)"#,
         item: r#"a host name such as "mcp.example.com" or "10.0.0.5:8737" (no scheme, no path)"#,
+        env_words: false,
     };
     get_list(c, key, &rule, |s| {
         let s = s.trim().to_ascii_lowercase();
         host_name_ok(&s).then_some(s)
     })
+}
+
+/// Reads a list of absolute directory paths (`security.upload_dirs`).
+fn get_dirs(c: &config::Config, key: &str) -> Result<Vec<PathBuf>, Error> {
+    let rule = ListRule {
+        list: r#"a list of absolute directory paths such as ["/home/me/uploads"]"#,
+        item: r#"an absolute directory path such as "/home/me/uploads""#,
+        env_words: false,
+    };
+    let dirs = get_list(c, key, &rule, |s| {
+        let s = s.trim();
+        Path::new(s).is_absolute().then(|| s.to_string())
+    })?;
+    Ok(dirs.into_iter().map(PathBuf::from).collect())
 }
 
 fn non_empty(s: Option<String>) -> Option<String> {

@@ -1,6 +1,8 @@
 //! The `[security]` settings (SPEC §14): what raw CDP calls may do. The rules that apply them
 //! are the call path's (`src/security.rs`, `src/security/isolation.rs`).
 
+use std::path::PathBuf;
+
 /// What raw CDP calls through `browser_cdp` may do (SPEC §14). A page that prompt-injects an
 /// agent could ask it for anything; these narrow it. The rules themselves are in
 /// `src/security.rs` (and `src/security/isolation.rs` for `isolate_tasks`). Build one from
@@ -32,6 +34,10 @@ pub struct Security {
     /// only the task's targets and refuse any other (`src/security/isolation.rs`). False: a
     /// single trusted client that wants the whole browser.
     pub isolate_tasks: bool,
+    /// `security.upload_dirs`: the directories whose files may answer a page's file chooser
+    /// (with `allow_file_access`); a file is judged by its real path (symlinks resolved).
+    /// Empty: no file may.
+    pub upload_dirs: Vec<PathBuf>,
 }
 
 impl Default for Security {
@@ -43,6 +49,7 @@ impl Default for Security {
             cdp_deny: Vec::new(),
             cdp_allow: Vec::new(),
             isolate_tasks: true,
+            upload_dirs: Vec::new(),
         }
     }
 }
@@ -98,6 +105,15 @@ impl Security {
         patterns: impl IntoIterator<Item = impl Into<String>>,
     ) -> Security {
         self.cdp_allow = patterns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`upload_dirs`](Security::upload_dirs).
+    pub fn with_upload_dirs(
+        mut self,
+        dirs: impl IntoIterator<Item = impl Into<PathBuf>>,
+    ) -> Security {
+        self.upload_dirs = dirs.into_iter().map(Into::into).collect();
         self
     }
 }

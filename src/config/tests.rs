@@ -38,7 +38,8 @@ fn task_overrides_replace_only_what_they_name() {
         dialog_timeout: Some(Duration::from_millis(300)),
         dialog_bridge: Some(BridgeMode::On),
         target_id: Some("T".into()),
-        new_page: true,
+        own_page: true,
+        new_page: false,
     });
     assert_eq!(task.dialog_policy, DialogPolicy::AutoAccept);
     assert_eq!(task.dialog_timeout, Duration::from_millis(300));
@@ -52,6 +53,46 @@ fn task_overrides_replace_only_what_they_name() {
         },
         base
     );
+}
+
+#[test]
+fn downloads_and_upload_dirs_are_read_and_checked() {
+    let d = Config::default();
+    assert_eq!(d.downloads, Downloads::default());
+    assert!(d.downloads.dir.is_none() && !d.downloads.keep);
+    assert!(d.security.upload_dirs.is_empty());
+    let c = Config::from_toml(
+        "[downloads]\ndir = \"/srv/dl\"\nkeep = true\n[security]\nupload_dirs = [\"/srv/up\", \"/tmp/x\"]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        c.downloads.dir.as_deref(),
+        Some(std::path::Path::new("/srv/dl"))
+    );
+    assert!(c.downloads.keep);
+    assert_eq!(
+        c.security.upload_dirs,
+        [PathBuf::from("/srv/up"), PathBuf::from("/tmp/x")]
+    );
+    let e = Config::from_toml("[downloads]\ndir = \"relative/dir\"\n").unwrap_err();
+    assert!(
+        matches!(&e, Error::Config { key, .. } if key == "downloads.dir"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("absolute"), "{e}");
+    let e = Config::from_toml("[security]\nupload_dirs = [\"/ok\", \"up\"]\n").unwrap_err();
+    assert!(
+        matches!(&e, Error::Config { key, .. } if key == "security.upload_dirs[1]"),
+        "{e}"
+    );
+    let e = Config::from_toml("downloads = 3\n").unwrap_err();
+    assert!(e.to_string().contains("downloads"), "{e}");
+    let o = StartOptions::default().with_new_page(true);
+    assert!(
+        o.own_page && o.owns_page(),
+        "new_page is own_page's old name"
+    );
+    assert!(!o.with_target_id("T").owns_page(), "a named target wins");
 }
 
 #[test]
@@ -118,7 +159,7 @@ fn setters_set_what_they_name_and_nothing_else() {
         .with_new_page(true);
     assert_eq!(o.target_id.as_deref(), Some("T"));
     assert_eq!(o.dialog_timeout, Some(Duration::from_secs(1)));
-    assert!(o.new_page && o.dialog_policy.is_none() && o.dialog_bridge.is_none());
+    assert!(o.own_page && o.dialog_policy.is_none() && o.dialog_bridge.is_none());
 }
 
 /// One rule for a setting in seconds, whoever gives it: the file, a task's override in code, an
@@ -224,6 +265,50 @@ fn mcp_allowed_hosts_are_host_names_kept_lowercase() {
             .allowed_hosts,
         ["a.example"]
     );
+}
+
+/// `browser.capture_console` is off unless asked for (SPEC §19); `browser.chrome_args` are
+/// switches, never the ones the launch sets itself.
+#[test]
+fn console_capture_is_opt_in_and_chrome_args_are_switches() {
+    let d = Config::default();
+    assert!(!d.capture_console && d.chrome_args.is_empty());
+    let c = Config::from_toml(
+        "[browser]\ncapture_console = true\nchrome_args = [\"--window-size=1280,800\", \"--lang=de\"]\n",
+    )
+    .unwrap();
+    assert!(c.capture_console);
+    assert_eq!(c.chrome_args, ["--window-size=1280,800", "--lang=de"]);
+    assert_eq!(
+        c,
+        Config::default()
+            .with_capture_console(true)
+            .with_chrome_args(["--window-size=1280,800", "--lang=de"])
+    );
+    let e = Config::from_toml("[browser]\ncapture_console = \"yes\"\n").unwrap_err();
+    assert!(
+        e.to_string().contains("browser.capture_console")
+            && e.to_string().contains("true or false"),
+        "{e}"
+    );
+    for bad in [
+        "window-size=1,1",
+        "--remote-debugging-port=9222",
+        "--remote-debugging-pipe",
+        "--user-data-dir=/tmp/x",
+        "--",
+        "--a\nb",
+    ] {
+        let e = Config::from_toml(&format!("[browser]\nchrome_args = [{bad:?}]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("browser.chrome_args") && e.contains("--user-data-dir"),
+            "{bad}: {e}"
+        );
+    }
+    let e = Config::from_toml("[browser]\nchrome_args = 3\n").unwrap_err();
+    assert!(e.to_string().contains("browser.chrome_args"), "{e}");
 }
 
 /// Every key of the shipped `config/default.toml`, as `section.name`.

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use crossbeam_channel::Sender;
 use log::debug;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::dialogs::{AnswerInFlight, OpenDialog};
 use super::{Core, policy};
@@ -15,6 +16,7 @@ use crate::clock::Now;
 use crate::config::DialogPolicy;
 use crate::deadline::{Deadline, Left};
 use crate::error::Error;
+use crate::protocol::CdpError;
 use crate::snapshot::{Blocked, ClosedBy, DialogKind, PendingDialog};
 
 /// What a call is for, beyond handing its reply to a caller.
@@ -27,6 +29,9 @@ pub enum CallKind {
     Agent {
         /// Dialogs the caller already saw pending and accounted for when it made the call.
         known_dialogs: Vec<String>,
+        /// A check that a frame's main world is this context (`supervisor/main_world.rs`): its
+        /// success is recorded in the frame map.
+        main_world: Option<MainWorld>,
     },
     /// `Target.attachToTarget` for the page: the reply names the page session.
     AttachPage {
@@ -35,7 +40,7 @@ pub enum CallKind {
     },
     /// A call into a session's document whose reply proves that document answers (and clears a
     /// `blocked` naming that session): `Page.enable` on the page session or on an OOPIF's, and
-    /// the `Runtime.getIsolateId` of the stall probe (`supervisor/stall.rs`).
+    /// the `Performance.getMetrics` of the stall probe (`supervisor/stall.rs`).
     Responds {
         /// The session it was sent on.
         session_id: String,
@@ -75,11 +80,29 @@ pub enum CallKind {
     },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
+    /// The supervisor's answer to file chooser `id` (`DOM.setFileInputFiles`), or a round trip
+    /// that dismisses it: once it succeeds, the chooser is no longer pending.
+    ChooserDone {
+        /// `fc-N`.
+        id: String,
+    },
     /// A browser-level round trip sent when the page target went away while browser-level
     /// calls were still waiting: once it is answered, every reply written before it has
     /// arrived, and the supervisor may end (SPEC §11: the reply to `Target.closeTarget` comes
     /// after the page's detach).
     PageGoneDrain,
+}
+
+/// A frame's main-world context, as a caller found it through the DOM (SPEC §19: without
+/// `Runtime.enable`), for the document the frame showed then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MainWorld {
+    /// The frame.
+    pub frame_id: String,
+    /// Its document number then (`FrameRecord::document`).
+    pub document: u64,
+    /// The context.
+    pub context: i64,
 }
 
 /// The reply a caller receives.
@@ -144,6 +167,25 @@ impl Command {
 pub(super) const PURGE_EVERY: usize = 1024;
 
 impl PendingCall {
+    /// What a reply means to whoever waits for this call, beyond what the state machine reads
+    /// from it: the result, decoded (one that does not decode, nested deeper than serde_json's
+    /// 128 levels, say, is an error, never a success with a wrong value; not decoded when
+    /// nobody waits), or the browser's error.
+    pub fn reply_result(&self, outcome: Result<&RawValue, CdpError>) -> CallResult {
+        match outcome {
+            Ok(_) if self.reply.is_none() => Ok(Value::Null),
+            Ok(raw) => serde_json::from_str(raw.get()).map_err(|e| Error::UndecodableReply {
+                method: self.method.clone(),
+                reason: e.to_string(),
+            }),
+            Err(e) => Err(Error::Cdp {
+                method: self.method.clone(),
+                code: e.code,
+                message: e.message,
+            }),
+        }
+    }
+
     /// A caller waits for its reply: a [`CallKind::Plain`] or [`CallKind::Agent`] call that
     /// still has its reply channel. Only those are refused for a crash or a lost page.
     pub(super) fn awaited_by_caller(&self) -> bool {
@@ -183,7 +225,7 @@ impl Core {
         {
             self.deliveries.push((tx, Err(err)));
         }
-        if let CallKind::Agent { known_dialogs } = &call.kind
+        if let CallKind::Agent { known_dialogs, .. } = &call.kind
             && call.reply.is_some()
             && let Some(d) = self
                 .dialogs
@@ -246,7 +288,7 @@ impl Core {
             .calls
             .iter()
             .filter(|(_, c)| {
-                let CallKind::Agent { known_dialogs } = &c.kind else {
+                let CallKind::Agent { known_dialogs, .. } = &c.kind else {
                     return false;
                 };
                 c.reply.is_some()
@@ -331,7 +373,7 @@ fn blocked_delivery(
     unanswerable: bool,
 ) -> Option<(Sender<CallResult>, CallResult)> {
     let tx = if dialog.bridge_request_id.is_some() {
-        if let CallKind::Agent { known_dialogs } = &mut call.kind {
+        if let CallKind::Agent { known_dialogs, .. } = &mut call.kind {
             known_dialogs.push(dialog.id.clone());
         }
         call.reply.clone()

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use log::warn;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Core;
 
@@ -60,6 +60,11 @@ impl Created {
         std::mem::take(&mut self.changed).then(|| self.published())
     }
 
+    /// Whether the task created page `target_id`.
+    pub(crate) fn has_target(&self, target_id: &str) -> bool {
+        self.targets.iter().any(|t| t == target_id)
+    }
+
     /// The lists (targets, contexts) as the snapshot shows them.
     pub(crate) fn published(&self) -> Published {
         (
@@ -70,6 +75,21 @@ impl Created {
 }
 
 impl Core {
+    /// A page a client of the task's CDP endpoint created (`Target.createTarget`, answered)
+    /// joins the task: recorded as created, and attached to on the task's connection, where
+    /// [`Core::browser_target_attached`] follows it like a popup (dialogs, frames).
+    pub(crate) fn adopt_created(&mut self, target_id: &str) {
+        if self.created.has_target(target_id) {
+            return;
+        }
+        self.note_created("Target.createTarget", &json!({ "targetId": target_id }));
+        self.command(
+            "Target.attachToTarget",
+            json!({"targetId": target_id, "flatten": true}),
+            None,
+        );
+    }
+
     /// A call of `method` was answered `result`: records what it created (module doc).
     pub(super) fn note_created(&mut self, method: &str, result: &Value) {
         if self.created.note(method, result) {

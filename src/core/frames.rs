@@ -1,6 +1,13 @@
 //! The frame map (SPEC §7): every frame the page has, which session owns it, its default
 //! execution context, and the capped breadth-first `frame_tree` the snapshot shows.
 //!
+//! A frame's default (main-world) context comes from `Runtime.executionContextCreated` when the
+//! Runtime domain is on (`browser.capture_console`), and otherwise from a caller that found it
+//! through the DOM (`supervisor/main_world.rs`; [`Frames::main_world_found`]). Each document a
+//! frame shows gets a number of its own (`FrameRecord::document`), so that an answer about a
+//! document the frame has left is never taken for its new one; without the Runtime domain's
+//! events, a new document also forgets the old document's context.
+//!
 //! The map is a forest by construction: an event that would make a frame its own parent or
 //! ancestor (self-parents and cycles, SPEC §14) is rejected before it changes anything, and
 //! every walk of the map carries a visited set or a step bound anyway, so no sequence of wire
@@ -12,6 +19,9 @@ use std::sync::Arc;
 use crate::config::Limits;
 use crate::protocol;
 use crate::snapshot::{FrameEntry, FrameRecord, FrameTree};
+
+mod contexts;
+use contexts::take;
 
 /// The full frame map as published.
 pub type FrameMap = Arc<HashMap<String, FrameRecord>>;
@@ -33,6 +43,11 @@ pub struct Frames {
     /// A frame came or went, or a frame's origin changed, since the last
     /// [`Frames::take_origins_changed`] (the sites the dialog rule reads may have moved).
     origins_changed: bool,
+    /// Contexts come and go with the Runtime domain's events (it is enabled); otherwise a new
+    /// document clears its frame's context itself.
+    contexts_from_events: bool,
+    /// The number the next document gets (`FrameRecord::document`).
+    next_document: u64,
 }
 
 impl Frames {
@@ -49,9 +64,11 @@ impl Frames {
             .map(|r| r.frame_id.clone())
     }
 
-    /// An empty map.
-    pub fn new(limits: Limits) -> Frames {
+    /// An empty map; `contexts_from_events` when the Runtime domain is enabled on the sessions.
+    pub fn new(limits: Limits, contexts_from_events: bool) -> Frames {
         Frames {
+            contexts_from_events,
+            next_document: 1,
             limits,
             map: HashMap::new(),
             order: HashMap::new(),
@@ -98,6 +115,7 @@ impl Frames {
             let mut rec = FrameRecord {
                 frame_id: frame_id.to_string(),
                 owner_session: owner.to_string(),
+                document: take(&mut self.next_document),
                 ..FrameRecord::default()
             };
             if let Some((s, ctx)) = self.early_contexts.remove(frame_id)
@@ -199,7 +217,11 @@ impl Frames {
                 self.remove_subtree(&c);
             }
         }
-        self.apply_frame(session, frame, is_page)
+        let applied = self.apply_frame(session, frame, is_page);
+        if applied {
+            self.new_document(&frame.id);
+        }
+        applied
     }
 
     /// `Page.frameDetached` on `session`: `swap` keeps the frame (it moved to another process).
@@ -243,6 +265,7 @@ impl Frames {
             if r.owner_session == session && !r.crashed {
                 r.crashed = true;
                 r.default_context = None;
+                r.document = take(&mut self.next_document);
                 hit = true;
             }
         }
@@ -327,6 +350,7 @@ impl Frames {
         if target_id.is_empty() || self.rejects_parent(target_id, parent_frame_id) {
             return false;
         }
+        let document = take(&mut self.next_document);
         let Some(rec) = self.upsert(target_id, session) else {
             return false;
         };
@@ -335,6 +359,7 @@ impl Frames {
         rec.session_id = Some(session.to_string());
         rec.owner_session = session.to_string();
         rec.default_context = None;
+        rec.document = document;
         let mut origin_changed = false;
         if !url.is_empty() {
             rec.url = url.to_string();
@@ -382,6 +407,7 @@ impl Frames {
                     rec.session_id = None;
                     rec.owner_session = owner;
                     rec.default_context = None;
+                    rec.document = take(&mut self.next_document);
                 }
             }
             None => self.remove_subtree(target_id),
@@ -399,53 +425,6 @@ impl Frames {
             }
             _ => false,
         }
-    }
-
-    /// A default execution context appeared for `frame_id` on `session`.
-    pub fn context_created(&mut self, session: &str, frame_id: &str, ctx: i64) -> bool {
-        match self.map.get_mut(frame_id) {
-            Some(r) if r.owner_session == session => {
-                r.default_context = Some(ctx);
-                self.changed = true;
-                true
-            }
-            Some(_) => false,
-            None => {
-                if self.early_contexts.len() < self.limits.frames_max {
-                    self.early_contexts
-                        .insert(frame_id.to_string(), (session.to_string(), ctx));
-                }
-                false
-            }
-        }
-    }
-
-    /// A context went away.
-    pub fn context_destroyed(&mut self, session: &str, ctx: i64) -> bool {
-        let mut hit = false;
-        for r in self.map.values_mut() {
-            if r.owner_session == session && r.default_context == Some(ctx) {
-                r.default_context = None;
-                hit = true;
-            }
-        }
-        self.early_contexts
-            .retain(|_, (s, c)| !(s == session && *c == ctx));
-        self.changed |= hit;
-        hit
-    }
-
-    /// All contexts of a session went away.
-    pub fn contexts_cleared(&mut self, session: &str) -> bool {
-        let mut hit = false;
-        for r in self.map.values_mut() {
-            if r.owner_session == session && r.default_context.take().is_some() {
-                hit = true;
-            }
-        }
-        self.early_contexts.retain(|_, (s, _)| s != session);
-        self.changed |= hit;
-        hit
     }
 
     /// When anything changed: the full map and the capped tree, for publishing.

@@ -40,7 +40,10 @@
 //! console, iframes or bridge). Their dialogs are pending like any other, with their
 //! `target_id`, answerable, under the task's policy and watchdog; calls into their renderer
 //! fail fast naming the dialog; a call routed to the page (`target_id`) goes to the watch
-//! session. Past that second cap popups are resumed and let go as before (logged once).
+//! session. Past that second cap popups are resumed and let go as before (logged once), and
+//! each one let go tells the watchdog to probe the task's renderer about once a second while
+//! such popups are open (`Outgoing::Watchdog(WatchRenderer)`, `crate::supervisor::stall`): a
+//! dialog in one of them is then reported within 2 s, though nobody calls.
 //!
 //! Each page belongs to a browsing-context group (`Sessions::group_of`): its opener's when it
 //! can script it (`canAccessOpener`; a `noopener` popup cannot, although `openerId` names its
@@ -60,6 +63,7 @@ use crate::clock::Now;
 use crate::config::Limits;
 use crate::protocol;
 use crate::snapshot::{ClosedBy, PageInfo};
+use crate::watchdog::WatchdogMsg;
 
 /// Bound of the walk from a session up to its page (sessions nest: page, OOPIF, OOPIF, ...).
 const MAX_SESSION_DEPTH: usize = 64;
@@ -371,6 +375,21 @@ impl Core {
         } else {
             None
         };
+        // A page a client of the task's CDP endpoint created (`Core::adopt_created`): the
+        // task's, with no opener.
+        let created = opener.is_none()
+            && self.settings.follow_popups
+            && info.kind == "page"
+            && !self.is_own_page(&info.target_id)
+            && self.created.has_target(&info.target_id);
+        if created
+            && self.pages.room_to_follow()
+            && self.sessions.len() < self.settings.limits.frames_max
+        {
+            let own = info.target_id.clone();
+            self.follow_page(&sid, info, own);
+            return;
+        }
         if let Some(opener) = opener {
             if self.pages.room_to_follow() && self.sessions.len() < self.settings.limits.frames_max
             {
@@ -391,13 +410,18 @@ impl Core {
             if self.pages.note_watch_truncated() {
                 warn!(
                     "task {}: {} popups are watched for dialogs already \
-                     (limits.watched_pages_max): {} and later ones are let go, and a dialog \
-                     they raise is not seen",
+                     (limits.watched_pages_max): {} and later ones are let go; a dialog \
+                     they raise shows only as a frozen renderer (blocked)",
                     self.task_id,
                     self.pages.watched().len(),
                     info.target_id
                 );
             }
+            // A dialog it raises would freeze the task's renderer unseen: from now on the
+            // watchdog probes that renderer, until no popup it let go is left
+            // (`supervisor/stall.rs`).
+            self.out
+                .push(Outgoing::Watchdog(WatchdogMsg::WatchRenderer));
         }
         // Not ours to follow: let it run, and let go of it.
         if ev.waiting_for_debugger {
@@ -460,14 +484,16 @@ impl Core {
         }
     }
 
-    /// Follows a page the task opened: the same set-up as the task's page (SPEC §4.3), then it
-    /// may run.
+    /// Follows a page the task opened (`opener`; the page itself for one a client of the task's
+    /// CDP endpoint created, which has none): the same set-up as the task's page (SPEC §4.3),
+    /// then it may run.
     fn follow_page(&mut self, sid: &str, info: protocol::TargetInfo, opener: String) {
         info!(
             "task {}: following page {} ({}) opened by {opener}",
             self.task_id, info.target_id, info.url
         );
         let group = self.group_of_new_page(&info, &opener);
+        let opened = opener != info.target_id;
         self.sessions.insert(
             sid,
             Session {
@@ -482,7 +508,7 @@ impl Core {
             // The title at attach time is that of the blank initial document, and browser-level
             // auto-attach sends no `targetInfoChanged`: a stale title would mislead, so none.
             title: String::new(),
-            opener_target_id: Some(opener),
+            opener_target_id: opened.then_some(opener),
             session_id: sid.to_string(),
         };
         self.sessions.set_group(&page.target_id, group);

@@ -24,10 +24,12 @@ impl Core {
         // re-attached, and popups opened from then on are followed again.
         self.pages.clear();
         self.page_gone = None;
-        self.frames = Frames::new(self.settings.limits.clone());
+        self.frames = Frames::new(self.settings.limits.clone(), self.settings.capture_console);
         self.blocked = None;
         self.blocked_session = None;
         self.page_session_id = None;
+        self.choosers.clear();
+        self.document = None;
         self.page_target_id.clone()
     }
 

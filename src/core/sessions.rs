@@ -7,12 +7,13 @@
 
 use std::collections::{HashMap, HashSet};
 
+use log::{info, warn};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::session::{self, SessionKind};
 use super::{Core, Outgoing, clip, frames, policy};
-use crate::snapshot::Renderer;
+use crate::snapshot::{Blocked, BlockedReason, Renderer, SupervisorState};
 
 /// What a child session is attached to.
 #[derive(Debug, Clone)]
@@ -254,6 +255,88 @@ impl Core {
         }
         for pos in 0..self.dialogs.open().len() {
             self.fail_calls_blocked_by(pos, false);
+        }
+    }
+
+    /// Clears `blocked` when it is about `session_id` (its `Page.enable` answered, or the
+    /// session went away).
+    pub(super) fn unblock(&mut self, session_id: &str, why: &str) {
+        if self.blocked.is_some() && self.blocked_session.as_deref() == Some(session_id) {
+            let what = match self.blocked.take().and_then(|b| b.frame_id) {
+                Some(f) => format!("iframe {f}"),
+                None => "the page".into(),
+            };
+            self.blocked_session = None;
+            info!("task {}: {what} {why}; no longer blocked", self.task_id);
+        }
+    }
+
+    /// The verdict of a probe of a session whose calls stall (a [`CallKind::ProbeBlocked`]
+    /// reply: the browser answered): when the session's own probe call still hangs, `blocked`
+    /// says so, and a dialog in a page nobody watches fails the calls into its renderer.
+    ///
+    /// [`CallKind::ProbeBlocked`]: super::CallKind::ProbeBlocked
+    pub(super) fn probe_verdict(&mut self, session_id: &str, blocked: Blocked) {
+        let still_hangs = self.calls.values().any(
+            |c| matches!(&c.kind, super::CallKind::Responds { session_id: s } if s == session_id),
+        );
+        if still_hangs && self.blocked.is_none() {
+            warn!(
+                "task {}: {} does not answer while the browser does: {}",
+                self.task_id,
+                blocked
+                    .frame_id
+                    .as_deref()
+                    .map_or("the page".to_string(), |f| format!("iframe {f}")),
+                match blocked.reason {
+                    BlockedReason::OrphanedDialog => {
+                        "a dialog opened by a client that went away is blocking it"
+                    }
+                    BlockedReason::DialogInUnfollowedPage => {
+                        "a dialog in a page the supervisor does not watch is \
+                         blocking its renderer"
+                    }
+                    _ => "a busy script, or a dialog no client can answer",
+                }
+            );
+            let frozen_renderer = blocked.reason == BlockedReason::DialogInUnfollowedPage;
+            self.blocked = Some(blocked);
+            self.blocked_session = Some(session_id.to_string());
+            if frozen_renderer {
+                self.fail_calls_in_renderer_of(session_id);
+            }
+        }
+    }
+
+    /// The task's page is attached on `session_id` (first attach, or again after a reconnect).
+    pub(super) fn set_page_session(&mut self, session_id: &str, target_id: &str) {
+        if self.page_session_id.as_deref() != Some(session_id) {
+            if self.bridge_active {
+                self.bridge_setup(session_id);
+            }
+            self.page_attached(target_id);
+            // Like the bridge, only the reader knows whether it is on (the attach sequence sends
+            // the page's default set-up).
+            if self.settings.capture_console {
+                let c = session::console_enable(session_id);
+                self.out.push(Outgoing::Command(c));
+            }
+            self.page_session_id = Some(session_id.to_string());
+            self.page_target_id = Some(target_id.to_string());
+            if matches!(self.state, SupervisorState::Reconnecting { .. }) {
+                // Re-attached after a reconnect: active again.
+                self.state = SupervisorState::Active;
+                self.disconnect_reason = None;
+            }
+            self.sessions.insert(
+                session_id,
+                Session {
+                    target_id: target_id.to_string(),
+                    kind: SessionKind::Page,
+                    parent: None,
+                },
+            );
+            self.sessions.set_group(target_id, target_id.to_string());
         }
     }
 }

@@ -32,6 +32,8 @@ impl Core {
                     let is_page = self.page_session_id.as_deref() == Some(session);
                     self.bridge_frame_gone(&ev.frame.id, now);
                     self.unanswerable_frame_gone(&ev.frame.id, now);
+                    self.file_choosers_of_frame_gone(&ev.frame.id);
+                    self.document_navigated(session, &ev.frame);
                     let applied = self.frames.navigated(session, &ev.frame, is_page);
                     // The session's own main frame has a new document: a new renderer.
                     let own_main = ev.frame.parent_id.is_none()
@@ -63,6 +65,7 @@ impl Core {
                     if ev.reason.as_deref() != Some("swap") {
                         self.bridge_frame_gone(&ev.frame_id, now);
                         self.unanswerable_frame_gone(&ev.frame_id, now);
+                        self.file_choosers_of_frame_gone(&ev.frame_id);
                     }
                     self.frames
                         .detached(session, &ev.frame_id, ev.reason.as_deref());
@@ -215,6 +218,7 @@ impl Core {
             self.frames
                 .oopif_detached(&ev.session_id, &session.target_id);
         }
+        self.file_choosers_of_sessions_gone(&gone);
         if session.kind == SessionKind::Popup {
             self.followed_page_gone(&session.target_id, &gone, now);
         }

@@ -10,7 +10,10 @@ use super::calls::PURGE_EVERY;
 use super::policy::WithDialog;
 use super::*;
 use crate::deadline::Deadline;
-use crate::snapshot::{ClosedBy, ClosedDialog, PendingDialog};
+use crate::error::Error;
+use crate::snapshot::{
+    BlockedReason, ChooserMode, ClosedBy, ClosedDialog, DownloadState, PendingDialog,
+};
 use crossbeam_channel::{Receiver, TryRecvError, bounded};
 use serde_json::json;
 use std::time::Instant;
@@ -27,6 +30,15 @@ fn settings(policy: DialogPolicy, bridge: BridgeMode) -> CoreSettings {
         bridge,
         follow_popups: false,
         browser_auto_attach: true,
+        capture_console: false,
+    }
+}
+
+/// The set-up extras of a session with the bridge on or off, console capture off (the default).
+fn bridge_only(bridge: bool) -> Extras {
+    Extras {
+        bridge,
+        console: false,
     }
 }
 
@@ -39,6 +51,10 @@ struct Out {
     armed: Vec<(String, Instant)>,
     /// `CancelWatchdog` requests.
     cancelled: Vec<String>,
+    /// Downloads to move: guid, from, to.
+    moves: Vec<(String, std::path::PathBuf, std::path::PathBuf)>,
+    /// `WatchRenderer` requests (a popup let go past both caps).
+    watch_renderer: usize,
 }
 
 impl Out {
@@ -57,6 +73,14 @@ impl Out {
             .collect();
         assert_eq!(found.len(), 1, "one {method} in {:?}", self.methods());
         (found[0].0, &found[0].1)
+    }
+
+    /// `(method, session)` pairs, owned.
+    fn methods_owned(&self) -> Vec<(String, String)> {
+        self.methods()
+            .into_iter()
+            .map(|(m, s)| (m.to_string(), s.unwrap_or_default().to_string()))
+            .collect()
     }
 
     fn commands_only(&self) -> Vec<Command> {
@@ -204,6 +228,8 @@ impl Sim {
                 Outgoing::Watchdog(WatchdogMsg::Cancel { dialog_id }) => {
                     out.cancelled.push(dialog_id)
                 }
+                Outgoing::MoveDownload { guid, from, to } => out.moves.push((guid, from, to)),
+                Outgoing::Watchdog(WatchdogMsg::WatchRenderer) => out.watch_renderer += 1,
             }
         }
         out
@@ -906,7 +932,7 @@ fn the_proxy_signature_is_a_remote_close_within_100_ms() {
         assert_eq!(
             out.commands_only(),
             [
-                session_setup("C1", SessionKind::Iframe, turns_on),
+                session_setup("C1", SessionKind::Iframe, bridge_only(turns_on)),
                 vec![session::resume("C1")]
             ]
             .concat()
@@ -1000,49 +1026,87 @@ fn a_bridge_dialog_is_answered_by_fulfilling_its_request() {
 
 // ------------------------------------------------------------------ session set-up
 
+/// What each kind of session is sent. By default nothing a page can observe (SPEC §19): no
+/// `Runtime.enable` anywhere; console capture adds it right after `Page.enable` (alone on a
+/// worker), the bridge its two commands last.
 #[test]
 fn session_setup_lists_per_kind() {
-    let methods = |kind: SessionKind, bridge: bool| -> Vec<String> {
-        session_setup("S", kind, bridge)
+    let methods = |kind: SessionKind, bridge: bool, console: bool| -> Vec<String> {
+        session_setup("S", kind, Extras { bridge, console })
             .iter()
             .map(|c| c.method.to_string())
             .collect()
     };
     let page = [
         "Page.enable",
-        "Runtime.enable",
         "Page.getFrameTree",
         "Target.setAutoAttach",
         "Runtime.getIsolateId",
+        "Page.setInterceptFileChooserDialog",
     ];
     let bridge = ["Page.addScriptToEvaluateOnNewDocument", "Fetch.enable"];
-    assert_eq!(methods(SessionKind::Page, false), page);
-    assert_eq!(methods(SessionKind::Popup, false), page);
+    let with_console = |list: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = list.iter().map(|m| m.to_string()).collect();
+        v.insert(1, "Runtime.enable".into());
+        v
+    };
+    assert_eq!(methods(SessionKind::Page, false, false), page);
+    assert_eq!(methods(SessionKind::Popup, false, false), page);
     assert_eq!(
-        methods(SessionKind::Popup, true),
+        methods(SessionKind::Popup, true, false),
         [&page[..], &bridge[..]].concat()
+    );
+    assert_eq!(methods(SessionKind::Page, false, true), with_console(&page));
+    assert_eq!(
+        methods(SessionKind::Popup, true, true),
+        [with_console(&page), bridge.map(String::from).to_vec()].concat()
     );
     let iframe = [
         "Page.enable",
-        "Runtime.enable",
         "Target.setAutoAttach",
         "Page.getFrameTree",
         "Runtime.getIsolateId",
+        "Page.setInterceptFileChooserDialog",
     ];
-    assert_eq!(methods(SessionKind::Iframe, false), iframe);
+    assert_eq!(methods(SessionKind::Iframe, false, false), iframe);
     assert_eq!(
-        methods(SessionKind::Iframe, true),
+        methods(SessionKind::Iframe, true, false),
         [&iframe[..], &bridge[..]].concat()
     );
-    assert_eq!(methods(SessionKind::Worker, true), ["Runtime.enable"]);
     assert_eq!(
-        methods(SessionKind::Watched, true),
-        ["Page.enable", "Runtime.getIsolateId"],
-        "a watched page: its dialogs and its renderer, nothing else"
+        methods(SessionKind::Iframe, false, true),
+        with_console(&iframe)
     );
+    assert!(
+        methods(SessionKind::Worker, true, false).is_empty(),
+        "a worker is only tracked and resumed"
+    );
+    assert_eq!(methods(SessionKind::Worker, true, true), ["Runtime.enable"]);
+    for console in [false, true] {
+        assert_eq!(
+            methods(SessionKind::Watched, true, console),
+            ["Page.enable", "Runtime.getIsolateId"],
+            "a watched page: its dialogs and its renderer, nothing else"
+        );
+    }
+    for kind in [
+        SessionKind::Page,
+        SessionKind::Popup,
+        SessionKind::Iframe,
+        SessionKind::Worker,
+        SessionKind::Watched,
+    ] {
+        let sent = methods(kind, false, false);
+        assert!(
+            !sent.iter().any(|m| m == "Runtime.enable"
+                || m == "Page.addScriptToEvaluateOnNewDocument"
+                || m == "Runtime.addBinding"),
+            "{kind:?}: the default set-up sends nothing a page can see: {sent:?}"
+        );
+    }
 
-    // What the attach sequence waits on for the page: exactly the first, third and fourth.
-    let kinds: Vec<CallKind> = session_setup("S", SessionKind::Page, false)
+    // What the attach sequence waits on for the page: exactly the first three.
+    let kinds: Vec<CallKind> = session_setup("S", SessionKind::Page, Extras::default())
         .into_iter()
         .map(|c| c.kind)
         .collect();
@@ -1052,7 +1116,6 @@ fn session_setup_lists_per_kind() {
             CallKind::Responds {
                 session_id: "S".into()
             },
-            CallKind::Automatic,
             CallKind::SeedFrameTree {
                 session_id: "S".into()
             },
@@ -1061,16 +1124,25 @@ fn session_setup_lists_per_kind() {
                 session_id: "S".into(),
                 generation: 0
             },
+            CallKind::Automatic,
         ]
     );
-    for c in session_setup("S", SessionKind::Iframe, true) {
+    for c in session_setup(
+        "S",
+        SessionKind::Iframe,
+        Extras {
+            bridge: true,
+            console: true,
+        },
+    ) {
         assert_eq!(c.session_id.as_deref(), Some("S"));
         assert!(
             !matches!(c.kind, CallKind::Plain),
             "nobody waits on a child's set-up"
         );
     }
-    let auto = &session_setup("S", SessionKind::Popup, false)[3];
+    let auto = &session_setup("S", SessionKind::Popup, Extras::default())[2];
+    assert_eq!(auto.method, "Target.setAutoAttach");
     assert_eq!(
         auto.params,
         json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true})
@@ -1095,7 +1167,7 @@ fn a_followed_popup_is_set_up_as_a_page_then_resumed() {
     assert_eq!(
         out.commands_only(),
         [
-            session_setup("P2", SessionKind::Popup, true),
+            session_setup("P2", SessionKind::Popup, bridge_only(true)),
             vec![session::resume("P2")]
         ]
         .concat()
@@ -1164,13 +1236,23 @@ fn workers_and_untracked_targets_are_resumed() {
     };
     let pair = |m: &str, s: &str| (m.to_string(), s.to_string());
     let resume = |s| pair("Runtime.runIfWaitingForDebugger", s);
+    // Without console capture, a worker is only tracked and resumed.
     assert_eq!(
         attach(&mut sim, "W1", "service_worker", true),
-        [pair("Runtime.enable", "W1"), resume("W1")]
+        [resume("W1")]
+    );
+    assert!(attach(&mut sim, "W2", "worker", false).is_empty());
+    let mut capturing = Sim::attached(CoreSettings {
+        capture_console: true,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    assert_eq!(
+        attach(&mut capturing, "W3", "service_worker", true),
+        [pair("Runtime.enable", "W3"), resume("W3")]
     );
     assert_eq!(
-        attach(&mut sim, "W2", "worker", false),
-        [pair("Runtime.enable", "W2")]
+        attach(&mut capturing, "W4", "worker", false),
+        [pair("Runtime.enable", "W4")]
     );
     assert_eq!(attach(&mut sim, "U1", "other", true), [resume("U1")]);
     assert!(attach(&mut sim, "U2", "other", false).is_empty());
@@ -1236,7 +1318,7 @@ fn an_oopif_swap_moves_the_frame_to_its_session_and_back() {
     assert_eq!(
         out.commands_only(),
         [
-            session_setup("C1", SessionKind::Iframe, false),
+            session_setup("C1", SessionKind::Iframe, bridge_only(false)),
             vec![session::resume("C1")]
         ]
         .concat()
@@ -1520,6 +1602,7 @@ impl Sim {
     /// A caller's `method` on `sid`, in flight; `known` are the dialogs it saw pending.
     fn agent(&mut self, method: &str, sid: &str, known: &[&str]) -> Receiver<CallResult> {
         let kind = CallKind::Agent {
+            main_world: None,
             known_dialogs: known.iter().map(|d| d.to_string()).collect(),
         };
         self.send(
@@ -1581,11 +1664,15 @@ fn a_popup_handed_over_by_the_watcher_is_followed_without_browser_level_auto_att
     let methods = out.methods();
     for m in [
         "Page.enable",
-        "Runtime.enable",
+        "Page.getFrameTree",
         "Runtime.runIfWaitingForDebugger",
     ] {
         assert!(methods.contains(&(m, Some("P2"))), "{m}: {methods:?}");
     }
+    assert!(
+        !methods.contains(&("Runtime.enable", Some("P2"))),
+        "{methods:?}"
+    );
     assert!(
         !methods.contains(&("Target.detachFromTarget", None)),
         "{methods:?}"
@@ -2253,6 +2340,439 @@ fn a_sessions_site_follows_its_own_documents_origin() {
     assert_eq!(sim.snap().renderers["C1"].site, None);
 }
 
+// ------------------------------------------------------------------ issue 31: files, navigation
+
+fn with_files(dir: &str, answer_choosers: bool) -> Sim {
+    let mut sim = Sim::new(settings(DialogPolicy::MustRespond, BridgeMode::Off));
+    sim.core.set_files(FilesSettings {
+        download_dir: Some(dir.into()),
+        download_behavior: Some(json!({"behavior": "allowAndName", "downloadPath": dir})),
+        answer_file_choosers: answer_choosers,
+    });
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": S1}));
+    sim.event(
+        Some(S1),
+        "Page.frameNavigated",
+        json!({"frame": {"id": PAGE, "url": "http://a.test/", "loaderId": "L0",
+                         "securityOrigin": "http://a.test"}}),
+    );
+    sim
+}
+
+#[test]
+fn the_page_attached_tells_the_browser_where_the_tasks_downloads_go() {
+    let mut sim = with_files("/dl/task", false);
+    let out = sim.step();
+    let (_, c) = out.only("Browser.setDownloadBehavior");
+    assert_eq!(c.session_id, None, "browser-level");
+    assert_eq!(c.params["downloadPath"], "/dl/task");
+}
+
+#[test]
+fn a_download_of_the_tasks_page_is_followed_and_moved_into_its_directory() {
+    let mut sim = with_files("/dl/task", false);
+    sim.step();
+    // Another task's download (a frame this task does not have): not ours.
+    sim.event(
+        None,
+        "Browser.downloadWillBegin",
+        json!({"frameId": "OTHER", "guid": "G0", "url": "http://b.test/x", "suggestedFilename": "x"}),
+    );
+    sim.event(
+        Some(S1),
+        "Page.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G1", "url": "http://a.test/f", "suggestedFilename": "../report.txt"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G1", "url": "http://a.test/f", "suggestedFilename": "../report.txt"}),
+    );
+    let s = sim.snap();
+    assert_eq!(s.downloads.len(), 1, "{:?}", s.downloads);
+    assert_eq!(s.downloads[0].state, DownloadState::InProgress);
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G1", "totalBytes": 10, "receivedBytes": 4, "state": "inProgress"}),
+    );
+    assert_eq!(sim.snap().downloads[0].received_bytes, 4);
+    // The page-level "completed" comes first and does not say where the file is.
+    sim.event(
+        Some(S1),
+        "Page.downloadProgress",
+        json!({"guid": "G1", "totalBytes": 10, "receivedBytes": 10, "state": "completed"}),
+    );
+    assert_eq!(sim.snap().downloads[0].state, DownloadState::InProgress);
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G1", "totalBytes": 10, "receivedBytes": 10, "state": "completed",
+               "filePath": "/dl/other-task/G1"}),
+    );
+    let out = sim.step();
+    let to = std::path::PathBuf::from("/dl/task/report.txt");
+    assert_eq!(
+        out.moves,
+        [("G1".to_string(), "/dl/other-task/G1".into(), to.clone())]
+    );
+    let d = sim.snap().downloads[0].clone();
+    assert_eq!(d.state, DownloadState::Completed);
+    assert_eq!(d.path.as_deref(), Some(to.as_path()));
+    assert_eq!((d.received_bytes, d.total_bytes), (10, Some(10)));
+    // A second file of the same name gets a name of its own; a failed move keeps where the
+    // browser wrote it.
+    sim.event(
+        Some(S1),
+        "Page.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G2", "url": "u", "suggestedFilename": "report.txt"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G2", "receivedBytes": 3, "state": "completed", "filePath": "/dl/task/G2"}),
+    );
+    let out = sim.step();
+    assert_eq!(
+        out.moves[0].2,
+        std::path::PathBuf::from("/dl/task/report (1).txt")
+    );
+    sim.core
+        .download_move_failed("G2", std::path::Path::new("/dl/task/G2"), "EXDEV");
+    let d = sim.snap().downloads[1].clone();
+    assert_eq!(d.path.as_deref(), Some(std::path::Path::new("/dl/task/G2")));
+    // A cancelled one says so, and stays cancelled.
+    sim.event(
+        Some(S1),
+        "Page.downloadWillBegin",
+        json!({"frameId": PAGE, "guid": "G3", "url": "u", "suggestedFilename": "big.bin"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G3", "receivedBytes": 5, "state": "canceled"}),
+    );
+    sim.event(
+        None,
+        "Browser.downloadProgress",
+        json!({"guid": "G3", "receivedBytes": 9, "state": "inProgress"}),
+    );
+    let d = sim.snap().downloads[2].clone();
+    assert_eq!(
+        (d.state, d.received_bytes, d.path.clone()),
+        (DownloadState::Canceled, 5, None)
+    );
+    assert_eq!(
+        sim.snap().to_json()["downloads"][2],
+        json!({"guid": "G3", "url": "u", "suggested_filename": "big.bin", "state": "canceled",
+               "received_bytes": 5})
+    );
+}
+
+#[test]
+fn a_file_chooser_is_pending_with_file_access_and_refused_without() {
+    for answerable in [true, false] {
+        let mut sim = with_files("/dl/t", answerable);
+        sim.step();
+        sim.event(
+            Some(S1),
+            "Page.fileChooserOpened",
+            json!({"frameId": PAGE, "mode": "selectMultiple", "backendNodeId": 42}),
+        );
+        let s = sim.snap();
+        let j = s.to_json();
+        if answerable {
+            assert_eq!(s.file_choosers.len(), 1);
+            let c = &s.file_choosers[0];
+            assert_eq!(
+                (c.id.as_str(), c.mode, c.backend_node_id),
+                ("fc-1", ChooserMode::Multiple, 42)
+            );
+            assert_eq!(c.target_id, PAGE);
+            assert!(
+                s.pending_dialogs.is_empty(),
+                "not a dialog: it blocks nothing"
+            );
+            let entry = &j["pending_dialogs"][0];
+            assert_eq!(entry["type"], "file_chooser");
+            assert_eq!(entry["mode"], "multiple");
+            assert_eq!(entry["backend_node_id"], 42);
+            assert!(j.get("file_chooser_refused").is_none());
+            // Answered: gone.
+            let done = sim.register(
+                "DOM.setFileInputFiles",
+                Some(S1),
+                CallKind::ChooserDone { id: "fc-1".into() },
+            );
+            sim.reply(done, json!({}));
+            assert!(sim.snap().file_choosers.is_empty());
+            // A new document of its frame takes a pending chooser with it.
+            sim.event(
+                Some(S1),
+                "Page.fileChooserOpened",
+                json!({"frameId": PAGE, "mode": "selectSingle", "backendNodeId": 7}),
+            );
+            assert_eq!(sim.snap().file_choosers[0].id, "fc-2");
+            sim.event(
+                Some(S1),
+                "Page.frameNavigated",
+                json!({"frame": {"id": PAGE, "url": "http://a.test/2", "loaderId": "L9", "securityOrigin": "http://a.test"}}),
+            );
+            assert!(sim.snap().file_choosers.is_empty());
+        } else {
+            assert!(s.file_choosers.is_empty());
+            let r = s.file_chooser_refused.clone().expect("refused");
+            assert_eq!((r.mode, r.count), (ChooserMode::Multiple, 1));
+            assert!(j["pending_dialogs"].as_array().unwrap().is_empty());
+            assert_eq!(
+                j["file_chooser_refused"]["option"],
+                "security.allow_file_access"
+            );
+            assert!(
+                j["file_chooser_refused"]["hint"]
+                    .as_str()
+                    .unwrap()
+                    .contains("allow_file_access = true"),
+                "{j}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_main_documents_loader_and_load_are_published_for_navigations() {
+    let mut sim = with_files("/dl/t", false);
+    sim.step();
+    assert_eq!(
+        sim.snap().document,
+        Some(crate::snapshot::MainDocument {
+            loader_id: "L0".into(),
+            loaded: false
+        })
+    );
+    // An OOPIF's load is not the page's.
+    sim.event(
+        Some("OTHER"),
+        "Page.loadEventFired",
+        json!({"timestamp": 1.0}),
+    );
+    assert!(!sim.snap().document.unwrap().loaded);
+    sim.event(Some(S1), "Page.loadEventFired", json!({"timestamp": 1.0}));
+    assert!(sim.snap().document.unwrap().loaded);
+    // A child frame's navigation is not the page's document.
+    sim.event(
+        Some(S1),
+        "Page.frameNavigated",
+        json!({"frame": {"id": "CHILD", "parentId": PAGE, "url": "http://a.test/c", "loaderId": "LC"}}),
+    );
+    assert_eq!(sim.snap().document.unwrap().loader_id, "L0");
+    sim.event(
+        Some(S1),
+        "Page.frameNavigated",
+        json!({"frame": {"id": PAGE, "url": "http://a.test/n", "loaderId": "L1"}}),
+    );
+    assert_eq!(
+        sim.snap().document,
+        Some(crate::snapshot::MainDocument {
+            loader_id: "L1".into(),
+            loaded: false
+        })
+    );
+}
+
+#[test]
+fn a_new_page_after_a_reconnect_is_reported_as_a_replacement() {
+    let mut sim = Sim::must_respond();
+    assert!(sim.snap().page_replaced.is_none());
+    sim.core.on_disconnect("dropped", sim.now);
+    sim.core.reconnecting(1, 3);
+    assert_eq!(sim.core.reset_for_reconnect().as_deref(), Some(PAGE));
+    // The same page again: nothing to report.
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": "S2"}));
+    assert!(sim.snap().page_replaced.is_none());
+    sim.core.on_disconnect("dropped", sim.now);
+    sim.core.reconnecting(1, 3);
+    sim.core.reset_for_reconnect();
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: "NEW".into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": "S3"}));
+    let s = sim.snap();
+    assert_eq!(s.page_replaced.as_deref(), Some(PAGE));
+    assert_eq!(s.page_target_id.as_deref(), Some("NEW"));
+    assert_eq!(s.to_json()["page_replaced"]["old_target_id"], PAGE);
+    assert!(s.is_active());
+}
+
+// ------------------------------------------------------------------ invisible supervision
+
+/// SPEC §19: by default no session is sent `Runtime.enable` (the page's, an OOPIF's, a
+/// popup's, a worker's); with `capture_console` every one of them is, the page's once per
+/// session the moment it is learnt.
+#[test]
+fn runtime_is_enabled_only_when_the_console_is_captured() {
+    for capture in [false, true] {
+        let mut sim = Sim::new(CoreSettings {
+            capture_console: capture,
+            follow_popups: true,
+            ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+        });
+        let attach = sim.register(
+            "Target.attachToTarget",
+            None,
+            CallKind::AttachPage {
+                target_id: PAGE.into(),
+            },
+        );
+        sim.reply(attach, json!({"sessionId": S1}));
+        let mut sent = sim.step().methods_owned();
+        sent.extend(sim.oopif(S1, "C1", "F1", PAGE).methods_owned());
+        sim.event(
+            Some(S1),
+            "Target.attachedToTarget",
+            json!({"sessionId": "W1", "waitingForDebugger": true,
+                   "targetInfo": {"targetId": "T-W1", "type": "worker", "url": ""}}),
+        );
+        sent.extend(sim.step().methods_owned());
+        sim.event(
+            None,
+            "Target.attachedToTarget",
+            json!({"sessionId": "P2", "waitingForDebugger": true,
+                   "targetInfo": {"targetId": "POPUP", "type": "page", "url": "about:blank",
+                                  "openerId": PAGE, "canAccessOpener": true}}),
+        );
+        sent.extend(sim.step().methods_owned());
+        let enabled: Vec<&str> = sent
+            .iter()
+            .filter(|(m, _)| m == "Runtime.enable")
+            .map(|(_, s)| s.as_str())
+            .collect();
+        if capture {
+            assert_eq!(enabled, [S1, "C1", "W1", "P2"], "{sent:?}");
+        } else {
+            assert!(enabled.is_empty(), "{sent:?}");
+        }
+        assert!(
+            sent.iter()
+                .any(|(m, s)| m == "Runtime.runIfWaitingForDebugger" && s == "W1"),
+            "the worker is resumed either way: {sent:?}"
+        );
+    }
+}
+
+/// A same-process frame's main world found through the DOM (`supervisor/main_world.rs`): the
+/// checked call's success records it for the document the frame showed then; a new document
+/// forgets it, and an answer about an older document, or a failed check, is not recorded.
+#[test]
+fn a_main_world_found_through_the_dom_is_kept_for_its_document() {
+    let mut sim = Sim::must_respond();
+    sim.frame_attached(S1, "SAME", PAGE);
+    sim.frame_navigated(S1, "SAME", Some(PAGE), "http://a.test/inner");
+    let record = |sim: &mut Sim| sim.snap().frames.get("SAME").cloned().expect("SAME known");
+    let first = record(&mut sim);
+    assert_eq!(first.default_context, None);
+    let check = |sim: &mut Sim, document: u64, context: i64| {
+        sim.send(
+            Command::new("Runtime.callFunctionOn", json!({}))
+                .on(S1)
+                .kind(CallKind::Agent {
+                    known_dialogs: vec![],
+                    main_world: Some(MainWorld {
+                        frame_id: "SAME".into(),
+                        document,
+                        context,
+                    }),
+                }),
+        )
+    };
+    // A failed check records nothing.
+    let (id, rx) = check(&mut sim, first.document, 7);
+    sim.error(
+        id,
+        "Argument should belong to the same JavaScript world as target object",
+    );
+    assert!(rx.try_recv().expect("answered").is_err());
+    assert_eq!(record(&mut sim).default_context, None);
+    // A successful one does, and the caller gets its reply.
+    let (id, rx) = check(&mut sim, first.document, 7);
+    sim.reply(id, json!({"result": {"type": "undefined"}}));
+    assert!(rx.try_recv().expect("answered").is_ok());
+    assert_eq!(record(&mut sim).default_context, Some(7));
+    // The frame navigates: a new document, no context; a late answer about the old one is
+    // not taken for it.
+    let (late, _rx) = check(&mut sim, first.document, 7);
+    sim.frame_navigated(S1, "SAME", Some(PAGE), "http://a.test/next");
+    let second = record(&mut sim);
+    assert_ne!(second.document, first.document);
+    assert_eq!(second.default_context, None);
+    sim.reply(late, json!({"result": {"type": "undefined"}}));
+    assert_eq!(record(&mut sim).default_context, None);
+    // The same check from another session (not the frame's owner) is not taken either.
+    let (id, _rx) = sim.send(
+        Command::new("Runtime.callFunctionOn", json!({}))
+            .on("OTHER")
+            .kind(CallKind::Agent {
+                known_dialogs: vec![],
+                main_world: Some(MainWorld {
+                    frame_id: "SAME".into(),
+                    document: second.document,
+                    context: 8,
+                }),
+            }),
+    );
+    sim.reply(id, json!({}));
+    assert_eq!(record(&mut sim).default_context, None);
+    let (id, _rx) = check(&mut sim, second.document, 9);
+    sim.reply(id, json!({}));
+    assert_eq!(record(&mut sim).default_context, Some(9));
+    // A crash forgets it too.
+    sim.event(Some(S1), "Inspector.targetCrashed", json!({}));
+    assert_eq!(record(&mut sim).default_context, None);
+}
+
+/// With the Runtime domain on (`capture_console`), its events keep contexts: a navigation does
+/// not forget one its events announced before the navigation event came (Chromium announces a
+/// new document's context before `Page.frameNavigated`).
+#[test]
+fn with_the_runtime_domain_on_its_events_keep_contexts() {
+    let mut sim = Sim::attached(CoreSettings {
+        capture_console: true,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    sim.frame_attached(S1, "SAME", PAGE);
+    sim.event(
+        Some(S1),
+        "Runtime.executionContextCreated",
+        json!({"context": {"id": 5, "auxData": {"isDefault": true, "frameId": "SAME"}}}),
+    );
+    sim.frame_navigated(S1, "SAME", Some(PAGE), "http://a.test/inner");
+    assert_eq!(sim.snap().frames["SAME"].default_context, Some(5));
+    sim.event(
+        Some(S1),
+        "Runtime.executionContextDestroyed",
+        json!({"executionContextId": 5}),
+    );
+    assert_eq!(sim.snap().frames["SAME"].default_context, None);
+}
+
 /// Issue 28: what a task creates through raw calls is its own (`security.isolate_tasks`): the
 /// page and browser-context ids the browser answered are in the snapshot by the time the reply
 /// is handed over (the reader publishes before it delivers). Failed calls and other methods
@@ -2288,9 +2808,10 @@ fn pages_and_contexts_the_task_creates_are_its_own_when_their_reply_arrives() {
     assert_eq!(&*snap.created_contexts, ["CTX".to_string()]);
 }
 
-/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, and the
-/// snapshot says so (calls into the task's renderer then probe it when they stall). Once the
-/// probe has proved a dialog there (its `Runtime.getIsolateId` unanswered, its verdict a
+/// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps a popup is let go, the
+/// snapshot says so (calls into the task's renderer then probe it when they stall), and each
+/// popup let go tells the watchdog to probe it (no popup followed or watched does). Once the
+/// probe has proved a dialog there (its `Performance.getMetrics` unanswered, its verdict a
 /// `ProbeBlocked`), `blocked` says `dialog_in_unfollowed_page` with the page to close; calls in
 /// flight into that renderer fail at once (not those Chromium answers with a dialog open, nor
 /// those into another renderer), later ones are refused before they are sent, and the task may
@@ -2308,12 +2829,26 @@ fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_it
         ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
     });
     sim.isolate(S1, "I-A");
-    sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
+    let followed = sim.popup("P2", "FOLLOWED", PAGE, true, "http://a.test/1");
     sim.isolate("P2", "I-A");
-    sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
+    let watched = sim.popup("P3", "WATCHED", PAGE, false, "http://b.other/2");
     sim.isolate("P3", "I-B");
     assert!(!sim.snap().popups_let_go);
+    assert_eq!(
+        (followed.watch_renderer, watched.watch_renderer),
+        (0, 0),
+        "no renderer probe while every popup is followed or watched"
+    );
     let out = sim.popup("P4", "LET-GO", PAGE, true, "about:blank");
+    assert_eq!(
+        out.watch_renderer, 1,
+        "letting a popup go starts the watchdog's renderer probe"
+    );
+    let again = sim.popup("P5", "LET-GO-2", PAGE, true, "about:blank");
+    assert_eq!(
+        again.watch_renderer, 1,
+        "so does every later one (the probe stops when none is left)"
+    );
     assert_eq!(
         out.methods(),
         [
@@ -2328,7 +2863,7 @@ fn a_dialog_in_a_popup_let_go_past_both_caps_is_reported_and_fails_calls_into_it
     let elsewhere = sim.agent("Runtime.evaluate", "P3", &[]);
     // The probe: its renderer call stays unanswered, then its verdict.
     let alive = sim.register(
-        "Runtime.getIsolateId",
+        "Performance.getMetrics",
         Some(S1),
         CallKind::Responds {
             session_id: S1.into(),

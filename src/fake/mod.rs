@@ -290,7 +290,8 @@ impl FakeBrowser {
 
     /// Behave like an endpoint that launches a new browser for every WebSocket connection
     /// (Browserless): from now on each new connection sees only one new page target
-    /// (`PAGE-n`, a new id), and the earlier pages are gone.
+    /// (`PAGE-n`, a new id), the earlier pages are gone, and `/json/version` names the root URL
+    /// (`ws://127.0.0.1:PORT`) as Browserless's does.
     pub fn set_new_browser_per_connection(&self, on: bool) {
         self.shared.update(|st| st.new_browser_per_connection = on);
     }

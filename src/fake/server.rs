@@ -152,7 +152,13 @@ fn answer_http(shared: &Shared, head: &RequestHead, out: &mut TcpStream) -> io::
     let is_version =
         head.method == "GET" && (head.path == "/json/version" || head.path == "/json/version/");
     let response = if is_version {
-        let ws_url = format!("ws://127.0.0.1:{}/devtools/browser/fake", shared.port);
+        // An endpoint with a browser per connection names its root, as Browserless does.
+        let path = if shared.state().new_browser_per_connection {
+            ""
+        } else {
+            "/devtools/browser/fake"
+        };
+        let ws_url = format!("ws://127.0.0.1:{}{path}", shared.port);
         let body = json!({"Browser": PRODUCT, "webSocketDebuggerUrl": ws_url});
         http_response("200 OK", &body.to_string())
     } else {

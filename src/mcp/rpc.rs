@@ -1,8 +1,8 @@
-//! JSON-RPC 2.0 framing for the MCP server: bounded line reading, strict classification of each
-//! incoming message, request ids kept exactly as sent, and the one writer that puts whole lines on
-//! the output.
+//! JSON-RPC 2.0 messages for the MCP server, whatever carries them (a stdio line, an HTTP body):
+//! strict classification of each incoming message, request ids kept exactly as sent and
+//! compared as JSON-RPC compares them, and the responses we write.
 //!
-//! Nothing here knows MCP methods; `mod.rs` decides what each request means.
+//! Nothing here knows MCP methods; the engine (`engine`) decides what each request means.
 //!
 //! # Request ids
 //!
@@ -27,15 +27,12 @@
 //! are two ids, `"\ud83d\ude00"` and `"😀"` one.
 
 use std::borrow::Cow;
-use std::io::{BufRead, Write};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-mod id_key;
-pub(crate) use id_key::IdKey;
+use crate::quote::{clipped, quoted};
 
 /// JSON-RPC error codes we answer with.
 pub(crate) mod code {
@@ -84,7 +81,7 @@ impl Id {
 /// ([`crate::quote::clipped`]); [`Id::raw`] is what answers echo.
 impl std::fmt::Display for Id {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", crate::quote::clipped(&self.raw))
+        write!(f, "{}", clipped(&self.raw))
     }
 }
 
@@ -190,70 +187,6 @@ pub(crate) fn result(id: &Id, result: &Value) -> String {
 /// A JSON-RPC notification (server to client).
 pub(crate) fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
-}
-
-/// One line read by [`LineReader`].
-#[derive(Debug, PartialEq)]
-pub(crate) enum Line {
-    /// A whole line, without its `\n`.
-    Text(Vec<u8>),
-    /// A line longer than the limit: it was read and discarded in chunks, never held whole.
-    TooLong,
-}
-
-/// Reads `\n`-terminated lines of at most `limit` bytes. A longer line costs at most `limit`
-/// bytes of memory plus one buffer of the underlying reader: the excess is consumed chunk by
-/// chunk from the reader's buffer until the newline, and reported as [`Line::TooLong`].
-#[derive(Debug)]
-pub(crate) struct LineReader<R> {
-    input: R,
-    limit: usize,
-}
-
-impl<R: BufRead> LineReader<R> {
-    pub(crate) fn new(input: R, limit: usize) -> Self {
-        LineReader { input, limit }
-    }
-
-    /// The next line; `None` at the end of the input (a last line without `\n` still counts).
-    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<Line>> {
-        let mut line = Vec::new();
-        let mut too_long = false;
-        loop {
-            let chunk = match self.input.fill_buf() {
-                Ok(c) => c,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if chunk.is_empty() {
-                return Ok(match (too_long, line.is_empty()) {
-                    (true, _) => Some(Line::TooLong),
-                    (false, true) => None,
-                    (false, false) => Some(Line::Text(line)),
-                });
-            }
-            let (part, used, ended) = match chunk.iter().position(|b| *b == b'\n') {
-                Some(i) => (&chunk[..i], i + 1, true),
-                None => (chunk, chunk.len(), false),
-            };
-            if !too_long {
-                if line.len() + part.len() > self.limit {
-                    too_long = true;
-                    line = Vec::new();
-                } else {
-                    line.extend_from_slice(part);
-                }
-            }
-            self.input.consume(used);
-            if ended {
-                return Ok(Some(if too_long {
-                    Line::TooLong
-                } else {
-                    Line::Text(line)
-                }));
-            }
-        }
-    }
 }
 
 /// What one incoming line is.
@@ -500,49 +433,96 @@ fn as_sent<'a>(original: &'a str, readable: &str, part: &'a str) -> &'a str {
         .unwrap_or(part)
 }
 
-/// The single writer of the output: each message is serialised first, then written as one
-/// whole line under the lock, so concurrent responses and notifications never interleave.
-pub(crate) struct Writer {
-    /// `None` once closed (shutdown, or a write failed: the client is gone). Written by any
-    /// thread that sends; taken by `close`.
-    out: Mutex<Option<Box<dyn Write + Send>>>,
+/// What an id is equal to (module doc): a string by its value, a number by its exact
+/// value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum IdKey {
+    /// A string id, unescaped into UTF-16 code units, as JavaScript and Python read it: lone
+    /// surrogates stay themselves, so `"\ud800"` and `"\ud801"` are two ids.
+    Str(Vec<u16>),
+    /// A number id in canonical form (`-?<digits without leading or trailing zeros>e<exp>`,
+    /// `0` for zero); `literal:<text>` when the exponent does not fit in an `i64`.
+    Num(String),
 }
 
-impl std::fmt::Debug for Writer {
+/// For log lines: the id quoted and clipped ([`crate::quote`]).
+impl std::fmt::Display for IdKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Writer").finish_non_exhaustive()
+        match self {
+            IdKey::Str(units) => write!(f, "{}", quoted(&String::from_utf16_lossy(units))),
+            IdKey::Num(n) => write!(f, "{}", clipped(n)),
+        }
     }
 }
 
-impl Writer {
-    pub(crate) fn new(out: Box<dyn Write + Send>) -> Writer {
-        Writer {
-            out: Mutex::new(Some(out)),
+impl IdKey {
+    /// The key of the JSON value `raw` (valid JSON text, lone surrogates as the client sent
+    /// them).
+    fn of(raw: &str) -> Result<IdKey, NotAnId> {
+        match raw.as_bytes().first() {
+            Some(b'"') => utf16_units(raw).map(IdKey::Str).ok_or(NotAnId::WrongType),
+            Some(b'-' | b'0'..=b'9') => Ok(IdKey::Num(canonical_number(raw))),
+            Some(b'n') => Err(NotAnId::Null),
+            _ => Err(NotAnId::WrongType),
         }
     }
+}
 
-    /// Writes `text` (one JSON message, no newline) as one line and flushes. False when the
-    /// writer is closed or the write failed (then it closes).
-    pub(crate) fn send_line(&self, text: String) -> bool {
-        let mut line = text.into_bytes();
-        line.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(w) = out.as_mut() else {
-            return false;
-        };
-        match w.write_all(&line).and_then(|()| w.flush()) {
-            Ok(()) => true,
-            Err(e) => {
-                log::warn!("cannot write to the MCP client ({e}); no more output");
-                *out = None;
-                false
+/// The UTF-16 code units of the JSON string literal `raw` (quotes included), every `\uXXXX`
+/// escape taken as the one code unit it names; `None` when it is no string literal.
+fn utf16_units(raw: &str) -> Option<Vec<u16>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    let mut units = Vec::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            units.extend(c.encode_utf16(&mut [0; 2]).iter());
+            continue;
+        }
+        let unit = match chars.next()? {
+            'u' => {
+                let hex: String = chars.by_ref().take(4).collect();
+                (hex.len() == 4).then(|| u16::from_str_radix(&hex, 16).ok())??
             }
-        }
+            'b' => 0x08,
+            'f' => 0x0c,
+            'n' => 0x0a,
+            'r' => 0x0d,
+            't' => 0x09,
+            c @ ('"' | '\\' | '/') => c as u16,
+            _ => return None,
+        };
+        units.push(unit);
     }
+    Some(units)
+}
 
-    /// Nothing more is written after this.
-    pub(crate) fn close(&self) {
-        drop(self.out.lock().unwrap_or_else(|e| e.into_inner()).take());
+/// The exact value of a JSON number in one spelling: sign, significant digits, exponent
+/// (`1.50e1` -> `15e0`, `-0.0` -> `0`). Falls back to the literal text when the exponent does
+/// not fit in an `i64` (such ids then match only the same text).
+fn canonical_number(text: &str) -> String {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, "0"),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits: String = [int, frac].concat();
+    let significant = digits.trim_start_matches('0');
+    if significant.is_empty() {
+        return "0".into();
+    }
+    let trimmed = significant.trim_end_matches('0');
+    let exp = exponent.parse::<i64>().ok().and_then(|e| {
+        e.checked_sub(i64::try_from(frac.len()).ok()?)?
+            .checked_add(i64::try_from(significant.len() - trimmed.len()).ok()?)
+    });
+    match exp {
+        Some(e) => format!("{}{trimmed}e{e}", if negative { "-" } else { "" }),
+        None => format!("literal:{text}"),
     }
 }
 

@@ -1,11 +1,12 @@
 //! The snapshot's JSON (SPEC §10): what `browser_snapshot` returns and a host merges into its
-//! page snapshot.
+//! page snapshot. It is LLM-visible: CDP session ids never appear in it (they are routing
+//! details the Rust [`Snapshot`] keeps).
 
 use serde_json::{Map, Value, json};
 
 use super::{
-    Blocked, ClosedDialog, ConsoleEntry, FrameEntry, FrameTree, PageInfo, PendingDialog, Snapshot,
-    SupervisorState,
+    Blocked, ChooserRefused, ClosedDialog, ConsoleEntry, Download, FileChooser, FrameEntry,
+    FrameTree, PageInfo, PendingDialog, Snapshot, SupervisorState,
 };
 
 impl PendingDialog {
@@ -55,9 +56,6 @@ impl FrameEntry {
         m.insert("url".into(), json!(self.url));
         m.insert("origin".into(), json!(self.origin));
         m.insert("is_oopif".into(), json!(self.is_oopif));
-        if let Some(s) = &self.session_id {
-            m.insert("session_id".into(), json!(s));
-        }
         if let Some(p) = &self.parent_frame_id {
             m.insert("parent_frame_id".into(), json!(p));
         }
@@ -125,19 +123,91 @@ impl PageInfo {
     }
 }
 
+impl Download {
+    /// `{guid, url, suggested_filename, state, received_bytes, total_bytes?, path?}` (SPEC §10).
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "guid": self.guid,
+            "url": self.url,
+            "suggested_filename": self.suggested_filename,
+            "state": self.state.as_str(),
+            "received_bytes": self.received_bytes,
+        });
+        if let Some(t) = self.total_bytes {
+            v["total_bytes"] = json!(t);
+        }
+        if let Some(p) = &self.path {
+            v["path"] = json!(p.display().to_string());
+        }
+        v
+    }
+}
+
+impl FileChooser {
+    /// As an entry of `pending_dialogs`: `type: "file_chooser"`, its `mode`, the input's
+    /// `backend_node_id`, and a `message` that says how to answer it.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(self.id));
+        m.insert("type".into(), json!("file_chooser"));
+        m.insert("mode".into(), json!(self.mode.as_str()));
+        m.insert(
+            "message".into(),
+            json!(format!(
+                "the page asks for {}: answer with browser_dialog {{action: \"accept\", files: \
+                 [...]}} (files within security.upload_dirs) or dismiss it",
+                match self.mode {
+                    super::ChooserMode::Single => "one file",
+                    super::ChooserMode::Multiple => "files",
+                }
+            )),
+        );
+        m.insert("opened_at".into(), json!(self.opened_at));
+        m.insert("backend_node_id".into(), json!(self.backend_node_id));
+        if let Some(f) = &self.frame_id {
+            m.insert("frame_id".into(), json!(f));
+        }
+        if !self.target_id.is_empty() {
+            m.insert("target_id".into(), json!(self.target_id));
+        }
+        Value::Object(m)
+    }
+}
+
+impl ChooserRefused {
+    /// `{frame_id?, mode, at, count, option, hint}`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "mode": self.mode.as_str(),
+            "at": self.at,
+            "count": self.count,
+            "option": Self::OPTION,
+            "hint": format!(
+                "the page opened a file chooser and got no file: answering choosers with local \
+                 files is off; set {} = true (and list the allowed directories in \
+                 security.upload_dirs) to let the agent answer them",
+                Self::OPTION
+            ),
+        });
+        if let Some(f) = &self.frame_id {
+            v["frame_id"] = json!(f);
+        }
+        v
+    }
+}
+
 impl Snapshot {
+    /// `pending_dialogs` as the JSON shows it: the dialogs, then the file choosers (SPEC §10).
+    pub fn pending_json(&self) -> Vec<Value> {
+        (self.pending_dialogs.iter().map(PendingDialog::to_json))
+            .chain(self.file_choosers.iter().map(FileChooser::to_json))
+            .collect()
+    }
+
     /// The fields a host merges into its page snapshot (SPEC §10).
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
-        m.insert(
-            "pending_dialogs".into(),
-            Value::Array(
-                self.pending_dialogs
-                    .iter()
-                    .map(PendingDialog::to_json)
-                    .collect(),
-            ),
-        );
+        m.insert("pending_dialogs".into(), Value::Array(self.pending_json()));
         if !self.recent_dialogs.is_empty() {
             m.insert(
                 "recent_dialogs".into(),
@@ -162,6 +232,22 @@ impl Snapshot {
         }
         if self.pages_truncated {
             m.insert("pages_truncated".into(), json!(true));
+        }
+        if !self.downloads.is_empty() {
+            m.insert(
+                "downloads".into(),
+                Value::Array(self.downloads.iter().map(|d| d.to_json()).collect()),
+            );
+        }
+        if let Some(r) = &self.file_chooser_refused {
+            m.insert("file_chooser_refused".into(), r.to_json());
+        }
+        if let Some(old) = &self.page_replaced {
+            m.insert(
+                "page_replaced".into(),
+                json!({"old_target_id": old, "reason": "the task's own page was gone after a \
+                       reconnect: a new page was made (page_target_id)"}),
+            );
         }
         if !self.console_errors.is_empty() {
             m.insert(

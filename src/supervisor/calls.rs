@@ -7,14 +7,15 @@ use std::time::Duration;
 use log::debug;
 use serde_json::{Value, json};
 
-use super::{Route, Supervisor};
+use super::Supervisor;
+use super::main_world::NeedsContext;
 use crate::cancel::CancelToken;
 use crate::config::{DialogPolicy, MAX_CALL_TIMEOUT};
 use crate::core::policy::{self, BRIDGE_REPLY_GRACE, DIALOG_GRACE};
-use crate::core::{CallKind, CallResult, Command};
+use crate::core::{CallKind, CallResult, Command, MainWorld};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::outbound::Reply;
+use crate::outbound::{Outbound, Reply};
 use crate::security::isolation;
 
 use super::stall::STALL_AFTER;
@@ -89,20 +90,13 @@ impl Supervisor {
             ));
         }
         let isolate = self.config.security.isolate_tasks;
-        let refusal = self.config.security.check(method, &params).and_then(|()| {
-            if isolate {
-                isolation::check(&*self.snapshot(), method, &params)
-            } else {
-                Ok(())
-            }
-        });
-        if let Err((option, detail)) = refusal {
-            return Err(Error::Refused {
-                method: method.to_string(),
-                option: option.to_string(),
-                detail,
-            });
-        }
+        crate::security::judge_task_call(
+            &self.config.security,
+            self.download_dir.as_deref(),
+            &*self.snapshot(),
+            method,
+            &params,
+        )?;
         let mut answer = self.call_admitted(method, params, route, timeout, cancel);
         if isolate && let Ok((result, _)) = &mut answer {
             isolation::filter_reply(&*self.snapshot(), method, result);
@@ -124,12 +118,18 @@ impl Supervisor {
         }
         let deadline = Deadline::after(timeout.clamp(Duration::from_millis(1), MAX_CALL_TIMEOUT));
         let snap = self.snapshot();
+        let mut needs = None;
         let session = match route {
             Route::Browser => None,
             Route::Page => Some(session_for_page(&snap, method)?),
             Route::Target(t) => Some(session_for_target(&snap, t, method)?),
-            Route::Frame(f) => Some(session_for_frame(&snap, f, method, &mut params)?),
+            Route::Frame(f) => {
+                let (sid, need) = session_for_frame(&snap, f, method, &mut params)?;
+                needs = need;
+                Some(sid)
+            }
         };
+        drop(snap);
         let Some(sid) = session else {
             // Browser-level calls are never affected by dialogs.
             let reply = self
@@ -137,11 +137,31 @@ impl Supervisor {
                 .start_call(Command::new(method.to_string(), params), deadline)?;
             return reply.wait_or_cancel(deadline, cancel).map(|v| (v, None));
         };
+        if let Some(need) = needs {
+            let ctx = self.main_world_context(&sid, &need, deadline, cancel)?;
+            params[need.key] = json!(ctx);
+        }
+        self.call_on_session(sid, method, params, deadline, cancel, None)
+    }
+
+    /// The dialog-aware part of a call on session `sid` (see [`Supervisor::call_with`]);
+    /// `main_world`: the call checks a frame's main-world context, recorded when it succeeds.
+    pub(super) fn call_on_session(
+        &self,
+        sid: String,
+        method: &str,
+        params: Value,
+        deadline: Deadline,
+        cancel: Option<&CancelToken>,
+        main_world: Option<MainWorld>,
+    ) -> Result<(Value, Option<String>), Error> {
+        let snap = self.snapshot();
         let watching = self.config.dialog_policy == DialogPolicy::MustRespond;
         let admitted = policy::admit(&snap, watching, &sid, method)?;
         let grace = admitted.grace.map(|d| (d, deadline.within(DIALOG_GRACE)));
         let kind = CallKind::Agent {
             known_dialogs: admitted.known.iter().map(|d| d.id.clone()).collect(),
+            main_world,
         };
         let cmd = Command::new(method.to_string(), params)
             .on(sid.as_str())
@@ -175,8 +195,9 @@ impl Supervisor {
     /// Waits for the reply of an agent call into session `sid` until `deadline`, in steps of
     /// [`STALL_AFTER`], then twice as long, and so on: after a step without a reply, if popups
     /// run unwatched by then, the renderer is probed for a dialog in a page the supervisor does
-    /// not watch, which fails the call at once (`supervisor/stall.rs`). (A waiting caller's
-    /// thread wakes a few times per call; an idle supervisor never.)
+    /// not watch, which fails the call at once (`supervisor/stall.rs`; the watchdog's probe of
+    /// the task's page usually has by then). A waiting caller's thread wakes a few times per
+    /// call.
     fn wait_in_renderer(
         &self,
         reply: &Reply,
@@ -190,7 +211,7 @@ impl Supervisor {
             match wait_agent_reply(reply, deadline.within(step), cancel) {
                 Err(Error::Timeout { .. }) if !deadline.passed() => {
                     if self.with_snapshot(|s| s.popups_let_go)
-                        && let Some(e) = self.probe_stall(sid, method)
+                        && let Some(e) = self.probe_stall(sid, method, deadline)
                     {
                         return Err(e);
                     }
@@ -270,18 +291,22 @@ fn session_for_target(snap: &Snapshot, target_id: &str, method: &str) -> Result<
     Ok(rec.session_id.clone().unwrap_or_default())
 }
 
+/// The session of frame `frame_id`. A same-process frame's document runs on its parent's
+/// session: `Runtime.evaluate` and `Runtime.callFunctionOn` without a context of their own are
+/// given the frame's default context, or, when it is not known yet, what finding it needs
+/// ([`NeedsContext`], `supervisor/main_world.rs`).
 fn session_for_frame(
     snap: &Snapshot,
     frame_id: &str,
     method: &str,
     params: &mut Value,
-) -> Result<String, Error> {
+) -> Result<(String, Option<NeedsContext>), Error> {
     let Some(rec) = snap.frames.get(frame_id) else {
         // Before the frame tree arrives, the main frame id (= page target id) still routes.
         if snap.page_target_id.as_deref() == Some(frame_id)
             || followed_page_session(snap, frame_id).is_some()
         {
-            return session_for_target(snap, frame_id, method);
+            return Ok((session_for_target(snap, frame_id, method)?, None));
         }
         return Err(Error::UnknownFrame(frame_id.to_string()));
     };
@@ -292,6 +317,7 @@ fn session_for_frame(
         method,
     )?;
     let session_root = rec.is_oopif || rec.parent_frame_id.is_none();
+    let mut needs = None;
     if !session_root {
         let key = match method {
             "Runtime.evaluate" => Some("contextId"),
@@ -308,14 +334,58 @@ fn session_for_frame(
             .iter()
             .any(|k| params.get(k).is_some());
             if !explicit {
-                let ctx = rec.default_context.ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "frame {frame_id} has no JavaScript context yet (it may still be loading); retry shortly"
-                    ))
-                })?;
-                params[key] = json!(ctx);
+                match rec.default_context {
+                    Some(ctx) => params[key] = json!(ctx),
+                    None => {
+                        needs = Some(NeedsContext {
+                            frame_id: frame_id.to_string(),
+                            document: rec.document,
+                            key,
+                        })
+                    }
+                }
             }
         }
     }
-    Ok(rec.owner_session.clone())
+    Ok((rec.owner_session.clone(), needs))
+}
+
+/// Where a CDP call goes (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// Browser-level (no `sessionId`).
+    Browser,
+    /// The page target or a tracked iframe target.
+    Target(&'a str),
+    /// A frame: an OOPIF's own session, or the owning session with the frame's context.
+    Frame(&'a str),
+    /// The task's page (its main frame's session).
+    Page,
+}
+
+impl Route<'_> {
+    /// How tool results name the route: `browser`, `target`, `frame` or `page`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Route::Browser => "browser",
+            Route::Target(_) => "target",
+            Route::Frame(_) => "frame",
+            Route::Page => "page",
+        }
+    }
+
+    /// The route of a call that names neither a frame nor a target (SPEC §8): methods of the
+    /// domains the browser target serves (measured on Chromium: `crate::measured`) go to the
+    /// browser, every other method to the page. Two served domains stay with the page:
+    /// `Fetch` and `Security` mean "this page" on a page session but "every page of the
+    /// browser" on the browser target (a `Fetch.enable` there would pause other tasks'
+    /// requests too), so an agent that names no target gets the narrower one.
+    pub fn by_domain(method: &str) -> Route<'static> {
+        let page_scoped = matches!(method.split_once('.'), Some(("Fetch" | "Security", _)));
+        if crate::measured::browser_domain(method) && !page_scoped {
+            Route::Browser
+        } else {
+            Route::Page
+        }
+    }
 }

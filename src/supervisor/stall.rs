@@ -1,44 +1,63 @@
-//! A call into the task's renderer that stops answering while popups run unwatched (SPEC §8
-//! "No silent wedge", issue 28): the probe that tells a dialog in a page the supervisor no
-//! longer watches from a busy script, and the `blocked` it publishes.
+//! A renderer of the task that stops answering while popups run unwatched (SPEC §8 "No
+//! silent wedge", issue 28 item 9): the probe that tells a dialog in a page the supervisor no
+//! longer watches from a busy page, when it runs, and the `blocked` it publishes.
 //!
 //! Past `limits.pages_max` + `limits.watched_pages_max` popups are let go; one of them that
 //! shares the task's renderer (a same-site popup, an `about:blank` one) and raises a dialog
 //! freezes every page of that renderer, and no event says so: nobody has `Page` enabled on it.
-//! Nothing can be learnt without asking, and asking on a timer would wake an idle supervisor.
-//! So the question is asked only by a call that waits: once the snapshot says popups were let
-//! go (`Snapshot::popups_let_go`), a call into a session that has not answered after
-//! [`STALL_AFTER`] (then twice as long, and so on up to its deadline) probes that session's
-//! renderer. Measured on Chromium 156 (`tests/it/measure_unwatched.rs`), while an unwatched
-//! `about:blank` popup shows an alert:
-//! * a renderer-side call (`Runtime.getIsolateId`, `Page.enable`, `Runtime.evaluate`) hangs on
-//!   every page of its renderer, while the browser answers (`Browser.getVersion`);
-//! * `Input.dispatchMouseEvent {mouseMoved, x: -1, y: -1}` is acknowledged at once (< 2 ms) on
-//!   every page of that renderer, the opener included: the browser drops input while the
-//!   renderer is held in a dialog; a busy renderer acknowledges only once its script yields;
+//! Nothing can be learnt without asking. So the question is asked
+//! * about the task's page, about once a second ([`crate::watchdog::PROBE_EVERY`]), from the
+//!   moment the core lets a popup go past both caps (`Outgoing::Watchdog(WatchRenderer)`, from
+//!   `core/pages.rs`) until no page the task opened and lets go is left (`Target.getTargets`)
+//!   or the task stops: [`Ticker`], run by the watchdog thread, never by the reader. A task that
+//!   never went past the caps never asks, and its threads never wake;
+//! * by a call into any session of the task that has waited [`STALL_AFTER`] (then twice as
+//!   long, and so on up to its deadline) once popups were let go (`Snapshot::popups_let_go`).
+//!
+//! Measured on Chromium 156 (`tests/it/measure_unwatched.rs`, `renderer_probes_idle_busy_and_frozen`),
+//! on the task's page and on the popup, idle / in a 2 s script loop / in a 2 s synchronous XHR /
+//! while an unwatched `about:blank` popup shows an alert:
+//! * `Performance.getMetrics` is answered idle (3-8 ms) and *in the middle of the script loop*
+//!   (4-73 ms: Chromium runs it in a V8 interrupt), and hangs in the XHR and in the dialog; the
+//!   other renderer calls (`Runtime.getIsolateId`, `Runtime.evaluate`, `Page.getLayoutMetrics`,
+//!   ...) hang in all three. The browser answers (`Browser.getVersion`) throughout. A page cannot
+//!   see `Performance.getMetrics` (no script runs, nothing is enabled);
+//! * `Input.dispatchMouseEvent {mouseMoved, x: -1, y: -1}` is acknowledged at once (1-3 ms) in the
+//!   dialog, on every page of that renderer, and never delivered: neither page saw an event and
+//!   `:hover` stayed. Idle, after the loop and after the XHR it is delivered, and the page sees
+//!   the pointer leave (`pointerrawupdate`, `pointerout`/`pointerleave`, `mouseout`/
+//!   `mouseleave`, `:hover` lost; no `mousemove` or `pointermove`). Key events behave the same;
+//!   wheel, touch, drag and IME input hang in the dialog like renderer calls.
 //! * a fresh client's `Page.handleJavaScriptDialog` on the popup answers "No dialog is
 //!   showing": that dialog cannot be answered over CDP, and nothing tells which page shows it;
-//!   `Target.closeTarget` on it unfreezes the renderer at once (the opener answered 9 ms later);
+//!   `Target.closeTarget` on it unfreezes the renderer at once (the opener answered 9-35 ms
+//!   later);
 //! * such a dialog is Chromium's own (no client has `Page` enabled there): a new tab or window of
-//!   the browser dismisses it (the opener answered 4–130 ms after `Target.createTarget`), so the
-//!   freeze may end by itself; `blocked` then goes as the probe's renderer call answers.
+//!   the browser may dismiss it (the opener answered 4–130 ms after `Target.createTarget`), so
+//!   the freeze may end by itself; `blocked` then goes as the probe's renderer call answers.
 //!
-//! So: the input acknowledged at once, `Runtime.getIsolateId` unanswered, the browser answering,
-//! and no dialog the supervisor knows of that explains it, prove a dialog in a page it does not
-//! watch. The verdict goes to the reader as a [`CallKind::ProbeBlocked`], which publishes
+//! So the probe asks in two steps. First `Performance.getMetrics`, which the page cannot see:
+//! answered within [`ALIVE_WAIT`], the renderer is alive or busy in a script, and that is all.
+//! Only when it is not (the renderer is held outside any script: a dialog, or a synchronous
+//! XHR) does the mouse move go: acknowledged at once while the browser answers and
+//! `Performance.getMetrics` still does not, with no dialog the supervisor knows of to explain
+//! it, it proves a dialog in a page the supervisor does not watch, and the page never sees it.
+//! Its one visible trace is after a stall that was not a dialog (a synchronous XHR or other
+//! native work of more than [`ALIVE_WAIT`]): the pointer leaves the page once; one mouse move
+//! per unanswered `Performance.getMetrics`, never one a second.
+//!
+//! The verdict goes to the reader as a [`CallKind::ProbeBlocked`], which publishes
 //! `blocked {reason: "dialog_in_unfollowed_page", target_ids}` (the pages the task opened and
 //! does not watch, from `Target.getTargets`: closing the one that shows the dialog clears it)
-//! and fails the other calls into that renderer; later calls there are refused at once
-//! (`policy::admit`). The probe's `Runtime.getIsolateId` stays registered as a
+//! and fails the calls in flight into that renderer; later calls there are refused at once
+//! (`policy::admit`). The probe's `Performance.getMetrics` stays registered as a
 //! [`CallKind::Responds`]: its answer, when the renderer answers again, clears `blocked`.
-//!
-//! The probe's one side effect is the one of SPEC §4.5's: a page of the renderer receives a
-//! `mousemove` at (-1, -1).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
-use log::warn;
+use log::{debug, warn};
 use serde_json::{Value, json};
 
 use super::Supervisor;
@@ -46,13 +65,25 @@ use crate::core::policy::{self, UNFOLLOWED_HINT};
 use crate::core::{CallKind, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
-use crate::snapshot::{Blocked, BlockedReason, Snapshot};
+use crate::outbound::{Outbound, Reply};
+use crate::shared::Shared;
+use crate::snapshot::{Blocked, BlockedReason, Snapshot, SupervisorState};
 
 /// How long a call into the renderer waits, while popups run unwatched, before it probes.
 pub(super) const STALL_AFTER: Duration = Duration::from_secs(1);
 
-/// How long the probe waits for the input acknowledgement and for the renderer.
-const PROBE_WAIT: Duration = Duration::from_millis(500);
+/// The probe's renderer call: answered by a renderer that is idle or busy in a script, not by
+/// one held in a dialog; invisible to the page (module doc).
+const ALIVE_METHOD: &str = "Performance.getMetrics";
+
+/// How long the renderer has to answer [`ALIVE_METHOD`] before the input step.
+const ALIVE_WAIT: Duration = Duration::from_millis(500);
+
+/// How long the input step waits for the acknowledgement and for the browser.
+const INPUT_WAIT: Duration = Duration::from_millis(300);
+
+/// How long the verdict's own round trips (`Target.getTargets`, `ProbeBlocked`) may take.
+const VERDICT_WAIT: Duration = Duration::from_millis(500);
 
 /// Candidate pages listed in `blocked.target_ids`.
 const CANDIDATES_MAX: usize = 16;
@@ -68,65 +99,202 @@ fn frozen(snap: &Snapshot, sid: &str) -> Option<Error> {
     .then(|| policy::blocked_error(b))
 }
 
+/// The probe's calls into one session still unanswered, kept from one probe to the next (by
+/// the [`Ticker`]): a renderer that has not answered since stays under question without a
+/// second call, and gets at most one mouse move.
+struct Unanswered {
+    /// The session asked.
+    sid: String,
+    /// Its [`ALIVE_METHOD`].
+    alive: Reply,
+    /// Its mouse move, once sent and while not acknowledged.
+    input: Option<Reply>,
+}
+
+/// Whether a call has been answered by now (without waiting).
+fn answered(r: &Reply) -> bool {
+    r.reply_by(Deadline::after(Duration::ZERO)).is_some()
+}
+
+/// The probe (module doc) of the renderer of session `sid`: the error for calls into it when a
+/// dialog in a page the supervisor does not watch froze it (and `blocked` says so by then),
+/// `None` otherwise. `why` names who asks (for the log); `open` keeps the calls a previous
+/// probe left unanswered; `let_go` is the pages to name when the ticker has just listed them;
+/// no wait goes past `until` (a waiting call's deadline).
+fn probe(
+    shared: &Shared,
+    task_id: &str,
+    sid: &str,
+    why: &str,
+    open: &mut Option<Unanswered>,
+    let_go: Option<Vec<String>>,
+    until: Deadline,
+) -> Option<Error> {
+    let within = |d: Duration| Deadline::after(d).earliest(until);
+    let snap = shared.snapshot.load_full();
+    if let Some(e) = frozen(&snap, sid) {
+        return Some(e);
+    }
+    let explained = snap.blocked.is_some()
+        || (snap.pending_dialogs.iter())
+            .chain(snap.unanswerable.iter())
+            .any(|d| policy::dialog_blocks(&*snap, d, sid, ALIVE_METHOD));
+    if explained {
+        *open = None;
+        return None;
+    }
+    let mut asked = match open.take() {
+        Some(u) if u.sid == sid && !answered(&u.alive) => u,
+        _ => {
+            let cmd = Command::new(ALIVE_METHOD, json!({}))
+                .on(sid)
+                .kind(CallKind::Responds {
+                    session_id: sid.to_string(),
+                });
+            let alive = shared.start_call(cmd, within(ALIVE_WAIT)).ok()?;
+            if alive.reply_by(within(ALIVE_WAIT)).is_some() {
+                return None; // idle, or busy in a script
+            }
+            Unanswered {
+                sid: sid.to_string(),
+                alive,
+                input: None,
+            }
+        }
+    };
+    // Held outside any script: a dialog drops input at once, anything else queues it.
+    let input = match asked.input.take() {
+        Some(earlier) if !answered(&earlier) => {
+            asked.input = Some(earlier); // still queued: no second mouse move
+            *open = Some(asked);
+            return None;
+        }
+        _ => {
+            let cmd = Command::new(
+                "Input.dispatchMouseEvent",
+                json!({"type": "mouseMoved", "x": -1, "y": -1}),
+            )
+            .on(sid);
+            shared.start_call(cmd, within(INPUT_WAIT)).ok()?
+        }
+    };
+    let browser = Command::new("Browser.getVersion", json!({}));
+    let browser_answers = shared.round_trip(browser, within(INPUT_WAIT)).is_ok();
+    let dropped = matches!(input.reply_by(within(INPUT_WAIT)), Some(Ok(_)));
+    if answered(&asked.alive) {
+        return None;
+    }
+    if !(browser_answers && dropped) {
+        asked.input = (!dropped).then_some(input);
+        *open = Some(asked);
+        return None;
+    }
+    let target_ids = match let_go {
+        Some(ids) => ids,
+        None => {
+            let targets = Command::new("Target.getTargets", json!({}));
+            match shared.round_trip(targets, within(VERDICT_WAIT)) {
+                Ok(t) => unwatched_pages(&snap, &t),
+                Err(_) => Vec::new(),
+            }
+        }
+    };
+    warn!(
+        "task {task_id}: {why}: its renderer is frozen by a dialog in a page the supervisor does \
+         not watch (popups past limits.pages_max + limits.watched_pages_max); candidates: \
+         {target_ids:?}"
+    );
+    let blocked = Blocked {
+        reason: BlockedReason::DialogInUnfollowedPage,
+        hint: UNFOLLOWED_HINT.into(),
+        frame_id: None,
+        target_ids,
+    };
+    let verdict = Command::new("Browser.getVersion", json!({})).kind(CallKind::ProbeBlocked {
+        session_id: sid.to_string(),
+        blocked,
+    });
+    shared.round_trip(verdict, within(VERDICT_WAIT)).ok()?;
+    frozen(&shared.snapshot.load(), sid)
+}
+
 impl Supervisor {
     /// The probe (module doc) for a call of `method` on session `sid` that got no reply within
     /// its stall step: the error to fail it with when a dialog in a page the supervisor does
-    /// not watch froze the renderer, `None` to let it wait on.
-    pub(super) fn probe_stall(&self, sid: &str, method: &str) -> Option<Error> {
-        let snap = self.snapshot();
-        if let Some(e) = frozen(&snap, sid) {
-            return Some(e);
-        }
-        let explained = snap.blocked.is_some()
-            || (snap.pending_dialogs.iter())
-                .chain(snap.unanswerable.iter())
-                .any(|d| policy::dialog_blocks(&*snap, d, sid, method));
-        if explained {
-            return None;
-        }
-        let wait = Deadline::after(PROBE_WAIT);
-        let alive = Command::new("Runtime.getIsolateId", json!({}))
-            .on(sid)
-            .kind(CallKind::Responds {
-                session_id: sid.to_string(),
-            });
-        let alive = self.shared.start_call(alive, wait).ok()?;
-        let input = Command::new(
-            "Input.dispatchMouseEvent",
-            json!({"type": "mouseMoved", "x": -1, "y": -1}),
+    /// not watch froze the renderer, `None` to let it wait on (until `deadline`, the call's).
+    pub(super) fn probe_stall(&self, sid: &str, method: &str, deadline: Deadline) -> Option<Error> {
+        let why = format!("{method} got no reply");
+        probe(
+            &self.shared,
+            &self.task_id,
+            sid,
+            &why,
+            &mut None,
+            None,
+            deadline,
         )
-        .on(sid);
-        let input = self.shared.start_call(input, wait).ok()?;
-        let browser = Command::new("Browser.getVersion", json!({}));
-        self.shared.round_trip(browser, wait).ok()?;
-        if !matches!(input.reply_by(wait), Some(Ok(_))) || alive.reply_by(wait).is_some() {
-            return None; // a busy script, or a renderer that answers
+    }
+}
+
+/// The probe of the task's page while popups it let go past both caps are open (module doc):
+/// what the watchdog thread runs about once a second once the core has let one go.
+pub(crate) struct Ticker {
+    shared: Arc<Shared>,
+    task_id: String,
+    /// What the last tick left unanswered.
+    open: Option<Unanswered>,
+}
+
+impl Ticker {
+    /// A ticker for the task whose threads share `shared`.
+    pub(crate) fn new(shared: Arc<Shared>, task_id: String) -> Ticker {
+        Ticker {
+            shared,
+            task_id,
+            open: None,
+        }
+    }
+
+    /// One probe of the task's page; false when there is nothing left to watch (no page the
+    /// task let go is open any more, or the task is stopping or has ended).
+    pub(crate) fn tick(&mut self) -> bool {
+        if self.shared.stop_requested() {
+            return false;
+        }
+        let snap = self.shared.snapshot.load_full();
+        match snap.state {
+            SupervisorState::Active => {}
+            SupervisorState::Reconnecting { .. } => return true,
+            SupervisorState::Stopped | SupervisorState::Dead { .. } => return false,
         }
         let targets = Command::new("Target.getTargets", json!({}));
-        let target_ids = match self.shared.round_trip(targets, Deadline::after(PROBE_WAIT)) {
-            Ok(t) => unwatched_pages(&snap, &t),
-            Err(_) => Vec::new(),
+        let Ok(targets) = self
+            .shared
+            .round_trip(targets, Deadline::after(VERDICT_WAIT))
+        else {
+            return true; // ask again next time
         };
-        warn!(
-            "task {}: {method} into a renderer frozen by a dialog in a page the supervisor does \
-             not watch (popups past limits.pages_max + limits.watched_pages_max); candidates: \
-             {target_ids:?}",
-            self.task_id
-        );
-        let blocked = Blocked {
-            reason: BlockedReason::DialogInUnfollowedPage,
-            hint: UNFOLLOWED_HINT.into(),
-            frame_id: None,
-            target_ids,
-        };
-        let verdict = Command::new("Browser.getVersion", json!({})).kind(CallKind::ProbeBlocked {
-            session_id: sid.to_string(),
-            blocked,
-        });
-        self.shared
-            .round_trip(verdict, Deadline::after(PROBE_WAIT))
-            .ok()?;
-        frozen(&self.snapshot(), sid)
+        let let_go = unwatched_pages(&snap, &targets);
+        if let_go.is_empty() {
+            debug!(
+                "task {}: no page it let go is open any more; the renderer probe stops",
+                self.task_id
+            );
+            self.open = None;
+            return false;
+        }
+        if let Some(sid) = snap.page_session_id.as_deref() {
+            probe(
+                &self.shared,
+                &self.task_id,
+                sid,
+                "the idle probe of its page got no answer",
+                &mut self.open,
+                Some(let_go),
+                Deadline::NEVER,
+            );
+        }
+        true
     }
 }
 

@@ -1,6 +1,7 @@
 //! Stopping a supervisor: dialogs still pending are dismissed, the page it opened is closed
 //! (for good: see [`close_own_page`]), the connection shut, both threads joined; all within
-//! about 1 s.
+//! about 1 s. Then, unless `downloads.keep`, the files the task downloaded are removed, and its
+//! download directory once empty.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use serde_json::json;
 use super::{READER_STACK, Supervisor};
 use crate::core::{CallKind, Command, answer_command};
 use crate::deadline::Deadline;
+use crate::outbound::Outbound;
 use crate::shared::Shared;
 use crate::snapshot::{ClosedBy, PendingDialog};
 
@@ -70,6 +72,17 @@ impl Supervisor {
                 let _ = t.join();
             }
         }
+        if let Some(dir) = &self.download_dir
+            && !self.config.downloads.keep
+        {
+            let snap = self.snapshot();
+            let guids: Vec<std::path::PathBuf> =
+                snap.downloads.iter().map(|d| dir.join(&d.guid)).collect();
+            let files = (snap.downloads.iter())
+                .filter_map(|d| d.path.as_deref())
+                .chain(guids.iter().map(std::path::PathBuf::as_path));
+            crate::local_files::remove_task_dir(dir, files);
+        }
     }
 }
 
@@ -98,7 +111,7 @@ fn dismiss_all(shared: &Shared, pending: &[PendingDialog], budget: Deadline) {
 /// closing anyway is harmless.
 const CLOSE_RETRY_AFTER: Duration = Duration::from_millis(100);
 
-/// Closes the page the supervisor created for its task (`StartOptions::new_page`) and checks
+/// Closes the page the supervisor created for its task (`StartOptions::own_page`) and checks
 /// that it went, all by `budget`.
 ///
 /// Chromium 156 answers `{success: true}` to a `Target.closeTarget` that reaches it while the

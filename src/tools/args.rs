@@ -1,4 +1,6 @@
-//! Reading tool arguments: the one set of helpers, and the one wording of every argument error.
+//! Reading tool arguments: the one set of helpers, the one wording of every argument error, the
+//! two rules by which a call names its task, and the task's live supervisor (or the failure a
+//! call without one gets).
 //!
 //! Argument errors are tool results (`{"success": false, "error": ...}`, SPEC §10), never
 //! protocol errors. A message names the argument and the kind of value it got, never the whole
@@ -6,11 +8,14 @@
 //! ([`crate::quote`]), and at most [`NAMES_SHOWN`] unknown argument names.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::config::MAX_CALL_TIMEOUT;
 use crate::quote::quoted;
 use crate::registry::SupervisorRegistry;
+use crate::supervisor::Supervisor;
 
 /// A failed tool result.
 pub(crate) fn failure(error: impl std::fmt::Display) -> Value {
@@ -93,13 +98,30 @@ pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>,
     }
 }
 
+/// The optional `timeout_s` argument in seconds (absent or null: the task's
+/// `supervisor.call_timeout_s`), clamped to 1 s..MAX_CALL_TIMEOUT (SPEC §8) so 0 still gets a
+/// reply that takes a moment.
+pub(crate) fn opt_timeout_s(args: &Value) -> Result<Option<f64>, Value> {
+    match args.get("timeout_s") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n
+            .as_f64()
+            .filter(|t| t.is_finite())
+            .map(|t| t.clamp(1.0, MAX_CALL_TIMEOUT.as_secs_f64()))),
+        Some(other) => Err(failure(format!(
+            "timeout_s must be a number of seconds, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
 /// Fails (naming `task_id`) for an invalid task id ([`SupervisorRegistry::check_task_id`]).
 pub(crate) fn check_task(task_id: &str) -> Result<(), Value> {
     SupervisorRegistry::check_task_id(task_id).map_err(failure)
 }
 
 /// The task of a call by the `task_id` argument: `default` when absent or null (the rule of the
-/// MCP server on stdio and of the Python binding: `table::Host::task_id`).
+/// MCP server on stdio, of the Python binding and of the library: `table::Tasks::Default`).
 pub(crate) fn task_or_default(args: &Value) -> Result<Cow<'_, str>, Value> {
     match args.get("task_id") {
         None | Some(Value::Null) => Ok(Cow::Borrowed("default")),
@@ -109,4 +131,46 @@ pub(crate) fn task_or_default(args: &Value) -> Result<Cow<'_, str>, Value> {
             kind_of(other)
         ))),
     }
+}
+
+/// The task of a call of `tool` by the rule of clients that share a server (MCP over HTTP, SPEC
+/// §15: `table::Tasks::PerClient`): `browser_connect` (`fresh_if_absent`) without `task_id`
+/// creates a task with a fresh unguessable id (128 random bits), every other tool needs a
+/// `task_id`. So two clients that never name a task never share one.
+pub(crate) fn task_per_client<'a>(
+    args: &'a Value,
+    tool: &str,
+    fresh_if_absent: bool,
+) -> Result<Cow<'a, str>, Value> {
+    match args.get("task_id") {
+        Some(Value::String(s)) => check_task(s).map(|()| Cow::Borrowed(s.as_str())),
+        None | Some(Value::Null) if fresh_if_absent => {
+            crate::task_id::fresh().map(Cow::Owned).map_err(failure)
+        }
+        None | Some(Value::Null) => Err(failure(format!(
+            "task_id is required over HTTP: {tool} needs the task_id that browser_connect returned \
+             (browser_connect without task_id creates a new task)"
+        ))),
+        Some(other) => Err(failure(format!(
+            "task_id must be a string, got {}; over HTTP pass the task_id that browser_connect \
+             returned",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// The one wording for a task that has no supervisor.
+pub fn no_supervisor(task_id: &str) -> Value {
+    failure(format!(
+        "no browser supervisor for task {}: call browser_connect first",
+        quoted(task_id)
+    ))
+}
+
+/// The task's supervisor when it is active; otherwise the failure a call would get
+/// ([`no_supervisor`], or what its lifecycle state says: see `Supervisor::ensure_alive`).
+pub(crate) fn live(reg: &SupervisorRegistry, task_id: &str) -> Result<Arc<Supervisor>, Value> {
+    let sup = reg.get(task_id).ok_or_else(|| no_supervisor(task_id))?;
+    sup.ensure_alive().map_err(failure)?;
+    Ok(sup)
 }

@@ -5,22 +5,35 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::args::{check_args, check_task, failure, kind_of, opt_str};
-use super::{CDP_ARGS, live};
+use super::Context;
+use super::args::{check_task, failure, kind_of, live, opt_str, opt_timeout_s};
 use crate::cancel::CancelToken;
-use crate::config::MAX_CALL_TIMEOUT;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::Route;
 
-/// `browser_cdp`'s result, without the dialog status; `cancel` abandons the call.
-pub(crate) fn run(
-    reg: &SupervisorRegistry,
-    task_id: &str,
-    args: &Value,
-    cancel: Option<&CancelToken>,
-) -> Value {
-    call(reg, task_id, args, cancel).unwrap_or_else(|e| e)
+/// How long a `Browser.close` of the caller's launched browser waits for its exit.
+const BROWSER_EXIT_WAIT: Duration = Duration::from_secs(3);
+
+/// `browser_cdp`'s result, without the dialog status (`table::run` checked the argument names);
+/// the context's token abandons the call.
+/// When it closes the browser the caller launched (`Context::browser`), the answer waits until
+/// that browser is gone, so that the next `browser_connect` launches a new one instead of
+/// finding it still shutting down.
+pub(crate) fn run(ctx: &Context<'_>, task_id: &str, args: &Value) -> Value {
+    let reg = ctx.registry;
+    let closing = (args.get("method").and_then(Value::as_str) == Some("Browser.close"))
+        .then(|| ctx.browser?.current())
+        .flatten()
+        .filter(|l| {
+            reg.get(task_id)
+                .is_some_and(|s| s.cdp_url_raw() == l.ws_url)
+        });
+    let out = call(reg, task_id, args, ctx.cancel).unwrap_or_else(|e| e);
+    if let Some(l) = closing {
+        let _ = l.exited.recv_timeout(BROWSER_EXIT_WAIT);
+    }
+    out
 }
 
 fn call(
@@ -29,7 +42,6 @@ fn call(
     args: &Value,
     cancel: Option<&CancelToken>,
 ) -> Result<Value, Value> {
-    check_args(args, CDP_ARGS)?;
     check_task(task_id)?;
     let method = match opt_str(args, "method")? {
         Some(m) if !m.trim().is_empty() => m,
@@ -51,21 +63,7 @@ fn call(
     };
     let frame_id = opt_str(args, "frame_id")?;
     let target_id = opt_str(args, "target_id")?;
-    // Absent: the task's `supervisor.call_timeout_s`.
-    let timeout_s = match args.get("timeout_s") {
-        None | Some(Value::Null) => None,
-        // Clamped to 1 s..MAX_CALL_TIMEOUT (SPEC §8), so 0 still gets a reply that takes a moment.
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .filter(|t| t.is_finite())
-            .map(|t| t.clamp(1.0, MAX_CALL_TIMEOUT.as_secs_f64())),
-        Some(other) => {
-            return Err(failure(format!(
-                "timeout_s must be a number of seconds, got {}",
-                kind_of(other)
-            )));
-        }
-    };
+    let timeout_s = opt_timeout_s(args)?;
     let route = match (frame_id, target_id) {
         (Some(_), Some(_)) => return Err(failure("give frame_id or target_id, not both")),
         (Some(f), None) => Route::Frame(f),
@@ -78,7 +76,8 @@ fn call(
         Some(c) => sup.call_cancellable(method, params, route, timeout, c),
         None => sup.call_routed(method, params, route, timeout),
     };
-    let (result, session) = result.map_err(|e| failed(&e, route))?;
+    // The session it went to stays out: session ids are routing details, never LLM-visible.
+    let (result, _session) = result.map_err(|e| failed(&e, route))?;
     let mut out = json!({
         "success": true,
         "method": method,
@@ -87,9 +86,6 @@ fn call(
     });
     if let Some(f) = frame_id {
         out["frame_id"] = json!(f);
-    }
-    if let Some(s) = session {
-        out["session_id"] = json!(s);
     }
     Ok(out)
 }

@@ -1,44 +1,56 @@
 //! JSON tool handlers (SPEC §10): what a synchronous agent tool host calls, and the one table of
-//! tools that every transport dispatches through.
+//! tools that every caller runs them through.
 //!
-//! The library functions ([`browser_snapshot`], [`browser_dialog`], [`browser_cdp`]) take the
-//! registry, a task id and the tool's JSON arguments and return JSON; none of them panics on any
-//! input, and failures are `{"success": false, "error": "..."}`. An invalid task id
-//! ([`SupervisorRegistry::check_task_id`]) is such a failure, naming `task_id`.
+//! The library functions ([`browser_snapshot`], [`browser_dialog`], [`browser_cdp`],
+//! [`browser_navigate`]) take the registry, a task id and the tool's JSON arguments and return
+//! JSON; none of them panics on any input, and failures are
+//! `{"success": false, "error": "..."}`. An invalid task id
+//! ([`SupervisorRegistry::check_task_id`]) is such a failure, naming `task_id`. They run the
+//! table's handlers (`table::run`), so they answer what an MCP `tools/call` or the Python
+//! binding answers for the same task and arguments, with one exception that SPEC §10 fixes:
+//! [`browser_snapshot`] returns the fields a host merges into its own snapshot, so it has no
+//! `success: true`, and is `{}` for a task without a live supervisor.
 //!
-//! * `table`: the five tools, one entry each (name, title, annotations, argument names, input
-//!   and output schemas, handler), and `dispatch`, which runs one call the way every transport
-//!   does: the MCP server (`mcp`), the Python binding (through `unversioned::tools::call`) and
-//!   the HTTP transport to come, each a `Host` that names the task of a call by its own rule.
+//! * `table`: the six tools, one entry each (name, title, annotations, argument names, input
+//!   and output schemas, handler), the `Context` a call runs with, and `dispatch`, which runs a
+//!   call the way every caller does: the MCP engine (stdio and HTTP, `mcp::engine`), the Python
+//!   binding (through `unversioned::tools::call`) and the library functions here.
 //! * `schema`: the JSON Schemas of the table (`tools/list`).
-//! * `args`: reading arguments, with the one wording of every argument error.
-//! * `snapshot`, `dialog`, `cdp`: the three tools that need only a registry.
+//! * `args`: reading arguments, with the one wording of every argument error; the two rules by
+//!   which a call names its task.
+//! * `snapshot`, `dialog`, `cdp`, `navigate`: the tools that need only a registry; `connect`:
+//!   `browser_connect` and `browser_disconnect`; `browser`: the one local browser a caller
+//!   (the MCP server) launches for `browser_connect` without an endpoint.
 
 mod args;
+pub(crate) mod browser;
 mod cdp;
+mod connect;
 mod dialog;
+mod navigate;
 mod schema;
 mod snapshot;
 pub(crate) mod table;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
 use crate::cancel::CancelToken;
 use crate::registry::SupervisorRegistry;
-use crate::supervisor::Supervisor;
+use browser::BrowserSlot;
+use table::{Tasks, Tool};
 
-pub use args::check_args;
-pub(crate) use args::{check_task, failure, kind_of, opt_str};
+pub use args::{check_args, no_supervisor};
 pub(crate) use snapshot::as_result as snapshot_result;
+pub use table::add_dialog_status;
 
 /// Arguments of `browser_snapshot`.
 pub const SNAPSHOT_ARGS: &[&str] = &["task_id", "target_id"];
 /// Arguments of `browser_dialog`.
-pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "task_id"];
+pub const DIALOG_ARGS: &[&str] = &["action", "prompt_text", "dialog_id", "files", "task_id"];
+/// Arguments of `browser_navigate`.
+pub const NAVIGATE_ARGS: &[&str] = &["url", "wait_until", "timeout_s", "task_id"];
 /// Arguments of `browser_cdp`.
 pub const CDP_ARGS: &[&str] = &[
     "method",
@@ -48,62 +60,68 @@ pub const CDP_ARGS: &[&str] = &[
     "timeout_s",
     "task_id",
 ];
+/// Arguments of `browser_connect`.
+const CONNECT_ARGS: &[&str] = &[
+    "cdp_url",
+    "task_id",
+    "target_id",
+    "dialog_policy",
+    "dialog_timeout_s",
+    "dialog_bridge",
+];
+/// Arguments of `browser_disconnect`.
+const DISCONNECT_ARGS: &[&str] = &["task_id"];
 
-/// The one wording for a task that has no supervisor.
-pub fn no_supervisor(task_id: &str) -> Value {
-    failure(format!(
-        "no browser supervisor for task {}: call browser_connect first",
-        crate::quote::quoted(task_id)
-    ))
+/// What a call runs with (`table`'s module doc): lent by its caller, read by the handlers.
+#[derive(Clone, Copy)]
+pub(crate) struct Context<'a> {
+    /// The registry the tools act on.
+    pub(crate) registry: &'a SupervisorRegistry,
+    /// The browser `browser_connect` launches when neither the call nor the configuration names
+    /// an endpoint; `None`: the caller launches none, and such a call fails saying so.
+    pub(crate) browser: Option<&'a BrowserSlot>,
+    /// How a call names its task.
+    pub(crate) tasks: Tasks,
+    /// Calls the call off: a `browser_connect`'s start (its launch included) or a
+    /// `browser_cdp`'s CDP call.
+    pub(crate) cancel: Option<&'a CancelToken>,
 }
 
-/// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog is
-/// pending and `blocked` when the page is blocked, so an agent sees a dialog on its next call
-/// without polling. Does nothing when the task has no supervisor or `out` is no object.
-/// [`browser_dialog`] and [`browser_cdp`] add it themselves; `table::dispatch` adds it once per
-/// call for every tool of the table that carries it.
-pub fn add_dialog_status(reg: &SupervisorRegistry, task_id: &str, out: &mut Value) {
-    let Some(obj) = out.as_object_mut() else {
-        return;
-    };
-    reg.with_snapshot(task_id, |s| {
-        if !s.pending_dialogs.is_empty() && !obj.contains_key("pending_dialogs") {
-            obj.insert(
-                "pending_dialogs".into(),
-                Value::Array(s.pending_dialogs.iter().map(|d| d.to_json()).collect()),
-            );
+impl<'a> Context<'a> {
+    /// A registry alone: no browser to launch, `task_id` absent is `default`, no cancel token.
+    pub(crate) fn of(registry: &'a SupervisorRegistry) -> Context<'a> {
+        Context {
+            registry,
+            browser: None,
+            tasks: Tasks::Default,
+            cancel: None,
         }
-        if let Some(b) = &s.blocked
-            && !obj.contains_key("blocked")
-        {
-            obj.insert("blocked".into(), b.to_json());
-        }
-    });
-}
-
-/// The task's supervisor when it is active; otherwise the failure a call would get
-/// ([`no_supervisor`], or what its lifecycle state says: see `Supervisor::ensure_alive`).
-fn live(reg: &SupervisorRegistry, task_id: &str) -> Result<Arc<Supervisor>, Value> {
-    let sup = reg.get(task_id).ok_or_else(|| no_supervisor(task_id))?;
-    sup.ensure_alive().map_err(failure)?;
-    Ok(sup)
+    }
 }
 
 /// `browser_snapshot`: the fields a host merges into its page snapshot (with `state` saying
 /// `reconnecting` while the supervisor reconnects); `{}` when the task has no live supervisor
 /// (nothing to merge), and a failure for arguments it does not take. With `target_id`: that
-/// followed popup's frame tree and dialogs.
+/// followed popup's frame tree and dialogs. The table's answer without its `success: true`
+/// (module doc).
 pub fn browser_snapshot(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
-    snapshot::view(reg, task_id, args)
-        .unwrap_or_else(|snapshot::NoSupervisor| Value::Object(Default::default()))
+    match table::run(&Context::of(reg), Tool::Snapshot, task_id, args) {
+        Ok(mut out) => {
+            if let Some(o) = out.as_object_mut()
+                && o.get("success") == Some(&Value::Bool(true))
+            {
+                o.remove("success");
+            }
+            out
+        }
+        Err(snapshot::NoSupervisor) => Value::Object(Default::default()),
+    }
 }
 
-/// `browser_dialog {action, prompt_text?, dialog_id?}`: answers a pending dialog
-/// ([`DialogAction::parse`](crate::DialogAction::parse) reads `action`).
+/// `browser_dialog {action, prompt_text?, dialog_id?, files?}`: answers a pending dialog, or a
+/// pending file chooser ([`DialogAction::parse`](crate::DialogAction::parse) reads `action`).
 pub fn browser_dialog(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
-    let mut out = dialog::run(reg, task_id, args);
-    add_dialog_status(reg, task_id, &mut out);
-    out
+    run(&Context::of(reg), Tool::Dialog, task_id, args)
 }
 
 /// `browser_cdp {method, params?, frame_id?, target_id?, timeout_s?}` (SPEC §8). Without
@@ -111,9 +129,7 @@ pub fn browser_dialog(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> 
 /// ([`Route::by_domain`](crate::Route::by_domain)); the result says where it went
 /// (`routed_to`). A call that a dialog blocks fails at once with `blocked_by_dialog`.
 pub fn browser_cdp(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
-    let mut out = cdp::run(reg, task_id, args, None);
-    add_dialog_status(reg, task_id, &mut out);
-    out
+    run(&Context::of(reg), Tool::Cdp, task_id, args)
 }
 
 /// [`browser_cdp`] that returns at once (`"cancelled": true`) when `cancel` fires; the call's
@@ -124,7 +140,21 @@ pub fn browser_cdp_cancellable(
     args: &Value,
     cancel: &CancelToken,
 ) -> Value {
-    let mut out = cdp::run(reg, task_id, args, Some(cancel));
-    add_dialog_status(reg, task_id, &mut out);
-    out
+    let ctx = Context {
+        cancel: Some(cancel),
+        ..Context::of(reg)
+    };
+    run(&ctx, Tool::Cdp, task_id, args)
+}
+
+/// The table's answer for `task_id` (only `browser_snapshot` can find no supervisor).
+fn run(ctx: &Context<'_>, tool: Tool, task_id: &str, args: &Value) -> Value {
+    table::run(ctx, tool, task_id, args).unwrap_or_else(|_| no_supervisor(task_id))
+}
+
+/// `browser_navigate {url, wait_until?: "commit"|"load", timeout_s?}` (SPEC §10): navigates the
+/// task's page ([`Supervisor::navigate`](crate::Supervisor::navigate)); a dialog that opens
+/// before `wait_until` ends it at once with `blocked_by_dialog`.
+pub fn browser_navigate(reg: &SupervisorRegistry, task_id: &str, args: &Value) -> Value {
+    run(&Context::of(reg), Tool::Navigate, task_id, args)
 }

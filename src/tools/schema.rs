@@ -20,8 +20,9 @@ fn dialog_schema(what: &str) -> Value {
         "type": "object",
         "description": what,
         "properties": {
-            "id": {"type": "string", "description": "Dialog id (d-1, d-2, ...), for browser_dialog's dialog_id"},
-            "type": {"type": "string", "description": "alert, confirm, prompt or beforeunload"},
+            "id": {"type": "string", "description": "Dialog id (d-1, d-2, ...; a file chooser's fc-1, ...), for browser_dialog's dialog_id"},
+            "type": {"type": "string", "description": "alert, confirm, prompt or beforeunload; file_chooser for a file chooser"},
+            "mode": {"type": "string", "enum": ["single", "multiple"], "description": "A file chooser's: one file or several"},
             "message": {"type": "string", "description": "The text the page shows"},
             "default_prompt": {"type": "string", "description": "A prompt()'s default text"},
             "opened_at": {"type": "number", "description": "Unix epoch seconds"},
@@ -101,6 +102,17 @@ pub(super) fn snapshot_output() -> Value {
         "target_id": {"type": "string", "description": "With the target_id argument: the popup shown"},
         "opener_target_id": {"type": "string", "description": "With the target_id argument: the page that opened it"},
         "console_errors": {"type": "array", "description": "Recent console errors and exceptions", "items": {"type": "object"}},
+        "downloads": {"type": "array", "description": "The task's downloads, newest last", "items": {"type": "object", "properties": {
+            "guid": {"type": "string", "description": "The download's id"},
+            "url": {"type": "string", "description": "Where it comes from"},
+            "suggested_filename": {"type": "string", "description": "The file name the page suggested"},
+            "state": {"type": "string", "enum": ["in_progress", "completed", "canceled"], "description": "Where it is (a failed download is canceled)"},
+            "received_bytes": {"type": "integer", "description": "Bytes received"},
+            "total_bytes": {"type": "integer", "description": "Its size, when known"},
+            "path": {"type": "string", "description": "Once completed: the file, in the task's download directory"}
+        }}},
+        "file_chooser_refused": {"type": "object", "description": "The page opened a file chooser that the security policy kept from the agent: option names the setting that allows answering it"},
+        "page_replaced": {"type": "object", "description": "The task's own page was gone after a reconnect and a new one was made: old_target_id names the lost page"},
         "state": {"type": "string", "enum": ["active", "reconnecting", "stopped", "dead"], "description": "The supervisor's state; reconnecting comes with attempt and of, dead with reason"}
     })
 }
@@ -110,7 +122,8 @@ pub(super) fn dialog_input() -> Value {
         "task_id": task_schema(),
         "action": {"type": "string", "enum": ["accept", "dismiss"], "description": "accept (OK; confirm() returns true) or dismiss (Cancel)"},
         "prompt_text": {"type": "string", "description": "What prompt() returns when accepted (default: the prompt's default text)"},
-        "dialog_id": {"type": "string", "description": "Which dialog (d-N), needed when several are pending"}
+        "dialog_id": {"type": "string", "description": "Which dialog (d-N) or file chooser (fc-N), needed when several are pending"},
+        "files": {"type": "array", "items": {"type": "string"}, "description": "With accept, for a pending file chooser: the local files to give the page (absolute paths within security.upload_dirs; needs security.allow_file_access)"}
     })
 }
 
@@ -119,6 +132,27 @@ pub(super) fn dialog_output() -> Value {
         "action": {"type": "string", "description": "accept or dismiss"},
         "dialog": dialog_schema("The dialog that was answered"),
         "answered_dialog": dialog_schema("When the answer reached another dialog than the one named (the named one had been closed by something else): the dialog that received it")
+    })
+}
+
+pub(super) fn navigate_input() -> Value {
+    json!({
+        "task_id": task_schema(),
+        "url": {"type": "string", "minLength": 1, "description": "The address to open, e.g. https://example.com/"},
+        "wait_until": {"type": "string", "enum": ["commit", "load"], "description": "commit: return once the new document replaced the old one; load (default): once its load event fired"},
+        "timeout_s": {"type": "number", "minimum": 1, "maximum": 300, "description": "Seconds to wait (default 30)"}
+    })
+}
+
+pub(super) fn navigate_output() -> Value {
+    json!({
+        "url": {"type": "string", "description": "The URL opened"},
+        "frame_id": {"type": "string", "description": "The page's main frame"},
+        "loader_id": {"type": ["string", "null"], "description": "The navigation's loader id (null within the document)"},
+        "wait_until": {"type": "string", "description": "What was waited for"},
+        "blocked_by_dialog": dialog_schema("The dialog that opened during the navigation: answer it with browser_dialog"),
+        "navigation_error": {"type": "string", "description": "The browser's network error, e.g. net::ERR_NAME_NOT_RESOLVED"},
+        "refused_by": {"type": "string", "description": "The security option that refused the URL"}
     })
 }
 
@@ -139,7 +173,6 @@ pub(super) fn cdp_output() -> Value {
         "routed_to": {"type": "string", "enum": ["browser", "page", "frame", "target"], "description": "Where the call went"},
         "result": {"type": "object", "description": "The CDP result"},
         "frame_id": {"type": "string", "description": "The frame it ran in"},
-        "session_id": {"type": "string", "description": "The CDP session it was sent on"},
         "cdp_error": {"type": "object", "description": "The browser's error {code, message}"},
         "blocked_by_dialog": dialog_schema("The dialog that blocks this call: answer it with browser_dialog"),
         "cancelled": {"type": "boolean", "description": "The call was cancelled"}

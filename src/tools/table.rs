@@ -1,25 +1,32 @@
 //! The one table of tools: each tool's name, title, description, annotations, argument names,
-//! input and output schemas and handler, in one [`Spec`] per tool; and [`dispatch`], which runs
-//! a call the way every transport does.
+//! input and output schemas and handler, in one [`Spec`] per tool; how a call names its task
+//! ([`Tasks`]); and [`dispatch`], which runs a call the same way for every caller.
 //!
 //! Annotations follow one rule: a tool that acts on the web page is open-world (the page is
 //! someone else's code and servers); one whose effect on the page cannot be undone (answering a
 //! dialog, raw CDP, closing the task's page) is destructive.
 //!
-//! A transport is a [`Host`]: it lends its registry, names the task of a call by its own rule,
-//! and runs the tools only a server can (`browser_connect`, `browser_disconnect`: they launch
-//! browsers and watch supervisors). The MCP server on stdio is one (`mcp::handlers`); the
-//! Python binding's is a bare registry (`unversioned::tools::call`); over HTTP the same server
-//! names tasks by a rule of its own (SPEC §15: `mcp::handlers`).
+//! Every caller runs the same handlers and lends them what it has in a `Context`: the
+//! registry, the browser `browser_connect` launches when no endpoint is named (the MCP server
+//! has one; the Python binding and the library functions none), how a call names its task
+//! ([`Tasks`]), and the call's cancel token. A handler answers with a value and never calls
+//! back into its caller: the MCP engine reads a `browser_connect` result to follow the new
+//! supervisor's events. The callers are the MCP engine (`mcp::engine`, for stdio and HTTP), the
+//! Python binding (through [`call`], `unversioned::tools::call`) and the library functions
+//! (`tools::browser_*`, through [`run`]).
 
 use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
-use super::args::{failure, not_an_object, task_or_default};
-use super::schema;
+use super::args::{
+    check_args, failure, no_supervisor, not_an_object, task_or_default, task_per_client,
+};
 use super::snapshot::{self, NoSupervisor};
-use super::{CDP_ARGS, DIALOG_ARGS, SNAPSHOT_ARGS, add_dialog_status, cdp, dialog, no_supervisor};
+use super::{
+    CDP_ARGS, CONNECT_ARGS, Context, DIALOG_ARGS, DISCONNECT_ARGS, NAVIGATE_ARGS, SNAPSHOT_ARGS,
+    cdp, connect, dialog, navigate, schema,
+};
 use crate::cancel::CancelToken;
 use crate::registry::SupervisorRegistry;
 
@@ -34,6 +41,8 @@ pub(crate) enum Tool {
     Dialog,
     /// `browser_cdp`: a raw CDP call.
     Cdp,
+    /// `browser_navigate`: navigate the task's page, never waiting on a dialog.
+    Navigate,
     /// `browser_disconnect`: stop the task's supervisor.
     Disconnect,
 }
@@ -65,16 +74,9 @@ struct Annotations {
     open_world: bool,
 }
 
-/// How a tool runs.
-#[derive(Clone, Copy)]
-enum Handler {
-    /// It needs only a registry (SPEC §10), so every host serves it.
-    Registry(
-        fn(&SupervisorRegistry, &str, &Value, Option<&CancelToken>) -> Result<Value, NoSupervisor>,
-    ),
-    /// Only a server can run it: the host does ([`Host::run`]), or does not have it.
-    Host,
-}
+/// How a tool runs: its result for `task` (the caller's [`Tasks`] named it), or
+/// [`NoSupervisor`] when it needs a live supervisor and the task has none.
+type Handler = fn(&Context<'_>, &str, &Value) -> Result<Value, NoSupervisor>;
 
 const CONNECT: Spec = Spec {
     name: "browser_connect",
@@ -86,18 +88,11 @@ const CONNECT: Spec = Spec {
         idempotent: true,
         open_world: true,
     },
-    args: &[
-        "cdp_url",
-        "task_id",
-        "target_id",
-        "dialog_policy",
-        "dialog_timeout_s",
-        "dialog_bridge",
-    ],
+    args: CONNECT_ARGS,
     input: schema::connect_input,
     required: &[],
     output: schema::connect_output,
-    handler: Handler::Host,
+    handler: |ctx, task, args| Ok(connect::connect(ctx, task, args)),
     dialog_status: true,
 };
 
@@ -115,16 +110,14 @@ const SNAPSHOT: Spec = Spec {
     input: schema::snapshot_input,
     required: &[],
     output: schema::snapshot_output,
-    handler: Handler::Registry(|reg, task, args, _| {
-        snapshot::view(reg, task, args).map(snapshot::as_result)
-    }),
+    handler: |ctx, task, args| snapshot::view(ctx.registry, task, args).map(snapshot::as_result),
     dialog_status: true,
 };
 
 const DIALOG: Spec = Spec {
     name: "browser_dialog",
     title: "Answer a JS dialog",
-    description: "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs).",
+    description: "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs). A pending file chooser (type file_chooser, id fc-N) is answered with accept and files (paths within security.upload_dirs; needs security.allow_file_access), or dismissed.",
     annotations: Annotations {
         read_only: false,
         destructive: Some(true),
@@ -135,7 +128,7 @@ const DIALOG: Spec = Spec {
     input: schema::dialog_input,
     required: &["action"],
     output: schema::dialog_output,
-    handler: Handler::Registry(|reg, task, args, _| Ok(dialog::run(reg, task, args))),
+    handler: |ctx, task, args| Ok(dialog::run(ctx.registry, task, args)),
     dialog_status: true,
 };
 
@@ -153,7 +146,25 @@ const CDP: Spec = Spec {
     input: schema::cdp_input,
     required: &["method"],
     output: schema::cdp_output,
-    handler: Handler::Registry(|reg, task, args, cancel| Ok(cdp::run(reg, task, args, cancel))),
+    handler: |ctx, task, args| Ok(cdp::run(ctx, task, args)),
+    dialog_status: true,
+};
+
+const NAVIGATE: Spec = Spec {
+    name: "browser_navigate",
+    title: "Navigate the page",
+    description: "Open a URL in the task's page (brought to the front first) and wait until the new document has committed (wait_until: commit) or loaded (load, the default). It never waits on a JS dialog: one that opens before then (an alert while the page loads, the beforeunload of the page being left) ends the call at once with blocked_by_dialog; answer it with browser_dialog. A network error (net::ERR_NAME_NOT_RESOLVED, a refused connection) is an error naming it; URLs the security policy refuses (file:, the browser's own pages) never reach the browser.",
+    annotations: Annotations {
+        read_only: false,
+        destructive: Some(true),
+        idempotent: false,
+        open_world: true,
+    },
+    args: NAVIGATE_ARGS,
+    input: schema::navigate_input,
+    required: &["url"],
+    output: schema::navigate_output,
+    handler: |ctx, task, args| Ok(navigate::run(ctx.registry, task, args)),
     dialog_status: true,
 };
 
@@ -167,22 +178,23 @@ const DISCONNECT: Spec = Spec {
         idempotent: true,
         open_world: false,
     },
-    args: &["task_id"],
+    args: DISCONNECT_ARGS,
     input: schema::disconnect_input,
     required: &[],
     output: schema::disconnect_output,
-    handler: Handler::Host,
+    handler: |ctx, task, _| Ok(connect::disconnect(ctx.registry, task)),
     // Its result names the dialogs the stop dismissed; nothing is left to watch.
     dialog_status: false,
 };
 
 impl Tool {
     /// Every tool, in the order `tools/list` shows them.
-    pub(crate) const ALL: [Tool; 5] = [
+    pub(crate) const ALL: [Tool; 6] = [
         Tool::Connect,
         Tool::Snapshot,
         Tool::Dialog,
         Tool::Cdp,
+        Tool::Navigate,
         Tool::Disconnect,
     ];
 
@@ -192,6 +204,7 @@ impl Tool {
             Tool::Snapshot => &SNAPSHOT,
             Tool::Dialog => &DIALOG,
             Tool::Cdp => &CDP,
+            Tool::Navigate => &NAVIGATE,
             Tool::Disconnect => &DISCONNECT,
         }
     }
@@ -207,6 +220,7 @@ impl Tool {
     }
 
     /// The arguments it takes.
+    #[cfg(test)]
     pub(crate) fn args(self) -> &'static [&'static str] {
         self.spec().args
     }
@@ -247,125 +261,108 @@ impl Tool {
         })
     }
 
-    /// Runs the table's handler (no dialog status): a registry tool's result (a task without a
-    /// live supervisor is [`no_supervisor`]), or `unknown tool` for a tool only a server runs.
-    /// A [`Host::run`] that wraps a registry tool calls it.
-    pub(crate) fn run_handler(
-        self,
-        reg: &SupervisorRegistry,
-        task: &str,
-        args: &Value,
-        cancel: Option<&CancelToken>,
-    ) -> Value {
-        match self.spec().handler {
-            Handler::Registry(run) => {
-                run(reg, task, args, cancel).unwrap_or_else(|NoSupervisor| no_supervisor(task))
-            }
-            Handler::Host => unknown(self.name()),
+    /// The `tools/list` entries, in table order.
+    pub(crate) fn list() -> Value {
+        Value::Array(Tool::ALL.map(Tool::list_entry).to_vec())
+    }
+}
+
+/// How a call names its task (SPEC §15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tasks {
+    /// One client (MCP on stdio, the Python binding): `task_id`, `default` when absent or null.
+    Default,
+    /// Clients that share a server (MCP over HTTP): `browser_connect` without `task_id` creates
+    /// a task with a fresh id, every other tool needs one (`args::task_per_client`).
+    PerClient,
+}
+
+impl Tasks {
+    /// The task a call of `tool` with `args` is about, or the failure to answer.
+    pub(crate) fn task_of(self, tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
+        match self {
+            Tasks::Default => task_or_default(args),
+            Tasks::PerClient => task_per_client(args, tool.name(), tool == Tool::Connect),
         }
     }
-
-    /// Whether it needs only a registry (every host serves it).
-    fn needs_only_a_registry(self) -> bool {
-        matches!(self.spec().handler, Handler::Registry(_))
-    }
 }
 
-/// A transport that serves the tools (module doc).
-pub(crate) trait Host {
-    /// The registry the tools act on.
-    fn registry(&self) -> &SupervisorRegistry;
-
-    /// The task a call of `tool` is about, from its `task_id` argument, or the failure to
-    /// answer. This default is the rule of the MCP server on stdio and of the Python binding:
-    /// absent or null is the task `"default"`. (Over HTTP, `browser_connect` without `task_id`
-    /// creates a task with a fresh id and every other tool needs one, SPEC §15: the MCP server
-    /// overrides this there, in `mcp::handlers`.)
-    fn task_id<'a>(&self, tool: Tool, args: &'a Value) -> Result<Cow<'a, str>, Value> {
-        default_task_id(tool, args)
-    }
-
-    /// Runs `tool` for `task` when this host runs it itself: the tools only a server can run,
-    /// and what a server does around another tool. `None`: the table's handler runs (and a
-    /// server tool is unknown to this host).
-    fn run(
-        &self,
-        tool: Tool,
-        task: &str,
-        args: &Value,
-        cancel: Option<&CancelToken>,
-    ) -> Option<Value> {
-        let _ = (tool, task, args, cancel);
-        None
-    }
-}
-
-/// The task of a call by the default rule ([`Host::task_id`]): `task_id`, `"default"` when
-/// absent or null.
-pub(crate) fn default_task_id(tool: Tool, args: &Value) -> Result<Cow<'_, str>, Value> {
-    let _ = tool;
-    task_or_default(args)
-}
-
-/// Runs one call of `tool` as every transport does (SPEC §10): the arguments must be an object,
-/// the host names the task, the tool runs (the host's way, else the table's handler), and the
-/// task's dialog status is added once. Argument errors are results (`success: false`).
-pub(crate) fn dispatch(
-    host: &dyn Host,
-    tool: Tool,
-    args: &Value,
-    cancel: Option<&CancelToken>,
-) -> Value {
+/// Runs one call of `tool` as every caller does (SPEC §10): the arguments must be an object,
+/// the context's rule names the task, the tool runs, and the task's dialog status is added
+/// once. Argument errors are results (`success: false`).
+pub(crate) fn dispatch(ctx: &Context<'_>, tool: Tool, args: &Value) -> Value {
     if !args.is_object() {
         return not_an_object(args);
     }
-    let task = match host.task_id(tool, args) {
+    let task = match ctx.tasks.task_of(tool, args) {
         Ok(t) => t,
         Err(e) => return e,
     };
-    let mut out = host
-        .run(tool, &task, args, cancel)
-        .unwrap_or_else(|| tool.run_handler(host.registry(), &task, args, cancel));
-    if tool.spec().dialog_status {
-        add_dialog_status(host.registry(), &task, &mut out);
+    run(ctx, tool, &task, args).unwrap_or_else(|NoSupervisor| no_supervisor(&task))
+}
+
+/// Runs `tool` for `task` (already named): the arguments it does not take fail it, else its
+/// handler runs; then the task's dialog status is added when the tool's result carries it.
+pub(crate) fn run(
+    ctx: &Context<'_>,
+    tool: Tool,
+    task: &str,
+    args: &Value,
+) -> Result<Value, NoSupervisor> {
+    let spec = tool.spec();
+    let mut out = match check_args(args, spec.args) {
+        Ok(()) => (spec.handler)(ctx, task, args)?,
+        Err(unknown) => unknown,
+    };
+    if spec.dialog_status {
+        add_dialog_status(ctx.registry, task, &mut out);
     }
-    out
+    Ok(out)
 }
 
-/// The result of a call of a tool the host does not have.
-fn unknown(name: &str) -> Value {
-    failure(format!("unknown tool {}", crate::quote::quoted(name)))
+/// Adds what every tool result carries (SPEC §10): `pending_dialogs` whenever a dialog (or a
+/// file chooser) is pending and `blocked` when the page is blocked, so an agent sees a dialog on
+/// its next call without polling. Does nothing when the task has no supervisor or `out` is no object.
+/// `run` adds it once per call for every tool whose result carries it.
+pub fn add_dialog_status(reg: &SupervisorRegistry, task_id: &str, out: &mut Value) {
+    let Some(obj) = out.as_object_mut() else {
+        return;
+    };
+    reg.with_snapshot(task_id, |s| {
+        let pending = !s.pending_dialogs.is_empty() || !s.file_choosers.is_empty();
+        if pending && !obj.contains_key("pending_dialogs") {
+            obj.insert("pending_dialogs".into(), Value::Array(s.pending_json()));
+        }
+        if let Some(b) = &s.blocked
+            && !obj.contains_key("blocked")
+        {
+            obj.insert("blocked".into(), b.to_json());
+        }
+    });
 }
 
-/// The host of the Python binding: a registry and nothing else, so it serves the tools that
-/// need only a registry.
-struct RegistryHost<'a>(&'a SupervisorRegistry);
-
-impl Host for RegistryHost<'_> {
-    fn registry(&self) -> &SupervisorRegistry {
-        self.0
-    }
-}
-
-/// Runs tool `name` with `args` on `registry` as the MCP server's `tools/call` would (same
-/// task rule, same result), for the tools that need only a registry (`browser_snapshot`,
-/// `browser_dialog`, `browser_cdp`); any other name is an `unknown tool` result. `cancel`
-/// abandons a `browser_cdp` call. What the Python binding's `cdp_supervisor.tools` calls.
+/// Runs tool `name` with `args` on `registry` as an MCP `tools/call` on stdio would (same task
+/// rule, same result), except that `browser_connect` launches no browser here: it needs a
+/// `cdp_url` (or a configured one). An unknown name is an `unknown tool` result. `cancel` calls
+/// the call off. What the Python binding's `cdp_supervisor.tools` calls.
 pub fn call(
     registry: &SupervisorRegistry,
     name: &str,
     args: &Value,
     cancel: Option<&CancelToken>,
 ) -> Value {
-    let host = RegistryHost(registry);
-    if let Some(tool) = Tool::from_name(name).filter(|t| t.needs_only_a_registry()) {
-        return dispatch(&host, tool, args, cancel);
+    let ctx = Context {
+        cancel,
+        ..Context::of(registry)
+    };
+    if let Some(tool) = Tool::from_name(name) {
+        return dispatch(&ctx, tool, args);
     }
     let task = match task_or_default(args) {
         Ok(t) => t,
         Err(e) => return e,
     };
-    let mut out = unknown(name);
+    let mut out = failure(format!("unknown tool {}", crate::quote::quoted(name)));
     add_dialog_status(registry, &task, &mut out);
     out
 }

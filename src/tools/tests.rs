@@ -1,12 +1,13 @@
-//! Unit tests of the tool table: every tool's definition is consistent, a host's task rule is
-//! the one applied, and the Python binding's entry answers what the MCP server answers.
+//! Unit tests of the tool table: every tool's definition is consistent and a caller's task rule
+//! is the one applied. That every door (library functions, the binding's entry, MCP on stdio and
+//! over HTTP) answers the same text is `tests/it/tools_everywhere.rs`.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::table::{Host, Tool, call, dispatch};
+use super::args::failure;
+use super::table::{Tasks, Tool, call, dispatch};
 use super::*;
 use crate::config::{Config, DialogAction};
 use crate::error::Error;
@@ -57,6 +58,67 @@ fn every_tool_takes_exactly_the_arguments_its_input_schema_lists() {
 }
 
 #[test]
+fn browser_navigate_is_listed_with_its_schema_and_the_tables_annotations() {
+    let entry = Tool::Navigate.list_entry();
+    assert_eq!(entry["inputSchema"]["required"], json!(["url"]));
+    assert_eq!(
+        entry["inputSchema"]["properties"]["wait_until"]["enum"],
+        json!(["commit", "load"])
+    );
+    // It acts on the page (open world) and leaves the page it was on (destructive).
+    let a = &entry["annotations"];
+    assert_eq!(
+        (
+            &a["readOnlyHint"],
+            &a["destructiveHint"],
+            &a["openWorldHint"]
+        ),
+        (&json!(false), &json!(true), &json!(true))
+    );
+    for key in [
+        "frame_id",
+        "loader_id",
+        "blocked_by_dialog",
+        "navigation_error",
+    ] {
+        assert!(
+            entry["outputSchema"]["properties"].get(key).is_some(),
+            "{key}"
+        );
+    }
+    // Argument errors are results, before any supervisor is needed.
+    let reg = SupervisorRegistry::new(Config::default());
+    let out = browser_navigate(
+        &reg,
+        "t",
+        &json!({"url": "http://a/", "wait_until": "never"}),
+    );
+    assert_eq!(out["success"], false, "{out}");
+    let out = browser_navigate(&reg, "t", &json!({}));
+    assert!(
+        out["error"].as_str().unwrap().contains("missing url"),
+        "{out}"
+    );
+    let out = browser_navigate(&reg, "t", &json!({"url": "http://a/"}));
+    assert!(
+        out["error"].as_str().unwrap().contains("browser_connect"),
+        "{out}"
+    );
+    let out = browser_dialog(
+        &reg,
+        "t",
+        &json!({"action": "accept", "files": "/etc/passwd"}),
+    );
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("files must be a list"),
+        "{out}"
+    );
+}
+
+#[test]
 fn tools_are_found_by_name_and_listed_once_in_table_order() {
     let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
     assert_eq!(
@@ -66,6 +128,7 @@ fn tools_are_found_by_name_and_listed_once_in_table_order() {
             "browser_snapshot",
             "browser_dialog",
             "browser_cdp",
+            "browser_navigate",
             "browser_disconnect"
         ]
     );
@@ -85,50 +148,43 @@ fn tools_are_found_by_name_and_listed_once_in_table_order() {
     assert_eq!(listed, names);
 }
 
-/// A host with the HTTP transport's rule (SPEC §15): `browser_connect` without `task_id`
-/// gets a fresh task, every other tool needs one.
-struct FreshTasks(SupervisorRegistry);
-
-impl Host for FreshTasks {
-    fn registry(&self) -> &SupervisorRegistry {
-        &self.0
-    }
-
-    fn task_id<'a>(&self, tool: Tool, args: &'a Value) -> Result<Cow<'a, str>, Value> {
-        match args.get("task_id").and_then(Value::as_str) {
-            Some(t) => Ok(Cow::Borrowed(t)),
-            None if tool == Tool::Connect => Ok(Cow::Borrowed("fresh-1")),
-            None => Err(failure(format!("{} needs a task_id", tool.name()))),
-        }
-    }
-
-    fn run(
-        &self,
-        tool: Tool,
-        task: &str,
-        _args: &Value,
-        _cancel: Option<&CancelToken>,
-    ) -> Option<Value> {
-        (tool == Tool::Connect).then(|| json!({"success": true, "task_id": task}))
-    }
-}
-
+/// The rule of clients that share a server (MCP over HTTP, SPEC §15): `browser_connect`
+/// without `task_id` gets a fresh task, every other tool needs one.
 #[test]
-fn a_host_names_the_task_of_a_call_by_its_own_rule() {
-    let host = FreshTasks(SupervisorRegistry::new(Config::default()));
-    let out = dispatch(&host, Tool::Snapshot, &json!({}), None);
-    assert_eq!(out, failure("browser_snapshot needs a task_id"));
-    let out = dispatch(&host, Tool::Cdp, &json!({"method": "X.y"}), None);
-    assert_eq!(out, failure("browser_cdp needs a task_id"));
-    let out = dispatch(&host, Tool::Connect, &json!({}), None);
-    assert_eq!(out, json!({"success": true, "task_id": "fresh-1"}));
-    let out = dispatch(&host, Tool::Snapshot, &json!({"task_id": "t9"}), None);
+fn a_caller_names_the_task_of_a_call_by_its_own_rule() {
+    let reg = SupervisorRegistry::new(Config::default());
+    let ctx = Context {
+        tasks: Tasks::PerClient,
+        ..Context::of(&reg)
+    };
+    let required = |tool: &str| {
+        failure(format!(
+            "task_id is required over HTTP: {tool} needs the task_id that browser_connect \
+             returned (browser_connect without task_id creates a new task)"
+        ))
+    };
+    let out = dispatch(&ctx, Tool::Snapshot, &json!({}));
+    assert_eq!(out, required("browser_snapshot"));
+    let out = dispatch(&ctx, Tool::Cdp, &json!({"method": "X.y"}));
+    assert_eq!(out, required("browser_cdp"));
+    let out = dispatch(&ctx, Tool::Snapshot, &json!({"task_id": "t9"}));
     assert_eq!(out, no_supervisor("t9"));
-    // The tools only a server runs are unknown to a host that does not run them.
-    let out = dispatch(&host, Tool::Disconnect, &json!({"task_id": "t9"}), None);
-    assert_eq!(out, failure("unknown tool \"browser_disconnect\""));
+    let out = dispatch(&ctx, Tool::Disconnect, &json!({"task_id": "t9"}));
+    assert_eq!(
+        out,
+        json!({"success": true, "task_id": "t9", "stopped": false})
+    );
+    // A new task, and no browser to start it on: this caller launches none.
+    let out = dispatch(&ctx, Tool::Connect, &json!({}));
+    assert_eq!(out["success"], false, "{out}");
+    assert!(
+        out["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("pass the cdp_url")),
+        "{out}"
+    );
     // Arguments that are no object fail before any rule.
-    let out = dispatch(&host, Tool::Snapshot, &json!([1]), None);
+    let out = dispatch(&ctx, Tool::Snapshot, &json!([1]));
     assert_eq!(
         out,
         failure("arguments must be a JSON object, got an array; see the tool's inputSchema")
@@ -169,10 +225,34 @@ fn no_supervisor_is_explicit_everywhere_but_the_library_snapshot() {
 }
 
 #[test]
-fn the_binding_entry_keeps_the_task_rule_and_knows_only_registry_tools() {
+fn the_binding_entry_keeps_the_task_rule_and_runs_every_tool_of_the_table() {
     let reg = SupervisorRegistry::new(Config::default());
     let out = call(&reg, "browser_connect", &json!({"task_id": "t"}), None);
-    assert_eq!(out, failure("unknown tool \"browser_connect\""));
+    assert_eq!(
+        out,
+        failure(
+            "no cdp_url given and none configured (browser.cdp_url), and this caller launches \
+             no browser: pass the cdp_url of a running browser"
+        )
+    );
+    let out = call(
+        &reg,
+        "browser_connect",
+        &json!({"task_id": "t", "cdp": "x"}),
+        None,
+    );
+    assert_eq!(out["success"], false);
+    assert!(
+        out["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown argument \"cdp\"")),
+        "{out}"
+    );
+    let out = call(&reg, "browser_disconnect", &json!({}), None);
+    assert_eq!(
+        out,
+        json!({"success": true, "task_id": "default", "stopped": false})
+    );
     let out = call(&reg, "browser_nope", &json!({}), None);
     assert_eq!(out, failure("unknown tool \"browser_nope\""));
     for name in ["browser_snapshot", "browser_nope", "browser_disconnect"] {
@@ -239,78 +319,4 @@ fn dialog_actions_are_read_by_one_rule_with_one_wording() {
         out,
         failure("missing action: use \"accept\" or \"dismiss\"")
     );
-}
-
-/// The Python binding's `cdp_supervisor.tools` returns the text of the MCP server's tool
-/// results (its pytest `test_tools_mcp.py` compares them through the real binary); here the
-/// same, in process, for calls that reach a live supervisor, a pending dialog included.
-#[cfg(feature = "fake-browser")]
-#[test]
-fn the_binding_entry_answers_what_the_mcp_server_answers() {
-    use std::time::Duration;
-
-    let fake = crate::fake::FakeBrowser::start().expect("fake browser");
-    let server = crate::mcp::McpServer::new(Config::default());
-    let reg = server.registry();
-    reg.get_or_start("t", &fake.ws_url()).expect("attach");
-    let calls = || {
-        [
-            ("browser_snapshot", json!({"task_id": "t"})),
-            (
-                "browser_snapshot",
-                json!({"task_id": "t", "target_id": "nope"}),
-            ),
-            ("browser_snapshot", json!({"task_id": "nobody"})),
-            ("browser_snapshot", json!({"task_id": 7})),
-            ("browser_dialog", json!({"task_id": "t", "action": "eat"})),
-            (
-                "browser_cdp",
-                json!({"task_id": "t", "method": "Browser.getVersion"}),
-            ),
-            (
-                "browser_cdp",
-                json!({"task_id": "t", "method": "X.y", "frame_id": "f"}),
-            ),
-            ("browser_cdp", json!({"task_id": "t", "targetId": "x"})),
-        ]
-    };
-    let compare = |name: &str, args: &Value| {
-        let line = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                          "params": {"name": name, "arguments": args}});
-        let answer = server.handle_line(&line.to_string()).expect("an answer");
-        let text = answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        assert_eq!(
-            call(reg, name, args, None).to_string(),
-            text,
-            "{name} {args}"
-        );
-    };
-    for (name, args) in calls() {
-        compare(name, &args);
-    }
-    fake.open_dialog("confirm", "sure?", "");
-    let sup = reg.get("t").expect("live");
-    sup.wait_for(Duration::from_secs(5), |s| !s.pending_dialogs.is_empty())
-        .expect("the dialog is published");
-    for (name, args) in calls() {
-        compare(name, &args);
-    }
-    let out = call(
-        reg,
-        "browser_cdp",
-        &json!({"task_id": "t", "method": "X.y"}),
-        None,
-    );
-    assert!(out["pending_dialogs"].is_array(), "{out}");
-    let answered = call(
-        reg,
-        "browser_dialog",
-        &json!({"task_id": "t", "action": "accept"}),
-        None,
-    );
-    assert_eq!(answered["success"], true, "{answered}");
-    assert_eq!(answered["action"], "accept", "{answered}");
 }

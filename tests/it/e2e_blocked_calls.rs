@@ -416,7 +416,7 @@ fn frame_named(sup: &Supervisor, name: &str, oopif: bool) -> String {
                     && if oopif {
                         f.is_oopif && f.session_id.is_some()
                     } else {
-                        cdp_supervisor::unversioned::default_context(f).is_some()
+                        !f.is_oopif
                     }
             })
             .map(|f| f.frame_id.clone())

@@ -255,10 +255,15 @@ fn settle_oopif(fx: &mut Fixture, sup: &Supervisor) -> String {
     id
 }
 
+/// True in a document where the bridge script replaced `alert` (it leaves no global: its
+/// functions carry a comment naming the bridge).
+const BRIDGE_INSTALLED: &str =
+    "Function.prototype.toString.call(window.alert).includes('cdp-dialog-bridge')";
+
 /// Waits until the bridge script is installed in `place` (the supervisor sends it fire-and-
 /// forget; on a page that already loaded, `runImmediately` installs it in the live document).
 fn wait_bridge_script(fx: &mut Fixture, sup: &Supervisor, place: In<'_>) {
-    let probe = "window.__cdpDialogBridge === true";
+    let probe = BRIDGE_INSTALLED;
     let ok = wait_until(T, || {
         let v = match place {
             In::Top => fx.eval_top(probe),
@@ -677,7 +682,7 @@ fn measure_loads(
         for (i, (_, session)) in pages.iter().enumerate() {
             let has = fx
                 .cdp
-                .evaluate(session, "window.__cdpDialogBridge === true", T)
+                .evaluate(session, BRIDGE_INSTALLED, T)
                 .expect("probe");
             assert_eq!(has, json!(i == on), "phase {phase}: page {i} bridge script");
         }
@@ -819,7 +824,7 @@ fn auto_mode_switches_to_the_bridge_when_a_proxy_closes_native_dialogs() {
     let sup = fx.attach(StartOptions::default());
     assert_eq!(sup.config().dialog_bridge, BridgeMode::Auto);
     assert_eq!(
-        fx.eval_top("window.__cdpDialogBridge === true"),
+        fx.eval_top(BRIDGE_INSTALLED),
         json!(false),
         "auto starts native"
     );
@@ -870,7 +875,7 @@ fn auto_mode_switches_to_the_bridge_when_a_proxy_closes_native_dialogs() {
         })
         .expect("the reloaded page loads");
     assert_eq!(
-        fx.eval_top("window.__cdpDialogBridge === true"),
+        fx.eval_top(BRIDGE_INSTALLED),
         json!(true),
         "the reloaded document has the bridge from its start"
     );
@@ -943,10 +948,7 @@ fn bridge_script_without_interception_falls_back_to_native_dialogs() {
             T,
         )
         .expect("install the bridge script without interception");
-    assert_eq!(
-        fx.eval_top("window.__cdpDialogBridge === true"),
-        json!(true)
-    );
+    assert_eq!(fx.eval_top(BRIDGE_INSTALLED), json!(true));
 
     // How long the bridge XHR takes to fail when nobody intercepts it.
     let mut probe_ms = Vec::new();

@@ -402,3 +402,253 @@ fn puppeteer_works_through_the_endpoint_on_one_connection() {
         .collect::<Vec<_>>();
     eprintln!("closed_by of the dialogs: {closed:?}; connections to the browser: {upstream}");
 }
+
+fn titled_pages() -> HttpServer {
+    HttpServer::start(|req| {
+        let name = req.path.trim_start_matches('/');
+        Response::html(format!("<!doctype html><title>{name}</title><p>{name}</p>"))
+    })
+}
+
+/// Task `id`'s supervisor on a new page at `url`, and its endpoint.
+fn task_on(
+    reg: &SupervisorRegistry,
+    id: &str,
+    browser: &Browser,
+    url: &str,
+) -> (
+    std::sync::Arc<cdp_supervisor::Supervisor>,
+    String,
+    cdp_supervisor::CdpEndpoint,
+) {
+    let sup = reg
+        .get_or_start_with(
+            id,
+            &browser.ws_url,
+            StartOptions::default().with_new_page(true),
+        )
+        .expect("start");
+    sup.call(
+        "Page.navigate",
+        json!({ "url": url }),
+        cdp_supervisor::Route::Page,
+        T,
+    )
+    .expect("navigate");
+    let page = sup.snapshot().page_target_id.clone().expect("its page");
+    let ep = reg.cdp_endpoint(id).expect("its endpoint");
+    (sup, page, ep)
+}
+
+fn target_ids(v: &Value) -> Vec<String> {
+    v["targetInfos"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|i| i["type"] == "page")
+                .filter_map(|i| i["targetId"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_client_sees_its_task_only_and_the_tasks_security_policy() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let browser = Browser::launch().expect("launch Chromium");
+    let server = titled_pages();
+    let reg = SupervisorRegistry::new(Config::default());
+    let (sup_a, page_a, ea) = task_on(&reg, "a", &browser, &server.url("127.0.0.1", "/a"));
+    let (_sup_b, page_b, _eb) = task_on(&reg, "b", &browser, &server.url("127.0.0.1", "/b"));
+    let mut a = RawCdp::connect(&ea.ws_url).expect("client of task a");
+
+    // Target.getTargets and discovery: task a's page, not b's.
+    let listed = a.call("Target.getTargets", json!({}), None, T).unwrap();
+    assert_eq!(target_ids(&listed), vec![page_a.clone()], "{listed}");
+    a.call(
+        "Target.setDiscoverTargets",
+        json!({"discover": true}),
+        None,
+        T,
+    )
+    .unwrap();
+    a.call(
+        "Target.setAutoAttach",
+        json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true}),
+        None,
+        T,
+    )
+    .unwrap();
+    let seen: Vec<Value> = a.clear_events();
+    let text = serde_json::to_string(&seen).unwrap();
+    assert!(text.contains(&page_a), "{text}");
+    assert!(
+        !text.contains(&page_b),
+        "task b's page was shown to a's client: {text}"
+    );
+
+    // A page another client opens straight on the browser: never shown to a's client, and not
+    // held paused by its waitForDebuggerOnStart.
+    let mut direct = RawCdp::connect(&browser.ws_url).expect("a direct client");
+    let other = direct
+        .new_page(&server.url("127.0.0.1", "/other"))
+        .expect("a page of nobody's task");
+    let so = direct.attach(&other).unwrap();
+    common::wait_until(T, || {
+        eval(&mut direct, &so, "document.title")
+            .ok()
+            .filter(|t| t == "other")
+    })
+    .expect("the other page loaded (it was not held for a's client)");
+
+    // A page a's client creates: shown to it, joins task a (followed: its dialogs seen).
+    let created = a
+        .call(
+            "Target.createTarget",
+            json!({"url": server.url("127.0.0.1", "/a2")}),
+            None,
+            T,
+        )
+        .unwrap();
+    let a2 = created["targetId"].as_str().unwrap().to_string();
+    let att = a
+        .wait_event_where(T, |e| {
+            e["method"] == "Target.attachedToTarget" && e["params"]["targetInfo"]["targetId"] == a2
+        })
+        .expect("a's client auto-attached to the page it created");
+    let s2 = att["params"]["sessionId"].as_str().unwrap().to_string();
+    if att["params"]["waitingForDebugger"] == true {
+        a.call("Runtime.runIfWaitingForDebugger", json!({}), Some(&s2), T)
+            .unwrap();
+    }
+    let events = serde_json::to_string(&a.clear_events()).unwrap();
+    assert!(!events.contains(&other), "another page was shown: {events}");
+    common::wait_until(T, || {
+        sup_a
+            .snapshot()
+            .pages
+            .iter()
+            .any(|p| p.target_id == a2)
+            .then_some(())
+    })
+    .expect("the created page joined task a (followed)");
+    a.send_command(
+        "Runtime.evaluate",
+        json!({"expression": "setTimeout(() => alert('from a2'), 0)"}),
+        Some(&s2),
+    )
+    .unwrap();
+    let d = sup_a
+        .wait_for_dialog(T)
+        .expect("task a sees the created page's dialog");
+    assert_eq!(d.target_id, a2);
+    sup_a
+        .respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, Some(&d.id))
+        .unwrap();
+    let listed = a.call("Target.getTargets", json!({}), None, T).unwrap();
+    let mut ids = target_ids(&listed);
+    ids.sort();
+    let mut want = vec![page_a.clone(), a2.clone()];
+    want.sort();
+    assert_eq!(ids, want, "{listed}");
+    let (status, list) = get(&ea.http_url, "/json/list", &[]);
+    assert_eq!(status, 200);
+    assert!(list.contains(&a2) && list.contains(&page_a), "{list}");
+    assert!(!list.contains(&page_b) && !list.contains(&other), "{list}");
+
+    // The [security] policy, as for browser_cdp; refusals name the option.
+    let sa = a.attach(&page_a).unwrap();
+    let err = a
+        .call(
+            "Page.navigate",
+            json!({"url": "file:///etc/passwd"}),
+            Some(&sa),
+            T,
+        )
+        .expect_err("file: navigation");
+    assert!(err.contains("security.allow_file_urls"), "{err}");
+    let err = a.attach(&page_b).expect_err("another task's page");
+    assert!(err.contains("security.isolate_tasks"), "{err}");
+    let err = a
+        .call("Target.attachToBrowserTarget", json!({}), None, T)
+        .expect_err("a second browser session");
+    assert!(err.contains("security.isolate_tasks"), "{err}");
+    let err = a
+        .call(
+            "Browser.setDownloadBehavior",
+            json!({"behavior": "allow", "downloadPath": "/etc"}),
+            None,
+            T,
+        )
+        .expect_err("a download path outside the temp directory");
+    assert!(err.contains("security.allow_file_urls"), "{err}");
+    let playwright_like =
+        std::env::temp_dir().join(format!("playwright-artifacts-{}", std::process::id()));
+    std::fs::create_dir_all(&playwright_like).unwrap();
+    let passed = a.call(
+        "Browser.setDownloadBehavior",
+        json!({"behavior": "allowAndName", "downloadPath": playwright_like, "eventsEnabled": true}),
+        None,
+        T,
+    );
+    let _ = std::fs::remove_dir(&playwright_like);
+    passed.expect("Playwright's download path on connect passes");
+}
+
+#[test]
+fn two_puppeteer_clients_of_two_tasks_each_see_their_page() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let Some(node) = puppeteer_node() else {
+        assert!(
+            !common::e2e_required(),
+            "puppeteer-core is not installed in <target>/puppeteer"
+        );
+        eprintln!("SKIPPED: no puppeteer-core in <target>/puppeteer");
+        return;
+    };
+    let browser = Browser::launch().expect("launch Chromium");
+    let server = titled_pages();
+    let reg = SupervisorRegistry::new(Config::default());
+    let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
+    let script = dir.join("pages.mjs");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/puppeteer/pages.mjs");
+    std::fs::copy(source, &script).expect("copy the script");
+    let tasks: Vec<_> = ["one", "two"]
+        .iter()
+        .map(|t| {
+            let url = server.url("127.0.0.1", &format!("/{t}"));
+            (t.to_string(), url.clone(), task_on(&reg, t, &browser, &url))
+        })
+        .collect();
+    for (name, url, (sup, _page, ep)) in &tasks {
+        let mut cmd = std::process::Command::new(&node);
+        cmd.arg(&script)
+            .args([
+                &ep.ws_url,
+                &server.url("127.0.0.1", &format!("/{name}-new")),
+            ])
+            .current_dir(&dir);
+        let output =
+            crate::mcp_python_sdk::run_bounded(cmd, Duration::from_secs(90)).expect("node ran");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "puppeteer failed: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let v: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+        eprintln!("task {name}: puppeteer saw {v}");
+        assert_eq!(v["before"], json!([url]), "{v}");
+        assert_eq!(v["title"], format!("{name}-new"));
+        let after = v["after"].as_array().unwrap();
+        assert_eq!(after.len(), 2, "{v}");
+        common::wait_until(T, || (sup.snapshot().pages.len() == 2).then_some(()))
+            .expect("the page puppeteer opened joined the task (followed)");
+    }
+}

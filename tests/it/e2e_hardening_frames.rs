@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::pages::{attach_to_page, wait_pick};
 use crate::common::{HttpServer, RawCdp, Response};
-use cdp_supervisor::unversioned;
 use cdp_supervisor::{
     Config, Error, Route, Snapshot, StartOptions, Supervisor, SupervisorRegistry,
 };
@@ -101,7 +100,8 @@ fn frames(sup: &Supervisor, cross_url: &str) -> (String, String) {
             .frames
             .values()
             .find(|r| r.parent_frame_id.as_deref() == Some(x.frame_id.as_str()))?;
-        unversioned::default_context(n)?;
+        // Its document has committed (a URL): calls routed to it find its main world.
+        (!n.is_oopif && !n.url.is_empty()).then_some(())?;
         Some((x.frame_id.clone(), n.frame_id.clone()))
     })
 }

@@ -1,5 +1,7 @@
-//! A task's own page (`StartOptions::new_page`) on real Chromium: the supervisor closes it when
-//! it stops, even when the stop comes while a cross-site navigation of that page commits.
+//! A task's own page (`StartOptions::own_page`) on real Chromium: a fresh tab per task that
+//! touches no other page, re-attached after a reconnect (replaced, and reported, only when it is
+//! gone), and closed when the supervisor stops, even when the stop comes while a cross-site
+//! navigation of that page commits.
 //!
 //! Chromium 156 answers `{success: true}` to a `Target.closeTarget` that arrives between the
 //! navigation's response and its commit, and keeps the page open for good (measured: see
@@ -14,6 +16,7 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::common::cut_proxy::CutProxy;
 use crate::common::{HttpServer, RawCdp, Response};
 use cdp_supervisor::{Config, Route, StartOptions, SupervisorRegistry, SupervisorState};
 use serde_json::json;
@@ -58,7 +61,7 @@ fn own_page_is_closed_when_the_stop_meets_a_cross_site_navigation() {
             .get_or_start_with(
                 &task,
                 &browser.ws_url,
-                StartOptions::default().with_new_page(true),
+                StartOptions::default().with_own_page(true),
             )
             .expect("start with a page of its own");
         let page = sup.snapshot().page_target_id.clone().expect("its page");
@@ -123,7 +126,7 @@ fn own_pages_of_several_tasks_each_stay_visible_and_draw() {
             reg.get_or_start_with(
                 &format!("visible-{i}"),
                 &browser.ws_url,
-                StartOptions::default().with_new_page(true),
+                StartOptions::default().with_own_page(true),
             )
             .expect("start with a page of its own")
         })
@@ -155,4 +158,174 @@ fn own_pages_of_several_tasks_each_stay_visible_and_draw() {
         );
     }
     reg.stop_all();
+}
+
+/// The pages of `Target.getTargets`, `(target_id, url, attached)`, in its order.
+fn pages(cdp: &mut RawCdp) -> Vec<(String, String, bool)> {
+    let r = cdp
+        .call("Target.getTargets", json!({}), None, T)
+        .expect("Target.getTargets");
+    r["targetInfos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["type"] == "page")
+        .map(|t| {
+            (
+                t["targetId"].as_str().unwrap_or_default().to_string(),
+                t["url"].as_str().unwrap_or_default().to_string(),
+                t["attached"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+/// Issue 31.2: every task gets a fresh `about:blank` page of its own, never a page the browser
+/// already holds; two tasks on one browser holding other pages get two new tabs, and the pages
+/// that were there are left as they were (same URL, nobody attached).
+#[test]
+fn two_tasks_on_a_browser_holding_pages_get_two_new_tabs_and_touch_no_other() {
+    if common::shared_browser().is_none() {
+        return;
+    }
+    let browser = common::Browser::launch().expect("launch a Chromium");
+    let srv = HttpServer::start(|req| match req.path.as_str() {
+        "/other" => Response::html("<!doctype html><title>another client's page</title>"),
+        _ => Response::not_found(),
+    });
+    let mut cdp = RawCdp::connect(&browser.ws_url).expect("a client of our own");
+    let other_url = srv.url("127.0.0.1", "/other");
+    cdp.new_page(&other_url).expect("another client's page");
+    common::wait_until(T, || {
+        pages(&mut cdp)
+            .iter()
+            .any(|(_, u, _)| *u == other_url)
+            .then_some(())
+    })
+    .expect("the other page loaded");
+    let before = pages(&mut cdp);
+    assert!(
+        before.len() >= 2,
+        "the browser holds pages already: {before:?}"
+    );
+    let reg = SupervisorRegistry::new(Config::default());
+    let started: Vec<_> = ["own-a", "own-b"]
+        .iter()
+        .map(|task| {
+            reg.get_or_start_with(
+                task,
+                &browser.ws_url,
+                StartOptions::default().with_own_page(true),
+            )
+            .expect("start with a page of its own")
+        })
+        .collect();
+    let ids: Vec<String> = started
+        .iter()
+        .map(|s| s.snapshot().page_target_id.clone().expect("its page"))
+        .collect();
+    assert_ne!(ids[0], ids[1], "two tasks, two tabs");
+    let after = pages(&mut cdp);
+    eprintln!("pages before: {before:?}\npages after: {after:?}");
+    for id in &ids {
+        assert!(
+            !before.iter().any(|(t, _, _)| t == id),
+            "{id} is a new page"
+        );
+        let (_, url, _) = after
+            .iter()
+            .find(|(t, _, _)| t == id)
+            .unwrap_or_else(|| panic!("{id} is listed: {after:?}"));
+        assert_eq!(url, "about:blank");
+    }
+    assert_eq!(after.len(), before.len() + 2, "two new pages, nothing else");
+    for (t, url, attached) in &before {
+        let now = after.iter().find(|(a, _, _)| a == t).expect("still there");
+        assert_eq!((&now.1, now.2), (url, *attached), "page {t} untouched");
+    }
+    reg.stop_all();
+    let left = pages(&mut cdp);
+    assert!(
+        ids.iter().all(|id| !left.iter().any(|(t, _, _)| t == id))
+            || common::wait_until(Duration::from_secs(2), || {
+                let l = pages(&mut cdp);
+                ids.iter()
+                    .all(|id| !l.iter().any(|(t, _, _)| t == id))
+                    .then_some(())
+            })
+            .is_some(),
+        "stop closed both tabs"
+    );
+    assert_eq!(pages(&mut cdp).len(), before.len(), "the other pages stay");
+}
+
+/// Issue 31.2: after a reconnect the task's own page is re-attached while it exists (no new
+/// tab); only when it is gone is a new one made, and the snapshot reports it (`page_replaced`).
+#[test]
+fn own_page_is_reattached_after_a_reconnect_and_replaced_only_when_gone() {
+    if common::shared_browser().is_none() {
+        return;
+    }
+    let browser = common::Browser::launch().expect("launch a Chromium");
+    let (proxy, url) = CutProxy::in_front_of(&browser.ws_url);
+    let mut cdp = RawCdp::connect(&browser.ws_url).expect("a client of our own");
+    let config = Config::default().with_reconnect_backoff(Duration::from_millis(400));
+    let reg = SupervisorRegistry::new(config);
+    let sup = reg
+        .get_or_start_with(
+            "own-reconnect",
+            &url,
+            StartOptions::default().with_own_page(true),
+        )
+        .expect("start with a page of its own");
+    let first = sup.snapshot();
+    let page = first.page_target_id.clone().expect("its page");
+    let session = first.page_session_id.clone().expect("its session");
+    let count_before = pages(&mut cdp).len();
+
+    // The connection drops: the same page again, and no new tab.
+    proxy.cut(0);
+    let again = sup
+        .wait_for(T, |s| {
+            s.is_active() && s.page_session_id.as_deref().is_some_and(|x| x != session)
+        })
+        .expect("re-attached after the reconnect");
+    assert_eq!(again.page_target_id.as_deref(), Some(page.as_str()));
+    assert_eq!(again.page_replaced, None);
+    assert_eq!(pages(&mut cdp).len(), count_before, "no new tab");
+
+    // It drops again and the page is closed meanwhile: a new page, reported.
+    let session = again.page_session_id.clone().expect("its session");
+    let conns = proxy.count();
+    proxy.cut(conns - 1);
+    cdp.close_page(&page)
+        .expect("close the task's page behind its back");
+    let replaced = sup
+        .wait_for(T, |s| {
+            s.is_active() && s.page_session_id.as_deref().is_some_and(|x| x != session)
+        })
+        .expect("attached again after the reconnect");
+    let new_page = replaced.page_target_id.clone().expect("a page");
+    assert_ne!(new_page, page);
+    assert_eq!(replaced.page_replaced.as_deref(), Some(page.as_str()));
+    assert_eq!(
+        replaced.to_json()["page_replaced"]["old_target_id"],
+        json!(page)
+    );
+    let listed = pages(&mut cdp);
+    assert!(
+        listed
+            .iter()
+            .any(|(t, u, _)| *t == new_page && u == "about:blank"),
+        "{listed:?}"
+    );
+    reg.stop("own-reconnect");
+    common::wait_until(Duration::from_secs(2), || {
+        (!listed_now(&mut cdp, &new_page)).then_some(())
+    })
+    .expect("stop closed the new page");
+}
+
+fn listed_now(cdp: &mut RawCdp, target_id: &str) -> bool {
+    pages(cdp).iter().any(|(t, _, _)| t == target_id)
 }

@@ -3,97 +3,44 @@
 //!
 //! A private Chromium (the watcher's browser-level auto-attach would see every other test's
 //! pages) behind a TCP proxy that can cut one connection: the task's connection is the first the
-//! proxy accepts, the popup watcher's the second.
+//! proxy accepts, then the registry's `/json/version` request (is this the browser's own
+//! endpoint?), then the popup watcher's.
 
 use crate::common;
 
-use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::common::cut_proxy::CutProxy;
 use crate::common::pages::wait_pick;
-use crate::common::{Browser, HttpServer, Response};
+use crate::common::{Browser, HttpServer, RawCdp, Response, procs};
 use cdp_supervisor::unversioned::follows_popups_itself;
 use cdp_supervisor::{
-    Config, DialogAction, Route, StartOptions, SupervisorRegistry, SupervisorState,
+    Config, DialogAction, PendingDialog, Route, StartOptions, Supervisor, SupervisorRegistry,
+    SupervisorState,
 };
 use serde_json::json;
 
 const T: Duration = Duration::from_secs(10);
 
-/// Forwards each connection to `upstream` as it is; [`CutProxy::cut`] closes one.
-struct CutProxy {
-    addr: SocketAddr,
-    /// Both ends of every connection, in the order they were accepted.
-    conns: Arc<Mutex<Vec<(TcpStream, TcpStream)>>>,
-    stopping: Arc<AtomicBool>,
-}
-
-impl CutProxy {
-    fn start(upstream: SocketAddr) -> CutProxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
-        let addr = listener.local_addr().expect("the proxy's address");
-        let conns: Arc<Mutex<Vec<(TcpStream, TcpStream)>>> = Arc::default();
-        let stopping = Arc::new(AtomicBool::new(false));
-        let (list, stop) = (Arc::clone(&conns), Arc::clone(&stopping));
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if stop.load(Ordering::Acquire) {
-                    break;
-                }
-                let Ok(client) = client else { continue };
-                let Ok(up) = TcpStream::connect(upstream) else {
-                    continue;
-                };
-                let ends = (client.try_clone(), up.try_clone());
-                let (Ok(c), Ok(u)) = ends else { continue };
-                list.lock().unwrap().push((c, u));
-                let (c2, u2) = match (client.try_clone(), up.try_clone()) {
-                    (Ok(c2), Ok(u2)) => (c2, u2),
-                    _ => continue,
-                };
-                std::thread::spawn(move || pump(client, up));
-                std::thread::spawn(move || pump(u2, c2));
-            }
-        });
-        CutProxy {
-            addr,
-            conns,
-            stopping,
-        }
-    }
-
-    fn count(&self) -> usize {
-        self.conns.lock().unwrap().len()
-    }
-
-    /// Closes connection `i` (0-based, in accept order) at both ends.
-    fn cut(&self, i: usize) {
-        let conns = self.conns.lock().unwrap();
-        let (c, u) = &conns[i];
-        let _ = c.shutdown(Shutdown::Both);
-        let _ = u.shutdown(Shutdown::Both);
-    }
-}
-
-impl Drop for CutProxy {
-    fn drop(&mut self) {
-        self.stopping.store(true, Ordering::Release);
-        let _ = TcpStream::connect(self.addr);
-        for (c, u) in self.conns.lock().unwrap().iter() {
-            let _ = c.shutdown(Shutdown::Both);
-            let _ = u.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-/// Copies `from` into `to` until either ends, then closes both.
-fn pump(mut from: TcpStream, mut to: TcpStream) {
-    let _ = io::copy(&mut from, &mut to);
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
+/// Has the task's page open `popup_url` (a page that alerts `message` on load) and waits for
+/// that alert to be pending.
+fn popup_alert(sup: &Supervisor, popup_url: &str, message: &str) -> PendingDialog {
+    let opened = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!("window.open({}) ? 1 : 0", common::js(popup_url)),
+                   "userGesture": true, "returnByValue": true}),
+            Route::Page,
+            T,
+        )
+        .expect("window.open from the task's page");
+    assert_eq!(opened["result"]["value"], 1, "{opened}");
+    wait_pick(sup, T, "the popup's alert", |s| {
+        s.pending_dialogs
+            .iter()
+            .find(|d| d.message == message)
+            .cloned()
+    })
 }
 
 #[test]
@@ -102,14 +49,7 @@ fn a_task_whose_popup_watcher_has_gone_follows_its_popups_after_a_reconnect() {
         return;
     }
     let browser = Browser::launch().expect("launch a Chromium");
-    let rest = browser
-        .ws_url
-        .strip_prefix("ws://")
-        .expect("a ws:// DevTools URL");
-    let (host_port, path) = rest.split_at(rest.find('/').expect("a path"));
-    let upstream: SocketAddr = host_port.parse().expect("an IP address and port");
-    let proxy = CutProxy::start(upstream);
-    let url = format!("ws://{}{path}", proxy.addr);
+    let (proxy, url) = CutProxy::in_front_of(&browser.ws_url);
     let srv = HttpServer::start(|req| match req.path.as_str() {
         "/popup" => Response::html(
             "<!doctype html><title>popup</title><script>alert('after the reconnect')</script>",
@@ -127,38 +67,22 @@ fn a_task_whose_popup_watcher_has_gone_follows_its_popups_after_a_reconnect() {
     let page = sup.snapshot().page_target_id.clone().expect("its page");
     assert_eq!(
         proxy.count(),
-        2,
-        "the task's connection, then the popup watcher's"
+        3,
+        "the task's connection, the discovery request, then the popup watcher's"
     );
     assert!(!follows_popups_itself(&sup), "the watcher serves it");
 
-    proxy.cut(1);
+    proxy.cut(2);
     common::wait_until(T, || follows_popups_itself(&sup).then_some(()))
         .expect("the task follows its popups itself once the watcher has gone");
     proxy.cut(0);
     common::wait_until(T, || {
-        (proxy.count() >= 3 && sup.snapshot().state == SupervisorState::Active).then_some(())
+        (proxy.count() >= 4 && sup.snapshot().state == SupervisorState::Active).then_some(())
     })
     .expect("the task reconnected and re-attached to its page");
-    assert_eq!(proxy.count(), 3, "no new watcher");
+    assert_eq!(proxy.count(), 4, "no new watcher");
 
-    let popup_url = srv.url("127.0.0.1", "/popup");
-    let opened = sup
-        .call(
-            "Runtime.evaluate",
-            json!({"expression": format!("window.open({}) ? 1 : 0", common::js(&popup_url)),
-                   "userGesture": true, "returnByValue": true}),
-            Route::Page,
-            T,
-        )
-        .expect("window.open from the task's page");
-    assert_eq!(opened["result"]["value"], 1, "{opened}");
-    let d = wait_pick(&sup, T, "the popup's alert", |s| {
-        s.pending_dialogs
-            .iter()
-            .find(|d| d.message == "after the reconnect")
-            .cloned()
-    });
+    let d = popup_alert(&sup, &srv.url("127.0.0.1", "/popup"), "after the reconnect");
     assert_ne!(d.target_id, page, "the alert is the popup's");
     let snap = sup.snapshot();
     assert!(
@@ -171,4 +95,145 @@ fn a_task_whose_popup_watcher_has_gone_follows_its_popups_after_a_reconnect() {
     sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
         .expect("answer the popup's alert");
     reg.stop_all();
+}
+
+/// The issue's bound: no connection of ours 1 s after the last task of the browser stops.
+const CLOSED_WITHIN: Duration = Duration::from_secs(1);
+
+/// Waits up to [`CLOSED_WITHIN`] for no connection to `port`; how long it took.
+fn closed_within(port: u16, what: &str) -> Duration {
+    let t0 = std::time::Instant::now();
+    common::wait_until(CLOSED_WITHIN, || {
+        (procs::connections_to(port) == 0).then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{what}: {} connections to the browser after {CLOSED_WITHIN:?}",
+            procs::connections_to(port)
+        )
+    });
+    t0.elapsed()
+}
+
+/// Waits for exactly two connections of ours to `port` (a discovery request's socket may be
+/// closing still).
+fn two_connections(port: u16, what: &str) {
+    common::wait_until(T, || (procs::connections_to(port) == 2).then_some(())).unwrap_or_else(
+        || {
+            panic!(
+                "{what}: {} connections to the browser, not 2",
+                procs::connections_to(port)
+            )
+        },
+    );
+}
+
+/// Opens a popup from the task's page that alerts on load, and answers it.
+fn popup_alert_is_caught(sup: &Supervisor, srv: &HttpServer, tag: &str) {
+    let url = srv.url("127.0.0.1", &format!("/popup?{tag}"));
+    let d = popup_alert(sup, &url, &format!("popup {tag}"));
+    sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+        .expect("answer the popup's alert");
+}
+
+#[test]
+fn the_popup_watcher_closes_within_a_second_of_the_last_task_and_opens_for_the_next() {
+    if common::shared_browser().is_none() {
+        return;
+    }
+    // Private: this test counts every connection to the browser's port.
+    let browser = Browser::launch().expect("launch a Chromium");
+    let port = browser.port;
+    let srv = HttpServer::start(|req| match req.path.as_str() {
+        "/popup" => Response::html(format!(
+            "<!doctype html><title>popup</title><script>alert('popup {}')</script>",
+            req.query
+        )),
+        _ => Response::not_found(),
+    });
+    let reg = SupervisorRegistry::new(Config::default().with_reconnect_attempts(0));
+    let own = || StartOptions::default().with_new_page(true);
+
+    let a = reg
+        .get_or_start_with("w-a", &browser.ws_url, own())
+        .expect("a");
+    assert!(!follows_popups_itself(&a), "the watcher serves a");
+    two_connections(port, "the task's and the watcher's");
+    popup_alert_is_caught(&a, &srv, "a");
+    assert!(reg.stop("w-a"));
+    let took = closed_within(port, "after the last task stopped");
+    eprintln!("e2e_watcher: no connection {took:?} after the last task stopped");
+
+    // The next task gets a watcher again, and its popups through it.
+    let b = reg
+        .get_or_start_with("w-b", &browser.ws_url, own())
+        .expect("b");
+    assert!(!follows_popups_itself(&b), "a new watcher serves b");
+    two_connections(port, "the task's and a new watcher's");
+    popup_alert_is_caught(&b, &srv, "b");
+
+    // The last task ends without a stop (its page closed by another client): the same.
+    let page = b.snapshot().page_target_id.clone().expect("b's page");
+    let mut other = RawCdp::connect(&browser.ws_url).expect("another client");
+    other.close_page(&page).expect("close b's page");
+    drop(other);
+    assert!(
+        b.wait_for(T, |s| matches!(s.state, SupervisorState::Dead { .. }))
+            .is_some(),
+        "b ends once its page is gone"
+    );
+    let took = closed_within(port, "after the last task died");
+    eprintln!("e2e_watcher: no connection {took:?} after the last task died");
+    reg.stop_all();
+}
+
+/// The issue's own reproduction: the MCP server's connections to a browser (`ss -tnp`: 2 while
+/// a task is connected, then 1 for ever before the fix), through `browser_connect` with a
+/// `cdp_url` and `browser_disconnect`.
+#[test]
+fn the_mcp_server_holds_no_connection_to_a_browser_a_second_after_its_last_task_disconnects() {
+    use crate::mcp_stdio::{Mcp, initialize};
+    if common::shared_browser().is_none() {
+        return;
+    }
+    // Private: this test counts every connection to the browser's port.
+    let browser = Browser::launch().expect("launch a Chromium");
+    let port = browser.port;
+    let mut mcp = Mcp::start(&[]);
+    initialize(&mut mcp);
+    let server = mcp.pid().to_string();
+    for round in ["first", "second"] {
+        mcp.ok_tool(
+            "browser_connect",
+            json!({"task_id": "w-mcp", "cdp_url": browser.ws_url}),
+            T,
+        );
+        common::wait_until(T, || {
+            (procs::connections_of(&server, port) == 2).then_some(())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{round}: {} connections of the server to the browser, not 2 (the task's and \
+                 the popup watcher's)",
+                procs::connections_of(&server, port)
+            )
+        });
+        let d = mcp.ok_tool("browser_disconnect", json!({"task_id": "w-mcp"}), T);
+        assert_eq!(d["stopped"], true, "{d}");
+        let t0 = std::time::Instant::now();
+        common::wait_until(CLOSED_WITHIN, || {
+            (procs::connections_of(&server, port) == 0).then_some(())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "{round}: {} connections of the server to the browser {CLOSED_WITHIN:?} after \
+                 the disconnect",
+                procs::connections_of(&server, port)
+            )
+        });
+        eprintln!(
+            "e2e_watcher: MCP server, {round} task: no connection {:?} after browser_disconnect",
+            t0.elapsed()
+        );
+    }
 }

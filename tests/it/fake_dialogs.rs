@@ -80,11 +80,18 @@ fn attach_publishes_page_target_and_main_frame_from_first_snapshot() {
         "Target.getTargets",
         "Target.attachToTarget",
         "Page.enable",
-        "Runtime.enable",
         "Page.getFrameTree",
         "Target.setAutoAttach",
     ] {
         assert!(methods.iter().any(|x| x == m), "{m} not sent: {methods:?}");
+    }
+    // Nothing a page can see (SPEC §19): no Runtime.enable, no script, no binding.
+    for m in [
+        "Runtime.enable",
+        "Page.addScriptToEvaluateOnNewDocument",
+        "Runtime.addBinding",
+    ] {
+        assert!(!methods.iter().any(|x| x == m), "{m} sent: {methods:?}");
     }
     let auto = fake
         .received()

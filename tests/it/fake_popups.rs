@@ -101,10 +101,10 @@ fn a_popup_of_the_page_is_set_up_like_the_page_then_resumed() {
         sent,
         [
             "Page.enable",
-            "Runtime.enable",
             "Page.getFrameTree",
             "Target.setAutoAttach",
             "Runtime.getIsolateId",
+            "Page.setInterceptFileChooserDialog",
             "Runtime.runIfWaitingForDebugger"
         ]
     );
@@ -309,24 +309,49 @@ fn a_thousand_popups_past_pages_max_are_watched_up_to_the_second_cap_then_let_go
     });
 }
 
+/// `Target.getTargets` as Chromium answers it with the task's page and popups `POP-0`..`POP-{n-1}`
+/// it opened, and a page of another client.
+fn targets_with_popups(n: usize) -> Value {
+    let mut infos = vec![json!({"targetId": PAGE, "type": "page"})];
+    infos.extend(
+        (0..n).map(|i| json!({"targetId": format!("POP-{i}"), "type": "page", "openerId": PAGE})),
+    );
+    infos.push(json!({"targetId": "ANOTHER-CLIENTS", "type": "page"}));
+    json!({ "targetInfos": infos })
+}
+
+/// Config with both popup caps at 1: the third popup is let go.
+fn caps_1_and_1() -> Config {
+    Config::default().with_limits(
+        cdp_supervisor::Limits::default()
+            .with_pages_max(1)
+            .with_watched_pages_max(1),
+    )
+}
+
+/// How many mouse moves the probe sent on `session`.
+fn mouse_moves(fake: &FakeBrowser, session: &str) -> usize {
+    sent_on(fake, session)
+        .iter()
+        .filter(|c| c["method"] == "Input.dispatchMouseEvent")
+        .count()
+}
+
 /// Issue 28 item 9 (SPEC §8 "No silent wedge"): past both caps (1 + 1 here) a popup is let
 /// go. When the task's renderer then stops answering while the browser and input still do
 /// (what an alert in that popup does on Chromium: `e2e_popups`), a call into the page fails
 /// after its first stall step (1 s) and the probe, naming the page to close; `blocked` says
 /// so; the next call fails at once; the renderer answering again clears it. A page that only
-/// answers slowly, or a busy one (input unanswered too), is never reported.
+/// answers slowly, one busy in a script (its `Performance.getMetrics` answered: no input sent),
+/// or one held outside a script (a synchronous XHR: input queued too) is never reported.
 #[test]
 fn a_renderer_frozen_past_both_popup_caps_fails_calls_after_one_stall_step_and_recovers() {
-    let config = Config::default().with_limits(
-        cdp_supervisor::Limits::default()
-            .with_pages_max(1)
-            .with_watched_pages_max(1),
-    );
-    let (fake, _reg, sup) = setup_with(config);
+    let (fake, _reg, sup) = setup_with(caps_1_and_1());
     for i in 0..3 {
         page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
     }
     barrier(&sup);
+    let session = common::fakes::page_session(&sup);
     let eval = |timeout| {
         sup.call(
             "Runtime.evaluate",
@@ -336,6 +361,10 @@ fn a_renderer_frozen_past_both_popup_caps_fails_calls_after_one_stall_step_and_r
         )
     };
     // Slow but alive: answered after 1.5 s (the probe's renderer call is answered at once).
+    fake.set_rule(
+        "Performance.getMetrics",
+        Rule::Reply(json!({"metrics": []})),
+    );
     fake.set_rule("Input.dispatchMouseEvent", Rule::Reply(json!({})));
     fake.set_rule(
         "Runtime.evaluate",
@@ -343,25 +372,30 @@ fn a_renderer_frozen_past_both_popup_caps_fails_calls_after_one_stall_step_and_r
     );
     assert!(eval(WAIT).is_ok());
     assert_eq!(sup.snapshot().blocked, None);
-    // Busy: neither the renderer nor input answers: the call waits for its deadline.
+    // Busy in a script: only the interrupt-served probe answers; the call waits its deadline.
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
     fake.set_rule("Runtime.getIsolateId", Rule::Ignore);
     fake.set_rule("Input.dispatchMouseEvent", Rule::Ignore);
     let busy = eval(Duration::from_millis(1200));
     assert!(matches!(busy, Err(Error::Timeout { .. })), "{busy:?}");
     assert_eq!(sup.snapshot().blocked, None);
+    assert_eq!(mouse_moves(&fake, &session), 0, "nothing a page could see");
+    // Held outside a script (a synchronous XHR): the probe goes unanswered and the input is
+    // queued, not dropped; one mouse move, then the call waits its deadline.
+    fake.set_rule("Performance.getMetrics", Rule::Ignore);
+    let t = Instant::now();
+    let held = eval(Duration::from_millis(2500));
+    assert!(matches!(held, Err(Error::Timeout { .. })), "{held:?}");
+    assert!(
+        t.elapsed() < Duration::from_millis(2700),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(sup.snapshot().blocked, None);
+    assert_eq!(mouse_moves(&fake, &session), 1);
     // Frozen: input is dropped (answered at once), the renderer never answers.
     fake.set_rule("Input.dispatchMouseEvent", Rule::Reply(json!({})));
-    let opened_by =
-        |id: &str, opener: &str| json!({"targetId": id, "type": "page", "openerId": opener});
-    fake.set_rule(
-        "Target.getTargets",
-        Rule::Reply(json!({"targetInfos": [
-            {"targetId": PAGE, "type": "page"},
-            opened_by("POP-0", PAGE), opened_by("POP-1", PAGE), opened_by("POP-2", PAGE),
-            {"targetId": "ANOTHER-CLIENTS", "type": "page"},
-        ]})),
-    );
+    fake.set_rule("Target.getTargets", Rule::Reply(targets_with_popups(3)));
     let t = Instant::now();
     let frozen = eval(WAIT);
     let took = t.elapsed();
@@ -391,17 +425,113 @@ fn a_renderer_frozen_past_both_popup_caps_fails_calls_after_one_stall_step_and_r
         t.elapsed()
     );
     // The popup is closed: the renderer answers the probe's call again.
-    let session = common::fakes::page_session(&sup);
     let probe = fake
         .received()
         .into_iter()
         .rev()
-        .find(|c| c["method"] == "Runtime.getIsolateId" && c["sessionId"] == session.as_str())
+        .find(|c| c["method"] == "Performance.getMetrics" && c["sessionId"] == session.as_str())
         .expect("the probe's renderer call");
-    fake.send_reply(&probe["id"], &session, json!({"id": "isolate-PAGE-1"}));
+    fake.send_reply(&probe["id"], &session, json!({"metrics": []}));
     wait_snapshot(&sup, "blocked gone", |s| s.blocked.is_none());
     fake.clear_rule("Runtime.evaluate");
     assert!(eval(WAIT).is_ok());
+}
+
+/// Issue 28 item 9 with nobody calling: once a popup is let go past both caps, the watchdog
+/// probes the task's page about once a second with `Performance.getMetrics` alone (no input
+/// while it answers); when the renderer freezes (that call unanswered, input dropped, the
+/// browser answering), `blocked` says `dialog_in_unfollowed_page` within 2 s with no call made,
+/// and the first call fails at once naming the page to close. The renderer answering again
+/// clears it.
+#[test]
+fn an_idle_task_past_both_popup_caps_reports_a_frozen_renderer_within_2_s() {
+    let (fake, _reg, sup) = setup_with(caps_1_and_1());
+    fake.set_rule("Target.getTargets", Rule::Reply(targets_with_popups(3)));
+    fake.set_rule(
+        "Performance.getMetrics",
+        Rule::Reply(json!({"metrics": []})),
+    );
+    fake.set_rule("Input.dispatchMouseEvent", Rule::Reply(json!({})));
+    let session = common::fakes::page_session(&sup);
+    for i in 0..3 {
+        page_attached(&fake, &format!("SID-{i}"), &format!("POP-{i}"), Some(PAGE));
+    }
+    barrier(&sup);
+    // Alive: asked about once a second, invisibly.
+    let is_probe =
+        |c: &Value| c["method"] == "Performance.getMetrics" && c["sessionId"] == session.as_str();
+    let first = fake
+        .wait_for_command(is_probe, WAIT)
+        .expect("a first probe with no call made");
+    let second = fake
+        .wait_for_command(|c| is_probe(c) && c["id"] != first["id"], WAIT)
+        .expect("a second probe");
+    assert_eq!(sup.snapshot().blocked, None);
+    assert_eq!(mouse_moves(&fake, &session), 0, "no input while it answers");
+    let _ = second;
+    // Frozen, and nobody calls.
+    fake.set_rule("Performance.getMetrics", Rule::Ignore);
+    let t = Instant::now();
+    let snap = sup
+        .wait_for(Duration::from_secs(2), |s| s.blocked.is_some())
+        .unwrap_or_else(|| {
+            panic!(
+                "no blocked within 2 s of the freeze; last snapshot: {}",
+                sup.snapshot().to_json()
+            )
+        });
+    eprintln!(
+        "the idle probe reported the frozen renderer after {:?}",
+        t.elapsed()
+    );
+    let shown = snap.to_json();
+    assert_eq!(
+        shown["blocked"]["reason"], "dialog_in_unfollowed_page",
+        "{shown}"
+    );
+    assert_eq!(shown["blocked"]["target_ids"], json!(["POP-2"]), "{shown}");
+    assert!(
+        shown["pending_dialogs"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "{shown}"
+    );
+    assert_eq!(mouse_moves(&fake, &session), 1, "one mouse move proved it");
+    let t = Instant::now();
+    let call = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "1"}),
+        Route::Page,
+        WAIT,
+    );
+    assert!(
+        matches!(&call, Err(Error::DialogInUnfollowedPage { target_ids }) if target_ids == &["POP-2"]),
+        "{call:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    // The popup is closed: the probe's call is answered, and no popup is let go any more.
+    fake.set_rule("Target.getTargets", Rule::Reply(targets_with_popups(2)));
+    let probe = fake
+        .received()
+        .into_iter()
+        .rev()
+        .find(|c| is_probe(c))
+        .expect("the probe's renderer call");
+    fake.send_reply(&probe["id"], &session, json!({"metrics": []}));
+    wait_snapshot(&sup, "blocked gone", |s| s.blocked.is_none());
+    assert!(
+        sup.call(
+            "Runtime.evaluate",
+            json!({"expression": "1"}),
+            Route::Page,
+            WAIT
+        )
+        .is_ok()
+    );
 }
 
 #[test]

@@ -38,6 +38,7 @@ fn core() -> Core {
         bridge: BridgeMode::Off,
         follow_popups: false,
         browser_auto_attach: true,
+        capture_console: false,
         limits: Limits::default(),
     };
     let mut core = Core::new("t", "ws://x/", settings);

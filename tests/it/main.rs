@@ -14,10 +14,11 @@
 //!
 //! Groups: `fake_*`, `fleet_starts`, `hardening_*`, `prop_hostile`, `scale_limits`,
 //! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
-//! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium; `cli`,
+//! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium
+//! (`e2e_browserless` through a Browserless server each test starts); `cli`,
 //! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
-//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`
-//! and `measure_fleet` hold ignored measurements.
+//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`,
+//! `measure_fleet`, `measure_stealth` and `measure_unwatched` hold ignored measurements.
 
 mod common;
 
@@ -26,19 +27,24 @@ mod cli;
 mod discovery;
 mod e2e_blocked_calls;
 mod e2e_bridge;
+mod e2e_browserless;
 mod e2e_cdp_clients;
 mod e2e_cdp_endpoint;
 mod e2e_dialog_methods;
 mod e2e_dialogs;
+mod e2e_downloads;
 mod e2e_endpoints;
+mod e2e_file_choosers;
 mod e2e_frames;
 mod e2e_hardening_dialogs;
 mod e2e_hardening_frames;
 mod e2e_isolation;
+mod e2e_navigate;
 mod e2e_orphan;
 mod e2e_own_page;
 mod e2e_popups;
 mod e2e_security;
+mod e2e_stealth;
 mod e2e_watcher;
 mod fake_blocked_calls;
 mod fake_bridge;
@@ -48,6 +54,7 @@ mod fake_frames;
 mod fake_isolation;
 mod fake_own_page;
 mod fake_popups;
+mod fake_stealth;
 mod fleet_starts;
 mod hardening_dialogs;
 mod hardening_frames;
@@ -65,6 +72,7 @@ mod measure_browserless;
 mod measure_fleet;
 mod measure_popups;
 mod measure_renderers;
+mod measure_stealth;
 mod measure_unwatched;
 mod prop_hostile;
 mod read_cache;
@@ -73,4 +81,5 @@ mod scale_limits;
 mod security_policy;
 mod start_cancel;
 mod tmpdir_cleanup;
+mod tools_everywhere;
 mod wss;

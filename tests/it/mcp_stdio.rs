@@ -34,11 +34,12 @@ pub(crate) const STOP: Duration = Duration::from_secs(5);
 
 pub(crate) const PROTOCOL: &str = "2025-06-18";
 
-const TOOLS: [&str; 5] = [
+const TOOLS: [&str; 6] = [
     "browser_connect",
     "browser_snapshot",
     "browser_dialog",
     "browser_cdp",
+    "browser_navigate",
     "browser_disconnect",
 ];
 

@@ -129,6 +129,7 @@ fn settings(policy: DialogPolicy) -> CoreSettings {
         bridge: BridgeMode::Auto,
         follow_popups: true,
         browser_auto_attach: true,
+        capture_console: false,
         limits: Limits::default()
             .with_frame_tree_max_entries(5)
             .with_recent_dialogs_max(3)

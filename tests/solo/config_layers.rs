@@ -228,6 +228,17 @@ pub(crate) fn user_file_overrides_defaults_and_env_overrides_the_file() {
     let c = load(Some(&path));
     assert_eq!(c.dialog_timeout, Duration::from_millis(250));
     assert_eq!(c.cdp_url.as_deref(), Some("http://127.0.0.1:9222"));
+
+    // Console capture and a launched browser's flags (one string, split at whitespace: a
+    // flag's value may hold commas).
+    env.set("CDP_SUPERVISOR__BROWSER__CAPTURE_CONSOLE", "true");
+    env.set(
+        "CDP_SUPERVISOR__BROWSER__CHROME_ARGS",
+        "--window-size=1280,800  --lang=de",
+    );
+    let c = load(Some(&path));
+    assert!(c.capture_console);
+    assert_eq!(c.chrome_args, ["--window-size=1280,800", "--lang=de"]);
 }
 
 pub(crate) fn config_env_var_names_the_user_file() {

@@ -22,6 +22,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("cdp_url", "browser"),
     ("chrome_path", "browser"),
     ("follow_popups", "browser"),
+    ("capture_console", "browser"),
+    ("chrome_args", "browser"),
     ("ca_file", "browser"),
     ("start_timeout_s", "supervisor"),
     ("call_timeout_s", "supervisor"),
@@ -39,6 +41,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("allow_page_protocol", "security"),
     ("cdp_deny", "security"),
     ("cdp_allow", "security"),
+    ("upload_dirs", "security"),
+    ("dir", "downloads"),
+    ("keep", "downloads"),
     ("isolate_tasks", "security"),
 ];
 
@@ -221,6 +226,16 @@ impl PyConfig {
     }
 
     #[getter]
+    fn capture_console(&self) -> bool {
+        self.inner.capture_console
+    }
+
+    #[getter]
+    fn chrome_args(&self) -> Vec<String> {
+        self.inner.chrome_args.clone()
+    }
+
+    #[getter]
     fn start_timeout_s(&self) -> f64 {
         self.inner.start_timeout.as_secs_f64()
     }
@@ -260,6 +275,25 @@ impl PyConfig {
         self.inner.security.cdp_allow.clone()
     }
 
+    /// `security.upload_dirs`.
+    #[getter]
+    fn upload_dirs(&self) -> Vec<PathBuf> {
+        self.inner.security.upload_dirs.clone()
+    }
+
+    /// `downloads.dir` (`None`: the system temp directory).
+    #[getter]
+    fn downloads_dir(&self) -> Option<PathBuf> {
+        self.inner.downloads.dir.clone()
+    }
+
+    /// `downloads.keep`.
+    #[getter]
+    fn keep_downloads(&self) -> bool {
+        self.inner.downloads.keep
+    }
+
+    /// `security.isolate_tasks`.
     #[getter]
     fn isolate_tasks(&self) -> bool {
         self.inner.security.isolate_tasks

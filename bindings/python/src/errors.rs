@@ -146,6 +146,14 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
             ("UndecodableReply", vec![("method", Attr::Str(method))])
         }
         Error::Cancelled(method) => ("Cancelled", vec![("method", Attr::Str(method))]),
+        Error::NavigationFailed { url, error } => (
+            "NavigationFailed",
+            vec![("url", Attr::Str(url)), ("error", Attr::Str(error))],
+        ),
+        Error::NoDownload { waited } => (
+            "NoDownload",
+            vec![("waited_s", Attr::Float(waited.as_secs_f64()))],
+        ),
         Error::StartCancelled { task_id, during } => (
             "StartCancelled",
             vec![
@@ -342,6 +350,19 @@ pub fn error_samples(
             },
         ),
         ("Cancelled", Error::Cancelled(s("Page.reload"))),
+        (
+            "NavigationFailed",
+            Error::NavigationFailed {
+                url: s("http://x.invalid/"),
+                error: s("net::ERR_NAME_NOT_RESOLVED"),
+            },
+        ),
+        (
+            "NoDownload",
+            Error::NoDownload {
+                waited: Duration::from_secs(2),
+            },
+        ),
         (
             "StartCancelled",
             Error::StartCancelled {

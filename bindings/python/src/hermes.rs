@@ -1,7 +1,8 @@
-//! What the Hermes drop-in (`cdp_supervisor/hermes/`) needs beyond the public API: the page
-//! Hermes would attach to. Hermes takes the first `type == "page"` target of
+//! What the Hermes drop-in (`cdp_supervisor/hermes/`) needs beyond the public API, for
+//! Hermes versions before its owned tab (issue 31; the drop-in's `legacy_first_page()`): the
+//! page those versions attach to. They take the first `type == "page"` target of
 //! `Target.getTargets`, whatever its URL (a fresh headless Chromium's only page is its new-tab
-//! page, which the Rust supervisor's own choice passes over); Hermes's tests then act on that
+//! page, which the Rust supervisor's own choice passes over); their tests then act on that
 //! same page, so the drop-in must attach to it too.
 //!
 //! A page that was just closed (`Target.closeTarget` has answered) can still be listed, even

@@ -12,7 +12,8 @@
 //! * `config`: keyword arguments to `Config` through `Config::from_toml`.
 //! * `convert`: JSON values to Python and back.
 //! * `testing`, `tools`, `bench`: the fake browser, the JSON tools, the bench's Rust side.
-//! * `hermes`: the page the Hermes drop-in attaches to.
+//! * `files`: navigation, downloads and file choosers of a supervisor (issue 31).
+//! * `hermes`: the page older Hermes versions attach to (the drop-in's `legacy_first_page`).
 #![deny(unsafe_code)]
 
 use std::time::Duration;
@@ -24,6 +25,7 @@ mod blocking;
 mod config;
 mod convert;
 mod errors;
+mod files;
 mod fork;
 mod hermes;
 mod registry;
@@ -60,10 +62,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<snapshot::PyConsoleEntry>()?;
     m.add_class::<snapshot::PyBlocked>()?;
     m.add_class::<snapshot::PyPageInfo>()?;
+    m.add_class::<snapshot::PyDownload>()?;
+    m.add_class::<snapshot::PyFileChooser>()?;
     m.add_class::<testing::PyFakeBrowser>()?;
     m.add_function(wrap_pyfunction!(tools::call_tool, m)?)?;
-    m.add_function(wrap_pyfunction!(bench::detect_rust, m)?)?;
     m.add_function(wrap_pyfunction!(hermes::first_page_target, m)?)?;
+    m.add_function(wrap_pyfunction!(bench::detect_rust, m)?)?;
     m.add_function(wrap_pyfunction!(errors::error_samples, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(

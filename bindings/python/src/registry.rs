@@ -30,7 +30,7 @@ use crate::convert::{from_py, to_py};
 use crate::errors::{invalid_argument, to_py_err};
 use crate::fork::Home;
 use crate::seconds;
-use crate::snapshot::{PyPendingDialog, PySnapshot};
+use crate::snapshot::{PyDownload, PyFileChooser, PyPendingDialog, PySnapshot};
 
 /// What a Python registry owns, shared with the calls it runs on other threads.
 pub struct Inner {
@@ -96,7 +96,11 @@ impl Inner {
                         .into(),
                 )
             })?;
-        let b = match LaunchedBrowser::launch_cancellable(&exe, &self.closed) {
+        let b = match LaunchedBrowser::launch_with(
+            &exe,
+            &self.registry.config().chrome_args,
+            &self.closed,
+        ) {
             Err(_) if self.registry.is_closed() => {
                 return Err(Error::StartCancelled {
                     task_id: task_id.to_string(),
@@ -200,7 +204,7 @@ impl PySupervisorRegistry {
 
     #[pyo3(signature = (task_id, cdp_url=None, *, target_id=None, dialog_policy=None,
                         dialog_timeout_s=None, dialog_bridge=None, start_timeout_s=None,
-                        new_page=false))]
+                        own_page=false, new_page=false))]
     #[allow(clippy::too_many_arguments)]
     fn get_or_start(
         &self,
@@ -212,10 +216,12 @@ impl PySupervisorRegistry {
         dialog_timeout_s: Option<f64>,
         dialog_bridge: Option<String>,
         start_timeout_s: Option<f64>,
+        own_page: bool,
         new_page: bool,
     ) -> PyResult<Py<PySupervisor>> {
         self.check_home()?;
-        let mut options = StartOptions::default().with_new_page(new_page);
+        // `new_page` is `own_page`'s old name.
+        let mut options = StartOptions::default().with_own_page(own_page || new_page);
         options.target_id = target_id;
         if let Some(p) = dialog_policy {
             options.dialog_policy = Some(DialogPolicy::parse(&p).map_err(to_py_err)?);
@@ -241,7 +247,7 @@ impl PySupervisorRegistry {
                 None => {
                     // A launched browser: each task gets a page of its own, like the MCP
                     // server's tasks, unless it names one.
-                    options.new_page |= options.target_id.is_none();
+                    options.own_page |= options.target_id.is_none();
                     inner.launched_url(&task)?
                 }
             };
@@ -353,6 +359,14 @@ impl Drop for PySupervisor {
 }
 
 impl PySupervisor {
+    /// A call's timeout: `timeout_s`, or the supervisor's `call_timeout_s`.
+    fn timeout(&self, timeout_s: Option<f64>) -> PyResult<Duration> {
+        match timeout_s {
+            Some(t) => seconds("timeout_s", t),
+            None => Ok(self.sup.config().call_timeout),
+        }
+    }
+
     pub fn new(py: Python<'_>, sup: Arc<Supervisor>) -> PySupervisor {
         let task_id = PyString::new(py, sup.task_id()).unbind();
         PySupervisor {
@@ -366,6 +380,11 @@ impl PySupervisor {
     /// `UsedAfterFork` in a child of the process that made it.
     pub fn check_home(&self) -> PyResult<()> {
         self.home.check("Supervisor")
+    }
+
+    /// The Rust supervisor, once [`PySupervisor::check_home`] passed.
+    fn at_home(&self) -> PyResult<&Arc<Supervisor>> {
+        self.check_home().map(|()| &self.sup)
     }
 
     /// The latest snapshot as a Python object: the cached one while the published version is
@@ -481,6 +500,67 @@ impl PySupervisor {
             .flatten()
             .map(|d| PyPendingDialog::new(py, &d))
             .transpose()
+    }
+
+    /// Navigates the task's page; see `_native.pyi` (issue 31).
+    #[pyo3(signature = (url, wait_until="load", timeout_s=None))]
+    fn navigate<'py>(
+        &self,
+        py: Python<'py>,
+        url: String,
+        wait_until: &str,
+        timeout_s: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let timeout = self.timeout(timeout_s)?;
+        crate::files::navigate(py, self.at_home()?, url, wait_until, timeout)
+    }
+
+    #[pyo3(signature = (wait_until="load", timeout_s=None))]
+    fn wait_for_navigation<'py>(
+        &self,
+        py: Python<'py>,
+        wait_until: &str,
+        timeout_s: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let timeout = self.timeout(timeout_s)?;
+        crate::files::wait_for_navigation(py, self.at_home()?, wait_until, timeout)
+    }
+
+    #[pyo3(signature = (timeout_s=None))]
+    fn tab_ref(&self, py: Python<'_>, timeout_s: Option<f64>) -> PyResult<String> {
+        let timeout = self.timeout(timeout_s)?;
+        crate::files::tab_ref(py, self.at_home()?, timeout)
+    }
+
+    #[pyo3(signature = (timeout_s=30.0))]
+    fn wait_for_download(&self, py: Python<'_>, timeout_s: f64) -> PyResult<PyDownload> {
+        let timeout = seconds("timeout_s", timeout_s)?;
+        crate::files::wait_for_download(py, self.at_home()?, timeout)
+    }
+
+    #[pyo3(signature = (files, chooser_id=None))]
+    fn respond_to_file_chooser(
+        &self,
+        py: Python<'_>,
+        files: Vec<std::path::PathBuf>,
+        chooser_id: Option<String>,
+    ) -> PyResult<PyFileChooser> {
+        crate::files::respond_to_file_chooser(py, self.at_home()?, files, chooser_id)
+    }
+
+    #[pyo3(signature = (chooser_id=None))]
+    fn dismiss_file_chooser(
+        &self,
+        py: Python<'_>,
+        chooser_id: Option<String>,
+    ) -> PyResult<PyFileChooser> {
+        crate::files::dismiss_file_chooser(py, self.at_home()?, chooser_id)
+    }
+
+    /// The task's download directory (`[downloads] dir`).
+    #[getter]
+    fn download_dir(&self) -> Option<String> {
+        self.sup.download_dir().map(|d| d.display().to_string())
     }
 
     /// Stops the supervisor (pending dialogs dismissed first); returns within about 1 s.

@@ -17,10 +17,12 @@ use cdp_supervisor::{Snapshot, SupervisorState};
 use crate::convert::to_py;
 
 mod dialogs;
+mod files;
 mod frames;
 mod page;
 
 pub use dialogs::{PyClosedDialog, PyPendingDialog};
+pub use files::{PyDownload, PyFileChooser};
 pub use frames::{PyFrameEntry, PyFrameTree};
 pub use page::{PyBlocked, PyConsoleEntry, PyPageInfo};
 
@@ -96,6 +98,18 @@ pub struct PySnapshot {
     /// The page's renderer crashed.
     #[pyo3(get)]
     crashed: bool,
+    /// `tuple[Download, ...]`, newest last.
+    #[pyo3(get)]
+    downloads: Py<PyTuple>,
+    /// `tuple[FileChooser, ...]`: choosers waiting for files.
+    #[pyo3(get)]
+    file_choosers: Py<PyTuple>,
+    /// The last file chooser the policy kept from the agent (a dict), or `None`.
+    #[pyo3(get)]
+    file_chooser_refused: Option<Py<PyAny>>,
+    /// The task's own page that was gone after a reconnect (a new one was made), or `None`.
+    #[pyo3(get)]
+    page_replaced: Option<Py<PyString>>,
     /// Increases with every publish.
     #[pyo3(get)]
     pub(crate) version: u64,
@@ -154,6 +168,29 @@ impl PySnapshot {
             Some((o, p)) if Arc::ptr_eq(&o.pages, &snap.pages) => p.pages.clone_ref(py),
             _ => tuple(py, snap.pages.iter().map(|pg| Ok(PyPageInfo::new(py, pg))))?,
         };
+        let downloads = match old {
+            Some((o, p)) if Arc::ptr_eq(&o.downloads, &snap.downloads) => p.downloads.clone_ref(py),
+            _ => tuple(
+                py,
+                snap.downloads.iter().map(|d| Ok(PyDownload::new(py, d))),
+            )?,
+        };
+        let file_choosers = match old {
+            Some((o, p)) if Arc::ptr_eq(&o.file_choosers, &snap.file_choosers) => {
+                p.file_choosers.clone_ref(py)
+            }
+            _ => tuple(
+                py,
+                snap.file_choosers
+                    .iter()
+                    .map(|c| Ok(PyFileChooser::new(py, c))),
+            )?,
+        };
+        let file_chooser_refused = snap
+            .file_chooser_refused
+            .as_ref()
+            .map(|r| to_py(py, &r.to_json()).map(Bound::unbind))
+            .transpose()?;
         let blocked = snap
             .blocked
             .as_ref()
@@ -190,6 +227,10 @@ impl PySnapshot {
             console_errors,
             blocked,
             crashed: snap.crashed,
+            downloads,
+            file_choosers,
+            file_chooser_refused,
+            page_replaced: opt(py, snap.page_replaced.as_deref()),
             version: snap.version,
             inner: Arc::clone(snap),
         })

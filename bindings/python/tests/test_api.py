@@ -382,6 +382,12 @@ def test_config_keywords_apply() -> None:
     assert Config() == Config.from_toml("")
     assert Config(dialog_policy=None) == Config()
     assert Config(cdp_url="ws://u:p@h:1/x?token=s").cdp_url == "ws://***:***@h:1/x?token=***"
+    # Invisible by default (README "Invisible supervision"); console capture is an opt-in.
+    assert (Config().capture_console, Config().chrome_args) == (False, [])
+    c = Config(capture_console=True, chrome_args=("--window-size=1280,800", "--lang=de"))
+    assert (c.capture_console, c.chrome_args) == (True, ["--window-size=1280,800", "--lang=de"])
+    with pytest.raises(ConfigError, match="chrome_args"):
+        Config(chrome_args=["--user-data-dir=/tmp/x"])
 
 
 def test_every_setting_of_the_default_toml_is_a_keyword() -> None:

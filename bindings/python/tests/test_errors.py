@@ -59,6 +59,11 @@ EXPECTED: Dict[str, Tuple[Type[errors.CdpSupervisorError], Dict[str, Any]]] = {
     "InvalidArgument": (errors.InvalidArgument, {}),
     "Io": (errors.IoError, {}),
     "BlockedByDialog": (errors.BlockedByDialog, {"dialog": DIALOG, "method": "Runtime.evaluate"}),
+    "NavigationFailed": (
+        errors.NavigationFailed,
+        {"url": "http://x.invalid/", "error": "net::ERR_NAME_NOT_RESOLVED"},
+    ),
+    "NoDownload": (errors.NoDownload, {"waited_s": 2.0}),
     "Refused": (
         errors.SecurityPolicy,
         {"method": "Browser.close", "option": "security.cdp_deny", "detail": "matches Browser.*"},

@@ -1,9 +1,12 @@
-"""``cdp_supervisor.hermes`` as a drop-in for Hermes Agent's ``tools/browser_supervisor.py``.
+"""``cdp_supervisor.hermes`` as a drop-in for Hermes Agent's browser supervisor.
 
 The scenarios of Hermes's own test file (``tests/tools/test_browser_supervisor.py``: a real
-headless Chromium, pages as ``data:`` URLs, a second CDP client that navigates the first page and
-runs a script there), written again here against the drop-in: none of Hermes's code is in this
-repository. ``test_hermes_upstream.py`` runs Hermes's file itself when it is at hand (``.ci/run``
+headless Chromium, pages as ``data:`` URLs, a second CDP client that navigates the supervisor's
+page and runs a script there), written again here against the drop-in: none of Hermes's code is
+in this repository. As Hermes now does, every task has a tab of its own (issue 31), so the second
+client drives that tab; ``test_hermes_current.py`` has the scenarios of what Hermes added since
+(import paths, the owned tab, navigation, tab references, frame sessions, downloads, file
+choosers). ``test_hermes_upstream.py`` runs Hermes's file itself when it is at hand (``.ci/run``
 downloads it at a pinned commit). Hermes's test that writes into its private asyncio state
 (``test_browser_cdp_frame_id_routes_via_supervisor``: ``_state_lock``, ``_frames``,
 ``_page_session_id``) is replaced by the same check on a real cross-origin iframe.
@@ -50,22 +53,19 @@ def title_page(title: str) -> str:
     return data_url(f"<!doctype html><html><head><title>{title}</title></head><body>{title}</body></html>")
 
 
-def fire_on_page(chromium: Chromium, expression: str) -> None:
-    """Hermes's ``_fire_on_page``: the first page goes to the test page, then runs
+def fire_on_page(chromium: Chromium, supervisor: CDPSupervisor, expression: str) -> None:
+    """Hermes's ``_fire_on_page``: the supervisor's tab goes to the test page, then runs
     `expression`."""
-    navigate_and_run(chromium.ws_url, TEST_PAGE, expression)
+    navigate_and_run(chromium.ws_url, TEST_PAGE, expression, target_id=supervisor.page_target_id())
 
 
 @pytest.fixture
 def supervisor_registry(chromium: Chromium) -> Iterator[_SupervisorRegistry]:
     """Hermes's fixture (every supervisor stops after the test), on a browser that the module
-    shares where Hermes starts one per test: the pages the supervisors opened for themselves
-    close as they stop, and the next test starts once Chromium no longer lists them (it
-    lists a closed page, first, for a few hundred milliseconds), on the one page it had."""
+    shares where Hermes starts one per test: the tabs the supervisors opened for themselves
+    close as they stop, and the next test starts once Chromium no longer lists them."""
     yield SUPERVISOR_REGISTRY
-    own_pages = [
-        s.page_target_id() for s in list(SUPERVISOR_REGISTRY._by_task.values()) if s._new_page
-    ]
+    own_pages = [s.page_target_id() for s in list(SUPERVISOR_REGISTRY._by_task.values())]
     SUPERVISOR_REGISTRY.stop_all()
     chromium.wait_until_gone([t for t in own_pages if t is not None])
 
@@ -137,9 +137,8 @@ def test_public_names_constants_and_dataclasses_are_hermes_s() -> None:
     assert r.to_dict()["closed_by"] == "agent" and r.to_dict()["frame_id"] is None
     f = hermes.FrameInfo("F", "u", "o", None, True, "S", "n")
     assert f.to_dict() == {
-        "frame_id": "F", "url": "u", "origin": "o", "is_oopif": True, "session_id": "S",
-        "name": "n",
-    }
+        "frame_id": "F", "url": "u", "origin": "o", "is_oopif": True, "name": "n",
+    }, "no session id in what an LLM sees"
     with pytest.raises(dataclasses.FrozenInstanceError):
         d.message = "x"  # type: ignore[misc]
     with pytest.raises(ValueError, match="Invalid dialog_policy"):
@@ -170,7 +169,7 @@ def test_browser_cdp_frame_id_missing_supervisor() -> None:
 
 def test_supervisor_start_and_snapshot(chromium: Chromium, supervisor_registry: _SupervisorRegistry) -> None:
     supervisor = supervisor_registry.get_or_start(task_id="pytest-1", cdp_url=chromium.ws_url)
-    fire_on_page(chromium, "/* no dialog */ void 0")
+    fire_on_page(chromium, supervisor, "/* no dialog */ void 0")
     deadline = time.monotonic() + 5
     while supervisor.snapshot().frame_tree.get("top") is None and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -208,69 +207,53 @@ def test_two_supervisors_navigate_distinct_owned_pages(
     assert titles == ("owned-page-a", "owned-page-b")
 
 
-def test_a_start_right_after_a_stop_attaches_to_the_page_that_stays(chromium: Chromium) -> None:
-    """The flake this guards against: a supervisor that opened a page of its own stops (its
-    page is closed: ``Target.closeTarget`` answers before the page is gone), and the next start
-    comes at once, with no fixture waiting in between. The page Chromium still lists may be
-    chosen; the start then passes over it and attaches to the browser's first page, every
-    time."""
+def test_every_start_gets_a_fresh_page_never_one_the_browser_holds(chromium: Chromium) -> None:
+    """Hermes's owned tab: a task never adopts a page the browser already holds (its first page
+    stays as it was), even right after another task's tab closed; a start after a stop gets a
+    new tab."""
     registry = _SupervisorRegistry()
+    first_page = chromium.page_ids()
     try:
-        first = registry.get_or_start(task_id="pytest-stays", cdp_url=chromium.ws_url)
-        kept = first.page_target_id()
+        seen = set()
         for round in range(3):
             own = registry.get_or_start(task_id=f"pytest-own-{round}", cdp_url=chromium.ws_url)
-            closing = own.page_target_id()
-            assert closing not in (None, kept)
+            page = own.page_target_id()
+            assert page is not None and page not in first_page and page not in seen, round
+            seen.add(page)
             assert own.navigate_page(title_page(f"own-{round}"))["ok"] is True
-            # Loaded before it is closed: Chromium 156 drops a Target.closeTarget that comes
-            # while a cross-process navigation is still in flight (the page then stays open).
-            deadline = time.monotonic() + 5
-            while own.evaluate_runtime("document.title").get("result") != f"own-{round}":
-                assert time.monotonic() < deadline, "the page did not load"
-                time.sleep(0.02)
+            assert own.evaluate_runtime("1 + 1")["result"] == 2
             registry.stop_all()
-            again = registry.get_or_start(task_id=f"pytest-again-{round}", cdp_url=chromium.ws_url)
-            assert again.page_target_id() == kept, f"round {round}"
-            assert again.evaluate_runtime("1 + 1")["result"] == 2
-            registry.stop_all()
-            chromium.wait_until_gone([t for t in [closing] if t is not None])
-            first = registry.get_or_start(task_id="pytest-stays", cdp_url=chromium.ws_url)
+            chromium.wait_until_gone([page])
+        assert all(p in chromium.page_ids() for p in first_page), "the browser's pages stay"
     finally:
         registry.stop_all()
 
 
-def test_a_listed_page_that_no_longer_exists_is_passed_over(fake: FakeBrowser) -> None:
-    """The same on the fake browser, every time: ``Target.getTargets`` lists a page first that
-    ``Target.attachToTarget`` no longer finds."""
-    fake.set_reply(
-        "Target.getTargets",
-        {
-            "targetInfos": [
-                {"targetId": "CLOSED-1", "type": "page", "title": "", "url": "about:blank"},
-                {"targetId": fake.page_target_id, "type": "page", "title": "", "url": "about:blank"},
-            ]
-        },
-    )
+def test_the_drop_in_opens_a_tab_and_never_attaches_to_the_existing_page(fake: FakeBrowser) -> None:
+    """The same on the fake browser, from the commands it received: ``Target.createTarget``
+    for an ``about:blank`` tab, attached; the fake's own page is never attached."""
     registry = _SupervisorRegistry()
     try:
         supervisor = registry.get_or_start(task_id="t", cdp_url=fake.ws_url)
-        assert supervisor.page_target_id() == fake.page_target_id
+        assert supervisor.page_target_id() != fake.page_target_id
+        received = fake.received()
+        created = [m for m in received if m.get("method") == "Target.createTarget"]
+        assert [m["params"]["url"] for m in created] == ["about:blank"]
         attached = [
-            m["params"]["targetId"]
-            for m in fake.received()
-            if m.get("method") == "Target.attachToTarget"
+            m["params"]["targetId"] for m in received if m.get("method") == "Target.attachToTarget"
         ]
-        assert attached == ["CLOSED-1", fake.page_target_id]
+        assert attached == [supervisor.page_target_id()]
     finally:
         registry.stop_all()
+    closed = [m["params"]["targetId"] for m in fake.received() if m.get("method") == "Target.closeTarget"]
+    assert supervisor.page_target_id() in closed, "stop closes the task's tab"
 
 
 def test_main_frame_alert_detection_and_dismiss(
     chromium: Chromium, supervisor_registry: _SupervisorRegistry
 ) -> None:
     supervisor = supervisor_registry.get_or_start(task_id="pytest-2", cdp_url=chromium.ws_url)
-    fire_on_page(chromium, "setTimeout(() => alert('PYTEST-MAIN-ALERT'), 50)")
+    fire_on_page(chromium, supervisor, "setTimeout(() => alert('PYTEST-MAIN-ALERT'), 50)")
     dialogs = wait_for_dialog(supervisor)
     assert dialogs, "no dialog detected"
     d = dialogs[0]
@@ -288,6 +271,7 @@ def test_iframe_contentwindow_alert(chromium: Chromium, supervisor_registry: _Su
     supervisor = supervisor_registry.get_or_start(task_id="pytest-3", cdp_url=chromium.ws_url)
     fire_on_page(
         chromium,
+        supervisor,
         "setTimeout(() => document.querySelector('#inner').contentWindow.alert('PYTEST-IFRAME'), 50)",
     )
     dialogs = wait_for_dialog(supervisor)
@@ -301,6 +285,7 @@ def test_prompt_dialog_with_response_text(chromium: Chromium, supervisor_registr
     supervisor = supervisor_registry.get_or_start(task_id="pytest-4", cdp_url=chromium.ws_url)
     fire_on_page(
         chromium,
+        supervisor,
         "setTimeout(() => { window.__promptResult = prompt('give me a token', 'default-x'); }, 50)",
     )
     dialogs = wait_for_dialog(supervisor)
@@ -329,7 +314,7 @@ def test_auto_dismiss_policy(chromium: Chromium, supervisor_registry: _Superviso
     supervisor = supervisor_registry.get_or_start(
         task_id="pytest-6", cdp_url=chromium.ws_url, dialog_policy=DIALOG_POLICY_AUTO_DISMISS
     )
-    fire_on_page(chromium, "setTimeout(() => alert('PYTEST-AUTO-DISMISS'), 50)")
+    fire_on_page(chromium, supervisor, "setTimeout(() => alert('PYTEST-AUTO-DISMISS'), 50)")
     deadline = time.monotonic() + 5
     while not supervisor.snapshot().recent_dialogs and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -385,7 +370,7 @@ def test_recent_dialogs_ring_buffer(chromium: Chromium, supervisor_registry: _Su
     sv = supervisor_registry.get_or_start(
         task_id="pytest-recent", cdp_url=chromium.ws_url, dialog_policy=DIALOG_POLICY_AUTO_DISMISS
     )
-    fire_on_page(chromium, "setTimeout(() => alert('PYTEST-RECENT'), 50)")
+    fire_on_page(chromium, sv, "setTimeout(() => alert('PYTEST-RECENT'), 50)")
     deadline = time.time() + 5
     while time.time() < deadline:
         recent = sv.snapshot().recent_dialogs
@@ -404,7 +389,7 @@ def test_recent_dialogs_ring_buffer(chromium: Chromium, supervisor_registry: _Su
 
 def test_browser_dialog_tool_end_to_end(chromium: Chromium, supervisor_registry: _SupervisorRegistry) -> None:
     supervisor = supervisor_registry.get_or_start(task_id="pytest-tool", cdp_url=chromium.ws_url)
-    fire_on_page(chromium, "setTimeout(() => alert('PYTEST-TOOL-END2END'), 50)")
+    fire_on_page(chromium, supervisor, "setTimeout(() => alert('PYTEST-TOOL-END2END'), 50)")
     assert wait_for_dialog(supervisor), "no dialog detected"
     r = json.loads(browser_dialog(action="dismiss", task_id="pytest-tool"))
     assert r["success"] is True
@@ -419,7 +404,7 @@ def test_browser_cdp_frame_id_routes_via_supervisor(
     inner = pages.add("hermes-inner", "<title>INNER-FRAME-XYZ</title>").replace("127.0.0.1", "localhost")
     outer = pages.add("hermes-outer", f'<iframe src="{inner}"></iframe>')
     sv = supervisor_registry.get_or_start(task_id="frame-id-test", cdp_url=chromium.ws_url)
-    navigate_and_run(chromium.ws_url, outer, "void 0")
+    navigate_and_run(chromium.ws_url, outer, "void 0", target_id=sv.page_target_id())
     deadline = time.monotonic() + 10
     child = None
     while child is None and time.monotonic() < deadline:
@@ -440,7 +425,16 @@ def test_browser_cdp_frame_id_routes_via_supervisor(
     )
     assert r.get("success") is True, r
     assert r.get("frame_id") == child["frame_id"]
-    assert r.get("session_id") == child["session_id"]
+    # No session id in the tool's result or the frame tree: get_frame_session names it.
+    assert "session_id" not in r and "session_id" not in child
+    found = sv.get_frame_session(child["frame_id"])
+    assert found is not None
+    info, session = found
+    assert info.frame_id == child["frame_id"] and info.is_oopif
+    native = sv._native
+    assert native is not None
+    assert session and session != native.snapshot().page_session_id, "the OOPIF's own session"
+    assert "session_id" not in info.to_dict()
     assert r["result"]["result"]["value"] == "INNER-FRAME-XYZ"
     top = json.loads(browser_cdp(method="Target.getTargets", task_id="frame-id-test"))
     assert top["success"] is True and top["result"]["targetInfos"]
@@ -475,7 +469,7 @@ def test_bridge_captures_prompt_and_returns_reply_text(
     )
     cdp = Cdp(chromium.ws_url)
     try:
-        _, session = cdp.page_session()
+        _, session = cdp.page_session(sv.page_target_id())
         nav = cdp.send("Page.navigate", {"url": url}, session=session)
         deadline = time.monotonic() + 10
         dialog = None
@@ -520,13 +514,13 @@ def test_evaluate_runtime(
     chromium: Chromium, supervisor_registry: _SupervisorRegistry, expression: str, expected: Any
 ) -> None:
     supervisor = supervisor_registry.get_or_start(task_id="pytest-eval", cdp_url=chromium.ws_url)
-    fire_on_page(chromium, "void 0")
+    fire_on_page(chromium, supervisor, "void 0")
     assert supervisor.evaluate_runtime(expression) == expected
 
 
 def test_evaluate_runtime_js_exception(chromium: Chromium, supervisor_registry: _SupervisorRegistry) -> None:
     supervisor = supervisor_registry.get_or_start(task_id="pytest-eval-3", cdp_url=chromium.ws_url)
-    fire_on_page(chromium, "void 0")
+    fire_on_page(chromium, supervisor, "void 0")
     out = supervisor.evaluate_runtime("nonExistentVar.nope")
     assert out["ok"] is False
     assert "ReferenceError" in out["error"] or "not defined" in out["error"]

@@ -13,7 +13,10 @@ skips and says why; under ``CDP_SUPERVISOR_HERMES=require`` (``.ci/run`` sets it
 How: Hermes's test file is copied to a temporary directory (away from Hermes's own
 ``conftest.py`` and ``pyproject.toml``, which import the rest of Hermes) and run by pytest with
 ``tests/hermes_shim`` first on ``PYTHONPATH`` (``tools.browser_supervisor`` and the two tool
-modules are the drop-in) and ``HERMES_E2E_BROWSER=1``. As root, Chromium needs
+modules are the drop-in) and ``HERMES_E2E_BROWSER=1``. The pinned versions predate Hermes's
+owned tab (issue 31): their tests fire dialogs on the browser's first page, the page those
+versions attached to, so for them the shim calls ``cdp_supervisor.hermes.legacy_first_page()``
+(a checkout named by ``HERMES_AGENT_DIR`` runs with today's owned tab). As root, Chromium needs
 ``--no-sandbox``, which Hermes's fixture does not pass: a ``chromium`` wrapper that adds it
 goes first on ``PATH``. Deselected: the test that writes into Hermes's private asyncio state
 (``test_browser_cdp_frame_id_routes_via_supervisor``) and the one that drives Hermes's other
@@ -110,6 +113,9 @@ def test_hermes_own_supervisor_tests_pass_against_the_drop_in(version: str, tmp_
     env["PYTHONPATH"] = os.pathsep.join([str(SHIM), env.get("PYTHONPATH", "")])
     env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
     env["HERMES_E2E_BROWSER"] = "1"
+    # The pinned versions predate Hermes's owned tab (#69727): their tests act on the
+    # browser's first page, which those versions attached to.
+    env["CDP_SUPERVISOR_HERMES_LEGACY_PAGE"] = "1" if version in COMMITS else "0"
     # Hermes's fixture makes its Chromium profile with tempfile.mkdtemp and removes it while
     # Chromium may still be writing its "Default" folder: it goes into a directory of ours,
     # removed once no process uses it.

@@ -276,7 +276,7 @@ pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<Strin
         return Ok(None);
     };
     let _launching = cleanup.launching.lock().unwrap_or_else(|e| e.into_inner());
-    let b = LaunchedBrowser::launch_cancellable(&exe, &cleanup.launch_cancelled)
+    let b = LaunchedBrowser::launch_with(&exe, &config.chrome_args, &cleanup.launch_cancelled)
         .map_err(|e| e.to_string())?;
     cleanup.set_browser(b);
     Ok(cleanup.browser_ws())

@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Shared;
-use super::conn;
-use super::out::{LIMITS, LINGER, cannot_read, error_body};
-use super::route::refusal;
+use super::conn::{self, LIMITS, LINGER, cannot_read};
 use crate::deadline::Deadline;
 use crate::http1::{self, HttpError, RequestHead, Response};
+use crate::mcp::rpc;
 use crate::transport::{Mode, Socket, wait_readable_any};
 
 /// Stack size of connection threads (they parse request heads and bodies, nothing deep).
@@ -230,22 +229,22 @@ fn refuse(h: &mut Held, response: &Response) {
 /// A whole first head: refused by the access rules, or given a place and a thread, or refused
 /// with 503 when every place is taken.
 fn admit(sh: &Arc<Shared>, mut h: Held, head: RequestHead, len: usize, held: &mut Vec<Held>) {
-    if let Some(response) = refusal(sh, &head) {
+    if let Some(response) = sh.access.refusal(&head) {
         refuse(&mut h, &response);
         held.push(h);
         return;
     }
-    let Some(n) = sh.admit(h.socket.tcp()) else {
+    let Some(n) = sh.places.admit(h.socket.tcp()) else {
         log::debug!(
             "MCP over HTTP: all {} connection places are taken; 503",
             sh.options.max_connections
         );
         let busy = Response::json(
             503,
-            error_body(
+            rpc::error(
                 None,
                 -32000,
-                &format!(
+                format!(
                     "too many connections ({}); retry later",
                     sh.options.max_connections
                 ),
@@ -264,10 +263,10 @@ fn admit(sh: &Arc<Shared>, mut h: Held, head: RequestHead, len: usize, held: &mu
         .stack_size(CONN_STACK)
         .spawn(move || {
             conn::serve(&shared, n, tcp, head, leftover);
-            shared.release(n);
+            shared.places.release(n);
         });
     if let Err(e) = spawned {
         log::warn!("MCP over HTTP: cannot start a connection thread: {e}");
-        sh.release(n);
+        sh.places.release(n);
     }
 }

@@ -1,5 +1,6 @@
 //! Who may talk to the HTTP server (SPEC §15): the `Host` and `Origin` rules against DNS
-//! rebinding, the bearer token, and the random ids (task ids, session ids) nobody can guess.
+//! rebinding, the bearer token, and the random ids (task ids, session ids) nobody can guess;
+//! and how many may (the connection places, [`Places`]).
 //!
 //! * **Host.** A web page the user visits can make the browser send requests to
 //!   `127.0.0.1:PORT` under a name the attacker controls (DNS rebinding). The browser then sends
@@ -18,11 +19,15 @@
 //!   is of SHA-256 digests in constant time, so neither the token's bytes nor its length show
 //!   in how long a refusal takes. The token is never logged and never echoed.
 
-use std::net::{IpAddr, SocketAddr};
+use std::collections::HashMap;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::sync::{Mutex, MutexGuard};
 
 use ring::digest::{SHA256, digest};
 
-use crate::http1::RequestHead as Head;
+use crate::http1::{RequestHead as Head, Response};
+use crate::mcp::rpc;
+use crate::quote::quoted;
 
 /// Why a request is refused before anything reads its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +128,31 @@ impl Access {
             allowed: allowed.iter().map(|h| h.to_ascii_lowercase()).collect(),
             token: token.map(|t| sha256(t.as_bytes())),
         }
+    }
+
+    /// The answer to a request the rules refuse (module doc); `None` when they let it in.
+    /// Nothing of a refused request is read further.
+    pub(super) fn refusal(&self, head: &Head) -> Option<Response> {
+        let refusal = self.check(head).err()?;
+        log::debug!(
+            "MCP over HTTP: {} {} refused: {}",
+            quoted(&head.method),
+            quoted(head.path()),
+            refusal.message()
+        );
+        let body = rpc::error(None, rpc::code::INVALID_REQUEST, refusal.message());
+        let mut response = Response::json(refusal.status(), body);
+        if let Refusal::Unauthorized { wrong } = refusal {
+            response = response.with(
+                "WWW-Authenticate",
+                if wrong {
+                    "Bearer realm=\"cdp-supervisor\", error=\"invalid_token\""
+                } else {
+                    "Bearer realm=\"cdp-supervisor\""
+                },
+            );
+        }
+        Some(response)
     }
 
     /// `Ok` when the request's head passes every rule (module doc).
@@ -244,6 +274,116 @@ pub(crate) fn token_problem(token: &str) -> Option<&'static str> {
         Some("it must be printable ASCII without spaces (it travels in an HTTP header)")
     } else {
         None
+    }
+}
+
+/// What a connection with a thread is doing, which says whose places it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Serving requests: one of `max_serving`.
+    Serving,
+    /// Carrying a `subscriptions/listen` stream: one of `max_listening`.
+    Listening,
+}
+
+/// The places of the connections that have a thread (module doc of `http`, "Threads and
+/// limits"): taken by the acceptor (`admit`), moved by a connection's thread (a listen stream,
+/// its refusal), freed when that thread ends.
+#[derive(Debug)]
+pub(super) struct Places {
+    max_serving: usize,
+    max_listening: usize,
+    conns: Mutex<Conns>,
+}
+
+/// The connections that have a thread.
+#[derive(Debug, Default)]
+struct Conns {
+    /// A handle to shut each down (shutdown), and its kind.
+    open: HashMap<u64, (TcpStream, Kind)>,
+    serving: usize,
+    listening: usize,
+    next: u64,
+}
+
+impl Places {
+    /// `max_serving` connections that serve requests, `max_listening` that carry a stream.
+    pub(super) fn new(max_serving: usize, max_listening: usize) -> Places {
+        Places {
+            max_serving,
+            max_listening,
+            conns: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Conns> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A place for a connection that serves requests: its number, `None` when all are taken.
+    pub(super) fn admit(&self, tcp: &TcpStream) -> Option<u64> {
+        let handle = tcp.try_clone().ok()?;
+        let mut c = self.lock();
+        if c.serving >= self.max_serving {
+            return None;
+        }
+        c.serving += 1;
+        c.next += 1;
+        let n = c.next;
+        c.open.insert(n, (handle, Kind::Serving));
+        Some(n)
+    }
+
+    /// Moves connection `n` to a listen stream's place; false when all are taken.
+    pub(super) fn start_listening(&self, n: u64) -> bool {
+        let mut c = self.lock();
+        if c.listening >= self.max_listening {
+            return false;
+        }
+        let Some(entry) = c.open.get_mut(&n) else {
+            return false;
+        };
+        if entry.1 == Kind::Serving {
+            entry.1 = Kind::Listening;
+            c.serving -= 1;
+            c.listening += 1;
+        }
+        true
+    }
+
+    /// Moves connection `n` back to serving requests (its listen request was refused).
+    pub(super) fn stop_listening(&self, n: u64) {
+        let mut c = self.lock();
+        if let Some(entry) = c.open.get_mut(&n)
+            && entry.1 == Kind::Listening
+        {
+            entry.1 = Kind::Serving;
+            c.listening -= 1;
+            c.serving += 1;
+        }
+    }
+
+    /// Connection `n`'s thread ended: its place is free.
+    pub(super) fn release(&self, n: u64) {
+        let mut c = self.lock();
+        match c.open.remove(&n).map(|(_, kind)| kind) {
+            Some(Kind::Serving) => c.serving -= 1,
+            Some(Kind::Listening) => c.listening -= 1,
+            None => {}
+        }
+    }
+
+    /// Shuts every connection down (shutdown): their threads wake and end.
+    pub(super) fn close_all(&self) {
+        for (conn, _) in self.lock().open.values() {
+            let _ = conn.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Connections that have a thread (for tests).
+    #[cfg(test)]
+    pub(super) fn open(&self) -> usize {
+        self.lock().open.len()
     }
 }
 

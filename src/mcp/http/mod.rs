@@ -11,11 +11,13 @@
 //! which brings tokio into the dependency tree. What MCP needs of HTTP is small (one endpoint,
 //! POST with a JSON body, an answer that is JSON or a stream of events), and the crate speaks
 //! HTTP/1.1 already (`crate::http1`, about 1,100 lines without its tests, shared with the CDP
-//! upgrade and `http://` discovery). So this is that codec and about 2,100 lines of its own
+//! upgrade and `http://` discovery). So this is that codec and about 2,000 lines of its own
 //! (`wc -l` without the tests): `accept.rs` (new connections, up to their first request),
-//! `conn.rs` (one connection's loop), `out.rs` (what a connection writes), `access.rs` (the
-//! `Host`, `Origin` and token rules), `route.rs` and `route/` (what a request means), here
-//! (options, start, shutdown).
+//! `access.rs` (the `Host`, `Origin` and token rules, and the connection places), `route.rs`
+//! (what a request means, decided without I/O), `conn.rs` (one connection: its loop, what it
+//! writes, how each request's plan is carried out), `sessions.rs` (the legacy sessions), here
+//! (options, start, shutdown). Everything it asks of MCP goes through the engine's seam
+//! (`mcp::engine`).
 //!
 //! # Threads and limits
 //!
@@ -66,14 +68,13 @@
 mod accept;
 mod access;
 mod conn;
-mod out;
 mod route;
+mod sessions;
 #[cfg(all(test, feature = "fake-browser"))]
 mod tests;
 
-use std::collections::HashMap;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -81,9 +82,8 @@ use std::time::Duration;
 use super::McpServer;
 use crate::config::Config;
 use crate::error::Error;
-use route::Sessions;
-
-pub(crate) use crate::task_id::random_hex;
+use access::{Access, Places};
+use sessions::Sessions;
 
 /// Where `mcp --http` listens without an address: loopback, port 8737.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8737";
@@ -249,102 +249,16 @@ struct Shared {
     mcp: McpServer,
     addr: SocketAddr,
     options: HttpOptions,
-    access: access::Access,
+    access: Access,
+    /// The connections that have a thread, and their places: taken by the acceptor, moved and
+    /// freed by each connection's thread, all shut at shutdown.
+    places: Places,
     sessions: Sessions,
     /// Set when shutdown starts: no new connections or requests.
     closing: AtomicBool,
-    /// The connections that have a thread (admitted by the acceptor), by number, and how many
-    /// of each kind. Written by the acceptor (admission) and by each connection's thread (a
-    /// listen stream, its end).
-    conns: Mutex<Conns>,
-    /// The next channel (`exchange::Exchange::channel`, the first half of a `pool::Key`): one
-    /// per legacy session and per stateless request; 0 is stdio's.
-    next_channel: AtomicU64,
     /// True once shutdown is done; `wait` waits for it.
     stopped: Mutex<bool>,
     stopped_cv: Condvar,
-}
-
-/// What a connection with a thread is doing, which says whose places it takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Serving requests: one of `max_connections`.
-    Serving,
-    /// Carrying a `subscriptions/listen` stream: one of `max_listen_streams`.
-    Listening,
-}
-
-/// The connections that have a thread.
-#[derive(Debug, Default)]
-struct Conns {
-    /// A handle to shut each down (shutdown, the end of its answer or stream), and its kind.
-    open: HashMap<u64, (TcpStream, Kind)>,
-    serving: usize,
-    listening: usize,
-    next: u64,
-}
-
-impl Shared {
-    fn channel(&self) -> u64 {
-        self.next_channel.fetch_add(1, Ordering::Relaxed)
-    }
-
-    fn conns(&self) -> std::sync::MutexGuard<'_, Conns> {
-        self.conns.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// A place for a connection that serves requests: its number, `None` when all are taken.
-    fn admit(&self, tcp: &TcpStream) -> Option<u64> {
-        let handle = tcp.try_clone().ok()?;
-        let mut c = self.conns();
-        if c.serving >= self.options.max_connections {
-            return None;
-        }
-        c.serving += 1;
-        c.next += 1;
-        let n = c.next;
-        c.open.insert(n, (handle, Kind::Serving));
-        Some(n)
-    }
-
-    /// Moves connection `n` to a listen stream's place; false when all are taken.
-    fn start_listening(&self, n: u64) -> bool {
-        let mut c = self.conns();
-        if c.listening >= self.options.max_listen_streams {
-            return false;
-        }
-        let Some(entry) = c.open.get_mut(&n) else {
-            return false;
-        };
-        if entry.1 == Kind::Serving {
-            entry.1 = Kind::Listening;
-            c.serving -= 1;
-            c.listening += 1;
-        }
-        true
-    }
-
-    /// Moves connection `n` back to serving requests (its listen request was refused).
-    fn stop_listening(&self, n: u64) {
-        let mut c = self.conns();
-        if let Some(entry) = c.open.get_mut(&n)
-            && entry.1 == Kind::Listening
-        {
-            entry.1 = Kind::Serving;
-            c.listening -= 1;
-            c.serving += 1;
-        }
-    }
-
-    /// Connection `n`'s thread ended: its place is free.
-    fn release(&self, n: u64) {
-        let mut c = self.conns();
-        match c.open.remove(&n).map(|(_, kind)| kind) {
-            Some(Kind::Serving) => c.serving -= 1,
-            Some(Kind::Listening) => c.listening -= 1,
-            None => {}
-        }
-    }
 }
 
 impl HttpServer {
@@ -373,16 +287,16 @@ impl HttpServer {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::Io(format!("the MCP listener's address: {e}")))?;
-        let access = access::Access::new(addr, &config.allowed_hosts, options.token.as_deref());
+        let access = Access::new(addr, &config.allowed_hosts, options.token.as_deref());
+        let places = Places::new(options.max_connections, options.max_listen_streams);
         let shared = Arc::new(Shared {
             mcp: McpServer::new(config),
             addr,
             options,
             access,
+            places,
             sessions: Sessions::default(),
             closing: AtomicBool::new(false),
-            conns: Mutex::new(Conns::default()),
-            next_channel: AtomicU64::new(1),
             stopped: Mutex::new(false),
             stopped_cv: Condvar::new(),
         });
@@ -456,13 +370,10 @@ impl HttpServer {
                 a => a,
             };
             let _ = TcpStream::connect_timeout(&wake, Duration::from_millis(200));
-            // Listen streams end with their response while their connections still take it.
-            sh.mcp.inner.notifier.close();
-            for (conn, _) in sh.conns().open.values() {
-                let _ = conn.shutdown(Shutdown::Both);
-            }
         }
-        sh.mcp.shutdown();
+        // Listen streams end with their response while their connections still take it; then
+        // every connection is shut.
+        sh.mcp.engine.shutdown(|| sh.places.close_all());
         let acceptor = self.accept.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(t) = acceptor {
             let _ = t.join();

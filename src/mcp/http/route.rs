@@ -1,4 +1,6 @@
-//! What an HTTP request means, and one connection's loop.
+//! What an HTTP request means. Nothing here reads or writes the connection: [`head`] decides
+//! from a request's head whether its body is read, [`post`] what a POST's message comes to
+//! (a [`Plan`]); the connection's thread (`conn.rs`) carries it out.
 //!
 //! Only `/mcp` exists (anything else is 404 once the access rules pass). On it:
 //!
@@ -21,7 +23,7 @@
 //!     a fresh `Mcp-Session-Id` (128 random bits), and every later request of that client must
 //!     send it (unknown: 404, so the client initializes again; absent: 400). Its
 //!     `MCP-Protocol-Version`, when sent, must be the session's version (else 400). A session's
-//!     requests share a channel (`exchange::Exchange::channel`), so its
+//!     requests share a channel (`Engine::channel`), so its
 //!     `notifications/cancelled` finds them;
 //!   - a notification (or a client's response) is accepted with 202.
 //! * **GET** is 405: this server offers no standalone stream (2025-11-25 allows that; 2026-07-28
@@ -29,144 +31,113 @@
 //! * **DELETE** with an `Mcp-Session-Id` ends that session (200; unknown: 404) and cancels its
 //!   calls in flight.
 //!
-//! A request answered at once is written by the connection's thread; a tool call that runs on
-//! a worker is written by the worker, while the connection's thread watches for the client
-//! going away (`conn.rs`). Everything a request needs of the protocol goes through the seam of
-//! `exchange`: an [`Exchange`] in, an [`Answer`] out.
+//! A request's era is the engine's to decide, once ([`Request::new`]): a request is stateless
+//! when it carries the 2026-07-28 envelope, well formed or not. Everything a request needs of
+//! the protocol goes through the engine's seam (`mcp::engine`): a [`Request`] and a [`Client`]
+//! in, an answer out.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::Value;
 
-use super::out::{
-    LIMITS, Out, STREAM_WRITE_STALL, cannot_read, error_body, modern_status, sse_event, sse_head,
-    write_answer,
+use super::sessions::{self, NoSession};
+use super::{ENDPOINT, Shared};
+use crate::http1::{RequestHead as Head, Response};
+use crate::mcp::engine::{
+    Client, Engine, LEGACY_VERSIONS, LegacySession, META_VERSION, MODERN_VERSIONS, Request,
+    Transport,
 };
-use super::{ENDPOINT, Shared, random_hex};
-use crate::deadline::Deadline;
-use crate::http1::{self, Conn, RequestHead as Head, Response};
-use crate::mcp::dispatch::unreadable;
-use crate::mcp::exchange::{Answer, Exchange, LegacySession, Sink, Transport};
-use crate::mcp::pool::Key;
-use crate::mcp::protocol::meta::PROTOCOL_VERSION as META_VERSION;
-use crate::mcp::rpc::{self, Id, Incoming};
-use crate::mcp::{Inner, LEGACY_VERSIONS, MAX_LINE, MODERN_VERSIONS};
+use crate::mcp::rpc::{self, Id, Incoming, code};
 use crate::quote::quoted;
-use crate::transport::Socket;
-
-mod checks;
-mod responder;
-mod sessions;
-mod stream;
-
-use checks::*;
-use responder::*;
-pub(super) use sessions::Sessions;
-pub(super) use stream::follow_stream;
-use stream::*;
 
 /// HeaderMismatch (2026-07-28).
 const HEADER_MISMATCH: i64 = -32020;
 
 /// What a request comes to.
-pub(super) enum Outcome {
+pub(super) enum Plan {
     /// This response, now. `close`: a body of the request may be left unread, so the
     /// connection ends after it (once what the client still sends is read, `conn.rs`).
-    Now { response: Response, close: bool },
-    /// This answer of the protocol, now (a JSON body or an SSE stream).
-    Answered { answer: Answer, modern: bool },
-    /// A worker runs the call and writes its answer; `done` says when (disconnected: no answer
-    /// was written, the call was cancelled). The client's leaving cancels `key`.
-    Later { key: Key, done: Receiver<bool> },
-    /// A `subscriptions/listen` stream is open on the connection, on `channel`; the
-    /// connection ends with it.
-    Stream { channel: u64 },
+    Respond { response: Response, close: bool },
+    /// Read the body (after `100 Continue` when the client waits for it), then [`post`].
+    ReadBody,
+    /// The engine answers the request (`Engine::serve`): now, or from a worker.
+    Serve { request: Request, client: Client },
+    /// A `subscriptions/listen` request: its stream, if the engine opens one, holds the
+    /// connection until it ends.
+    Listen { request: Request, client: Client },
 }
 
-fn now(response: Response) -> Outcome {
-    Outcome::Now {
+fn now(response: Response) -> Plan {
+    Plan::Respond {
         response,
         close: false,
     }
 }
 
 /// A response decided from the head alone: the connection closes when a body is left unread.
-fn before_body(head: &Head, response: Response) -> Outcome {
-    Outcome::Now {
+fn before_body(head: &Head, response: Response) -> Plan {
+    Plan::Respond {
         response,
         close: head.has_body(),
     }
 }
 
-/// The access rules' refusal of a request (module doc of `access`), as the answer it gets:
-/// `None` when they let it in. Nothing of a refused request is read further.
-pub(super) fn refusal(sh: &Shared, head: &Head) -> Option<Response> {
-    let refusal = sh.access.check(head).err()?;
-    log::debug!(
-        "MCP over HTTP: {} {} refused: {}",
-        quoted(&head.method),
-        quoted(head.path()),
-        refusal.message()
-    );
-    let mut response = Response::json(
-        refusal.status(),
-        error_body(None, -32600, refusal.message()),
-    );
-    if let super::access::Refusal::Unauthorized { wrong } = refusal {
-        response = response.with(
-            "WWW-Authenticate",
-            if wrong {
-                "Bearer realm=\"cdp-supervisor\", error=\"invalid_token\""
-            } else {
-                "Bearer realm=\"cdp-supervisor\""
-            },
-        );
-    }
-    Some(response)
+/// A JSON-RPC error response with `status` (`id: None` is `null`).
+fn error(status: u16, id: Option<&Id>, code: i64, message: &str) -> Response {
+    Response::json(status, rpc::error(id, code, message))
 }
 
-pub(super) fn handle(
-    sh: &Arc<Shared>,
-    head: &Head,
-    conn: &mut Conn<Socket>,
-    out: &Arc<Out>,
-    keep_alive: bool,
-) -> Outcome {
-    if let Some(response) = refusal(sh, head) {
-        return Outcome::Now {
+/// The HTTP status of a 2026-07-28 answer: its JSON-RPC error code decides (`None`: no error).
+pub(super) fn status_of(error: Option<i64>) -> u16 {
+    match error {
+        Some(-32601) => 404,
+        Some(-32700 | -32600 | -32602 | -32020 | -32021 | -32022) => 400,
+        _ => 200,
+    }
+}
+
+/// What a request's head comes to: the access rules, the endpoint, the method and the media
+/// types decide before anything of its body is read.
+pub(super) fn head(sh: &Shared, head: &Head) -> Plan {
+    if let Some(response) = sh.access.refusal(head) {
+        return Plan::Respond {
             response,
             close: true,
         };
     }
     if head.path() != ENDPOINT {
-        return before_body(
-            head,
-            Response::json(
-                404,
-                error_body(
-                    None,
-                    -32601,
-                    &format!("not found: the MCP endpoint is {ENDPOINT}"),
-                ),
-            ),
-        );
+        let message = format!("not found: the MCP endpoint is {ENDPOINT}");
+        return before_body(head, error(404, None, -32601, &message));
     }
     match head.method.as_str() {
-        "POST" => post(sh, head, conn, out, keep_alive),
+        "POST" if !is_json(head) => before_body(
+            head,
+            error(
+                415,
+                None,
+                code::INVALID_REQUEST,
+                "unsupported media type: POST one JSON-RPC message with Content-Type: application/json",
+            ),
+        ),
+        "POST" if !accepts_ours(head) => before_body(
+            head,
+            error(
+                406,
+                None,
+                code::INVALID_REQUEST,
+                "not acceptable: answers are application/json or text/event-stream",
+            ),
+        ),
+        "POST" => Plan::ReadBody,
         "DELETE" => before_body(head, delete(sh, head)),
         _ => before_body(
             head,
-            Response::json(
+            error(
                 405,
-                error_body(
-                    None,
-                    -32600,
-                    "method not allowed: send JSON-RPC messages with POST (this server offers \
-                     no standalone event stream; DELETE ends a 2025-11-25 session)",
-                ),
+                None,
+                code::INVALID_REQUEST,
+                "method not allowed: send JSON-RPC messages with POST (this server offers \
+                 no standalone event stream; DELETE ends a 2025-11-25 session)",
             )
             .with("Allow", "POST, DELETE"),
         ),
@@ -175,84 +146,31 @@ pub(super) fn handle(
 
 fn delete(sh: &Shared, head: &Head) -> Response {
     match head.text("mcp-session-id") {
-        None => Response::json(
+        None => error(
             400,
-            error_body(None, -32600, "bad request: DELETE needs an Mcp-Session-Id"),
+            None,
+            code::INVALID_REQUEST,
+            "bad request: DELETE needs an Mcp-Session-Id",
         ),
         Some(id) => match sh.sessions.remove(id) {
             Some(channel) => {
-                sh.mcp.inner.pool.cancel_channel(channel);
+                sh.mcp.engine.forget(channel);
                 Response::empty(200)
             }
-            None => Response::json(404, error_body(None, -32600, "no such session")),
+            None => error(404, None, code::INVALID_REQUEST, "no such session"),
         },
     }
 }
 
-fn post(
-    sh: &Arc<Shared>,
-    head: &Head,
-    conn: &mut Conn<Socket>,
-    out: &Arc<Out>,
-    keep_alive: bool,
-) -> Outcome {
-    let json = head.text("content-type").is_some_and(|t| {
-        t.split(';')
-            .next()
-            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-    });
-    if !json {
-        return before_body(
-            head,
-            Response::json(
-                415,
-                error_body(
-                    None,
-                    -32600,
-                    "unsupported media type: POST one JSON-RPC message with Content-Type: application/json",
-                ),
-            ),
-        );
-    }
-    if !accepts_ours(head) {
-        return before_body(
-            head,
-            Response::json(
-                406,
-                error_body(
-                    None,
-                    -32600,
-                    "not acceptable: answers are application/json or text/event-stream",
-                ),
-            ),
-        );
-    }
-    let deadline = Deadline::after(sh.options.body_timeout);
-    let body = head.framing().and_then(|framing| {
-        if head.expects_continue() {
-            out.send(&Response::empty(100).bytes(true));
-        }
-        conn.read_body(framing, MAX_LINE, &LIMITS, deadline)
-    });
-    let body = match body {
-        Ok(b) => b,
-        Err(e) => {
-            log::debug!("MCP over HTTP: {e}");
-            return Outcome::Now {
-                response: cannot_read(&e),
-                close: true,
-            };
-        }
-    };
+/// What a POST's message (its `body`) comes to.
+pub(super) fn post(sh: &Shared, head: &Head, body: &[u8]) -> Plan {
     let session = head.text("mcp-session-id");
-    match rpc::classify(&body) {
-        None => now(Response::json(
+    match rpc::classify(body) {
+        None => now(error(
             400,
-            error_body(
-                None,
-                rpc::code::PARSE_ERROR,
-                "parse error: the body is empty",
-            ),
+            None,
+            code::PARSE_ERROR,
+            "parse error: the body is empty",
         )),
         Some(Incoming::Invalid(answer)) => now(Response::json(400, answer)),
         Some(Incoming::Response) => now(Response::empty(202)),
@@ -263,7 +181,7 @@ fn post(
                 match sh.sessions.get(id) {
                     Some((channel, _)) => {
                         sh.mcp
-                            .inner
+                            .engine
                             .notification(channel, &method, request_id.as_ref())
                     }
                     None => return now(no_session(None)),
@@ -272,235 +190,234 @@ fn post(
             now(Response::empty(202))
         }
         Some(Incoming::Unreadable { id, method, why }) => {
-            let line = unreadable(&id, &method, &why);
-            let status = if session.is_some() {
-                200
-            } else {
-                modern_status(&line)
+            let answer = Engine::unreadable(&id, &method, &why);
+            let status = match session {
+                Some(_) => 200,
+                None => status_of(answer.error),
             };
-            now(Response::json(status, line))
+            now(Response::json(status, answer.line.unwrap_or_default()))
         }
         Some(Incoming::Request { id, method, params }) => {
-            request(sh, head, out, keep_alive, id, &method, &params)
+            request(sh, head, Request::new(id, method, params))
         }
     }
 }
 
 fn no_session(id: Option<&Id>) -> Response {
-    Response::json(
+    error(
         404,
-        error_body(
-            id,
-            -32600,
-            "session not found (it ended, or the server restarted): send initialize again",
-        ),
+        id,
+        code::INVALID_REQUEST,
+        "session not found (it ended, or the server restarted): send initialize again",
     )
 }
 
-fn request(
-    sh: &Arc<Shared>,
-    head: &Head,
-    out: &Arc<Out>,
-    keep_alive: bool,
-    id: Id,
-    method: &str,
-    params: &Value,
-) -> Outcome {
+/// A request, by its era (module doc): a stateless one on a channel of its own, a session's
+/// on the session's, the handshake starting a session.
+fn request(sh: &Shared, head: &Head, request: Request) -> Plan {
+    let engine = &sh.mcp.engine;
     let header_version = head.text("mcp-protocol-version");
     let session = head.text("mcp-session-id");
-    if method == "initialize" && session.is_none() && meta_version(params).is_none() {
+    if request.method == "initialize" && session.is_none() && !request.stateless() {
         // The handshake (with the 2026-07-28 envelope it is a removed method: `protocol`).
-        return initialize(sh, id, params);
+        return initialize(sh, request);
     }
-    let stateless = meta_version(params).is_some()
-        || header_version.is_some_and(|v| MODERN_VERSIONS.contains(&v));
-    if stateless {
-        if let Err(why) = mirrored_headers_match(head, method, params) {
-            return now(Response::json(
-                400,
-                error_body(
-                    Some(&id),
-                    HEADER_MISMATCH,
-                    &format!("header mismatch: {why}"),
-                ),
-            ));
+    if request.stateless() || header_version.is_some_and(|v| MODERN_VERSIONS.contains(&v)) {
+        if let Err(why) = mirrored_headers_match(head, &request) {
+            let message = format!("header mismatch: {why}");
+            return now(error(400, Some(&request.id), HEADER_MISMATCH, &message));
         }
-        if meta_version(params).is_none() {
+        if !request.stateless() {
             // A 2026-07-28 header on a body without the envelope: not a request of any era.
-            return now(Response::json(
+            let message = format!(
+                "invalid params: a {} request carries params._meta[\"{META_VERSION}\"] and \
+                 params._meta[\"io.modelcontextprotocol/clientCapabilities\"]",
+                MODERN_VERSIONS[0]
+            );
+            return now(error(
                 400,
-                error_body(
-                    Some(&id),
-                    rpc::code::INVALID_PARAMS,
-                    &format!(
-                        "invalid params: a {} request carries params._meta[\"{META_VERSION}\"] \
-                         and params._meta[\"io.modelcontextprotocol/clientCapabilities\"]",
-                        MODERN_VERSIONS[0]
-                    ),
-                ),
+                Some(&request.id),
+                code::INVALID_PARAMS,
+                &message,
             ));
         }
-        let x = Exchange {
+        let client = Client {
             transport: Transport::Http,
-            channel: sh.channel(),
-            legacy: None,
+            channel: engine.channel(),
+            session: None,
             stream: None,
         };
-        if method == "subscriptions/listen" {
-            return listen(sh, out, x, id, params);
+        if request.method == "subscriptions/listen" {
+            return Plan::Listen { request, client };
         }
-        return dispatch(sh, out, keep_alive, x, id, method, params, true);
+        return Plan::Serve { request, client };
     }
-    if let Some(sid) = session {
-        let Some((channel, legacy)) = sh.sessions.get(sid) else {
-            return now(no_session(Some(&id)));
-        };
-        let version = legacy.version().unwrap_or(LEGACY_VERSIONS[0]);
-        if let Some(v) = header_version
-            && v != version
-        {
-            return now(Response::json(
-                400,
-                error_body(
-                    Some(&id),
-                    -32600,
-                    &format!(
-                        "bad request: MCP-Protocol-Version {} is not this session's version ({version})",
-                        quoted(v)
-                    ),
-                ),
-            ));
-        }
-        // No stream: this server keeps no standalone stream (GET is 405), and a session's
-        // notifications/message would carry every task's events to every session.
-        let x = Exchange {
-            transport: Transport::Http,
-            channel,
-            legacy: Some(legacy),
-            stream: None,
-        };
-        return dispatch(sh, out, keep_alive, x, id, method, params, false);
+    let Some(sid) = session else {
+        let message = format!(
+            "bad request: no Mcp-Session-Id: send initialize first (MCP {}), or send MCP {} \
+             requests with params._meta[\"{META_VERSION}\"] and the MCP-Protocol-Version header",
+            LEGACY_VERSIONS[0], MODERN_VERSIONS[0]
+        );
+        return now(error(
+            400,
+            Some(&request.id),
+            code::INVALID_REQUEST,
+            &message,
+        ));
+    };
+    let Some((channel, legacy)) = sh.sessions.get(sid) else {
+        return now(no_session(Some(&request.id)));
+    };
+    let version = legacy.version().unwrap_or(LEGACY_VERSIONS[0]);
+    if let Some(v) = header_version
+        && v != version
+    {
+        let message = format!(
+            "bad request: MCP-Protocol-Version {} is not this session's version ({version})",
+            quoted(v)
+        );
+        return now(error(
+            400,
+            Some(&request.id),
+            code::INVALID_REQUEST,
+            &message,
+        ));
     }
-    now(Response::json(
-        400,
-        error_body(
-            Some(&id),
-            -32600,
-            &format!(
-                "bad request: no Mcp-Session-Id: send initialize first (MCP {}), or send \
-                 MCP {} requests with params._meta[\"{META_VERSION}\"] and the \
-                 MCP-Protocol-Version header",
-                LEGACY_VERSIONS[0], MODERN_VERSIONS[0]
-            ),
-        ),
-    ))
+    // No stream: this server keeps no standalone stream (GET is 405), and a session's
+    // notifications/message would carry every task's events to every session.
+    let client = Client {
+        transport: Transport::Http,
+        channel,
+        session: Some(legacy),
+        stream: None,
+    };
+    Plan::Serve { request, client }
 }
 
 /// A legacy `initialize`: answered at once; a successful one starts a session.
-fn initialize(sh: &Arc<Shared>, id: Id, params: &Value) -> Outcome {
+fn initialize(sh: &Shared, request: Request) -> Plan {
+    let engine = &sh.mcp.engine;
     let legacy = Arc::new(LegacySession::default());
-    let x = Exchange {
+    let client = Client {
         transport: Transport::Http,
-        channel: sh.channel(),
-        legacy: Some(Arc::clone(&legacy)),
+        channel: engine.channel(),
+        session: Some(Arc::clone(&legacy)),
         stream: None,
     };
-    let answer = sh.mcp.inner.answer(
-        &id,
-        "initialize",
-        params,
-        &x,
-        &crate::cancel::CancelToken::new(),
-    );
-    let line = answer.line.unwrap_or_default();
+    let line = engine.answer(&request, &client).line.unwrap_or_default();
     if legacy.version().is_none() {
         return now(Response::json(200, line));
     }
-    match sh.sessions.create(x.channel, legacy) {
+    let id = Some(&request.id);
+    match sh.sessions.create(client.channel, legacy) {
         Ok(session) => now(Response::json(200, line).with("Mcp-Session-Id", session)),
-        Err(sessions::NoSession::Full { retry_after }) => now(Response::json(
-            503,
-            error_body(
-                Some(&id),
-                -32000,
-                &format!(
-                    "too many sessions in use ({}): a new one can start once one has been idle \
-                     for {} minutes (retry later), or end one with DELETE",
-                    sessions::MAX_SESSIONS,
-                    sessions::IDLE_BEFORE_EVICTION.as_secs() / 60
-                ),
-            ),
-        )
-        .with("Retry-After", retry_after.as_secs().max(1).to_string())),
-        Err(sessions::NoSession::Random(why)) => now(Response::json(
-            500,
-            error_body(Some(&id), -32603, &format!("cannot start a session: {why}")),
-        )),
+        Err(NoSession::Full { retry_after }) => {
+            let message = format!(
+                "too many sessions in use ({}): a new one can start once one has been idle for \
+                 {} minutes (retry later), or end one with DELETE",
+                sessions::MAX_SESSIONS,
+                sessions::IDLE_BEFORE_EVICTION.as_secs() / 60
+            );
+            now(error(503, id, -32000, &message)
+                .with("Retry-After", retry_after.as_secs().max(1).to_string()))
+        }
+        Err(NoSession::Random(why)) => {
+            let message = format!("cannot start a session: {why}");
+            now(error(500, id, -32603, &message))
+        }
     }
 }
 
-/// Opens a `subscriptions/listen` stream on this POST's connection, which moves to a listen
-/// stream's place (none free: 503) and closes when the stream ends.
-fn listen(sh: &Arc<Shared>, out: &Arc<Out>, mut x: Exchange, id: Id, params: &Value) -> Outcome {
-    if !sh.start_listening(out.id) {
-        let max = sh.options.max_listen_streams;
-        return now(Response::json(
-            503,
-            error_body(
-                Some(&id),
-                -32000,
-                &format!("too many subscriptions/listen streams over HTTP ({max}); retry later"),
-            ),
-        )
-        .with("Retry-After", "1"));
-    }
-    let sink = Arc::new(StreamSink {
-        out: Arc::clone(out),
-        state: Mutex::new(StreamState::default()),
-    });
-    x.stream = Some(Arc::clone(&sink) as Arc<dyn Sink>);
-    let answer = sh.mcp.inner.answer(
-        &id,
-        "subscriptions/listen",
-        params,
-        &x,
-        &crate::cancel::CancelToken::new(),
-    );
-    if answer.line.is_some() {
-        // Refused (a bad filter, too many streams): a plain answer, nothing was streamed.
-        sh.stop_listening(out.id);
-        return Outcome::Answered {
-            answer,
-            modern: true,
-        };
-    }
-    Outcome::Stream { channel: x.channel }
+/// Whether a POST says it carries JSON.
+fn is_json(head: &Head) -> bool {
+    head.text("content-type").is_some_and(|t| {
+        t.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+    })
 }
 
-/// Runs a request through the server: at once, or on a worker that writes the answer.
-#[allow(clippy::too_many_arguments)]
-fn dispatch(
-    sh: &Arc<Shared>,
-    out: &Arc<Out>,
-    keep_alive: bool,
-    x: Exchange,
-    id: Id,
-    method: &str,
-    params: &Value,
-    modern: bool,
-) -> Outcome {
-    let (tx, rx) = bounded(1);
-    let responder = Responder {
-        out: Arc::clone(out),
-        keep_alive,
-        modern,
-        done: tx,
+/// Whether an `Accept` value admits JSON or an event stream (absent: anything goes).
+fn accepts_ours(head: &Head) -> bool {
+    head.text("accept").is_none_or(|a| {
+        a.split(',').any(|t| {
+            let t = t
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            matches!(
+                t.as_str(),
+                "application/json" | "text/event-stream" | "application/*" | "text/*" | "*/*"
+            )
+        })
+    })
+}
+
+/// Checks the headers a 2026-07-28 request mirrors from its body (`MCP-Protocol-Version`,
+/// `Mcp-Method`, `Mcp-Name`).
+fn mirrored_headers_match(head: &Head, request: &Request) -> Result<(), String> {
+    for name in ["mcp-protocol-version", "mcp-method", "mcp-name"] {
+        if head.count(name) > 1 {
+            return Err(format!("{name} is sent more than once"));
+        }
+    }
+    match (request.claimed_version(), head.text("mcp-protocol-version")) {
+        (_, None) => return Err("the MCP-Protocol-Version header is missing".into()),
+        (Some(body), Some(h)) if body != h => {
+            return Err(format!(
+                "MCP-Protocol-Version {} does not match params._meta's {}",
+                quoted(h),
+                quoted(body)
+            ));
+        }
+        _ => {}
+    }
+    let method = request.method.as_str();
+    match head.text("mcp-method") {
+        None => return Err("the Mcp-Method header is missing".into()),
+        Some(m) if m != method => {
+            return Err(format!(
+                "Mcp-Method {} does not match the method {}",
+                quoted(m),
+                quoted(method)
+            ));
+        }
+        Some(_) => {}
+    }
+    let named = match method {
+        "tools/call" | "prompts/get" => request.params.get("name"),
+        "resources/read" => request.params.get("uri"),
+        _ => None,
     };
-    let key = (x.channel, id.key());
-    let inner: &Arc<Inner> = &sh.mcp.inner;
-    let reply = Box::new(move |answer: Answer| responder.answer(answer));
-    match Inner::serve_with(inner, id, method, params, &x, reply) {
-        Some(answer) => Outcome::Answered { answer, modern },
-        None => Outcome::Later { key, done: rx },
+    if let Some(body_name) = named.and_then(Value::as_str) {
+        match head.text("mcp-name").map(decode_header_value) {
+            None => return Err("the Mcp-Name header is missing".into()),
+            Some(Some(h)) if h == body_name => {}
+            Some(_) => {
+                return Err(format!(
+                    "Mcp-Name does not match the request's name {}",
+                    quoted(body_name)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A header value as 2026-07-28 encodes it: as is, or `=?base64?...?=` (`None`: a broken
+/// encoding, which matches nothing).
+fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        None => Some(value.to_string()),
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
     }
 }

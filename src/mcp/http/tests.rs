@@ -242,7 +242,7 @@ fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
         );
         assert_eq!(r.status, 200);
         assert_eq!(r.json()["id"], id);
-        assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 5);
+        assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 6);
     }
     c.send("GET", ENDPOINT, &[], "");
     let r = c.read().unwrap();
@@ -459,7 +459,7 @@ fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
         Config::default().with_cdp_url(fake.ws_url()),
         HttpOptions::default(),
     );
-    let pool = &server.mcp().inner.pool;
+    let engine = &server.mcp().engine;
     let mut c = Client::new(&server);
     let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
         .as_str()
@@ -471,13 +471,13 @@ fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
     let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
     c.send("POST", ENDPOINT, &h, &body.to_string());
     let running = crate::deadline::Deadline::after(WAIT);
-    while pool.in_flight() != 1 {
+    while engine.calls_in_flight() != 1 {
         assert!(!running.passed(), "the call never started");
         std::thread::yield_now();
     }
     drop(c);
     let cancelled = crate::deadline::Deadline::after(Duration::from_secs(2));
-    while pool.in_flight() != 0 {
+    while engine.calls_in_flight() != 0 {
         assert!(!cancelled.passed(), "the call outlived its client");
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -486,7 +486,7 @@ fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
     let mut c = Client::new(&server);
     c.send("POST", ENDPOINT, &h, &body.to_string());
     let running = crate::deadline::Deadline::after(WAIT);
-    while pool.in_flight() != 1 {
+    while engine.calls_in_flight() != 1 {
         assert!(!running.passed(), "the call never started");
         std::thread::yield_now();
     }
@@ -717,7 +717,7 @@ fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_serve
         .as_str()
         .unwrap()
         .to_string();
-    let uri = crate::mcp::resources::uri(&task);
+    let uri = format!("cdp-supervisor://tasks/{task}");
     let listen = json!({"notifications": {"resourceSubscriptions": [uri]}});
     let open = |id: u64| {
         let mut l = Client::new(&server);
@@ -754,12 +754,13 @@ fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_serve
     assert_eq!(update["params"]["uri"], uri.as_str(), "{update}");
     // The client leaves: its stream is dropped (no writes to a closed socket pile up).
     drop(l);
-    let listens = server.mcp().inner.notifier.listens();
+    let engine = &server.mcp().engine;
     let gone = crate::deadline::Deadline::after(WAIT);
-    while format!("{listens:?}") != "Listens { open: 0 }" {
+    while engine.streams_open() != 0 {
         assert!(
             !gone.passed(),
-            "the stream outlived its client: {listens:?}"
+            "the stream outlived its client: {} open",
+            engine.streams_open()
         );
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -1178,7 +1179,7 @@ fn listen_streams_that_never_read_cannot_keep_an_authenticated_client_out() {
     );
     let task = connect_task(&mut Client::new(&server));
     let listen = json!({"notifications": {"resourceSubscriptions": [
-        crate::mcp::resources::uri(&task)]}});
+        format!("cdp-supervisor://tasks/{task}")]}});
     let streams: Vec<Client> = (0..4)
         .map(|i| {
             let mut l = Client::new(&server);
@@ -1211,12 +1212,12 @@ fn a_listen_stream_that_stops_reading_is_dropped_at_its_write_deadline() {
     let task = connect_task(&mut Client::new(&server));
     let mut l = Client::new(&server);
     let listen = json!({"notifications": {"resourceSubscriptions": [
-        crate::mcp::resources::uri(&task)]}});
+        format!("cdp-supervisor://tasks/{task}")]}});
     send_modern(&mut l, 7, "subscriptions/listen", listen, json!({}));
     assert_eq!(l.read_head().0, 200);
     // The client stops reading; the task's dialogs (16 KiB messages) fill the socket.
     let message = "m".repeat(16 * 1024);
-    let open = || server.shared.conns().open.len();
+    let open = || server.shared.places.open();
     let by = Instant::now() + Duration::from_secs(30);
     while open() > 0 {
         assert!(
@@ -1239,7 +1240,7 @@ fn listen_streams_past_their_own_cap_are_refused_with_503_and_a_place_frees_when
     );
     let task = connect_task(&mut Client::new(&server));
     let listen = json!({"notifications": {"resourceSubscriptions": [
-        crate::mcp::resources::uri(&task)]}});
+        format!("cdp-supervisor://tasks/{task}")]}});
     let open = |id: u64| {
         let mut l = Client::new(&server);
         send_modern(

@@ -1,41 +1,6 @@
-//! Unit tests of the JSON-RPC framing: line reading, classification, ids.
+//! Unit tests of the JSON-RPC messages: classification, ids.
 
 use super::*;
-
-fn lines(input: &[u8], limit: usize, buf: usize) -> Vec<Line> {
-    let mut r = LineReader::new(std::io::BufReader::with_capacity(buf, input), limit);
-    let mut out = Vec::new();
-    while let Some(l) = r.next_line().unwrap() {
-        out.push(l);
-    }
-    out
-}
-
-#[test]
-fn an_oversized_line_is_skipped_and_the_next_one_is_read() {
-    let mut input = b"a\n".to_vec();
-    input.extend(std::iter::repeat_n(b'x', 1000));
-    input.extend_from_slice(b"\nbb\nlast");
-    let got = lines(&input, 10, 16);
-    assert_eq!(
-        got,
-        vec![
-            Line::Text(b"a".to_vec()),
-            Line::TooLong,
-            Line::Text(b"bb".to_vec()),
-            Line::Text(b"last".to_vec()),
-        ]
-    );
-}
-
-#[test]
-fn a_line_of_exactly_the_limit_is_accepted() {
-    assert_eq!(
-        lines(b"0123456789\n", 10, 4),
-        vec![Line::Text(b"0123456789".to_vec())]
-    );
-    assert_eq!(lines(b"0123456789a\n", 10, 4), vec![Line::TooLong]);
-}
 
 fn error_of(i: Option<Incoming>) -> (i64, Value) {
     match i {

@@ -15,6 +15,9 @@
 //!   page JavaScript can tell the test exactly what it observed.
 //! * [`wait_until`]: the one sanctioned polling helper.
 //! * [`js`]: a JavaScript string literal for page expressions.
+//! * [`browserless`]: a Browserless server for one test (the pinned npm package on the system
+//!   Chromium), or a loud skip.
+//! * [`cut_proxy`]: a TCP proxy that cuts one connection to a real browser (a reconnect).
 //! * [`fakes`]: waits and command checks for tests driving the scripted fake
 //!   CDP browser.
 //! * [`pages`]: supervisor helpers for the real-Chromium tests (attach to a test page, wait
@@ -25,6 +28,9 @@
 //! * [`url_spellings`]: generated spellings of local, privileged and web URLs, by class, for
 //!   the security policy's tests.
 
+pub mod browserless;
+pub mod cut_proxy;
+pub mod detect;
 pub mod fakes;
 pub mod pages;
 pub mod procs;

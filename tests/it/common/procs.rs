@@ -1,6 +1,8 @@
 //! Helpers for tests that run the `cdp-supervisor` binary (`tests/it/cli.rs`,
 //! `tests/it/mcp_stdio.rs`): its output streams, and `/proc` checks of the processes and profile
-//! directories it leaves behind.
+//! directories it leaves behind; [`connections_to`] counts this process's connections to a
+//! port and [`connections_of`] another process's (`tests/it/e2e_watcher.rs`,
+//! `tests/it/e2e_browserless.rs`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -216,4 +218,48 @@ pub fn launched_pid(line: &str) -> Option<u32> {
     let j = rest.find("(pid ")? + "(pid ".len();
     let digits: String = rest[j..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
+}
+
+/// This process's established TCP connections to `port` on loopback ([`connections_of`]).
+pub fn connections_to(port: u16) -> usize {
+    connections_of("self", port)
+}
+
+/// The established TCP connections of process `pid` (`"self"`, or a pid) to `port` on
+/// loopback: its sockets, found by inode in `/proc/<pid>/fd`, matched against
+/// `/proc/<pid>/net/tcp` and `tcp6`.
+pub fn connections_of(pid: &str, port: u16) -> usize {
+    let ours: std::collections::HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| std::fs::read_link(e.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    let inode = l.strip_prefix("socket:[")?.strip_suffix(']')?;
+                    Some(inode.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut n = 0;
+    for table in ["tcp", "tcp6"] {
+        for line in std::fs::read_to_string(format!("/proc/{pid}/net/{table}"))
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+        {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+            let (Some(rem), Some(st), Some(inode)) = (f.get(2), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let rem_port = rem
+                .rsplit_once(':')
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            if rem_port == Some(port) && *st == "01" && ours.contains(*inode) {
+                n += 1;
+            }
+        }
+    }
+    n
 }

@@ -5,6 +5,7 @@ Everything here is re-exported by :mod:`cdp_supervisor` (``FakeBrowser`` by
 """
 
 from os import PathLike
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, Union, final
 
@@ -32,6 +33,8 @@ class Config:
         cdp_url: Optional[str] = ...,
         chrome_path: Optional[Union[str, "PathLike[str]"]] = ...,
         follow_popups: Optional[bool] = ...,
+        capture_console: Optional[bool] = ...,
+        chrome_args: Optional[Union[List[str], Tuple[str, ...]]] = ...,
         ca_file: Optional[Union[str, "PathLike[str]"]] = ...,
         start_timeout_s: Optional[float] = ...,
         call_timeout_s: Optional[float] = ...,
@@ -49,6 +52,9 @@ class Config:
         allow_page_protocol: Optional[bool] = ...,
         cdp_deny: Optional[Union[List[str], Tuple[str, ...]]] = ...,
         cdp_allow: Optional[Union[List[str], Tuple[str, ...]]] = ...,
+        upload_dirs: Optional[Union[List[str], Tuple[str, ...]]] = ...,
+        dir: Optional[Union[str, "PathLike[str]"]] = ...,
+        keep: Optional[bool] = ...,
         isolate_tasks: Optional[bool] = ...,
     ) -> None: ...
     @staticmethod
@@ -70,6 +76,12 @@ class Config:
     @property
     def follow_popups(self) -> bool: ...
     @property
+    def capture_console(self) -> bool:
+        """Console errors and exceptions captured (``Runtime.enable``: a page can tell)."""
+    @property
+    def chrome_args(self) -> List[str]:
+        """Extra flags of a browser the registry launches."""
+    @property
     def start_timeout_s(self) -> float: ...
     @property
     def call_timeout_s(self) -> float: ...
@@ -85,6 +97,15 @@ class Config:
     def cdp_deny(self) -> List[str]: ...
     @property
     def cdp_allow(self) -> List[str]: ...
+    @property
+    def upload_dirs(self) -> List[Path]:
+        """``security.upload_dirs``: where a file chooser's files may come from."""
+    @property
+    def downloads_dir(self) -> Optional[Path]:
+        """``downloads.dir`` (``None``: the system temp directory)."""
+    @property
+    def keep_downloads(self) -> bool:
+        """``downloads.keep``."""
     @property
     def isolate_tasks(self) -> bool:
         """A task reaches only its own pages (``security.isolate_tasks``, default true)."""
@@ -171,7 +192,8 @@ class FrameEntry:
     def is_oopif(self) -> bool:
         """An out-of-process iframe (it has a CDP session of its own)."""
     @property
-    def session_id(self) -> Optional[str]: ...
+    def session_id(self) -> Optional[str]:
+        """The OOPIF's CDP session (a routing detail: ``to_dict()`` leaves it out)."""
     @property
     def parent_frame_id(self) -> Optional[str]: ...
     @property
@@ -241,6 +263,52 @@ class PageInfo:
     def to_dict(self) -> Dict[str, Any]: ...
 
 @final
+class Download:
+    """A download of the task's pages. Frozen."""
+
+    @property
+    def guid(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def suggested_filename(self) -> str: ...
+    @property
+    def state(self) -> str:
+        """``in_progress``, ``completed`` or ``canceled`` (a failed download is ``canceled``)."""
+    @property
+    def received_bytes(self) -> int: ...
+    @property
+    def total_bytes(self) -> Optional[int]: ...
+    @property
+    def path(self) -> Optional[str]:
+        """Once completed: the file, in the task's download directory."""
+    @property
+    def frame_id(self) -> Optional[str]: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class FileChooser:
+    """A file chooser a page opened, waiting for files (with ``allow_file_access``). Frozen."""
+
+    @property
+    def id(self) -> str:
+        """``fc-1``, ``fc-2``, ..."""
+    @property
+    def mode(self) -> str:
+        """``single`` or ``multiple``."""
+    @property
+    def frame_id(self) -> Optional[str]: ...
+    @property
+    def backend_node_id(self) -> int:
+        """The ``<input type=file>`` element."""
+    @property
+    def opened_at(self) -> float: ...
+    @property
+    def target_id(self) -> str: ...
+    def to_dict(self) -> Dict[str, Any]:
+        """As ``browser_snapshot`` lists it among ``pending_dialogs``."""
+
+@final
 class Snapshot:
     """One published state of a supervisor. Frozen; ``Supervisor.snapshot()`` returns the same
     object until the supervisor publishes a new state."""
@@ -284,6 +352,19 @@ class Snapshot:
     def blocked(self) -> Optional[Blocked]: ...
     @property
     def crashed(self) -> bool: ...
+    @property
+    def downloads(self) -> Tuple[Download, ...]:
+        """The task's downloads, newest last."""
+    @property
+    def file_choosers(self) -> Tuple[FileChooser, ...]:
+        """File choosers waiting for files."""
+    @property
+    def file_chooser_refused(self) -> Optional[Dict[str, Any]]:
+        """The last file chooser the policy kept from the agent (with the option that allows
+        it), or ``None``."""
+    @property
+    def page_replaced(self) -> Optional[str]:
+        """The task's own page that was gone after a reconnect (a new one was made)."""
     @property
     def version(self) -> int:
         """Increases with every publish."""
@@ -329,6 +410,36 @@ class Supervisor:
     def wait_for_dialog(self, timeout_s: float) -> Optional[PendingDialog]:
         """The first pending dialog as soon as there is one; ``None`` after ``timeout_s`` or
         when the supervisor has ended."""
+    def navigate(
+        self, url: str, wait_until: str = "load", timeout_s: Optional[float] = None
+    ) -> Dict[str, Any]:
+        """Navigates the task's page (brought to the front first) and waits for ``wait_until``
+        (``"commit"`` or ``"load"``): ``{"url", "frame_id", "loader_id"}``. A dialog that opens
+        before then raises :class:`~cdp_supervisor.BlockedByDialog` at once; a network error
+        :class:`~cdp_supervisor.NavigationFailed`; a URL the policy refuses
+        :class:`~cdp_supervisor.SecurityPolicy`."""
+    def wait_for_navigation(
+        self, wait_until: str = "load", timeout_s: Optional[float] = None
+    ) -> Dict[str, Any]:
+        """Waits for the latest ``navigate`` again (after its dialog was answered)."""
+    def tab_ref(self, timeout_s: Optional[float] = None) -> str:
+        """The task's page as agent-browser numbers tabs: ``"tN"``, N its 1-based position
+        among the browser's page targets in ``Target.getTargets`` order, ``devtools://`` pages
+        not counted. Asked of the browser itself: a raw ``Target.getTargets`` through ``call``
+        lists only the task's own targets (``isolate_tasks``)."""
+    def wait_for_download(self, timeout_s: float = 30.0) -> Download:
+        """The next download no earlier call returned, once it ended (``state`` says how);
+        raises :class:`~cdp_supervisor.NoDownload` when none began within about 2 s."""
+    def respond_to_file_chooser(
+        self, files: Sequence[Union[str, "PathLike[str]"]], chooser_id: Optional[str] = None
+    ) -> FileChooser:
+        """Answers a pending file chooser with files inside ``upload_dirs`` (needs
+        ``allow_file_access``; :class:`~cdp_supervisor.SecurityPolicy` otherwise)."""
+    def dismiss_file_chooser(self, chooser_id: Optional[str] = None) -> FileChooser:
+        """Dismisses a pending file chooser (the page gets no file)."""
+    @property
+    def download_dir(self) -> Optional[str]:
+        """The task's download directory."""
     def stop(self) -> None:
         """Dismisses pending dialogs, closes the connection, joins the threads (< 1 s)."""
     @property
@@ -367,13 +478,16 @@ class SupervisorRegistry:
         dialog_timeout_s: Optional[float] = None,
         dialog_bridge: Optional[str] = None,
         start_timeout_s: Optional[float] = None,
+        own_page: bool = False,
         new_page: bool = False,
     ) -> Supervisor:
         """The task's live supervisor for ``cdp_url`` (``ws://``, ``wss://`` or ``http://``),
         starting one when there is none, when it died, or when the URL or options changed.
         The same object for the same task and URL. Without ``cdp_url`` (nor ``cdp_url`` in the
         config) it launches a local headless Chromium and gives the task a page of its own.
-        A ``stop`` of the task or a ``close`` from another thread cuts it short
+        ``own_page``: a fresh ``about:blank`` page of the task's own, never an existing one,
+        re-attached after a reconnect while it exists and closed at stop (``new_page`` is its
+        old name). A ``stop`` of the task or a ``close`` from another thread cuts it short
         (:class:`~cdp_supervisor.StartCancelled`); a closed registry raises
         :class:`~cdp_supervisor.RegistryClosed`."""
     def get(self, task_id: str) -> Optional[Supervisor]: ...

@@ -46,6 +46,8 @@ __all__ = [
     "UndecodableReply",
     "Cancelled",
     "StartCancelled",
+    "NavigationFailed",
+    "NoDownload",
     "RegistryClosed",
     "UsedAfterFork",
     "IoError",
@@ -250,6 +252,21 @@ class StartCancelled(CdpSupervisorError):
     task_id: str
     during: str
     """What the start was doing: ``connecting``, ``attaching to the page``, ..."""
+
+
+class NavigationFailed(CdpSupervisorError):
+    """A navigation of the task's page failed: the browser's network error
+    (``net::ERR_NAME_NOT_RESOLVED``, ...) or why the page stayed."""
+
+    url: str
+    error: str
+    """What the browser said, e.g. ``net::ERR_CONNECTION_REFUSED``."""
+
+
+class NoDownload(CdpSupervisorError):
+    """``wait_for_download``: no download was under way and none began within the grace."""
+
+    waited_s: float
 
 
 class RegistryClosed(CdpSupervisorError):

@@ -21,7 +21,8 @@ pub struct PyFrameEntry {
     url: Py<PyString>,
     #[pyo3(get)]
     origin: Py<PyString>,
-    /// An out-of-process iframe, with a CDP session of its own (`session_id`).
+    /// An out-of-process iframe, with a CDP session of its own (`session_id`, which
+    /// `to_dict()` leaves out: session ids are routing details, never LLM-visible).
     #[pyo3(get)]
     is_oopif: bool,
     #[pyo3(get)]
@@ -57,9 +58,6 @@ impl PyFrameEntry {
         let mut json = json!({
             "frame_id": r.frame_id, "url": r.url, "origin": r.origin, "is_oopif": r.is_oopif,
         });
-        if let Some(sid) = &r.session_id {
-            json["session_id"] = json!(sid);
-        }
         if let Some(p) = &r.parent_frame_id {
             json["parent_frame_id"] = json!(p);
         }

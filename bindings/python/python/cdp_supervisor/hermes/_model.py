@@ -33,13 +33,48 @@ DIALOG_BRIDGE_URL_PATTERN = f"http://{DIALOG_BRIDGE_HOST}/*"
 
 CDP_DOCS_URL = "https://chromedevtools.github.io/devtools-protocol/"
 
-# The drop-in's supervisors: the bridge on every session (Hermes installs it everywhere), and
-# Hermes's 10 s wait for a dialog answer's acknowledgement as the call deadline.
-_CONFIG_KWARGS: Dict[str, Any] = {"dialog_bridge": "on", "call_timeout_s": 10.0}
+# The drop-in's supervisors: the bridge on every session (Hermes installs it everywhere), the
+# console captured (Hermes enables the Runtime domain for its console history), and Hermes's
+# 10 s wait for a dialog answer's acknowledgement as the call deadline. Both opt-ins are visible
+# to a page (README "Invisible supervision").
+_CONFIG_KWARGS: Dict[str, Any] = {
+    "dialog_bridge": "on",
+    "capture_console": True,
+    "call_timeout_s": 10.0,
+}
 
 
 def _config() -> _native.Config:
     return _native.Config(**_CONFIG_KWARGS)
+
+
+def configure(**settings: Any) -> None:
+    """Settings of ``cdp_supervisor.Config`` for the drop-in's supervisors started from now on
+    (Hermes has no such call: its supervisor has no settings), over the drop-in's own (the
+    bridge on, a 10 s call deadline). For instance, to let the agent answer file choosers::
+
+        cdp_supervisor.hermes.configure(allow_file_access=True, upload_dirs=["/srv/uploads"])
+
+    Invalid settings raise ``ConfigError`` here, not at the next start."""
+    merged = dict(_CONFIG_KWARGS)
+    merged.update(settings)
+    _native.Config(**merged)
+    _CONFIG_KWARGS.clear()
+    _CONFIG_KWARGS.update(merged)
+
+
+# Hermes before its owned tab (``legacy_first_page``): [attach to the browser's first page].
+_LEGACY_FIRST_PAGE = [False]
+
+
+def legacy_first_page(enabled: bool = True) -> None:
+    """Makes the drop-in's supervisors started from now on choose their page as Hermes did
+    before its owned tab (#69727, PR #75597): the browser's first page target, whatever its
+    URL, and a tab of its own only for a second task on the same browser (closed at its stop).
+    Hermes's own tests at those versions (4e898ab, 099e64b) act on that first page with a
+    client of their own. The default (``enabled=False``) is Hermes as it is today: a fresh
+    ``about:blank`` tab per task, never a page the browser already holds."""
+    _LEGACY_FIRST_PAGE[0] = bool(enabled)
 
 
 _redactor: Optional[Callable[[str], str]] = None
@@ -130,14 +165,14 @@ class FrameInfo:
     name: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
+        # No session id: it is a routing detail that never reaches an LLM (Hermes now keeps
+        # it out too; ``CDPSupervisor.get_frame_session`` is the way to learn it).
         d: Dict[str, Any] = {
             "frame_id": self.frame_id,
             "url": self.url,
             "origin": self.origin,
             "is_oopif": self.is_oopif,
         }
-        if self.cdp_session_id:
-            d["session_id"] = self.cdp_session_id
         if self.parent_frame_id:
             d["parent_frame_id"] = self.parent_frame_id
         if self.name:
@@ -194,6 +229,20 @@ def _pending(d: _native.PendingDialog) -> PendingDialog:
         cdp_session_id=d.session_id,
         frame_id=d.frame_id,
         bridge_request_id=d.bridge_request_id,
+    )
+
+
+def _chooser(c: _native.FileChooser) -> PendingDialog:
+    """A pending file chooser as Hermes's ``PendingDialog`` (``type == "file_chooser"``;
+    answered with ``respond_to_file_chooser``)."""
+    return PendingDialog(
+        id=c.id,
+        type="file_chooser",
+        message=f"the page asks for {'one file' if c.mode == 'single' else 'files'}",
+        default_prompt="",
+        opened_at=c.opened_at,
+        cdp_session_id="",
+        frame_id=c.frame_id,
     )
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .. import _native
 from ..errors import BlockedByDialog, CdpError, CdpSupervisorError, NotActive, Timeout, UnknownFrame
+from . import _model
 from ._model import CDP_DOCS_URL, DEFAULT_DIALOG_POLICY, DEFAULT_DIALOG_TIMEOUT_S, _config, _pending
 from ._supervisor import CDPSupervisor
 
@@ -20,14 +21,16 @@ from ._supervisor import CDPSupervisor
 class _SupervisorRegistry:
     """Process-global ``task_id -> CDPSupervisor`` map with idempotent start and stop.
 
-    Tasks that share a browser get a page each: the first takes the browser's first page,
-    the others open one of their own (closed again when they stop).
+    Every task gets a page of its own (a fresh ``about:blank`` tab, closed again when it
+    stops), as Hermes's registry now does: two tasks on one browser get two tabs, and no
+    page the browser already held is touched.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_task: Dict[str, CDPSupervisor] = {}
         self._native = _native.SupervisorRegistry(_config())
+        self._settings: Dict[str, Any] = dict(_model._CONFIG_KWARGS)
 
     def get(self, task_id: str) -> Optional[CDPSupervisor]:
         """The supervisor of ``task_id`` if one was started, else ``None``."""
@@ -57,13 +60,21 @@ class _SupervisorRegistry:
                 and existing._same_start(cdp_url, target_id, dialog_policy, dialog_timeout_s)
             ):
                 return existing
-            supervisor._new_page = target_id is None and any(
+            # Hermes before its owned tab: the first task takes the browser's first page, the
+            # others open one of their own.
+            supervisor._new_page = _model._LEGACY_FIRST_PAGE[0] and target_id is None and any(
                 s.cdp_url == cdp_url and s._alive()
                 for t, s in self._by_task.items()
                 if t != task_id
             )
         supervisor.target_id = target_id
-        supervisor._registry = self._native
+        with self._lock:
+            if self._settings != _model._CONFIG_KWARGS:
+                # ``configure()`` changed the settings: supervisors started from now on get
+                # them (those running keep theirs).
+                self._settings = dict(_model._CONFIG_KWARGS)
+                self._native = _native.SupervisorRegistry(_config())
+            supervisor._registry = self._native
         supervisor.start(timeout=start_timeout)
         with self._lock:
             already = self._by_task.get(task_id)
@@ -77,13 +88,16 @@ class _SupervisorRegistry:
         with self._lock:
             supervisor = self._by_task.pop(task_id, None)
         if supervisor is not None:
-            self._native.stop(task_id)
+            (supervisor._registry or self._native).stop(task_id)
 
     def stop_all(self) -> None:
         """Stops every supervisor."""
         with self._lock:
+            registries = [s._registry for s in self._by_task.values() if s._registry is not None]
+            registries.append(self._native)
             self._by_task.clear()
-        self._native.stop_all()
+        for registry in {id(r): r for r in registries}.values():
+            registry.stop_all()
 
 
     def _after_fork_in_child(self) -> None:
@@ -107,8 +121,10 @@ def browser_dialog(
     prompt_text: Optional[str] = None,
     dialog_id: Optional[str] = None,
     task_id: Optional[str] = None,
+    files: Optional[List[str]] = None,
 ) -> str:
-    """Responds to a pending dialog of the task's supervisor; Hermes's JSON result."""
+    """Responds to a pending dialog of the task's supervisor; Hermes's JSON result. A pending
+    file chooser (``fc-N``) is answered with ``files`` (or dismissed)."""
     effective_task_id = task_id or "default"
     supervisor = SUPERVISOR_REGISTRY.get(effective_task_id)
     if supervisor is None:
@@ -123,7 +139,7 @@ def browser_dialog(
             }
         )
     result = supervisor.respond_to_dialog(
-        action=action, prompt_text=prompt_text, dialog_id=dialog_id
+        action=action, prompt_text=prompt_text, dialog_id=dialog_id, files=files
     )
     if result.get("ok"):
         return json.dumps({"success": True, "action": action, "dialog": result.get("dialog", {})})
@@ -163,15 +179,11 @@ def browser_cdp(
     if not isinstance(call_params, dict):
         return _tool_error(f"'params' must be an object/dict, got {type(call_params).__name__}")
     native = supervisor._native
-    session_id: Optional[str] = None
-    if frame_id:
-        frame = native.snapshot().find_frame(frame_id)
-        if frame is None:
-            return _tool_error(
-                f"frame_id {frame_id!r} not found in supervisor state. "
-                "Call browser_snapshot to see current frame_tree."
-            )
-        session_id = frame.session_id
+    if frame_id and native.snapshot().find_frame(frame_id) is None:
+        return _tool_error(
+            f"frame_id {frame_id!r} not found in supervisor state. "
+            "Call browser_snapshot to see current frame_tree."
+        )
     try:
         safe_timeout = float(timeout) if timeout else 30.0
     except (TypeError, ValueError):
@@ -200,11 +212,11 @@ def browser_cdp(
         return _tool_error(str(exc), method=method)
     except CdpSupervisorError as exc:
         return _tool_error(str(exc), method=method)
+    # Unlike Hermes's, the result names no CDP session: session ids never reach an LLM
+    # (``CDPSupervisor.get_frame_session`` is the way to learn one).
     payload: Dict[str, Any] = {"success": True, "method": method}
     if frame_id:
         payload["frame_id"] = frame_id
-        if session_id:
-            payload["session_id"] = session_id
     elif target_id:
         payload["target_id"] = target_id
     payload["result"] = result

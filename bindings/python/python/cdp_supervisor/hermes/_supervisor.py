@@ -1,4 +1,5 @@
-"""``CDPSupervisor``: Hermes's synchronous supervisor API over one native supervisor."""
+"""``CDPSupervisor``: Hermes's synchronous supervisor API over one native supervisor (its page
+methods, issue 31, are in ``_page``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .. import _native
 from ..errors import CdpError, CdpSupervisorError, ConnectionLost, NoPage, Timeout
+from . import _model
 from ._model import (
     DEFAULT_DIALOG_POLICY,
     DEFAULT_DIALOG_TIMEOUT_S,
@@ -14,12 +16,14 @@ from ._model import (
     _VALID_POLICIES,
     _config,
     _console,
+    _chooser,
     _pending,
     _record,
 )
+from ._page import _PageMethods
 
-
-# How many pages ``CDPSupervisor.start`` tries when the ones it chose go away under it.
+# How many pages ``CDPSupervisor.start`` tries, after ``legacy_first_page()``, when the ones it
+# chose go away under it.
 _PAGE_ATTEMPTS = 5
 
 
@@ -44,13 +48,16 @@ def _remaining(deadline: float, timeout: float) -> float:
 # ── Supervisor ───────────────────────────────────────────────────────────────
 
 
-class CDPSupervisor:
+class CDPSupervisor(_PageMethods):
     """One supervisor per ``(task_id, cdp_url)``: Hermes's sync API over the Rust supervisor.
 
-    ``start()`` connects and attaches (raising ``TimeoutError`` or ``RuntimeError`` like
-    Hermes), ``snapshot()`` is a wait-free read, ``respond_to_dialog`` / ``evaluate_runtime`` /
-    ``navigate_page`` return Hermes's ``{"ok": ...}`` dicts, ``stop()`` dismisses pending
-    dialogs and closes the connection.
+    ``start()`` connects and attaches to a page of the task's own, like Hermes now does (a
+    fresh ``about:blank`` tab, never a page the browser already holds, re-attached after a
+    reconnect and closed at stop), unless ``target_id`` names one; it raises
+    ``TimeoutError`` or ``RuntimeError`` like Hermes. ``snapshot()`` is a wait-free read;
+    ``respond_to_dialog`` / ``evaluate_runtime`` / ``navigate_page`` / ``wait_for_download``
+    return Hermes's ``{"ok": ...}`` dicts; ``stop()`` dismisses pending dialogs, closes the
+    task's tab and the connection.
     """
 
     def __init__(
@@ -71,9 +78,8 @@ class CDPSupervisor:
         self.dialog_policy = dialog_policy
         self.dialog_timeout_s = float(dialog_timeout_s)
         self.target_id: Optional[str] = None
+        # After ``legacy_first_page()``: the registry says this task opens a page of its own.
         self._new_page = False
-        # The page to attach to when the caller named none (the registry's choice).
-        self._attach_to: Optional[str] = None
         self._registry: Optional[_native.SupervisorRegistry] = None
         self._native: Optional[_native.Supervisor] = None
         # (native snapshot, its Hermes form): the same Hermes object while nothing changed.
@@ -85,46 +91,48 @@ class CDPSupervisor:
         """Connects and attaches; raises ``TimeoutError`` when that takes longer than
         ``timeout`` and ``RuntimeError`` for any other failure (credentials redacted).
 
-        Without a ``target_id`` it attaches, like Hermes, to the browser's first page (or opens
-        a page of its own when the registry says so). A page that goes away between that
-        choice and the attach (a page just closed stays listed for a few hundred
-        milliseconds) is passed over for the next one, within the same ``timeout``."""
+        Without a ``target_id`` the task gets a page of its own, as Hermes's supervisor does:
+        a fresh ``about:blank`` tab (in a window of its own), never a page the browser already
+        holds. After ``legacy_first_page()`` it attaches, like Hermes before, to the browser's
+        first page (a second task on the browser opens a tab of its own); a page that goes
+        away between that choice and the attach (a page just closed stays listed for a few
+        hundred milliseconds) is passed over for the next one, within the same ``timeout``."""
         if self._native is not None and self._native.is_alive:
             return
         if self._registry is None:
             self._registry = _native.SupervisorRegistry(_config())
+        if not timeout > 0:
+            raise TimeoutError(f"CDP supervisor did not attach within {timeout}s")
+        legacy = _model._LEGACY_FIRST_PAGE[0] and self.target_id is None and not self._new_page
         deadline = time.monotonic() + timeout
         tried: List[str] = []
         while True:
-            if self.target_id is None and not self._new_page:
+            attach_to = self.target_id
+            if legacy:
                 left = deadline - time.monotonic()
-                self._attach_to = _native._first_page_target(
-                    self.cdp_url, max(0.0, min(left, 5.0)), tried
-                )
+                attach_to = _native._first_page_target(self.cdp_url, max(0.0, min(left, 5.0)), tried)
             try:
                 self._native = self._registry.get_or_start(
                     self.task_id,
                     self.cdp_url,
-                    target_id=self.target_id or self._attach_to,
+                    target_id=attach_to,
                     dialog_policy=self.dialog_policy,
                     dialog_timeout_s=self.dialog_timeout_s,
                     start_timeout_s=_remaining(deadline, timeout),
-                    new_page=self._new_page,
+                    own_page=attach_to is None,
                 )
                 return
             except Timeout as e:
-                raise TimeoutError(
-                    f"CDP supervisor did not attach within {timeout}s: {e}"
-                ) from None
+                raise TimeoutError(f"CDP supervisor did not attach within {timeout}s: {e}") from None
             except CdpSupervisorError as e:
-                chosen = self._attach_to if self.target_id is None else None
                 if (
-                    chosen is not None
+                    legacy
+                    and attach_to is not None
                     and _page_went_away(e)
                     and len(tried) < _PAGE_ATTEMPTS
                     and time.monotonic() < deadline
                 ):
-                    tried.append(chosen)
+                    tried.append(attach_to)
                     continue
                 raise RuntimeError(f"CDP supervisor failed to start: {e}") from None
 
@@ -154,8 +162,12 @@ class CDPSupervisor:
         old = cached[0] if cached is not None else None
         out = SupervisorSnapshot(
             pending_dialogs=prev.pending_dialogs
-            if prev is not None and old is not None and old.pending_dialogs is snap.pending_dialogs
-            else tuple(_pending(d) for d in snap.pending_dialogs),
+            if prev is not None
+            and old is not None
+            and old.pending_dialogs is snap.pending_dialogs
+            and old.file_choosers is snap.file_choosers
+            else tuple(_pending(d) for d in snap.pending_dialogs)
+            + tuple(_chooser(c) for c in snap.file_choosers),
             recent_dialogs=prev.recent_dialogs
             if prev is not None and old is not None and old.recent_dialogs is snap.recent_dialogs
             else tuple(_record(c) for c in snap.recent_dialogs),
@@ -197,15 +209,25 @@ class CDPSupervisor:
         prompt_text: Optional[str] = None,
         dialog_id: Optional[str] = None,
         timeout: float = 10.0,
+        files: Optional[List[str]] = None,
     ) -> Dict[str, Any]:
         """Accepts or dismisses a pending dialog: ``{"ok": True, "dialog": {...}}``, or
         ``{"ok": False, "error": "..."}`` (no dialog, unknown or ambiguous ``dialog_id``,
-        supervisor not active)."""
+        supervisor not active). A pending file chooser (``fc-N``, or ``files`` given) is
+        answered with ``files`` (``respond_to_file_chooser``)."""
         if action not in {"accept", "dismiss"}:
             return {"ok": False, "error": f"action must be 'accept' or 'dismiss', got {action!r}"}
         native = self._native
         if native is None or not native.is_active:
             return {"ok": False, "error": "supervisor is not active"}
+        snap = native.snapshot()
+        chooser = (dialog_id or "").startswith("fc-") or (
+            not dialog_id and not snap.pending_dialogs and bool(snap.file_choosers)
+        )
+        if files is not None or chooser:
+            return self.respond_to_file_chooser(
+                list(files or []), dialog_id=dialog_id, dismiss=action == "dismiss"
+            )
         try:
             # As Hermes: accepting a prompt without text answers "".
             answered = native.respond_to_dialog(
@@ -271,28 +293,6 @@ class CDPSupervisor:
         else:
             value = result.get("description") or result.get("unserializableValue")
         return {"ok": True, "result": value, "result_type": result_type}
-
-    def navigate_page(self, url: str, timeout: float = 30.0) -> Dict[str, Any]:
-        """Navigates this supervisor's own page: ``{"ok": True, "target_id", "frame_id",
-        "loader_id"}`` or ``{"ok": False, "error": ...}``."""
-        native = self._native
-        if native is None or not native.is_active:
-            return {"ok": False, "error": "supervisor is not active"}
-        target = native.page_target_id
-        try:
-            result = native.call("Page.navigate", {"url": url}, timeout_s=timeout)
-        except CdpSupervisorError as exc:
-            return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "target_id": target}
-        if not isinstance(result, dict):
-            result = {}
-        if result.get("errorText"):
-            return {"ok": False, "error": str(result["errorText"]), "target_id": target}
-        return {
-            "ok": True,
-            "target_id": target,
-            "frame_id": result.get("frameId"),
-            "loader_id": result.get("loaderId"),
-        }
 
     def __repr__(self) -> str:
         state = self._native.state if self._native is not None else "not started"

@@ -1,0 +1,218 @@
+//! The registry against a real Browserless (issue 28 point 1): its popup watcher never connects
+//! there. Browserless's root URL starts a browser per connection, and every WebSocket it serves,
+//! a `/devtools/browser/<id>` joining a browser it runs included, takes a concurrency slot
+//! (measured on 2.42: a second connection to a joined browser counts as `running` in
+//! `/pressure`). So a task there is one connection: its browser goes when the task does, a
+//! browser a script opened is released once the script and the task have left, and with
+//! `CONCURRENT=1 QUEUED=1` a queued task connects once the first leaves. Popups are followed
+//! by the task's own connection.
+//!
+//! Each test starts its own Browserless ([`Browserless::start`]: the pinned npm package on the
+//! system Chromium, installed by `.ci/run`; skipped loudly when it is not installed, a failure
+//! under `CDP_SUPERVISOR_E2E=require`) and counts this process's TCP connections to its port.
+
+use std::time::{Duration, Instant};
+
+use crate::common::browserless::Browserless;
+use crate::common::pages::wait_pick;
+use crate::common::{HttpServer, RawCdp, Response, js, procs, wait_until};
+use cdp_supervisor::unversioned::follows_popups_itself;
+use cdp_supervisor::{Config, DialogAction, Route, StartOptions, Supervisor, SupervisorRegistry};
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(20);
+
+fn registry() -> SupervisorRegistry {
+    SupervisorRegistry::new(Config::default().with_reconnect_attempts(0))
+}
+
+/// The task's page opens a popup of `srv` that alerts `popup <tag>`; the alert is caught and
+/// answered on the task's own connection.
+fn popup_alert_is_caught(sup: &Supervisor, srv: &HttpServer, tag: &str) {
+    let url = srv.url("127.0.0.1", &format!("/popup?{tag}"));
+    let opened = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!("window.open({}) ? 1 : 0", js(&url)),
+                   "userGesture": true, "returnByValue": true}),
+            Route::Page,
+            T,
+        )
+        .expect("window.open from the task's page");
+    assert_eq!(opened["result"]["value"], 1, "{opened}");
+    let d = wait_pick(sup, T, "the popup's alert", |s| {
+        s.pending_dialogs
+            .iter()
+            .find(|d| d.message == format!("popup {tag}"))
+            .cloned()
+    });
+    sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+        .expect("answer the popup's alert");
+}
+
+fn popups() -> HttpServer {
+    HttpServer::start(|req| match req.path.as_str() {
+        "/popup" => Response::html(format!(
+            "<!doctype html><title>popup</title><script>alert('popup {}')</script>",
+            req.query
+        )),
+        _ => Response::not_found(),
+    })
+}
+
+/// Waits until Browserless runs no browser; how long that took.
+fn no_browser_within(bl: &Browserless, within: Duration, what: &str) -> Duration {
+    let t0 = Instant::now();
+    wait_until(within, || bl.browsers().is_empty().then_some(())).unwrap_or_else(|| {
+        panic!(
+            "{what}: Browserless still runs {:?} after {within:?}",
+            bl.browsers()
+        )
+    });
+    t0.elapsed()
+}
+
+#[test]
+fn a_task_on_the_root_url_is_one_connection_and_its_browser_goes_with_it() {
+    let Some(bl) = Browserless::start(10, 10) else {
+        return;
+    };
+    let srv = popups();
+    let reg = registry();
+    for (i, url) in [bl.ws_url(), bl.http_url()].into_iter().enumerate() {
+        let task = format!("bl-root-{i}");
+        let sup = reg.get_or_start(&task, &url).expect("start on Browserless");
+        assert!(
+            follows_popups_itself(&sup),
+            "{i}: no watcher: the task follows its popups"
+        );
+        assert_eq!(
+            procs::connections_to(bl.port),
+            1,
+            "{i}: the task's connection alone"
+        );
+        assert_eq!(
+            bl.browsers().len(),
+            1,
+            "{i}: one browser: {:?}",
+            bl.browsers()
+        );
+        assert_eq!(
+            bl.sessions_launched(),
+            i + 1,
+            "{i}: one browser started per task"
+        );
+        popup_alert_is_caught(&sup, &srv, &task);
+        assert_eq!(procs::connections_to(bl.port), 1, "{i}: still one");
+        assert!(reg.stop(&task));
+        let took = no_browser_within(&bl, T, "after the task stopped");
+        eprintln!("e2e_browserless: root URL ({i}): its browser gone {took:?} after the stop");
+        assert_eq!(procs::connections_to(bl.port), 0);
+    }
+    assert_eq!(bl.pressure()["recentlyRejected"], 0, "{}", bl.pressure());
+    // The http:// URL's discovery (the task's own) made Browserless read its version once.
+    eprintln!(
+        "e2e_browserless: root URL: {} browsers launched for /json/version",
+        bl.version_launches()
+    );
+}
+
+#[test]
+fn a_browser_a_script_opened_is_released_once_the_script_and_the_task_have_left() {
+    let Some(bl) = Browserless::start(10, 10) else {
+        return;
+    };
+    let script = RawCdp::connect(&bl.ws_url()).expect("a script opens a browser");
+    let browser = wait_until(T, || bl.browsers().into_iter().next()).expect("its browser");
+    let id = browser["id"].as_str().expect("the browser's id");
+    let endpoint = format!("ws://127.0.0.1:{}/devtools/browser/{id}", bl.port);
+    let joined = format!("{endpoint}?token={}", bl.token);
+    let reg = registry();
+    let sup = reg
+        .get_or_start_with(
+            "bl-joined",
+            &joined,
+            StartOptions::default().with_new_page(true),
+        )
+        .expect("the task joins the script's browser");
+    assert!(follows_popups_itself(&sup), "no watcher on Browserless");
+    assert_eq!(
+        procs::connections_to(bl.port),
+        2,
+        "the script's and the task's"
+    );
+    let joined_browser = bl.browsers();
+    assert_eq!(
+        joined_browser.len(),
+        1,
+        "the script's browser: {joined_browser:?}"
+    );
+    assert_eq!(joined_browser[0]["numbConnected"], 2, "{joined_browser:?}");
+    assert_eq!(bl.sessions_launched(), 1, "the script's alone");
+    // Asking /json/version whether the URL is a browser's own endpoint (it is not: Browserless
+    // names its root) makes Browserless launch a browser once in its life to read the version,
+    // outside its sessions and slots, closed at once.
+    assert!(bl.version_launches() <= 1, "{}", bl.version_launches());
+
+    drop(script);
+    wait_until(T, || {
+        bl.browsers()
+            .first()
+            .is_some_and(|b| b["numbConnected"] == 1)
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("the script has left: {:?}", bl.browsers()));
+    assert!(sup.is_active(), "the task keeps the browser");
+    assert!(reg.stop("bl-joined"));
+    let took = no_browser_within(&bl, T, "after the script and the task left");
+    eprintln!("e2e_browserless: the joined browser released {took:?} after the task stopped");
+    assert_eq!(procs::connections_to(bl.port), 0);
+}
+
+#[test]
+fn with_one_slot_and_one_queued_the_queued_task_connects_once_the_first_leaves() {
+    let Some(bl) = Browserless::start(1, 1) else {
+        return;
+    };
+    let reg = registry();
+    let first = reg
+        .get_or_start("bl-first", &bl.ws_url())
+        .expect("the first task");
+    assert!(first.is_active());
+    assert_eq!(
+        procs::connections_to(bl.port),
+        1,
+        "the one slot is the task's"
+    );
+    assert_eq!(bl.sessions_launched(), 1);
+    std::thread::scope(|s| {
+        let queued = s.spawn(|| {
+            let t0 = Instant::now();
+            let r = reg.get_or_start("bl-queued", &bl.ws_url());
+            (r, t0.elapsed())
+        });
+        wait_until(T, || (bl.pressure()["queued"] == 1).then_some(()))
+            .unwrap_or_else(|| panic!("the second task waits in the queue: {}", bl.pressure()));
+        let left = Instant::now();
+        assert!(reg.stop("bl-first"));
+        let (r, waited) = queued.join().expect("the queued start");
+        let sup = r.unwrap_or_else(|e| {
+            panic!(
+                "the queued task connects once the first leaves: {e}\n{}",
+                bl.log_tail()
+            )
+        });
+        assert!(sup.is_active());
+        eprintln!(
+            "e2e_browserless: the queued task started {:?} after the first left (waited {waited:?})",
+            left.elapsed()
+        );
+    });
+    let p: Value = bl.pressure();
+    assert_eq!(p["recentlyRejected"], 0, "nothing refused: {p}");
+    assert_eq!(p["running"], 1, "{p}");
+    assert_eq!(procs::connections_to(bl.port), 1, "the queued task's alone");
+    assert_eq!(bl.sessions_launched(), 2, "one per task");
+    reg.stop_all();
+    no_browser_within(&bl, T, "after the last task stopped");
+}
