@@ -575,13 +575,49 @@ fn report(title: &str, r: &Run) -> String {
     format!("{short}: {}", summary.join(", "))
 }
 
+/// The `cdp-supervisor` binary (package `cdp-supervisor-cli`, which cargo does not build for
+/// this package's benches), built into this bench's target directory and profile.
+fn built_binary() -> String {
+    let exe = std::env::current_exe().expect("the bench binary's path");
+    let dir = exe
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("a bench binary lies in <target>/<profile>/deps/");
+    let profile = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("release");
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "--package",
+            "cdp-supervisor-cli",
+            "--profile",
+            profile,
+        ])
+        .arg("--manifest-path")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .env(
+            "CARGO_TARGET_DIR",
+            dir.parent().expect("<target>/<profile>"),
+        )
+        .status()
+        .expect("cargo runs");
+    assert!(
+        status.success(),
+        "building cdp-supervisor-cli failed: {status}"
+    );
+    dir.join("cdp-supervisor").to_string_lossy().into_owned()
+}
+
 fn main() {
     let (date, nproc) = machine();
     let samples: usize = env_or("MCP_LATENCY_SAMPLES", 10_000, |v| *v > 0);
     let bin = std::env::var("MCP_LATENCY_BIN")
         .ok()
         .filter(|b| !b.is_empty())
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_cdp-supervisor").to_string());
+        .unwrap_or_else(built_binary);
     let started = Instant::now();
     println!("mcp_latency: {date}, nproc = {nproc}");
     println!(

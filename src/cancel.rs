@@ -2,6 +2,7 @@
 //! a start ([`crate::SupervisorRegistry::get_or_start_cancellable`]): an MCP client's
 //! `notifications/cancelled`, a host's own time-out, a shutdown.
 
+use crate::sync;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -56,7 +57,7 @@ impl CancelToken {
     }
 
     fn links(&self) -> std::sync::MutexGuard<'_, Links> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.inner.state)
     }
 
     /// Cancels: every call waiting with this token (now or later) returns at once, and so do

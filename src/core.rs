@@ -6,7 +6,7 @@
 //! batch, feeds it every incoming message and every call registration, carries out the
 //! [`Outgoing`] actions it queues, publishes what [`Core::take_published`] returns (a new
 //! snapshot when the visible state changed), and then hands replies to the callers waiting for
-//! them. The scenario tests in `core/tests.rs` drive it on a simulated clock, without sockets.
+//! them. The scenario tests in `core/tests/` (one file per part, one `Sim` harness) drive it on a simulated clock, without sockets.
 //!
 //! This file is the dispatch: a message in, to the part it concerns. The state lives in parts
 //! that own it and say when what they publish changed, each with its `take_published`:

@@ -73,7 +73,7 @@
 //!   reconnect bookkeeping (`core/reconnect.rs`), and `core/policy.rs`, the call rules in one
 //!   place: which dialog blocks which call (every session of the dialog's renderer), which
 //!   methods a dialog or a crash holds up (measured), and what the caller is told. Its
-//!   scenario tests are in `core/tests.rs`.
+//!   scenario tests are in `core/tests/` (the `Sim` harness in `mod.rs`, one file per part).
 //! * `snapshot`: the published [`Snapshot`]; its JSON in `snapshot/json.rs`.
 //! * `shared`: what one supervisor's threads share (the live connection, call registration, the
 //!   snapshot cell and its change notification).
@@ -115,6 +115,8 @@
 //! * `task_id`: what a task id may be (checked wherever one enters) and the part of it that
 //!   reaches a thread name.
 //! * `quote`: the one way an error or log line quotes a caller's value (bounded, escaped).
+//! * `sync`: the one way a mutex is locked (poisoning ignored: a panic in one task never
+//!   cascades into every later caller).
 //! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
 //!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
@@ -185,6 +187,7 @@ mod security;
 mod shared;
 mod snapshot;
 mod supervisor;
+mod sync;
 mod tap;
 mod task_id;
 pub mod tools;
@@ -223,6 +226,10 @@ pub mod unversioned {
         pub use crate::tools::table::call;
     }
     pub use crate::clock::Now;
+    /// Locking that ignores poisoning (one helper for the crate, the binary and the binding).
+    pub mod sync {
+        pub use crate::sync::{lock, read, wait, write};
+    }
     /// The one way a message quotes a caller's value (the binding's errors use it too).
     pub mod quote {
         pub use crate::quote::{Clipped, QUOTE_MAX, Quoted, clipped, quoted, quoted_json};

@@ -20,6 +20,7 @@
 //! `registry/read_cache.rs`, an arc-swapped `task -> supervisor` map that only the holder of
 //! the slot lock replaces, with a per-thread cache in front of it.
 
+use crate::sync;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -239,7 +240,7 @@ impl SupervisorRegistry {
     }
 
     fn lock(&self) -> MutexGuard<'_, Slots> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.slots)
     }
 
     /// Checks a task id the way every start does: 1 to 128 bytes of printable text, without

@@ -16,6 +16,7 @@
 //! [`Shared::with_state`] folds the two into the state every check matches on
 //! (`Supervisor::is_alive`, `is_active`, `ensure_alive`, and through it `tools::live`).
 
+use crate::sync;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -195,10 +196,7 @@ impl Shared {
     /// Makes `transport` the live connection (the reader, after a reconnect), unless `stop` has
     /// shut the connection for good: then it is shut down too and `Err` says so.
     pub fn install(&self, transport: Transport) -> Result<(), ()> {
-        let _swap = self
-            .swap_transport
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _swap = sync::lock(&self.swap_transport);
         if self.closed_for_good() {
             transport.shutdown();
             return Err(());
@@ -210,10 +208,7 @@ impl Shared {
     /// For `stop`: moves to [`StopPhase::Closed`] and shuts the live connection down, waking
     /// the reader and every writer; [`Shared::install`] refuses any later one. Idempotent.
     pub fn close_for_good(&self) {
-        let _swap = self
-            .swap_transport
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _swap = sync::lock(&self.swap_transport);
         self.advance(StopPhase::Closed);
         self.transport.load().shutdown();
     }
@@ -228,7 +223,7 @@ impl Shared {
         let last = snapshot.state.is_final();
         self.snapshot.store(Arc::new(snapshot));
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _g = sync::lock(&self.change_lock);
             self.changed.notify_all();
         }
         if let Some(hook) = self.publish_hook.get() {
@@ -281,7 +276,7 @@ impl Shared {
             if left == Left::Passed {
                 return None;
             }
-            let guard = self.change_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let guard = sync::lock(&self.change_lock);
             self.waiters.fetch_add(1, Ordering::SeqCst);
             // Re-check after announcing ourselves: a publish in between is not missed.
             if self.snapshot.load().version == snap.version {

@@ -18,6 +18,7 @@
 //! The call path itself (routing, the dialog-aware rules of SPEC §8, crashes, the security
 //! policy, waiting with a cancel token) is in `supervisor/calls.rs`.
 
+use crate::sync;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -279,7 +280,7 @@ impl Supervisor {
     }
 
     fn lock_threads(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.threads.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.threads)
     }
 
     /// Takes over a page the popup watcher holds paused (`crate::registry::popups`): this

@@ -231,7 +231,7 @@ impl Core {
                 .dialogs
                 .open()
                 .iter()
-                .find(|d| !known_dialogs.contains(&d.public.id) && self.dialog_blocks(d, &call))
+                .find(|d| !known_dialogs.contains(&d.public.id) && self.holds_up(d, &call))
             && let Some(delivery) = blocked_delivery(&mut call, &d.public, d.unanswerable)
         {
             self.deliveries.push(delivery);
@@ -270,7 +270,7 @@ impl Core {
     /// Whether open dialog `d` stands between in-flight call `call` and its reply (SPEC §8,
     /// [`policy::fails_in_flight`]). Only dialogs that wait for the agent (`must_respond`, not
     /// yet closed) and dialogs CDP can no longer answer hold calls up.
-    fn dialog_blocks(&self, d: &OpenDialog, call: &PendingCall) -> bool {
+    fn holds_up(&self, d: &OpenDialog, call: &PendingCall) -> bool {
         let Some(sid) = call.session_id.as_deref() else {
             return false; // browser-level calls are never affected
         };
@@ -293,7 +293,7 @@ impl Core {
                 };
                 c.reply.is_some()
                     && (known || !known_dialogs.contains(&d.public.id))
-                    && self.dialog_blocks(d, c)
+                    && self.holds_up(d, c)
             })
             .map(|(id, _)| *id)
             .collect();

@@ -98,7 +98,7 @@ pub(crate) fn site_key(origin: &str) -> Option<String> {
     }
 }
 
-/// What [`dialog_blocks`] needs to know about the sessions.
+/// What [`within_dialogs_reach`] needs to know about the sessions.
 pub(crate) trait SessionView {
     /// The session that owns `frame_id`'s document, when the frame is known.
     fn owner_of(&self, frame_id: &str) -> Option<&str>;
@@ -112,12 +112,12 @@ pub(crate) trait SessionView {
     fn task_page_session(&self) -> Option<&str>;
 }
 
-/// Whether `dialog` stands between a call of `method` on session `sid` and its reply: the call's
-/// session runs in the renderer that shows the dialog (module doc), or the call is an input
-/// event on the dialog's page (the browser drops input for the whole page while it shows a
-/// dialog, whichever frame raised it). Which methods still answer is decided apart
+/// Whether a call of `method` on session `sid` is within `dialog`'s reach: the call's session
+/// runs in the renderer that shows the dialog (module doc), or the call is an input event on the
+/// dialog's page (the browser drops input for the whole page while it shows a dialog, whichever
+/// frame raised it). Whether the call is then held up is decided apart, by the method
 /// ([`with_dialog_pending`], [`blocks_in_flight`]).
-pub(crate) fn dialog_blocks(
+pub(crate) fn within_dialogs_reach(
     view: &impl SessionView,
     dialog: &PendingDialog,
     sid: &str,
@@ -280,7 +280,9 @@ pub(crate) fn fails_in_flight(
     sid: &str,
     method: &str,
 ) -> bool {
-    holds && dialog_blocks(view, dialog, sid, method) && blocks_in_flight(&dialog.kind, method)
+    holds
+        && within_dialogs_reach(view, dialog, sid, method)
+        && blocks_in_flight(&dialog.kind, method)
 }
 
 // ---------------------------------------------------------------- calls made while a dialog is pending
@@ -330,14 +332,14 @@ pub(crate) fn admit<'a>(
         && let Some(d) = snap
             .unanswerable
             .iter()
-            .find(|d| dialog_blocks(snap, d, sid, method))
+            .find(|d| within_dialogs_reach(snap, d, sid, method))
     {
         return Err(dialog_error(d, true, method));
     }
     let known: Vec<&PendingDialog> = if must_respond {
         snap.pending_dialogs
             .iter()
-            .filter(|d| dialog_blocks(snap, d, sid, method))
+            .filter(|d| within_dialogs_reach(snap, d, sid, method))
             .collect()
     } else {
         Vec::new()
@@ -366,7 +368,7 @@ pub(crate) fn opened_since(
         .iter()
         .find(|d| {
             !known.iter().any(|k| k.id == d.id)
-                && dialog_blocks(snap, d, sid, method)
+                && within_dialogs_reach(snap, d, sid, method)
                 && blocks_in_flight(&d.kind, method)
         })
         .map(|d| dialog_error(d, false, method))

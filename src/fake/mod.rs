@@ -68,9 +68,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tungstenite::Message;
 
+use crate::sync::lock;
 use script::apply_delayed;
 use server::accept_loop;
-use shared::{Shared, State, Target, lock};
+use shared::{Shared, State, Target};
 use timer::{TimerMsg, run_timer};
 
 use crate::deadline::Deadline;

@@ -13,7 +13,8 @@ use tungstenite::{Message, WebSocket};
 
 use super::PRODUCT;
 use super::script::handle_text;
-use super::shared::{Conn, Sessions, Shared, lock};
+use super::shared::{Conn, Sessions, Shared};
+use crate::sync::lock;
 
 /// Largest WebSocket message (and frame) accepted or sent: 64 MiB.
 const MAX_MESSAGE_SIZE: usize = 64 << 20;

@@ -1,6 +1,7 @@
 //! State shared by the fake's threads: targets, per-connection sessions,
 //! recorded input, and the helpers that write frames to a connection.
 
+use crate::sync::{self, lock};
 use std::collections::HashMap;
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -143,11 +144,6 @@ pub(super) struct Delayed {
     pub(super) rule: Rule,
 }
 
-/// Locks a mutex, ignoring poisoning (a panicking test must not cascade).
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Builds an event frame.
 fn event_frame(session_id: Option<&str>, method: &str, params: Value) -> Value {
     let mut frame = Map::new();
@@ -188,7 +184,7 @@ impl Shared {
                         .unwrap_or_else(|e| e.into_inner())
                         .0
                 }
-                _ => self.changed.wait(state).unwrap_or_else(|e| e.into_inner()),
+                _ => sync::wait(&self.changed, state),
             };
         }
     }
@@ -290,7 +286,7 @@ impl Shared {
     pub(super) fn wait_while_stopped(&self, conn: &Conn) -> bool {
         let mut state = self.state();
         while state.stop_reading && !state.shutdown && !conn.is_closed() {
-            state = self.changed.wait(state).unwrap_or_else(|e| e.into_inner());
+            state = sync::wait(&self.changed, state);
         }
         !state.shutdown && !conn.is_closed()
     }

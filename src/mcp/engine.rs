@@ -41,6 +41,7 @@ mod pool;
 mod protocol;
 mod resources;
 
+use crate::sync;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -464,7 +465,7 @@ impl Engine {
     /// no response, every supervisor is stopped (in parallel, each within about 1 s) and the
     /// launched browser is closed (SIGTERM, SIGKILL after 1 s) with its profile removed.
     pub(crate) fn shutdown(&self, close_transport: impl FnOnce()) {
-        let mut done = self.shut_down.lock().unwrap_or_else(|e| e.into_inner());
+        let mut done = sync::lock(&self.shut_down);
         if *done {
             return;
         }

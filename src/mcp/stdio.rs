@@ -3,6 +3,7 @@
 //! time, for embedding ([`McpServer::handle_line`]). It frames lines (bounded: a line longer
 //! than [`MAX_LINE`] is skipped in bounded memory) and hands each message to the engine.
 
+use crate::sync;
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
@@ -200,7 +201,7 @@ impl Writer {
     fn send_line(&self, text: String) -> bool {
         let mut line = text.into_bytes();
         line.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = sync::lock(&self.out);
         let Some(w) = out.as_mut() else {
             return false;
         };
@@ -216,7 +217,7 @@ impl Writer {
 
     /// Nothing more is written after this.
     pub(super) fn close(&self) {
-        drop(self.out.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(sync::lock(&self.out).take());
     }
 }
 

@@ -57,9 +57,10 @@
 //! connection its own browser) follows its popups itself, and its URL gets no watcher again;
 //! so do tasks when the watcher cannot connect or its connection ends.
 
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, bounded};
@@ -84,10 +85,6 @@ pub(crate) const IDLE_GRACE: Duration = Duration::from_millis(250);
 
 /// How long asking an endpoint whether it is a browser's own ([`own_browser_url`]) may take.
 const DISCOVERY_WAIT: Duration = Duration::from_secs(2);
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The watchers of one registry, by CDP URL.
 #[derive(Default)]

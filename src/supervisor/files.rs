@@ -2,6 +2,7 @@
 //! answering the file choosers its pages open. The state is the published snapshot's
 //! (`core/downloads.rs`, `core/choosers.rs`); this is the caller's side.
 
+use crate::sync;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,11 +37,7 @@ impl Supervisor {
         self.ensure_alive()?;
         let deadline = Deadline::after(timeout);
         let grace = deadline.earliest(Deadline::after(DOWNLOAD_BEGIN_GRACE));
-        let taken = self
-            .downloads_taken
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let taken = sync::lock(&self.downloads_taken).clone();
         let next = |s: &Snapshot| {
             s.downloads
                 .iter()
@@ -74,10 +71,7 @@ impl Supervisor {
                 after: deadline.budget(),
             });
         };
-        self.downloads_taken
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(guid);
+        sync::lock(&self.downloads_taken).insert(guid);
         Ok(download)
     }
 

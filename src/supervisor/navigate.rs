@@ -21,6 +21,7 @@
 //! browser's own `Target.getTargets`: a raw call of the task's lists only the task's targets
 //! (`security.isolate_tasks`), which would number every task's page `t1`.
 
+use crate::sync;
 use std::time::Duration;
 
 use serde_json::json;
@@ -174,14 +175,9 @@ impl Supervisor {
         timeout: Duration,
     ) -> Result<Navigation, Error> {
         self.ensure_alive()?;
-        let last = self
-            .last_navigation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(|| {
-                Error::InvalidArgument("no navigation to wait for: navigate the page first".into())
-            })?;
+        let last = sync::lock(&self.last_navigation).clone().ok_or_else(|| {
+            Error::InvalidArgument("no navigation to wait for: navigate the page first".into())
+        })?;
         if let Some(id) = &last.blocked_by {
             let snap = self.snapshot();
             if let Some(c) = snap.closed_dialog(id)
@@ -225,10 +221,7 @@ impl Supervisor {
     }
 
     fn remember(&self, last: &LastNavigation) {
-        *self
-            .last_navigation
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(last.clone());
+        *sync::lock(&self.last_navigation) = Some(last.clone());
     }
 
     /// Waits on published snapshots for `last` to reach `wait_until`, or a dialog that blocks
@@ -246,7 +239,7 @@ impl Supervisor {
                 .iter()
                 .find(|d| {
                     !last.old_dialogs.contains(&d.id)
-                        && policy::dialog_blocks(s, d, sid, "Page.navigate")
+                        && policy::within_dialogs_reach(s, d, sid, "Page.navigate")
                 })
                 .cloned()
         };

@@ -138,7 +138,7 @@ fn probe(
     let explained = snap.blocked.is_some()
         || (snap.pending_dialogs.iter())
             .chain(snap.unanswerable.iter())
-            .any(|d| policy::dialog_blocks(&*snap, d, sid, ALIVE_METHOD));
+            .any(|d| policy::within_dialogs_reach(&*snap, d, sid, ALIVE_METHOD));
     if explained {
         *open = None;
         return None;

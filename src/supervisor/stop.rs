@@ -3,6 +3,7 @@
 //! about 1 s. Then, unless `downloads.keep`, the files the task downloaded are removed, and its
 //! download directory once empty.
 
+use crate::sync;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,12 +57,7 @@ impl Supervisor {
             // Shut the connection before waking the reader; a reconnect that completes from
             // now on is refused, so the reader can never go back to reading a live socket.
             self.shared.close_for_good();
-            drop(
-                self.wake_reader
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take(),
-            );
+            drop(sync::lock(&self.wake_reader).take());
             if let Ok(t) = polite {
                 let _ = t.join();
             }

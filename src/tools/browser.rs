@@ -6,6 +6,7 @@
 //! is never stuck behind a launch: concurrent callers wait on the launch's completion channel,
 //! and shutdown cancels a launch in progress, which then closes what it started (profile included).
 
+use crate::sync;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -46,7 +47,7 @@ pub(crate) struct Launched {
 
 impl BrowserSlot {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.state)
     }
 
     /// The launched browser, if there is one (running or not), without launching.

@@ -53,6 +53,7 @@
 //! * `socket.rs`: [`Socket`] and its [`Mode`], with the syscalls under it in `sys_unix.rs`, or
 //!   `sys_portable.rs` where that does not apply (one chosen by `#[cfg]` and `#[path]`).
 
+use crate::sync;
 use std::io;
 use std::net::{Shutdown, TcpStream};
 use std::sync::Mutex;
@@ -212,7 +213,7 @@ impl Transport {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, WebSocket<Watched>> {
-        self.socket.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.socket)
     }
 
     /// [`Transport::lock`] for the reader: a writer holds the lock only for one frame write, so

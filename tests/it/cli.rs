@@ -20,8 +20,6 @@ use crate::common::procs::{
 use crate::common::{Browser, RawCdp, wait_until};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
-
 /// Deadline for a process to stop after SIGINT or the end of its input.
 const STOP: Duration = Duration::from_secs(5);
 
@@ -31,7 +29,7 @@ const STOP: Duration = Duration::from_secs(5);
 
 /// A `Command` for the binary with a clean configuration environment.
 fn bin(args: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(crate::common::bin::bin());
     cmd.args(args);
     clean_config_env(&mut cmd);
     cmd

@@ -23,7 +23,6 @@ use cdp_supervisor::{Config, SupervisorRegistry};
 use crate::common::procs::clean_config_env;
 
 const TOKEN: &str = "T0KEN-d1sc";
-const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
 
 /// One request a [`Script`] server got.
 #[derive(Debug, Clone)]
@@ -230,7 +229,7 @@ fn a_chunked_discovery_attaches_and_check_passes() {
     eprintln!("attach through chunked discovery: {:?}", t.elapsed());
     assert!(sup.snapshot().page_target_id.is_some());
     reg.stop_all();
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(crate::common::bin::bin());
     cmd.args(["check", &url])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

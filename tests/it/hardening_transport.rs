@@ -21,8 +21,6 @@ use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::{Config, Error, Route, SupervisorRegistry};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
-
 /// The start bound these tests configure.
 const START: Duration = Duration::from_secs(1);
 
@@ -144,7 +142,7 @@ impl Drop for Proc {
 /// Runs `cdp-supervisor check URL`; returns its status, stderr and how long it ran. Panics
 /// when it runs longer than `bound`.
 fn check(url: &str, bound: Duration) -> (ExitStatus, String, Duration) {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(crate::common::bin::bin());
     cmd.args(["check", url])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -34,7 +34,6 @@ use crate::common::procs::{Lines, alive, clean_config_env};
 use crate::common::{chromium_path, wait_until};
 use crate::mcp_python_sdk::{run_bounded, sdk_python, skip, target_dir};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
 const FLOW: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/python/mcp_sdk_http_flow.py"
@@ -144,7 +143,7 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(crate::common::bin::bin());
         clean_config_env(&mut cmd);
         cmd.args(["mcp", "--http", "127.0.0.1:0"])
             .env("RUST_LOG", "debug")
@@ -316,7 +315,7 @@ fn official_python_sdk_over_http_in_all_three_modes_with_two_clients_at_once() {
         }
     };
     let mut cmd = Command::new(&python);
-    cmd.arg(FLOW).arg(BIN);
+    cmd.arg(FLOW).arg(crate::common::bin::bin());
     clean_config_env(&mut cmd);
     cmd.env("PYTHONUNBUFFERED", "1")
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -327,9 +326,10 @@ fn official_python_sdk_over_http_in_all_three_modes_with_two_clients_at_once() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stdout.lines().any(|l| l.starts_with("PASS: ")),
-        "{} {FLOW} {BIN} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        "{} {FLOW} {bin} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
         python.display(),
-        out.status
+        out.status,
+        bin = crate::common::bin::bin(),
     );
     if let Some(pass) = stdout.lines().find(|l| l.starts_with("PASS: ")) {
         let _ = writeln!(io::stderr(), "{pass}");
@@ -528,7 +528,7 @@ fn official_conformance_suite_passes_every_check_that_applies_over_http() {
 
 #[test]
 fn a_public_bind_without_a_token_refuses_to_start_and_says_why() {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(crate::common::bin::bin());
     clean_config_env(&mut cmd);
     cmd.args(["mcp", "--http", "0.0.0.0:0"])
         .env_remove("CDP_SUPERVISOR_MCP_TOKEN");

@@ -34,7 +34,6 @@ use std::time::Duration;
 use crate::common::procs::clean_config_env;
 use crate::common::{chromium_path, e2e_required, wait_until};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/mcp_sdk_flow.py");
 const REQUIREMENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/requirements.txt");
 
@@ -91,7 +90,9 @@ fn sdk_flow(mode: &str) {
         }
     };
     let mut cmd = Command::new(&python);
-    cmd.arg(SCRIPT).arg(BIN).args(["--mode", mode]);
+    cmd.arg(SCRIPT)
+        .arg(crate::common::bin::bin())
+        .args(["--mode", mode]);
     clean_config_env(&mut cmd);
     cmd.env("PYTHONUNBUFFERED", "1")
         .env("PYTHONDONTWRITEBYTECODE", "1");
@@ -101,9 +102,10 @@ fn sdk_flow(mode: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stdout.lines().any(|l| l.starts_with("PASS: ")),
-        "{} {SCRIPT} {BIN} --mode {mode} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        "{} {SCRIPT} {bin} --mode {mode} failed ({}):\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
         python.display(),
-        out.status
+        out.status,
+        bin = crate::common::bin::bin(),
     );
     // The PASS line says which outcome the prompt had; show it even though the test passed.
     if let Some(pass) = stdout.lines().find(|l| l.starts_with("PASS: ")) {
@@ -197,7 +199,7 @@ fn check(cmd: Command, timeout: Duration, what: &str, hint: &str) -> Result<(), 
 
 /// The target directory: the binary is `<target>/<profile>/cdp-supervisor`.
 pub(crate) fn target_dir() -> PathBuf {
-    Path::new(BIN)
+    Path::new(crate::common::bin::bin())
         .parent()
         .and_then(Path::parent)
         .expect("the binary lies in <target>/<profile>/")

@@ -25,8 +25,6 @@ use crate::common::procs::{
 use crate::common::{HttpServer, Response, wait_until};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
-
 /// Deadline of one request/answer round trip (browser_connect launches Chromium: longer).
 pub(crate) const T: Duration = Duration::from_secs(10);
 /// Deadline for the server (and its browser) to go away after stdin closes.
@@ -63,7 +61,7 @@ pub(crate) struct Mcp {
 
 impl Mcp {
     pub(crate) fn start(envs: &[(&str, &std::ffi::OsStr)]) -> Mcp {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(crate::common::bin::bin());
         cmd.arg("mcp");
         clean_config_env(&mut cmd);
         cmd.env("RUST_LOG", "info");

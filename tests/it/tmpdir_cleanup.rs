@@ -19,8 +19,6 @@ use serde_json::{Value, json};
 use crate::common::procs::{Lines, alive, clean_config_env};
 use crate::common::{chromium_path, e2e_required, wait_until};
 
-const BIN: &str = env!("CARGO_BIN_EXE_cdp-supervisor");
-
 /// The length of every `$TMPDIR` here.
 const TMPDIR_LEN: usize = 60;
 
@@ -126,7 +124,7 @@ struct Run {
 
 impl Run {
     fn start(args: &[&str], tmp: &LongTmp, env: &[(&str, &Path)]) -> Run {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(crate::common::bin::bin());
         clean_config_env(&mut cmd);
         cmd.args(args)
             .env("TMPDIR", &tmp.0)

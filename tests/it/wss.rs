@@ -89,7 +89,7 @@ fn check(
     config: Option<&std::path::Path>,
     env: &[(&str, &std::path::Path)],
 ) -> (Option<i32>, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdp-supervisor"));
+    let mut cmd = Command::new(crate::common::bin::bin());
     clean_config_env(&mut cmd);
     if let Some(c) = config {
         cmd.arg("--config").arg(c);

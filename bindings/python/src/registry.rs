@@ -6,6 +6,7 @@
 //! Both remember the process they were made in (`crate::fork`): in a child of `os.fork()` they
 //! raise `UsedAfterFork` and are never dropped for real.
 
+use cdp_supervisor::unversioned::sync;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -56,19 +57,14 @@ impl Inner {
     }
 
     fn lock_browser(&self) -> MutexGuard<'_, Option<LaunchedBrowser>> {
-        self.browser.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.browser)
     }
 
     /// Closes the registry (every start in progress cancelled, a launch in progress given up,
     /// every task stopped, later starts refused) and the browser it launched.
     fn close(&self) {
         self.registry.close();
-        drop(
-            self.closing
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        drop(sync::lock(&self.closing).take());
         let browser = self.lock_browser().take();
         drop(browser);
     }
@@ -128,7 +124,7 @@ pub struct PySupervisorRegistry {
 
 impl PySupervisorRegistry {
     fn lock_wrappers(&self) -> MutexGuard<'_, HashMap<String, Py<PySupervisor>>> {
-        self.wrappers.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.wrappers)
     }
 
     /// The Python object of `sup` (task `task_id`): the one made before, or a new one.

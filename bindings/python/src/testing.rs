@@ -1,6 +1,7 @@
 //! `cdp_supervisor.testing.FakeBrowser`: the crate's scripted fake CDP browser, so Python users
 //! test their agents without Chromium. Same names as the Rust `cdp_supervisor::fake`.
 
+use cdp_supervisor::unversioned::sync;
 use std::sync::{RwLock, RwLockReadGuard};
 
 use pyo3::prelude::*;
@@ -41,7 +42,7 @@ impl Drop for PyFakeBrowser {
 impl PyFakeBrowser {
     fn fake(&self) -> PyResult<RwLockReadGuard<'_, Option<FakeBrowser>>> {
         self.home.check("FakeBrowser")?;
-        let guard = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let guard = sync::read(&self.inner);
         if guard.is_none() {
             return Err(to_py_err(cdp_supervisor::Error::InvalidArgument(
                 "this FakeBrowser is closed".into(),
@@ -168,7 +169,7 @@ impl PyFakeBrowser {
     /// Stops the fake: every connection closes. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.home.check("FakeBrowser")?;
-        let fake = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+        let fake = sync::write(&self.inner).take();
         py.detach(|| drop(fake));
         Ok(())
     }

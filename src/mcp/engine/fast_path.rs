@@ -4,6 +4,7 @@
 //! generation. Anything unusual (other arguments, no live supervisor, a 2026-07-28 request that
 //! asks for logs) goes the general way, which gives the same result.
 
+use crate::sync;
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -80,11 +81,7 @@ impl Engine {
             return None;
         }
         let snap = sup.snapshot();
-        let mut cache = self
-            .snapshot_cache
-            .last
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut cache = sync::lock(&self.snapshot_cache.last);
         let fresh = cache
             .as_ref()
             .is_some_and(|c| Arc::ptr_eq(&c.snapshot, &snap));

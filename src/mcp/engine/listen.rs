@@ -19,6 +19,7 @@
 //!
 //! Bounded: at most [`MAX_LISTENS`] streams open at once, [`MAX_URIS`] URIs per stream.
 
+use crate::sync;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -116,7 +117,7 @@ fn subscription_meta(id: &Id) -> String {
 
 impl Listens {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Listen>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.open)
     }
 
     /// Streams open.

@@ -21,6 +21,7 @@
 //! the last one it saw ([`changes`]) and publishes what an agent should hear about. A task is
 //! forgotten after its last publish (`stopped`, `dead`).
 
+use crate::sync;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -108,7 +109,7 @@ impl Notifier {
 
     /// From now on `session` receives `notifications/message` on `out` (once per session).
     pub(crate) fn add_legacy_output(&self, session: &Arc<LegacySession>, out: Arc<dyn Sink>) {
-        let mut legacy = self.legacy.lock().unwrap_or_else(|e| e.into_inner());
+        let mut legacy = sync::lock(&self.legacy);
         if !legacy.iter().any(|(s, _)| Arc::ptr_eq(s, session)) {
             legacy.push((Arc::clone(session), out));
         }
@@ -118,20 +119,9 @@ impl Notifier {
     pub(crate) fn close(&self) {
         self.listens.end_all();
         self.closing.store(true, Ordering::Release);
-        self.watched
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        self.legacy
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-        if let Some(tx) = self
-            .thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
+        sync::lock(&self.watched).clear();
+        sync::lock(&self.legacy).clear();
+        if let Some(tx) = sync::lock(&self.thread).as_ref() {
             let _ = tx.send(Wake::Close);
         }
     }
@@ -143,7 +133,7 @@ impl Notifier {
             return;
         }
         {
-            let mut legacy = self.legacy.lock().unwrap_or_else(|e| e.into_inner());
+            let mut legacy = sync::lock(&self.legacy);
             legacy.retain(|(session, out)| {
                 events
                     .iter()
@@ -166,7 +156,7 @@ impl Notifier {
             return;
         }
         {
-            let mut w = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+            let mut w = sync::lock(&self.watched);
             if w.get(task).is_some_and(|s| Arc::ptr_eq(s, sup)) {
                 return;
             }
@@ -206,7 +196,7 @@ impl Notifier {
 
     /// The notifier thread's queue, starting the thread with the first watch.
     fn wakes(self: &Arc<Self>, registry: &Arc<SupervisorRegistry>) -> Option<Sender<Wake>> {
-        let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        let mut thread = sync::lock(&self.thread);
         if let Some(tx) = thread.as_ref() {
             return Some(tx.clone());
         }
@@ -286,7 +276,7 @@ impl Notifier {
             events.push(stopped);
         }
         self.publish(task, &events);
-        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watched = sync::lock(&self.watched);
         if watched.get(task).is_some_and(|s| Arc::ptr_eq(s, sup)) {
             watched.remove(task);
         }

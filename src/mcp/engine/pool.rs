@@ -13,10 +13,11 @@
 //!   and a worker that ends anyway gives its place back (`workers` is decremented by a guard), so
 //!   the next call spawns a new one.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 
@@ -108,10 +109,6 @@ impl Drop for Slot {
             self.free();
         }
     }
-}
-
-fn lock(m: &InFlight) -> MutexGuard<'_, HashMap<Key, CancelToken>> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Decrements the live worker count when its thread ends, however it ends.

@@ -19,6 +19,7 @@
 //!   is of SHA-256 digests in constant time, so neither the token's bytes nor its length show
 //!   in how long a refusal takes. The token is never logged and never echoed.
 
+use crate::sync;
 use std::collections::HashMap;
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::{Mutex, MutexGuard};
@@ -317,7 +318,7 @@ impl Places {
     }
 
     fn lock(&self) -> MutexGuard<'_, Conns> {
-        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.conns)
     }
 
     /// A place for a connection that serves requests: its number, `None` when all are taken.

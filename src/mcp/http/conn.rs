@@ -7,6 +7,7 @@
 //! notifications precede it; a 2026-07-28 answer's status follows its error code
 //! (`route::status_of`).
 
+use crate::sync;
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -73,7 +74,7 @@ impl Out {
 
     /// Writes `bytes` whole, each write waiting at most `stall`, none past `by`.
     fn send_within(&self, bytes: &[u8], stall: Duration, by: Deadline) -> bool {
-        let mut socket = self.socket.lock().unwrap_or_else(|e| e.into_inner());
+        let mut socket = sync::lock(&self.socket);
         http1::write_all(&mut *socket, bytes, stall, by).is_ok()
     }
 
@@ -431,7 +432,7 @@ impl StreamSink {
     /// is the `last`), each write waiting at most [`STREAM_WRITE_STALL`] for the client, none
     /// past `by`.
     fn send(&self, line: String, by: Deadline, last: bool) -> bool {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = sync::lock(&self.state);
         if state.ended {
             return false;
         }

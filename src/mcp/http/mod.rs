@@ -73,6 +73,7 @@ mod sessions;
 #[cfg(all(test, feature = "fake-browser"))]
 mod tests;
 
+use crate::sync;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -339,17 +340,9 @@ impl HttpServer {
 
     /// Blocks until [`HttpServer::shutdown`] has finished (from another thread).
     pub fn wait(&self) {
-        let mut stopped = self
-            .shared
-            .stopped
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut stopped = sync::lock(&self.shared.stopped);
         while !*stopped {
-            stopped = self
-                .shared
-                .stopped_cv
-                .wait(stopped)
-                .unwrap_or_else(|e| e.into_inner());
+            stopped = sync::wait(&self.shared.stopped_cv, stopped);
         }
     }
 
@@ -374,11 +367,11 @@ impl HttpServer {
         // Listen streams end with their response while their connections still take it; then
         // every connection is shut.
         sh.mcp.engine.shutdown(|| sh.places.close_all());
-        let acceptor = self.accept.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let acceptor = sync::lock(&self.accept).take();
         if let Some(t) = acceptor {
             let _ = t.join();
         }
-        *sh.stopped.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        *sync::lock(&sh.stopped) = true;
         sh.stopped_cv.notify_all();
     }
 }

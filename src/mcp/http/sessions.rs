@@ -7,6 +7,7 @@
 //! One client that sends a thousand `initialize`s fills the table and is then refused; the
 //! sessions of the others go on.
 
+use crate::sync;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,7 +65,7 @@ impl Sessions {
         now: Instant,
     ) -> Result<String, NoSession> {
         let id = random_hex(16).map_err(NoSession::Random)?;
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = sync::lock(&self.map);
         if map.len() >= MAX_SESSIONS {
             let Some((oldest, used)) = map
                 .iter()
@@ -100,7 +101,7 @@ impl Sessions {
     }
 
     fn get_at(&self, id: &str, now: Instant) -> Option<(u64, Arc<LegacySession>)> {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = sync::lock(&self.map);
         let s = map.get_mut(id)?;
         s.used = s.used.max(now);
         Some((s.channel, Arc::clone(&s.legacy)))
@@ -108,11 +109,7 @@ impl Sessions {
 
     /// Ends the session; its channel when it existed.
     pub(super) fn remove(&self, id: &str) -> Option<u64> {
-        self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-            .map(|s| s.channel)
+        sync::lock(&self.map).remove(id).map(|s| s.channel)
     }
 }
 

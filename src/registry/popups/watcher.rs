@@ -8,9 +8,10 @@
 //! then follow their popups themselves). A closed watcher takes no task: the next start opens
 //! another.
 
+use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -37,10 +38,6 @@ const KNOWN_MAX: usize = 4096;
 
 /// Messages read per batch.
 const MAX_BATCH: usize = 256;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The tasks a watcher serves, and whether it takes more.
 #[derive(Debug, Default)]

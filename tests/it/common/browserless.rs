@@ -46,10 +46,9 @@ pub struct Browserless {
 
 /// `<target>/browserless`, where `.ci/run` installs the pinned package.
 fn install_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_cdp-supervisor"))
+    super::bin::profile_dir()
         .parent()
-        .and_then(Path::parent)
-        .expect("the binary lies in <target>/<profile>/")
+        .expect("<target>/<profile>")
         .join("browserless")
 }
 

@@ -15,6 +15,7 @@
 //!   page JavaScript can tell the test exactly what it observed.
 //! * [`wait_until`]: the one sanctioned polling helper.
 //! * [`js`]: a JavaScript string literal for page expressions.
+//! * [`bin`]: the command-line tool, built on first use (it is a package of its own).
 //! * [`browserless`]: a Browserless server for one test (the pinned npm package on the system
 //!   Chromium), or a loud skip.
 //! * [`cut_proxy`]: a TCP proxy that cuts one connection to a real browser (a reconnect).
@@ -28,6 +29,7 @@
 //! * [`url_spellings`]: generated spellings of local, privileged and web URLs, by class, for
 //!   the security policy's tests.
 
+pub mod bin;
 pub mod browserless;
 pub mod cut_proxy;
 pub mod detect;

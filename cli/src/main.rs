@@ -3,6 +3,7 @@
 mod demo;
 mod http;
 
+use cdp_supervisor::unversioned::sync;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -109,59 +110,34 @@ impl Cleanup {
     /// (gracefully: SIGTERM to its process group, SIGKILL after 1 s; its profile removed).
     /// Idempotent; concurrent callers return when the cleanup is complete.
     pub fn run(&self) {
-        let _running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        drop(
-            self.cancel_launch
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        let _running = sync::lock(&self.running);
+        drop(sync::lock(&self.cancel_launch).take());
         // A cancelled launch closes its browser itself; wait until it has.
-        drop(self.launching.lock().unwrap_or_else(|e| e.into_inner()));
-        if let Some(r) = self
-            .registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
+        drop(sync::lock(&self.launching));
+        if let Some(r) = sync::lock(&self.registry).take() {
             r.stop_all();
         }
-        let extra: Vec<_> = self
-            .extra
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain(..)
-            .collect();
+        let extra: Vec<_> = sync::lock(&self.extra).drain(..).collect();
         for f in extra {
             f();
         }
-        drop(
-            self.browser
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        drop(sync::lock(&self.browser).take());
     }
     /// Registers something else to shut down on Ctrl-C.
     pub fn on_cleanup(&self, f: impl FnOnce() + Send + 'static) {
-        self.extra
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Box::new(f));
+        sync::lock(&self.extra).push(Box::new(f));
     }
     /// Registers the registry to stop on Ctrl-C.
     pub fn set_registry(&self, r: Arc<SupervisorRegistry>) {
-        *self.registry.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        *sync::lock(&self.registry) = Some(r);
     }
     /// Registers the browser to kill on Ctrl-C.
     pub fn set_browser(&self, b: LaunchedBrowser) {
-        *self.browser.lock().unwrap_or_else(|e| e.into_inner()) = Some(b);
+        *sync::lock(&self.browser) = Some(b);
     }
     /// The launched browser's WebSocket URL, if any.
     pub fn browser_ws(&self) -> Option<String> {
-        self.browser
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        sync::lock(&self.browser)
             .as_ref()
             .map(|b| b.ws_url().to_string())
     }
@@ -275,7 +251,7 @@ pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<Strin
     let Some(exe) = find_browser(config.chrome_path.as_deref()).map_err(|e| e.to_string())? else {
         return Ok(None);
     };
-    let _launching = cleanup.launching.lock().unwrap_or_else(|e| e.into_inner());
+    let _launching = sync::lock(&cleanup.launching);
     let b = LaunchedBrowser::launch_with(&exe, &config.chrome_args, &cleanup.launch_cancelled)
         .map_err(|e| e.to_string())?;
     cleanup.set_browser(b);
