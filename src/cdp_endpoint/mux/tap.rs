@@ -80,7 +80,7 @@ impl Tap for Mux {
             }
             if let Some(d) = snap.pending_dialogs.iter().find(|d| {
                 !p.known.contains(&d.id)
-                    && policy::dialog_blocks(snap, d, sid, &p.method)
+                    && policy::within_dialogs_reach(snap, d, sid, &p.method)
                     && policy::blocks_in_flight(&d.kind, &p.method)
             }) {
                 let e = client_wording(&policy::dialog_error(d, false, &p.method));
