@@ -45,7 +45,9 @@ use log::{debug, warn};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::value::RawValue;
 
-use super::wire::{ClientCommand, Envelope, SessionParams, client_wording, decode, error_reply};
+use super::wire::{
+    ClientCommand, Envelope, SessionParams, client_wording, decode, error_reply, error_reply_on,
+};
 use crate::core::policy;
 use crate::deadline::Deadline;
 use crate::shared::Shared;
@@ -98,6 +100,8 @@ struct Pending {
     method: String,
     /// The client sent no `sessionId` (it went on the client's browser session).
     browser_level: bool,
+    /// The session it went on, as the client named it (sessions are not renamed).
+    session: String,
     /// The supervisor's session on the command's target, for the dialog rule.
     renderer_sid: Option<String>,
     /// The dialogs pending when it was sent, which it was let through.
@@ -347,13 +351,16 @@ impl Mux {
             None => serde_json::json!({}),
             Some(Ok(v)) => v,
             Some(Err(e)) => {
-                let reply = error_reply(Some(orig_id), -32602, &format!("invalid params: {e}"));
+                let on = (!browser_level).then_some(session.as_str());
+                let msg = format!("invalid params: {e}");
+                let reply = error_reply_on(Some(orig_id), on, -32602, &msg);
                 drop(st);
                 return self.reply(client, reply);
             }
         };
         if let Err(e) = self.judge_command(&st, &snap, &method, &params) {
-            let reply = error_reply(Some(orig_id), -32000, &e.to_string());
+            let on = (!browser_level).then_some(session.as_str());
+            let reply = error_reply_on(Some(orig_id), on, -32000, &e.to_string());
             drop(st);
             return self.reply(client, reply);
         }
@@ -380,7 +387,8 @@ impl Mux {
             match policy::admit(&snap, self.policy.must_respond, sid, &method) {
                 Ok(adm) => known = adm.known.iter().map(|d| d.id.clone()).collect(),
                 Err(e) => {
-                    let reply = error_reply(Some(orig_id), -32000, &client_wording(&e));
+                    let on = (!browser_level).then_some(session.as_str());
+                    let reply = error_reply_on(Some(orig_id), on, -32000, &client_wording(&e));
                     drop(st);
                     return self.reply(client, reply);
                 }
@@ -418,6 +426,7 @@ impl Mux {
                 orig_id: orig_id.to_owned(),
                 method,
                 browser_level,
+                session: session.clone(),
                 renderer_sid,
                 known,
                 attach_target,
@@ -439,7 +448,8 @@ impl Mux {
                 if creates && let Some(c) = st.clients.get_mut(&client) {
                     c.creating = c.creating.saturating_sub(1);
                 }
-                let text = error_reply(Some(&p.orig_id), -32000, &why);
+                let on = (!p.browser_level).then_some(p.session.as_str());
+                let text = error_reply_on(Some(&p.orig_id), on, -32000, &why);
                 deliver(&mut st, &self.task_id, client, Out::Text(text));
             }
         }

@@ -61,6 +61,26 @@ pub(super) fn error_reply(id: Option<&RawValue>, code: i64, message: &str) -> St
     format!(r#"{{"id":{id},"error":{{"code":{code},"message":{message}}}}}"#)
 }
 
+/// [`error_reply`] on the client's `session` when the command named one (not at browser level):
+/// as Chromium's replies, since Playwright finds a reply's caller by its `sessionId` (without it, a
+/// dialog refusal failed Playwright's `assert(!object.id)` in `CRSession._onMessage`).
+pub(super) fn error_reply_on(
+    id: Option<&RawValue>,
+    session: Option<&str>,
+    code: i64,
+    message: &str,
+) -> String {
+    let reply = error_reply(id, code, message);
+    match session {
+        Some(s) => format!(
+            r#"{},"sessionId":{}}}"#,
+            &reply[..reply.len() - 1],
+            serde_json::Value::from(s)
+        ),
+        None => reply,
+    }
+}
+
 /// What a client is told of a refusal: the supervisor's error, and how a CDP client answers.
 pub(super) fn client_wording(e: &crate::error::Error) -> String {
     match e {

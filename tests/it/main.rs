@@ -28,6 +28,7 @@ mod discovery;
 mod e2e_blocked_calls;
 mod e2e_bridge;
 mod e2e_browserless;
+mod e2e_cdp_clients;
 mod e2e_cdp_endpoint;
 mod e2e_dialog_methods;
 mod e2e_dialogs;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{Mux, Out, State, deliver};
-use crate::cdp_endpoint::wire::{Envelope, SessionParams, client_wording, decode, error_reply};
+use crate::cdp_endpoint::wire::{Envelope, SessionParams, client_wording, decode, error_reply_on};
 use crate::core::policy;
 use crate::snapshot::{Snapshot, SupervisorState};
 use crate::tap::Tap;
@@ -86,7 +86,9 @@ impl Tap for Mux {
                 !p.known.contains(&d.id) && policy::fails_in_flight(snap, d, true, sid, &p.method)
             }) {
                 let e = client_wording(&policy::dialog_error(d, false, &p.method));
-                failed.push((*id, p.client, error_reply(Some(&p.orig_id), -32000, &e)));
+                let on = (!p.browser_level).then_some(p.session.as_str());
+                let reply = error_reply_on(Some(&p.orig_id), on, -32000, &e);
+                failed.push((*id, p.client, reply));
             }
         }
         for (id, client, text) in failed {
