@@ -95,9 +95,19 @@
 //!   same-process frame's main world, found through the DOM: no `Runtime.enable`, SPEC §19),
 //!   `supervisor/stall.rs` (a call into a renderer frozen by a dialog in a popup nobody
 //!   watches), `supervisor/navigate.rs` (a navigation that never waits on a dialog),
-//!   `supervisor/files.rs` (waiting for downloads, answering file choosers) and
-//!   `supervisor/stop.rs` (the stop: pending dialogs dismissed, the task's own page closed for
-//!   good, threads joined, its downloads removed).
+//!   `supervisor/files.rs` (waiting for downloads, answering file choosers),
+//!   `supervisor/handover.rs` (a person holds the task: `hand_over`, `take_back`, answers
+//!   recorded as `human`; what the reader does while held is `core/handover.rs`),
+//!   `supervisor/thumbnail.rs` (a small JPEG of the task's page, off the reader thread, refused
+//!   at once while a dialog is open, as measured) and `supervisor/stop.rs` (the stop: pending
+//!   dialogs dismissed, the task's own page closed for good, threads joined, its downloads
+//!   removed).
+//! * `cdp_endpoint`: the task's CDP endpoint ([`CdpEndpoint`]): one listener per registry,
+//!   discovery and the upgrade (`cdp_endpoint/http.rs`, on `http1`), each client's threads
+//!   (`client.rs`), the task's clients multiplexed on its one upstream connection (`mux.rs`:
+//!   ids and sessions; `mux/scope.rs`: which targets are the task's, and the security policy
+//!   for each command; `mux/tap.rs`: what the reader hands it), WebSocket frames (`frame.rs`,
+//!   `wire.rs`); `tap`: the reader's one hook for it (each message, before the core).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),
 //!   and one popup watcher per browser that hands each task its popups while the browser has
@@ -105,8 +115,11 @@
 //!   `registry/popups/watcher.rs`: its connection, on the outbound path, and the hand-off).
 //! * `config`: [`Config`], the per-task [`StartOptions`] and the bounds of their settings (the
 //!   one rule of a setting in seconds, the 300 s call cap, the reconnect back-off);
-//!   `config/load.rs` reads the layers (defaults, TOML file, environment), `config/security.rs`
-//!   holds the `[security]` settings. It depends only on `error` and `redact`.
+//!   `config/settings.rs` is the one place a setting's value is checked (`Config::set`, behind
+//!   `from_toml`, the layers, the `with_*` setters in `config/access.rs` and the binding's
+//!   keywords), `config/load.rs` reads the layers (defaults, TOML file, environment),
+//!   `config/security.rs` holds the `[security]` settings. It depends only on `error` and
+//!   `redact`.
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
 //!   parameter, nested `Target.sendMessageToTarget` commands included), and in
 //!   `security/isolation.rs` the one rule that keeps tasks apart (`security.isolate_tasks`: what
@@ -119,9 +132,12 @@
 //! * `quote`: the one way an error or log line quotes a caller's value (bounded, escaped).
 //! * `sync`: the one way a mutex is locked (poisoning ignored: a panic in one task never
 //!   cascades into every later caller).
-//! * `deadline`, `cancel`, `error`, `redact`, `measured` (the dialog/method table measured on
+//! * `cancel`: [`CancelToken`] and `cancel::recv`, the one blocking wait for a reply (a
+//!   deadline and, optionally, a token).
+//! * `deadline`, `error`, `redact`, `measured` (the dialog/method table measured on
 //!   Chromium), `launch` (starting a local Chromium, Unix only, its profile directories in
-//!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere).
+//!   `launch/profile.rs`; `launch_unsupported.rs` stands in elsewhere), `launch_slot` (the one
+//!   slot for a browser a caller launches: the MCP server's and the binding's).
 //! * [`tools`]: the JSON tool handlers, and the one tool table (`tools/table.rs`: each tool's
 //!   name, title, annotations, arguments, schemas (`tools/schema.rs`) and handler) that the MCP
 //!   engine, the Python binding and the library functions run every call through; a caller
