@@ -91,7 +91,7 @@ fn both_protocol_generations_are_served_on_one_stdio_process() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names.len(), 6, "{a}");
+    assert_eq!(names.len(), 7, "{a}");
     assert!(r["ttlMs"].as_u64().is_some_and(|t| t > 0), "{a}");
     assert_eq!(r["cacheScope"], "public", "{a}");
     // The list is the same on every call (cacheable).
@@ -162,7 +162,7 @@ fn both_protocol_generations_are_served_on_one_stdio_process() {
     let a = mcp.request("tools/list", json!({}), T);
     assert!(a["result"].get("resultType").is_none(), "{a}");
     assert!(a["result"].get("ttlMs").is_none(), "{a}");
-    assert_eq!(a["result"]["tools"].as_array().map(Vec::len), Some(6));
+    assert_eq!(a["result"]["tools"].as_array().map(Vec::len), Some(7));
     let a = mcp.request("logging/setLevel", json!({"level": "debug"}), T);
     assert_eq!(a["result"], json!({}), "{a}");
 
