@@ -50,6 +50,7 @@ mod sessions;
 mod targets;
 #[cfg(test)]
 mod tests;
+mod titles;
 
 pub use calls::{CallKind, CallResult, Command, MainWorld, PendingCall};
 use choosers::Choosers;
@@ -445,6 +446,10 @@ impl Core {
                         let (session_id, blocked) = (session_id.clone(), blocked.clone());
                         self.probe_verdict(&session_id, blocked);
                     }
+                    CallKind::PageTitle { target_id } => {
+                        let target_id = target_id.clone();
+                        self.title_known(&target_id, raw);
+                    }
                     CallKind::Handover { hold, ack } => {
                         let (hold, ack) = (*hold, ack.clone());
                         self.set_held(hold, ack, now);
@@ -510,7 +515,10 @@ impl Core {
                 self.download_progress(params, now)
             }
             "Page.fileChooserOpened" => self.file_chooser_opened(session, params, now),
-            "Page.loadEventFired" => self.document_loaded(session),
+            "Page.loadEventFired" => {
+                self.document_loaded(session);
+                self.page_loaded(session);
+            }
             "Runtime.consoleAPICalled" => self.console_api(session, params, now),
             "Runtime.exceptionThrown" => self.exception_thrown(session, params, now),
             "Target.attachedToTarget" => {

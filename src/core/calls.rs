@@ -78,6 +78,12 @@ pub enum CallKind {
         /// The session's document number it was sent for (see `Sessions::document_moved`).
         generation: u64,
     },
+    /// `Target.getTargetInfo` of a page the task shows (`core/titles.rs`): the reply's title
+    /// is published.
+    PageTitle {
+        /// The page target.
+        target_id: String,
+    },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
     /// The supervisor's answer to file chooser `id` (`DOM.setFileInputFiles`), or a round trip

@@ -48,6 +48,7 @@ impl Core {
             );
             self.page_replaced = Some(old.to_string());
         }
+        self.ask_title(target_id);
         if let Some(params) = self.download_behavior.clone() {
             // Browser-level, once per connection (a new connection starts without it).
             self.command("Browser.setDownloadBehavior", params, None);

@@ -88,6 +88,8 @@ pub(crate) struct Pages {
     watched: Vec<PageInfo>,
     /// A popup was let go because of `limits.watched_pages_max` (logged once).
     watch_truncated: bool,
+    /// The title of the task's own page, with its target (`core/titles.rs`).
+    own_title: Option<(String, String)>,
     /// The published `pages`, `pages_truncated` or `watched_pages` are out of date.
     changed: bool,
 }
@@ -116,7 +118,22 @@ impl Pages {
             truncated: false,
             watched: Vec::new(),
             watch_truncated: false,
+            own_title: None,
             changed: true,
+        }
+    }
+
+    /// Page `target_id`'s title is `title` (a followed page's, else the task's own page's).
+    pub fn set_title(&mut self, target_id: &str, title: String) {
+        if let Some(p) = self.followed.iter_mut().find(|p| p.target_id == target_id) {
+            self.changed |= p.title != title;
+            p.title = title;
+            return;
+        }
+        let own = Some((target_id.to_string(), title));
+        if self.own_title != own {
+            self.own_title = own;
+            self.changed = true;
         }
     }
 
@@ -207,6 +224,7 @@ impl Pages {
         self.truncated = false;
         self.watched.clear();
         self.watch_truncated = false;
+        self.own_title = None;
         self.changed = true;
     }
 
@@ -236,7 +254,10 @@ impl Pages {
                 out.push(PageInfo {
                     target_id: target_id.to_string(),
                     url: url_of(target_id, ""),
-                    title: String::new(),
+                    title: (self.own_title.as_ref())
+                        .filter(|(t, _)| t == target_id)
+                        .map(|(_, title)| title.clone())
+                        .unwrap_or_default(),
                     opener_target_id: None,
                     session_id: session_id.to_string(),
                 });
@@ -505,16 +526,17 @@ impl Core {
         let page = PageInfo {
             target_id: info.target_id,
             url: clip(info.url, MAX_TEXT),
-            // The title at attach time is that of the blank initial document, and browser-level
-            // auto-attach sends no `targetInfoChanged`: a stale title would mislead, so none.
+            // Asked for below, and after each load (`core/titles.rs`).
             title: String::new(),
             opener_target_id: opened.then_some(opener),
             session_id: sid.to_string(),
         };
         self.sessions.set_group(&page.target_id, group);
+        let target = page.target_id.clone();
         self.pages.follow(page);
         self.set_up_session(sid, SessionKind::Popup);
         self.out.push(Outgoing::Command(session::resume(sid)));
+        self.ask_title(&target);
     }
 
     /// A followed page went away (closed, or its session detached): it leaves `pages`, its

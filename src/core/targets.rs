@@ -46,6 +46,7 @@ impl Core {
                     }
                     if own_main {
                         self.renderer_moved(session);
+                        self.page_navigated(session);
                     }
                 }
             }

@@ -33,6 +33,15 @@ const SHOP: &str = r#"<!doctype html>
 
 const PAY: &str = r#"<!doctype html><html><body><p>pay</p></body></html>"#;
 
+/// A title that is markup (a `<title>` holds text: the browser reports it as written).
+const RECEIPT_TITLE: &str = "Receipt <img src=x onerror=alert(1)>";
+const RECEIPT: &str = r#"<!doctype html>
+<html><head><meta charset="utf-8"><title>Receipt <img src=x onerror=alert(1)></title></head>
+<body><p>Thank you</p></body></html>"#;
+
+/// The selector of the title of the task's page in the viewer's card.
+const PAGE_TITLE: &str = "[data-task=\"checkout\"] details:nth-of-type(1) li strong";
+
 /// The message of the prompt: markup that would run if the page inserted it as HTML.
 const MARKUP: &str = "<img src=x onerror=\"document.title='pwned'\">Coupon code?";
 
@@ -153,6 +162,7 @@ fn a_person_answers_a_prompt_from_the_page_in_a_real_browser() {
     let site = Site::start(|req| match req.path.as_str() {
         "/" => Response::html(SHOP),
         "/pay" => Response::html(PAY),
+        "/receipt" => Response::html(RECEIPT),
         _ => Response::not_found(),
     });
     let config = Config::default().with_capture_console(true);
@@ -174,6 +184,15 @@ fn a_person_answers_a_prompt_from_the_page_in_a_real_browser() {
     let viewer = Viewer::open(&format!("http://{}/", server.local_addr()), 900, 900);
     let v = &viewer.sup;
     dom_wait(v, "document.querySelector('[data-task=\"checkout\"]')", T);
+    // The page's title, asked of the browser at attach (and after each load).
+    dom_wait(
+        v,
+        &format!(
+            "document.querySelector({})?.textContent === 'Checkout'",
+            js(PAGE_TITLE)
+        ),
+        T,
+    );
     // The page fetches the task page's thumbnail by itself.
     dom_wait(
         v,
@@ -342,6 +361,28 @@ fn a_person_answers_a_prompt_from_the_page_in_a_real_browser() {
         v,
         "[...document.querySelectorAll('[data-task=\"checkout\"] .meta')].some(p => p.textContent.startsWith('Held by a person 1 time'))",
         T,
+    );
+
+    // A new document's title shows after its load, as text.
+    cdp.evaluate(&session, "location.href = '/receipt'; 1", T)
+        .unwrap();
+    dom_wait(
+        v,
+        &format!(
+            "document.querySelector({})?.textContent === {}",
+            js(PAGE_TITLE),
+            js(RECEIPT_TITLE)
+        ),
+        T,
+    );
+    let imgs = eval(
+        v,
+        "document.querySelectorAll('[data-task=\"checkout\"] details:nth-of-type(1) img').length",
+    );
+    assert_eq!(imgs, 0, "the title's markup made no element");
+    assert!(
+        viewer.sup.snapshot().pending_dialogs.is_empty(),
+        "nothing of the title ran in the viewer"
     );
 
     // Narrow screen: nothing wider than the viewport.

@@ -283,3 +283,107 @@ fn a_new_page_after_a_reconnect_is_reported_as_a_replacement() {
     assert_eq!(s.to_json()["page_replaced"]["old_target_id"], PAGE);
     assert!(s.is_active());
 }
+
+#[test]
+fn page_titles_come_from_the_browser_at_attach_and_after_each_load() {
+    let mut sim = Sim::new(CoreSettings {
+        follow_popups: true,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": S1}));
+    let out = sim.step();
+    // Asked at attach, browser-level (a dialog never blocks it).
+    let (ask, c) = out.only("Target.getTargetInfo");
+    assert_eq!(c.session_id, None);
+    assert_eq!(c.params, json!({"targetId": PAGE}));
+    sim.frame_navigated(S1, PAGE, None, "http://a.test/");
+    let title = |sim: &mut Sim| sim.snap().pages[0].title.clone();
+    assert_eq!(title(&mut sim), "");
+    sim.reply(
+        ask,
+        json!({"targetInfo": {"targetId": PAGE, "type": "page", "title": "Checkout",
+                              "url": "http://a.test/"}}),
+    );
+    assert_eq!(title(&mut sim), "Checkout");
+
+    // A new document: its old title no longer applies; after its load it is asked again.
+    sim.frame_navigated(S1, PAGE, None, "http://a.test/receipt");
+    assert_eq!(title(&mut sim), "");
+    assert!(
+        !sim.step()
+            .methods()
+            .iter()
+            .any(|(m, _)| *m == "Target.getTargetInfo"),
+        "nothing asked before the load"
+    );
+    sim.event(Some(S1), "Page.loadEventFired", json!({"timestamp": 2.0}));
+    let out = sim.step();
+    let (ask, _) = out.only("Target.getTargetInfo");
+    // A title is page-controlled: clipped, and anything but a string is no title.
+    let long = "Receipt <img src=x onerror=alert(1)>".to_string() + &"x".repeat(5000);
+    sim.reply(
+        ask,
+        json!({"targetInfo": {"targetId": PAGE, "title": long}}),
+    );
+    let got = title(&mut sim);
+    assert!(
+        got.starts_with("Receipt <img src=x onerror=alert(1)>"),
+        "{got}"
+    );
+    assert!(got.len() < 1100, "clipped: {} bytes", got.len());
+    sim.event(Some(S1), "Page.loadEventFired", json!({"timestamp": 3.0}));
+    let out = sim.step();
+    let (ask, _) = out.only("Target.getTargetInfo");
+    sim.reply(ask, json!({"targetInfo": {"title": 7}}));
+    assert_eq!(title(&mut sim), got, "kept");
+    // The browser may refuse (the target is gone): nothing changes, nothing is delivered.
+    sim.event(Some(S1), "Page.loadEventFired", json!({"timestamp": 4.0}));
+    let out = sim.step();
+    let (ask, _) = out.only("Target.getTargetInfo");
+    sim.error(ask, "No target with given id found");
+    assert_eq!(title(&mut sim), got);
+
+    // A followed popup's title is asked at its attach and after its loads.
+    sim.event(
+        None,
+        "Target.attachedToTarget",
+        json!({"sessionId": "P1", "waitingForDebugger": true,
+               "targetInfo": {"targetId": "POP", "type": "page", "url": "about:blank",
+                              "openerId": PAGE, "title": "about:blank"}}),
+    );
+    let out = sim.step();
+    let (ask, c) = out.only("Target.getTargetInfo");
+    assert_eq!(c.params, json!({"targetId": "POP"}));
+    sim.reply(
+        ask,
+        json!({"targetInfo": {"targetId": "POP", "title": "Pay"}}),
+    );
+    let snap = sim.snap();
+    assert_eq!(snap.pages[1].target_id, "POP");
+    assert_eq!(snap.pages[1].title, "Pay");
+    assert_eq!(snap.pages[0].title, got, "the task's page keeps its own");
+    // An iframe's load is no page's: nothing asked.
+    sim.oopif(S1, "S2", "CHILD", PAGE);
+    sim.event(Some("S2"), "Page.loadEventFired", json!({"timestamp": 5.0}));
+    assert!(
+        !sim.step()
+            .methods()
+            .iter()
+            .any(|(m, _)| *m == "Target.getTargetInfo"),
+    );
+}
+
+#[test]
+fn without_follow_popups_no_title_is_asked_for() {
+    let mut sim = Sim::must_respond();
+    sim.event(Some(S1), "Page.loadEventFired", json!({"timestamp": 1.0}));
+    assert!(sim.step().commands.is_empty());
+    assert!(sim.snap().pages.is_empty(), "pages are not published");
+}

@@ -146,7 +146,16 @@ fn a_followed_popup_is_set_up_as_a_page_then_resumed() {
         out.commands_only(),
         [
             session_setup("P2", SessionKind::Popup, bridge_only(true)),
-            vec![session::resume("P2")]
+            vec![session::resume("P2")],
+            // Its title (`core/titles.rs`), browser-level.
+            vec![Command {
+                method: "Target.getTargetInfo".into(),
+                params: json!({"targetId": "POP"}),
+                session_id: None,
+                kind: CallKind::PageTitle {
+                    target_id: "POP".into()
+                },
+            }],
         ]
         .concat()
     );

@@ -1,16 +1,20 @@
 // The supervisor page: every task, live, from the server's event stream (/events).
 // Nothing from the server is ever inserted as HTML: every text goes through textContent.
+//
+// The stream sends every task in full once ("reset"), then per task only the fields that
+// changed. A list comes as its new items (objects) and, for items this page already holds,
+// their index in the list it has: [{..}, 0] is one new item before the first one held. Each
+// card is made of parts that depend on a few fields; only the parts whose fields came are
+// drawn again, and list items keep their elements (focus and typed text stay).
 "use strict";
 
 const tasksEl = document.getElementById("tasks");
 const statusEl = document.getElementById("status");
 const emptyEl = document.getElementById("empty");
-/** task_id -> {el, data} */
+/** task_id -> {el, data, parts, lists}: `lists[field]` is [{d, el}], in the server's order. */
 const cards = new Map();
 /** What a person typed into prompt fields, by dialog key, kept across re-renders. */
 const drafts = new Map();
-/** Which <details> are open, by key. */
-const opened = new Set();
 /** Server clock minus ours, in seconds. */
 let skew = 0;
 /** Thumbnails by task: {src, width, height, why, at, loading}. */
@@ -56,13 +60,6 @@ function tick1(e, now) {
 function tick() {
   const now = serverNow();
   for (const e of document.querySelectorAll("[data-at]")) tick1(e, now);
-}
-
-function details(key, title, count, body) {
-  const d = el("details", { "data-key": key, open: opened.has(key) },
-    el("summary", { text: title + " (" + count + ")" }), body);
-  d.addEventListener("toggle", () => { if (d.open) opened.add(key); else opened.delete(key); });
-  return d;
 }
 
 async function post(path, body) {
@@ -168,7 +165,7 @@ async function loadThumb(task, force) {
   }
   thumbs.set(task, next);
   const c = cards.get(task);
-  if (c) render(c.data);
+  if (c) draw(c, ["thumbnail"]);
 }
 
 /** Refreshes the thumbnails of the active tasks on screen. */
@@ -196,72 +193,190 @@ function holdView(t) {
   return box;
 }
 
-function render(t) {
-  const headingId = "task-" + btoa(unescape(encodeURIComponent(t.task_id))).replace(/[^A-Za-z0-9]/g, "");
-  const card = el("section", { class: "task", "aria-labelledby": headingId, "data-task": t.task_id });
-  const state = el("span", { class: "badge state-" + t.state, text: t.state });
-  if (t.state === "reconnecting") state.textContent = "reconnecting " + t.attempt + " of " + t.of;
-  const h = el("h2", { id: headingId }, t.task_id, state);
-  if (t.crashed) h.append(el("span", { class: "badge crashed", text: "crashed" }));
-  card.append(h, el("p", { class: "meta url", text: t.cdp_url + " · dialogs: " + t.policy }));
-  if (t.reason) card.append(el("p", { class: "error", text: (t.state === "dead" ? "Dead: " : "Reason: ") + t.reason }));
-  if (t.blocked) card.append(el("p", { class: "error", text: "Blocked (" + t.blocked.reason + "): " + t.blocked.hint }));
-  if (t.state === "active" || t.held_since) card.append(holdView(t));
-  if (t.state === "active") card.append(thumbnailOf(t));
-  if (t.pending.length === 0) card.append(el("p", { class: "muted", text: "No dialog pending." }));
-  for (const d of t.pending) card.append(dialogView(t, d));
-  if (t.pending_hidden) card.append(el("p", { class: "meta", text: t.pending_hidden + " more pending" }));
-  const pages = el("ul");
-  for (const p of t.pages) {
+/** The element of one item of a list field, by field (the task's data is `t`). */
+const ITEMS = {
+  pending: (t, d) => dialogView(t, d),
+  pages: (t, p) => {
     const li = el("li", {}, el("strong", { text: p.title || "(untitled)" }), " ", el("span", { class: "url", text: p.url }));
     if (p.opener) li.append(el("span", { class: "meta", text: " popup" }));
-    pages.append(li);
-  }
-  card.append(details(t.task_id + "\u0000pages", "Pages", t.pages.length, pages));
-  card.append(details(t.task_id + "\u0000frames", "Frames", t.frames.length + t.frames_hidden, frameTree(t.frames)));
-  const recent = el("ul");
-  for (const c of t.recent) {
+    return li;
+  },
+  frames: null,
+  recent: (t, c) => {
     const li = el("li", {}, c.kind + " " + c.id + " closed by ", el("strong", { text: c.closed_by }), " ", when(c.closed_at, "ago"));
     if (c.accepted !== null) li.append(c.accepted ? " (accepted)" : " (dismissed)");
     if (c.user_input !== null) li.append(" answer " + JSON.stringify(c.user_input));
     li.append(el("div", { class: "meta", text: c.message }));
-    recent.append(li);
-  }
-  card.append(details(t.task_id + "\u0000recent", "Recent dialogs", t.recent.length, recent));
-  const consoleList = el("ul");
-  for (const c of t.console) consoleList.append(el("li", {}, el("span", { class: "badge", text: c.level }), " ", c.text, " ", el("span", { class: "meta" }, when(c.ts, "ago"))));
-  card.append(details(t.task_id + "\u0000console", "Console errors", t.console_total, consoleList));
-  const dl = el("ul");
-  for (const d of t.downloads) {
+    return li;
+  },
+  console: (t, c) => el("li", {}, el("span", { class: "badge", text: c.level }), " ", c.text, " ", el("span", { class: "meta" }, when(c.ts, "ago"))),
+  downloads: (t, d) => {
     const size = d.total ? d.received + " of " + d.total + " bytes" : d.received + " bytes";
-    dl.append(el("li", {}, el("strong", { text: d.file || "(no name)" }), " " + d.state + ", " + size + ", started ", when(d.started_at, "ago")));
-  }
-  card.append(details(t.task_id + "\u0000downloads", "Downloads", t.downloads_total, dl));
-  place(t, card);
+    return el("li", {}, el("strong", { text: d.file || "(no name)" }), " " + d.state + ", " + size + ", started ", when(d.started_at, "ago"));
+  },
+};
+
+/** Puts exactly `els` in `box`, in order, moving no element that is already in place. */
+function sync(box, els) {
+  const keep = new Set(els);
+  for (const c of [...box.children]) if (!keep.has(c)) c.remove();
+  els.forEach((e, i) => { if (box.children[i] !== e) box.insertBefore(e, box.children[i] || null); });
 }
 
-/** Puts a task's new card where its old one was (or in order), keeping focus and drafts. */
-function place(t, card) {
-  const old = cards.get(t.task_id);
-  const focused = document.activeElement;
-  const focusKey = old && old.el.contains(focused) && focused.dataset ? focused.dataset.key : null;
-  let caret = null;
-  if (focusKey && focused.tagName === "INPUT") caret = [focused.selectionStart, focused.selectionEnd];
-  if (old) old.el.replaceWith(card);
-  else {
-    let before = null;
-    for (const [id, c] of cards) if (id > t.task_id && (!before || id < before.id)) before = { id, el: c.el };
-    tasksEl.insertBefore(card, before ? before.el : null);
+/** The elements of list `field`'s items. */
+function itemEls(c, field) { return (c.lists[field] || []).map((i) => i.el); }
+
+/** A part of a list in a <details>: its summary's count and its items. */
+function listPart(field, title, count) {
+  return {
+    fields: [field, count],
+    make(c) {
+      const summary = el("summary");
+      const ul = el("ul");
+      return Object.assign(el("details", { "data-key": c.data.task_id + "\u0000" + field }, summary, ul), { summary, ul });
+    },
+    draw(c, box) {
+      box.summary.textContent = title + " (" + (count ? c.data[count] : c.data[field].length) + ")";
+      sync(box.ul, itemEls(c, field));
+    },
+  };
+}
+
+/** The parts of a card, in order: the fields each shows, how it is made and drawn again. */
+const PARTS = [
+  {
+    fields: ["state", "attempt", "of", "crashed"],
+    make(c) {
+      const id = "task-" + btoa(unescape(encodeURIComponent(c.data.task_id))).replace(/[^A-Za-z0-9]/g, "");
+      c.el.setAttribute("aria-labelledby", id);
+      return el("h2", { id });
+    },
+    draw(c, h) {
+      const t = c.data;
+      const state = el("span", { class: "badge state-" + t.state, text: t.state });
+      if (t.state === "reconnecting") state.textContent = "reconnecting " + t.attempt + " of " + t.of;
+      h.replaceChildren(t.task_id, state);
+      if (t.crashed) h.append(el("span", { class: "badge crashed", text: "crashed" }));
+    },
+  },
+  {
+    fields: ["cdp_url", "policy"],
+    make: () => el("p", { class: "meta url" }),
+    draw(c, p) { p.textContent = c.data.cdp_url + " · dialogs: " + c.data.policy; },
+  },
+  {
+    fields: ["state", "reason", "blocked"],
+    make: () => el("div"),
+    draw(c, box) {
+      const t = c.data;
+      box.replaceChildren();
+      if (t.reason) box.append(el("p", { class: "error", text: (t.state === "dead" ? "Dead: " : "Reason: ") + t.reason }));
+      if (t.blocked) box.append(el("p", { class: "error", text: "Blocked (" + t.blocked.reason + "): " + t.blocked.hint }));
+    },
+  },
+  {
+    fields: ["state", "held_since", "holds", "held_before_s"],
+    make: () => el("div"),
+    draw(c, box) {
+      const t = c.data;
+      box.replaceChildren();
+      if (t.state === "active" || t.held_since) box.append(holdView(t));
+    },
+  },
+  {
+    fields: ["state", "thumbnail"],
+    make: () => el("div"),
+    draw(c, box) {
+      box.replaceChildren();
+      if (c.data.state === "active") box.append(thumbnailOf(c.data));
+    },
+  },
+  {
+    fields: ["pending", "pending_hidden"],
+    make() {
+      const none = el("p", { class: "muted", text: "No dialog pending." });
+      const list = el("div");
+      const more = el("p", { class: "meta" });
+      return Object.assign(el("div", {}, none, list, more), { none, list, more });
+    },
+    draw(c, box) {
+      const t = c.data;
+      box.none.hidden = t.pending.length > 0;
+      sync(box.list, itemEls(c, "pending"));
+      box.more.hidden = !t.pending_hidden;
+      box.more.textContent = t.pending_hidden ? t.pending_hidden + " more pending" : "";
+    },
+  },
+  listPart("pages", "Pages", null),
+  {
+    fields: ["frames", "frames_hidden"],
+    make(c) {
+      const summary = el("summary");
+      const tree = el("div");
+      return Object.assign(el("details", { "data-key": c.data.task_id + "\u0000frames" }, summary, tree), { summary, tree });
+    },
+    draw(c, box) {
+      box.summary.textContent = "Frames (" + (c.data.frames.length + c.data.frames_hidden) + ")";
+      box.tree.replaceChildren(frameTree(c.data.frames));
+    },
+  },
+  listPart("recent", "Recent dialogs", null),
+  listPart("console", "Console errors", "console_total"),
+  listPart("downloads", "Downloads", "downloads_total"),
+];
+
+/** Takes in one task's fields as the server sent them (a list as new items and indexes). */
+function takeIn(c, fields) {
+  for (const [k, v] of Object.entries(fields)) {
+    if (k in ITEMS && Array.isArray(v)) {
+      const old = c.lists[k] || [];
+      const make = ITEMS[k];
+      const items = v.map((x) => typeof x === "number" ? old[x] : { d: x, el: make ? make(c.data, x) : null })
+        .filter((i) => i);
+      c.lists[k] = items;
+      c.data[k] = items.map((i) => i.d);
+    } else {
+      c.data[k] = v;
+    }
   }
-  cards.set(t.task_id, { el: card, data: t });
-  if (focusKey) {
-    const again = [...card.querySelectorAll("[data-key]")].find((e) => e.dataset.key === focusKey);
+}
+
+/** Draws again the parts of `c` that show one of `fields`, keeping the focus and caret. */
+function draw(c, fields) {
+  const focused = document.activeElement;
+  const focusKey = focused && c.el.contains(focused) && focused.dataset ? focused.dataset.key : null;
+  const caret = focusKey && focused.tagName === "INPUT" ? [focused.selectionStart, focused.selectionEnd] : null;
+  const came = new Set(fields);
+  PARTS.forEach((part, i) => {
+    if (part.fields.some((f) => came.has(f))) part.draw(c, c.parts[i]);
+  });
+  if (focusKey && !c.el.contains(document.activeElement)) {
+    const again = [...c.el.querySelectorAll("[data-key]")].find((e) => e.dataset.key === focusKey);
     if (again) {
       again.focus();
       if (caret && again.setSelectionRange) again.setSelectionRange(caret[0], caret[1]);
     }
   }
-  emptyEl.hidden = cards.size > 0;
+}
+
+/** A task's fields came: its card is made (in order) or the parts they show drawn again. */
+function update(fields) {
+  let c = cards.get(fields.task_id);
+  if (!c) {
+    c = { el: el("section", { class: "task", "data-task": fields.task_id }), data: { task_id: fields.task_id }, parts: [], lists: {} };
+    takeIn(c, fields);
+    c.parts = PARTS.map((part) => part.make(c));
+    c.el.append(...c.parts);
+    draw(c, PARTS.flatMap((p) => p.fields));
+    let before = null;
+    for (const [id, o] of cards) if (id > c.data.task_id && (!before || id < before.id)) before = { id, el: o.el };
+    tasksEl.insertBefore(c.el, before ? before.el : null);
+    cards.set(c.data.task_id, c);
+    emptyEl.hidden = true;
+    return;
+  }
+  takeIn(c, fields);
+  draw(c, Object.keys(fields));
 }
 
 function remove(id) {
@@ -271,7 +386,6 @@ function remove(id) {
   const prefix = id + "\u0000";
   for (const k of [...drafts.keys()]) if (k.startsWith(prefix)) drafts.delete(k);
   thumbs.delete(id);
-  for (const k of [...opened]) if (k.startsWith(prefix)) opened.delete(k);
   emptyEl.hidden = cards.size > 0;
 }
 
@@ -279,10 +393,12 @@ function onTasks(ev) {
   const m = JSON.parse(ev.data);
   skew = m.now - Date.now() / 1000;
   if (m.reset) {
+    // A fresh full state (a new stream): every list item is new.
     const keep = new Set(m.tasks.map((t) => t.task_id));
     for (const id of [...cards.keys()]) if (!keep.has(id)) remove(id);
+    for (const c of cards.values()) c.lists = {};
   }
-  for (const t of m.tasks) render(t);
+  for (const t of m.tasks) update(t);
   for (const id of m.gone || []) remove(id);
   if (m.reset) refreshThumbs();
   statusEl.textContent = "Live: " + cards.size + (cards.size === 1 ? " task" : " tasks");

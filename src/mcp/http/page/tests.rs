@@ -10,21 +10,69 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::*;
+use crate::config::DialogAction;
 use crate::fake::FakeBrowser;
 
-/// Reads events of `c`'s stream until `pick` finds what it wants in one (within `WAIT`).
-fn event_where(c: &mut Client, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
-    let by = Instant::now() + WAIT;
-    loop {
-        assert!(Instant::now() < by, "no event with {what}");
-        let e = c.next_event().expect("the stream goes on");
-        if pick(&e) {
-            return e;
+/// What a page holds of every task, from the events of its stream (as `page.js` takes them
+/// in: a list as new items and the indexes of the items held).
+#[derive(Default)]
+struct Seen {
+    tasks: HashMap<String, serde_json::Map<String, Value>>,
+}
+
+impl Seen {
+    /// Takes in one event.
+    fn take(&mut self, event: &Value) {
+        if event["reset"] == true {
+            self.tasks.clear();
+        }
+        for t in event["tasks"].as_array().expect("tasks") {
+            let id = t["task_id"].as_str().expect("task_id").to_string();
+            let held = self.tasks.entry(id).or_default();
+            for (k, v) in t.as_object().unwrap() {
+                let value = match (held.get(k), v) {
+                    (Some(Value::Array(was)), Value::Array(items)) => Value::Array(
+                        items
+                            .iter()
+                            .map(|i| match i.as_u64() {
+                                Some(n) => was[n as usize].clone(),
+                                None => i.clone(),
+                            })
+                            .collect(),
+                    ),
+                    _ => v.clone(),
+                };
+                held.insert(k.clone(), value);
+            }
+        }
+        for gone in event["gone"].as_array().into_iter().flatten() {
+            self.tasks.remove(gone.as_str().unwrap());
+        }
+    }
+
+    /// Task `id` as the page holds it (`Null`: not there).
+    fn task(&self, id: &str) -> Value {
+        self.tasks
+            .get(id)
+            .map_or(Value::Null, |m| Value::Object(m.clone()))
+    }
+
+    /// Reads `c`'s events until `pick` holds of what the page holds (within `WAIT`); the event
+    /// that made it so.
+    fn until(&mut self, c: &mut Client, what: &str, pick: impl Fn(&Seen) -> bool) -> Value {
+        let by = Instant::now() + WAIT;
+        loop {
+            assert!(Instant::now() < by, "no event with {what}");
+            let e = c.next_event().expect("the stream goes on");
+            self.take(&e);
+            if pick(self) {
+                return e;
+            }
         }
     }
 }
 
-/// The view of `task` in an event, if the event carries it.
+/// The entry of `task` in an event, if the event carries it.
 fn task_in<'a>(event: &'a Value, task: &str) -> Option<&'a Value> {
     event["tasks"]
         .as_array()?
@@ -227,31 +275,80 @@ fn the_event_stream_starts_with_every_task_then_carries_each_change_and_the_end(
     let fake = FakeBrowser::start().unwrap();
     let server = start(Config::default(), HttpOptions::default());
     let reg = server.mcp().registry();
-    reg.get_or_start("page-a", &fake.ws_url()).unwrap();
+    let sup = reg.get_or_start("page-a", &fake.ws_url()).unwrap();
     let mut c = events(&server, &[]);
+    let mut seen = Seen::default();
     let first = c.next_event().unwrap();
+    seen.take(&first);
     assert_eq!(first["reset"], true, "{first}");
     let a = task_in(&first, "page-a").expect("the task is in the full state");
     assert_eq!(a["state"], "active");
     assert_eq!(a["pending"], json!([]));
+    assert!(
+        a["cdp_url"].is_string() && a["frames"].is_array(),
+        "in full: {a}"
+    );
 
+    // Only the fields that changed, with the task and its version.
     let message = "<img src=x onerror=alert(1)>";
     fake.open_dialog("confirm", message, "");
-    let e = event_where(&mut c, "the pending dialog", |e| {
-        task_in(e, "page-a").is_some_and(|t| t["pending"].as_array().is_some_and(|p| !p.is_empty()))
+    let e = seen.until(&mut c, "the pending dialog", |s| {
+        s.task("page-a")["pending"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
     });
-    let d = &task_in(&e, "page-a").unwrap()["pending"][0];
+    let change = task_in(&e, "page-a").unwrap();
+    assert!(change["version"].is_u64(), "{change}");
+    for unchanged in ["state", "cdp_url", "frames", "policy", "recent", "console"] {
+        assert!(
+            change.get(unchanged).is_none(),
+            "{unchanged} was sent: {change}"
+        );
+    }
+    let d = &change["pending"][0];
     assert_eq!(d["kind"], "confirm");
     assert_eq!(d["message"], message, "sent as data, unchanged");
     assert!(d["watchdog_at"].as_f64().unwrap() > d["opened_at"].as_f64().unwrap());
 
-    reg.get_or_start("page-b", &fake.ws_url()).unwrap();
-    event_where(&mut c, "the new task", |e| task_in(e, "page-b").is_some());
-    reg.stop("page-a");
-    event_where(&mut c, "the stopped task gone", |e| {
-        e["gone"]
+    // A list goes as its new items and the indexes of the items the page has.
+    sup.respond_to_dialog(DialogAction::Accept, None, None)
+        .unwrap();
+    seen.until(&mut c, "the first dialog closed", |s| {
+        s.task("page-a")["recent"]
             .as_array()
-            .is_some_and(|g| g.contains(&json!("page-a")))
+            .is_some_and(|r| r.len() == 1)
+    });
+    fake.open_dialog("alert", "second", "");
+    sup.wait_for_dialog(WAIT)
+        .expect("the second dialog is pending");
+    sup.respond_to_dialog(DialogAction::Dismiss, None, None)
+        .unwrap();
+    let e = seen.until(&mut c, "the second dialog closed", |s| {
+        s.task("page-a")["recent"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2)
+    });
+    let recent = &task_in(&e, "page-a").unwrap()["recent"];
+    assert_eq!(recent[0]["message"], "second", "{recent}");
+    assert_eq!(
+        recent[1],
+        json!(0),
+        "the one the page has, by index: {recent}"
+    );
+    assert_eq!(recent.as_array().unwrap().len(), 2);
+    let held = seen.task("page-a");
+    assert_eq!(held["recent"][1]["message"], message);
+    assert_eq!(held["pending"], json!([]));
+
+    reg.get_or_start("page-b", &fake.ws_url()).unwrap();
+    let e = seen.until(&mut c, "the new task", |s| !s.task("page-b").is_null());
+    assert!(
+        task_in(&e, "page-b").unwrap()["cdp_url"].is_string(),
+        "a new task goes in full"
+    );
+    reg.stop("page-a");
+    seen.until(&mut c, "the stopped task gone", |s| {
+        s.task("page-a").is_null()
     });
     // Shutdown ends the stream.
     server.shutdown();
@@ -263,38 +360,58 @@ fn a_viewer_that_stops_reading_is_dropped_and_the_others_keep_up() {
     let fake = FakeBrowser::start().unwrap();
     let server = start(Config::default(), HttpOptions::default());
     let reg = server.mcp().registry();
-    let sup = reg.get_or_start("page-flood", &fake.ws_url()).unwrap();
+    // Every task is on the fake's one page: each exception is news of every task.
+    let sups: Vec<_> = (0..40)
+        .map(|i| {
+            reg.get_or_start(&format!("page-flood-{i:02}"), &fake.ws_url())
+                .unwrap()
+        })
+        .collect();
     let stalled = events(&server, &[]);
     let mut reader = events(&server, &[]);
-    reader.next_event().unwrap();
+    let mut seen = Seen::default();
+    seen.take(&reader.next_event().unwrap());
     let open = || server.shared.places.open();
     assert_eq!(open(), 2);
-    // Large console errors change the task's view with every publish; the stalled viewer's
-    // socket and queue fill, the reader reads on.
+    // Rounds of twelve large console errors (every shown one new) change every task's view;
+    // the stalled viewer's socket and queue fill, the reader reads on.
     let text = "e".repeat(900);
-    let by = Instant::now() + Duration::from_secs(30);
+    let by = Instant::now() + Duration::from_secs(60);
     let mut n = 0u64;
     while open() > 1 {
         assert!(Instant::now() < by, "the stalled viewer was never dropped");
-        n += 1;
-        let before = sup.snapshot().version;
-        fake.emit_on_page(
-            "Runtime.exceptionThrown",
-            json!({"timestamp": 0, "exceptionDetails": {"exceptionId": n, "text": format!("{n} {text}"),
-                   "lineNumber": 0, "columnNumber": 0}}),
-        );
-        // The reader sees this very publish before the next one is made.
-        let v = sup.wait_for(WAIT, |s| s.version > before).unwrap().version;
-        event_where(&mut reader, "the latest version", |e| {
-            task_in(e, "page-flood").is_some_and(|t| t["version"].as_u64() >= Some(v))
+        for _ in 0..12 {
+            n += 1;
+            fake.emit_on_page(
+                "Runtime.exceptionThrown",
+                json!({"timestamp": 0, "exceptionDetails": {"exceptionId": n, "text": format!("{n} {text}"),
+                       "lineNumber": 0, "columnNumber": 0}}),
+            );
+        }
+        // The reader sees this round before the next one is made.
+        let newest = format!("{n} ");
+        for sup in [&sups[0], &sups[39]] {
+            sup.wait_for(WAIT, |s| {
+                s.console_errors.len() >= 12
+                    && s.console_errors
+                        .last()
+                        .is_some_and(|c| c.text.starts_with(&newest))
+            })
+            .expect("the round is published");
+        }
+        seen.until(&mut reader, "the latest round", |s| {
+            ["page-flood-00", "page-flood-39"].iter().all(|t| {
+                s.task(t)["console"][0]["text"]
+                    .as_str()
+                    .is_some_and(|x| x.starts_with(&newest))
+            })
         });
     }
-    assert!(!sup.snapshot().console_errors.is_empty());
     drop(stalled);
     // Still live for the one that reads.
     fake.open_dialog("alert", "still here", "");
-    event_where(&mut reader, "the dialog", |e| {
-        task_in(e, "page-flood").is_some_and(|t| t["pending"][0]["message"] == "still here")
+    seen.until(&mut reader, "the dialog", |s| {
+        s.task("page-flood-07")["pending"][0]["message"] == "still here"
     });
 }
 
@@ -336,11 +453,9 @@ fn a_person_takes_a_task_over_and_back_from_the_page_and_the_stream_shows_the_ho
         .get_or_start("page-hold", &fake.ws_url())
         .unwrap();
     let mut stream = events(&server, &[]);
-    let first = stream.next_event().unwrap();
-    assert_eq!(
-        task_in(&first, "page-hold").unwrap()["held_since"],
-        Value::Null
-    );
+    let mut seen = Seen::default();
+    seen.take(&stream.next_event().unwrap());
+    assert_eq!(seen.task("page-hold")["held_since"], Value::Null);
     let mut c = Client::new(&server);
     let r = page_post(
         &mut c,
@@ -350,18 +465,19 @@ fn a_person_takes_a_task_over_and_back_from_the_page_and_the_stream_shows_the_ho
     );
     assert_eq!(r.status, 200, "{r:?}");
     assert!(sup.is_held());
-    let e = event_where(&mut stream, "the hold", |e| {
-        task_in(e, "page-hold").is_some_and(|t| t["held_since"].is_f64())
+    seen.until(&mut stream, "the hold", |s| {
+        s.task("page-hold")["held_since"].is_f64()
     });
-    assert_eq!(task_in(&e, "page-hold").unwrap()["holds"], 1);
+    assert_eq!(seen.task("page-hold")["holds"], 1);
     // While held, a dialog has no watchdog time.
     fake.open_dialog("confirm", "Held?", "");
-    let e = event_where(&mut stream, "the held dialog", |e| {
-        task_in(e, "page-hold")
-            .is_some_and(|t| t["pending"].as_array().is_some_and(|p| !p.is_empty()))
+    seen.until(&mut stream, "the held dialog", |s| {
+        s.task("page-hold")["pending"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
     });
     assert_eq!(
-        task_in(&e, "page-hold").unwrap()["pending"][0]["watchdog_at"],
+        seen.task("page-hold")["pending"][0]["watchdog_at"],
         Value::Null
     );
     let r = page_post(
@@ -372,8 +488,9 @@ fn a_person_takes_a_task_over_and_back_from_the_page_and_the_stream_shows_the_ho
     );
     assert_eq!(r.status, 200, "{r:?}");
     assert!(!sup.is_held());
-    event_where(&mut stream, "the end of the hold", |e| {
-        task_in(e, "page-hold").is_some_and(|t| t["held_since"].is_null() && t["holds"] == 1)
+    seen.until(&mut stream, "the end of the hold", |s| {
+        let t = s.task("page-hold");
+        t["held_since"].is_null() && t["holds"] == 1
     });
     let r = page_post(&mut c, "/api/hold", &[], &json!({"task_id": "page-hold"}));
     assert_eq!(r.status, 400, "{r:?}");
