@@ -272,8 +272,10 @@ impl Mux {
                 let params = serde_json::json!({ "sessionId": s });
                 self.own_command(&mut st, "Target.detachFromTarget", params, None);
             }
-            let params = serde_json::json!({ "sessionId": gone.browser_session });
-            self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            if !gone.browser_session.is_empty() {
+                let params = serde_json::json!({ "sessionId": gone.browser_session });
+                self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            }
             std::mem::take(&mut st.outbox)
         };
         self.flush(outbox);
