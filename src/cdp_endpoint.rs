@@ -20,6 +20,10 @@
 //! * `mux.rs`: one task's clients on its upstream connection (ids, sessions, the dialog rule,
 //!   bounded queues), the [`Tap`](crate::tap::Tap) its reader feeds;
 //! * `frame.rs`: the server side of the WebSocket framing.
+//!
+//! Threads are named after the listener's port (a test finds its own): `cdp-ep-P` accepts,
+//! `cdp-in-P` serves one connection (and reads a client's frames), `cdp-out-P` writes to one
+//! client.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -89,7 +93,7 @@ impl Listener {
         });
         let weak = Arc::downgrade(&me);
         let handle = std::thread::Builder::new()
-            .name("cdp-endpoint".into())
+            .name(format!("cdp-ep-{}", addr.port()))
             .spawn(move || accept_loop(&weak, &socket))
             .map_err(|e| Error::Io(format!("cannot start the CDP endpoint's thread: {e}")))?;
         *lock(&me.accept) = Some(handle);
@@ -211,7 +215,7 @@ fn accept_loop(me: &Weak<Listener>, socket: &TcpListener) {
         }
         let l = Arc::clone(&listener);
         let spawned = std::thread::Builder::new()
-            .name("cdp-endpoint-conn".into())
+            .name(format!("cdp-in-{}", listener.addr.port()))
             .stack_size(256 * 1024)
             .spawn(move || {
                 http::serve(&l, stream, peer);

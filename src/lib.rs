@@ -106,7 +106,9 @@
 //!   discovery and the upgrade (`cdp_endpoint/http.rs`, on `http1`), each client's threads
 //!   (`client.rs`), the task's clients multiplexed on its one upstream connection (`mux.rs`:
 //!   ids and sessions; `mux/scope.rs`: which targets are the task's, and the security policy
-//!   for each command; `mux/tap.rs`: what the reader hands it), WebSocket frames (`frame.rs`,
+//!   for each command; `mux/tap.rs`: what the reader hands it; `mux/wait.rs`: how long a call
+//!   waits for a dialog its client was shown; `mux/life.rs`: a dropped connection, a reconnect
+//!   and the task's end for its clients), WebSocket frames (`frame.rs`,
 //!   `wire.rs`); `tap`: the reader's one hook for it (each message, before the core).
 //! * `registry`: [`SupervisorRegistry`], `task_id -> Supervisor`: plain start/stop bookkeeping
 //!   under one lock, a lock-free read path with a per-thread cache (`registry/read_cache.rs`),

@@ -48,7 +48,7 @@ pub(super) fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
         own_downloads: sup.download_dir().map(std::path::Path::to_path_buf),
         all_targets: false,
     };
-    let mux = Arc::new(Mux::new(sup.shared(), sup.task_id(), policy));
+    let mux = Mux::new(sup.shared(), sup.task_id(), policy);
     let _ = sup.shared().tap.set(mux as Arc<dyn Tap>);
     mux_of(sup)
 }
@@ -86,7 +86,10 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
         mux.client_count()
     );
     let writer = std::thread::Builder::new()
-        .name("cdp-endpoint-out".into())
+        .name(format!(
+            "cdp-out-{}",
+            tcp.local_addr().map_or(0, |a| a.port())
+        ))
         .stack_size(256 * 1024)
         .spawn(move || write_loop(&rx, out));
     let Ok(writer) = writer else {

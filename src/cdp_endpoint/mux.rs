@@ -22,15 +22,11 @@
 //! What a client owns the supervisor's state machine never sees ([`Tap::claims`](crate::tap::Tap::claims)); a client
 //! may not use a session it does not own (Chromium's own error: session not found).
 //!
-//! # Dialogs
+//! # Dialogs, drops and the end
 //!
-//! A command on a client session runs in a target; the supervisor's own session on that target
-//! gives it a renderer, and `core/policy.rs` decides as for the supervisor's own calls: refused
-//! at once with an error naming the dialog ([`policy::admit`]), or failed when a dialog opens
-//! while it is in flight (on each publish, [`Tap::published`](crate::tap::Tap::published)) unless the client enabled `Page`
-//! on the call's session: it is shown the dialog (`Page.javascriptDialogOpening`) and can answer
-//! it, so its call waits for the answer as on a connection of its own (Puppeteer's
-//! `page.evaluate(() => alert())` with a dialog handler).
+//! The dialog rule, and how long a call waits for an answer its client may give: `wait.rs`.
+//! What clients get when the connection drops, when the task is back and when it ends:
+//! `life.rs`.
 //!
 //! # Slow clients
 //!
@@ -54,8 +50,10 @@ use crate::shared::Shared;
 use crate::snapshot::Snapshot;
 use crate::transport::SendError;
 
+mod life;
 mod scope;
 mod tap;
+mod wait;
 
 /// Messages queued for one client before it counts as too slow and is disconnected.
 pub(super) const QUEUE_MAX: usize = 4096;
@@ -89,6 +87,8 @@ struct Client {
     /// The targets it was shown (`targetCreated`, `attachedToTarget`): the ones whose
     /// `targetDestroyed` it gets.
     shown: FxHashSet<String>,
+    /// Its last browser-level commands of [`life::REPLAYED`], with their params.
+    replay: Vec<(String, serde_json::Value)>,
 }
 
 /// A client command in flight, under its upstream id.
@@ -147,6 +147,10 @@ struct State {
     hidden: FxHashSet<String>,
     /// The endpoint's own commands, written once the lock is released.
     outbox: Vec<String>,
+    /// Drops and reconnects (`life.rs`).
+    life: life::Life,
+    /// Calls waiting for a dialog their client was shown (`wait.rs`).
+    waits: wait::Waits,
 }
 
 /// The task's settings the mux applies to every client.
@@ -164,6 +168,8 @@ pub(super) struct Policy {
 
 /// One task's clients.
 pub(crate) struct Mux {
+    /// Itself, for the dialog clock's thread (`wait.rs`).
+    me: Weak<Mux>,
     /// Weak: the supervisor's `Shared` holds the mux (its tap), and must be freed with it.
     shared: Weak<Shared>,
     task_id: String,
@@ -196,13 +202,14 @@ fn supervisor_session<'s>(snap: &'s Snapshot, target_id: &str) -> Option<&'s str
 }
 
 impl Mux {
-    pub(super) fn new(shared: &Arc<Shared>, task_id: &str, policy: Policy) -> Mux {
-        Mux {
+    pub(super) fn new(shared: &Arc<Shared>, task_id: &str, policy: Policy) -> Arc<Mux> {
+        Arc::new_cyclic(|me| Mux {
+            me: me.clone(),
             shared: Arc::downgrade(shared),
             task_id: task_id.to_string(),
             policy,
             state: Mutex::new(State::default()),
-        }
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -224,6 +231,7 @@ impl Mux {
                 creating: 0,
                 held: Vec::new(),
                 shown: FxHashSet::default(),
+                replay: Vec::new(),
             },
         );
         id
@@ -249,6 +257,7 @@ impl Mux {
                 .collect();
             for s in &mine {
                 st.sessions.remove(s);
+                st.life.parents.remove(s);
                 st.page_enabled.remove(s);
                 st.shown.remove(s);
             }
@@ -263,8 +272,10 @@ impl Mux {
                 let params = serde_json::json!({ "sessionId": s });
                 self.own_command(&mut st, "Target.detachFromTarget", params, None);
             }
-            let params = serde_json::json!({ "sessionId": gone.browser_session });
-            self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            if !gone.browser_session.is_empty() {
+                let params = serde_json::json!({ "sessionId": gone.browser_session });
+                self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            }
             std::mem::take(&mut st.outbox)
         };
         self.flush(outbox);
@@ -337,6 +348,13 @@ impl Mux {
             None => c.browser_session.clone(),
             Some(s) => s,
         };
+        if browser_level && session.is_empty() {
+            drop(st); // the connection dropped and its new browser session is not there yet
+            return self.reply(
+                client,
+                error_reply(Some(orig_id), -32000, life::RECONNECTING),
+            );
+        }
         let target = match st.sessions.get(&session) {
             Some((owner, target)) if *owner == client => Some(target.clone()),
             None if st.browser_sessions.get(&session) == Some(&client) => None,
@@ -412,6 +430,9 @@ impl Mux {
         if creates && let Some(c) = st.clients.get_mut(&client) {
             c.creating += 1;
         }
+        if browser_level {
+            Mux::remember(&mut st, client, &method, cmd.params.map(RawValue::get));
+        }
         let id = shared.next_command_id();
         let params = cmd.params.map_or("{}", RawValue::get);
         let method_json = serde_json::Value::from(method.as_str());
@@ -476,7 +497,9 @@ impl Mux {
 
     /// Disconnects every client with a close frame (`code`, `reason`).
     pub(super) fn close_all(&self, code: u16, reason: &str) {
+        self.stop_clock();
         let mut st = self.lock();
+        Mux::forget_life(&mut st);
         for (_, c) in st.clients.drain() {
             let _ = c.tx.try_send(Out::Close(code, reason.to_string()));
         }
@@ -485,93 +508,6 @@ impl Mux {
         st.browser_sessions.clear();
         st.page_enabled.clear();
         st.shown.clear();
-    }
-
-    fn on_reply(&self, st: &mut State, id: u64, env: &Envelope<'_>) -> bool {
-        let Some(entry) = st.pending.remove(&id) else {
-            return false;
-        };
-        let Some(p) = entry else {
-            return true;
-        };
-        if p.method == "Target.attachToTarget"
-            && let Some(r) = decode::<SessionParams>(env.result)
-            && let Some(s) = r.session_id
-        {
-            st.sessions
-                .insert(s, (p.client, p.attach_target.clone().unwrap_or_default()));
-        }
-        if p.method == "Target.createTarget" {
-            self.created(st, p.client, env.result);
-        }
-        let narrowed = env
-            .result
-            .and_then(|r| self.narrow_reply(st, p.client, &p.method, r));
-        let body = match (narrowed, env.result, env.error) {
-            (_, _, Some(e)) => format!(r#""error":{}"#, e.get()),
-            (Some(n), _, None) => format!(r#""result":{n}"#),
-            (None, Some(r), None) => format!(r#""result":{}"#, r.get()),
-            (None, None, None) => r#""result":{}"#.to_string(),
-        };
-        let session = match (&env.session_id, p.browser_level) {
-            (Some(s), false) => format!(r#","sessionId":{}"#, serde_json::Value::from(s.as_ref())),
-            _ => String::new(),
-        };
-        let text = format!(r#"{{"id":{},{body}{session}}}"#, p.orig_id.get());
-        deliver(st, &self.task_id, p.client, Out::Text(text));
-        true
-    }
-
-    fn on_event(
-        &self,
-        st: &mut State,
-        method: &str,
-        session: &str,
-        env: &Envelope<'_>,
-        text: &str,
-    ) -> bool {
-        let (client, browser_level) = if let Some(c) = st.browser_sessions.get(session) {
-            (*c, true)
-        } else if let Some((c, _)) = st.sessions.get(session) {
-            (*c, false)
-        } else {
-            return st.hidden.contains(session);
-        };
-        if self.screen(st, client, session, browser_level, method, env.params, text) {
-            return true;
-        }
-        match method {
-            "Target.attachedToTarget" => {
-                if let Some(p) = decode::<SessionParams>(env.params)
-                    && let Some(s) = p.session_id
-                {
-                    let target = p.target_info.map(|t| t.target_id).unwrap_or_default();
-                    st.sessions.insert(s, (client, target));
-                }
-            }
-            "Target.detachedFromTarget" => {
-                if let Some(p) = decode::<SessionParams>(env.params)
-                    && let Some(s) = p.session_id
-                {
-                    st.sessions.remove(&s);
-                    st.page_enabled.remove(&s);
-                    st.shown.remove(&s);
-                }
-            }
-            "Page.javascriptDialogOpening" => drop(st.shown.insert(session.to_string())),
-            "Page.javascriptDialogClosed" => drop(st.shown.remove(session)),
-            _ => {}
-        }
-        let params = env.params.map_or("{}", RawValue::get);
-        let m = serde_json::Value::from(method);
-        let text = if browser_level {
-            format!(r#"{{"method":{m},"params":{params}}}"#)
-        } else {
-            let s = serde_json::Value::from(session);
-            format!(r#"{{"method":{m},"params":{params},"sessionId":{s}}}"#)
-        };
-        deliver(st, &self.task_id, client, Out::Text(text));
-        true
     }
 }
 

@@ -25,6 +25,9 @@ const EMPTY_RESULT_METHODS: &[&str] = &[
     "Page.navigate",
     "Log.enable",
 ];
+/// The target of a browser session (`Target.attachToBrowserTarget`).
+const BROWSER_TARGET: &str = "BROWSER";
+
 /// Domains that only exist on a page session, not on the browser endpoint.
 const PAGE_ONLY_DOMAINS: &[&str] = &["Page.", "Runtime.", "Network.", "Log."];
 
@@ -141,7 +144,26 @@ fn default_answer(shared: &Shared, conn: &Conn, cmd: &Value) -> Result<Value, Cd
             }
         }
     };
+    // A browser session keeps discovery and auto-attach of its own, as Chromium's does.
+    let on_browser = session.as_ref().map(|(id, t)| (*id, t == BROWSER_TARGET));
+    let on_browser = on_browser.and_then(|(id, yes)| yes.then_some(id));
     match method {
+        "Target.attachToBrowserTarget" if session.is_none() => Ok(attach_browser(shared, conn)),
+        "Target.setAutoAttach" if on_browser.is_some() => {
+            if params.get("autoAttach").and_then(Value::as_bool) == Some(true) {
+                attach_every_page(shared, conn, on_browser);
+            }
+            Ok(json!({}))
+        }
+        "Target.setDiscoverTargets" if on_browser.is_some() => {
+            if params.get("discover").and_then(Value::as_bool) == Some(true) {
+                for t in shared.state().targets.clone() {
+                    let info = json!({"targetInfo": t.info(false)});
+                    shared.send_event(conn, on_browser, "Target.targetCreated", info);
+                }
+            }
+            Ok(json!({}))
+        }
         "Target.getTargets" => {
             let infos: Vec<Value> = shared
                 .state()
@@ -153,10 +175,12 @@ fn default_answer(shared: &Shared, conn: &Conn, cmd: &Value) -> Result<Value, Cd
         }
         "Target.createTarget" => Ok(create_target(shared, &params)),
         "Target.closeTarget" => close_target(shared, &params),
-        "Target.attachToTarget" => attach_to_target(shared, conn, &params),
+        "Target.attachToTarget" => {
+            attach_to_target(shared, conn, &params, session.as_ref().map(|s| s.0))
+        }
         "Target.setAutoAttach" if session.is_none() && shared.state().auto_attach_pages => {
             if params.get("autoAttach").and_then(Value::as_bool) == Some(true) {
-                attach_every_page(shared, conn);
+                attach_every_page(shared, conn, None);
             }
             Ok(json!({}))
         }
@@ -284,9 +308,15 @@ fn close_target(shared: &Shared, params: &Value) -> Result<Value, CdpError> {
     }
 }
 
-/// `Target.attachToTarget`: emits `Target.attachedToTarget`, then answers
-/// with the new session id (Chromium's order). Always behaves as flat.
-fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Value, CdpError> {
+/// `Target.attachToTarget` (sent on `on`, a session or the root): emits
+/// `Target.attachedToTarget` there, then answers with the new session id (Chromium's order).
+/// Always behaves as flat.
+fn attach_to_target(
+    shared: &Shared,
+    conn: &Conn,
+    params: &Value,
+    on: Option<&str>,
+) -> Result<Value, CdpError> {
     let target_id = params
         .get("targetId")
         .and_then(Value::as_str)
@@ -294,12 +324,29 @@ fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Valu
     let Some(target) = shared.target(target_id) else {
         return Err(CdpError::new(-32602, "No target with given id found"));
     };
-    let session = attach_session(shared, conn, &target);
+    let session = attach_session(shared, conn, &target, on);
     Ok(json!({"sessionId": session}))
 }
 
-/// Gives `conn` a new session on `target` and tells it so (`Target.attachedToTarget`).
-fn attach_session(shared: &Shared, conn: &Conn, target: &Target) -> String {
+/// `Target.attachToBrowserTarget`: a session on the browser itself, announced at the root.
+fn attach_browser(shared: &Shared, conn: &Conn) -> Value {
+    let session = shared.new_session_id();
+    conn.add_session(&session, BROWSER_TARGET);
+    let info = json!({
+        "targetId": BROWSER_TARGET,
+        "type": "browser",
+        "title": "",
+        "url": "",
+        "attached": true,
+        "canAccessOpener": false,
+    });
+    let event = json!({"sessionId": session, "targetInfo": info, "waitingForDebugger": false});
+    shared.send_event(conn, None, "Target.attachedToTarget", event);
+    json!({"sessionId": session})
+}
+
+/// Gives `conn` a new session on `target` and tells it so (`Target.attachedToTarget` on `on`).
+fn attach_session(shared: &Shared, conn: &Conn, target: &Target, on: Option<&str>) -> String {
     let session = shared.new_session_id();
     conn.add_session(&session, &target.id);
     let event = json!({
@@ -307,16 +354,17 @@ fn attach_session(shared: &Shared, conn: &Conn, target: &Target) -> String {
         "targetInfo": target.info(true),
         "waitingForDebugger": false,
     });
-    shared.send_event(conn, None, "Target.attachedToTarget", event);
+    shared.send_event(conn, on, "Target.attachedToTarget", event);
     session
 }
 
-/// A browser-level auto-attach (`FakeBrowser::set_auto_attach_pages`): every page the browser
-/// holds is attached to `conn`, as Chromium does, each with a session of its own.
-fn attach_every_page(shared: &Shared, conn: &Conn) {
+/// A browser-level auto-attach (`FakeBrowser::set_auto_attach_pages`, or on a browser session
+/// `on`): every page the browser holds is attached to `conn`, as Chromium does, each with a
+/// session of its own.
+fn attach_every_page(shared: &Shared, conn: &Conn, on: Option<&str>) {
     let targets = shared.state().targets.clone();
     for target in targets {
-        attach_session(shared, conn, &target);
+        attach_session(shared, conn, &target, on);
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use serde_json::value::RawValue;
+
 use super::{Mux, Out, State, deliver};
 use crate::cdp_endpoint::wire::{Envelope, SessionParams, client_wording, decode, error_reply_on};
 use crate::core::policy;
@@ -17,7 +19,7 @@ impl Mux {
         };
         let Some(method) = env.method.as_deref() else {
             let Some(id) = env.id else { return false };
-            return self.on_reply(st, id, &env);
+            return self.renewed(st, id, &env) || self.on_reply(st, id, &env);
         };
         // A client's browser session opening (`Target.attachToBrowserTarget`): the supervisor
         // itself never attaches to the browser target, and would let go of it.
@@ -43,6 +45,128 @@ impl Mux {
             None => false,
         }
     }
+
+    pub(super) fn on_reply(&self, st: &mut State, id: u64, env: &Envelope<'_>) -> bool {
+        let Some(entry) = st.pending.remove(&id) else {
+            return false;
+        };
+        let Some(p) = entry else {
+            return true;
+        };
+        if p.method == "Target.attachToTarget"
+            && let Some(r) = decode::<SessionParams>(env.result)
+            && let Some(s) = r.session_id
+        {
+            st.life.parents.insert(s.clone(), p.session.clone());
+            st.sessions
+                .insert(s, (p.client, p.attach_target.clone().unwrap_or_default()));
+        }
+        if p.method == "Target.createTarget" {
+            self.created(st, p.client, env.result);
+        }
+        let narrowed = env
+            .result
+            .and_then(|r| self.narrow_reply(st, p.client, &p.method, r));
+        let body = match (narrowed, env.result, env.error) {
+            (_, _, Some(e)) => format!(r#""error":{}"#, e.get()),
+            (Some(n), _, None) => format!(r#""result":{n}"#),
+            (None, Some(r), None) => format!(r#""result":{}"#, r.get()),
+            (None, None, None) => r#""result":{}"#.to_string(),
+        };
+        let session = match (&env.session_id, p.browser_level) {
+            (Some(s), false) => format!(r#","sessionId":{}"#, serde_json::Value::from(s.as_ref())),
+            _ => String::new(),
+        };
+        let text = format!(r#"{{"id":{},{body}{session}}}"#, p.orig_id.get());
+        deliver(st, &self.task_id, p.client, Out::Text(text));
+        true
+    }
+
+    pub(super) fn on_event(
+        &self,
+        st: &mut State,
+        method: &str,
+        session: &str,
+        env: &Envelope<'_>,
+        text: &str,
+    ) -> bool {
+        let (client, browser_level) = if let Some(c) = st.browser_sessions.get(session) {
+            (*c, true)
+        } else if let Some((c, _)) = st.sessions.get(session) {
+            (*c, false)
+        } else {
+            return st.hidden.contains(session);
+        };
+        if self.screen(st, client, session, browser_level, method, env.params, text) {
+            return true;
+        }
+        match method {
+            "Target.attachedToTarget" => {
+                if let Some(p) = decode::<SessionParams>(env.params)
+                    && let Some(s) = p.session_id
+                {
+                    let target = p.target_info.map(|t| t.target_id).unwrap_or_default();
+                    st.life.parents.insert(s.clone(), session.to_string());
+                    st.sessions.insert(s, (client, target));
+                }
+            }
+            "Target.detachedFromTarget" => {
+                if let Some(p) = decode::<SessionParams>(env.params)
+                    && let Some(s) = p.session_id
+                {
+                    st.sessions.remove(&s);
+                    st.life.parents.remove(&s);
+                    st.page_enabled.remove(&s);
+                    st.shown.remove(&s);
+                }
+            }
+            "Page.javascriptDialogOpening" => drop(st.shown.insert(session.to_string())),
+            "Page.javascriptDialogClosed" => drop(st.shown.remove(session)),
+            _ => {}
+        }
+        let params = env.params.map_or("{}", RawValue::get);
+        let m = serde_json::Value::from(method);
+        let text = if browser_level {
+            format!(r#"{{"method":{m},"params":{params}}}"#)
+        } else {
+            let s = serde_json::Value::from(session);
+            format!(r#"{{"method":{m},"params":{params},"sessionId":{s}}}"#)
+        };
+        deliver(st, &self.task_id, client, Out::Text(text));
+        true
+    }
+
+    /// On a publish with dialogs pending: the calls in flight that one of them now blocks fail,
+    /// but for those whose client was shown it, which wait for its answer (`wait.rs`).
+    fn fail_in_flight(&self, st: &mut State, snap: &Snapshot) {
+        let mut failed = Vec::new();
+        let mut waiting = Vec::new();
+        for (id, p) in &st.pending {
+            let Some(p) = p else { continue };
+            let Some(sid) = &p.renderer_sid else { continue };
+            let Some(d) = snap.pending_dialogs.iter().find(|d| {
+                !p.known.contains(&d.id) && policy::fails_in_flight(snap, d, true, sid, &p.method)
+            }) else {
+                continue;
+            };
+            if p.may_wait {
+                waiting.push((*id, d.id.clone()));
+                continue;
+            }
+            let e = client_wording(&policy::dialog_error(d, false, &p.method));
+            let on = (!p.browser_level).then_some(p.session.as_str());
+            let reply = error_reply_on(Some(&p.orig_id), on, -32000, &e);
+            failed.push((*id, p.client, reply));
+        }
+        for (id, client, text) in failed {
+            // Its reply, if it ever comes, is swallowed.
+            st.pending.insert(id, None);
+            deliver(st, &self.task_id, client, Out::Text(text));
+        }
+        for (id, dialog) in waiting {
+            self.wait_for_client(st, id, &dialog);
+        }
+    }
 }
 
 impl Tap for Mux {
@@ -50,6 +174,7 @@ impl Tap for Mux {
         let (claimed, outbox) = {
             let mut st = self.lock();
             let claimed = self.claim(&mut st, text);
+            self.settle(&mut st, None);
             (claimed, std::mem::take(&mut st.outbox))
         };
         self.flush(outbox);
@@ -67,45 +192,29 @@ impl Tap for Mux {
         match &snap.state {
             SupervisorState::Stopped => return self.close_all(1001, "the task stopped"),
             SupervisorState::Dead { reason } => {
-                return self.close_all(1011, &format!("the task's supervisor ended: {reason}"));
+                return self.close_all(1001, &format!("the task ended: {reason}"));
             }
             _ => {}
         }
-        if !self.policy.must_respond || snap.pending_dialogs.is_empty() {
-            return;
-        }
-        let mut st = self.lock();
-        let mut failed = Vec::new();
-        for (id, p) in &st.pending {
-            let Some(p) = p else { continue };
-            let Some(sid) = &p.renderer_sid else { continue };
-            if p.may_wait {
-                continue; // it is shown the dialog: it may answer it, as on its own connection
+        let outbox = {
+            let mut st = self.lock();
+            if snap.state == SupervisorState::Active {
+                self.renew(&mut st);
             }
-            if let Some(d) = snap.pending_dialogs.iter().find(|d| {
-                !p.known.contains(&d.id) && policy::fails_in_flight(snap, d, true, sid, &p.method)
-            }) {
-                let e = client_wording(&policy::dialog_error(d, false, &p.method));
-                let on = (!p.browser_level).then_some(p.session.as_str());
-                let reply = error_reply_on(Some(&p.orig_id), on, -32000, &e);
-                failed.push((*id, p.client, reply));
+            self.settle(&mut st, Some(snap));
+            if self.policy.must_respond && !snap.pending_dialogs.is_empty() {
+                self.fail_in_flight(&mut st, snap);
             }
-        }
-        for (id, client, text) in failed {
-            // Its reply, if it ever comes, is swallowed.
-            st.pending.insert(id, None);
-            deliver(&mut st, &self.task_id, client, Out::Text(text));
-        }
+            std::mem::take(&mut st.outbox)
+        };
+        self.flush(outbox);
     }
 
     fn connection_lost(&self, reason: &str) {
         if self.shared.upgrade().is_none_or(|s| s.stop_requested()) {
             return self.close_all(1001, "the task stopped");
         }
-        self.close_all(
-            1011,
-            &format!("the task's connection to the browser ended ({reason}); connect again"),
-        );
+        self.lose(reason);
     }
 
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {

@@ -1,0 +1,325 @@
+//! The task's CDP endpoint through a dropped connection, a reconnect and the task's end, on the
+//! fake browser (issue 30 point 7): calls in flight fail, each lost session is detached (children
+//! first), the clients get new browser sessions with their discovery and auto-attach replayed,
+//! and a stop or a death closes them with 1001 and the reason, leaving no thread and no socket.
+
+use std::time::{Duration, Instant};
+
+use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::{Config, SupervisorRegistry, SupervisorState};
+use serde_json::{Value, json};
+
+use crate::common::{self, RawCdp};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Threads of this process whose name starts with `prefix`.
+pub fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .filter(|n| n.trim().starts_with(prefix))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The endpoint's threads serving connections and writing to clients (named after its port).
+pub fn client_threads(port: u16) -> usize {
+    threads_named(&format!("cdp-in-{port}")) + threads_named(&format!("cdp-out-{port}"))
+}
+
+/// This process's TCP sockets on local `port` that are not listening (the endpoint's ends of
+/// its clients' connections).
+pub fn sockets_on(port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().to_string();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut n = 0;
+    for file in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let lport = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if lport == Some(port) && *state != "0A" && inodes.contains(*inode) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// The port of a `ws://IP:PORT/...` URL.
+pub fn port_of(ws_url: &str) -> u16 {
+    let rest = ws_url.strip_prefix("ws://").expect("a ws URL");
+    let authority = rest.split('/').next().unwrap();
+    authority.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The messages `c` gets until one satisfies `last` (included), at most [`WAIT`].
+pub fn until(c: &mut RawCdp, what: &str, mut last: impl FnMut(&Value) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    let mut got = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match c.next_message(left) {
+            Ok(Some(m)) => {
+                let done = last(&m);
+                got.push(m);
+                if done {
+                    return got;
+                }
+            }
+            other => panic!("{what}: {other:?} after {got:#?}"),
+        }
+    }
+}
+
+/// How a client's connection ended: waits for its close.
+pub fn closed(c: &mut RawCdp) -> String {
+    common::wait_until(WAIT, || c.next_message(Duration::from_millis(200)).err())
+        .expect("the client's connection closed")
+}
+
+/// `method@session` of each message that is an event (`-`: browser level).
+fn events(msgs: &[Value]) -> Vec<String> {
+    msgs.iter()
+        .filter_map(|m| {
+            let method = m["method"].as_str()?;
+            let at = m["sessionId"].as_str().unwrap_or("-");
+            let of = m["params"]["sessionId"].as_str().map(|s| format!("({s})"));
+            Some(format!("{method}{}@{at}", of.unwrap_or_default()))
+        })
+        .collect()
+}
+
+fn config(attempts: u32, backoff: Duration) -> Config {
+    Config::default()
+        .with_reconnect_attempts(attempts)
+        .unwrap()
+        .with_reconnect_backoff(backoff)
+}
+
+#[test]
+fn clients_survive_a_dropped_connection_and_a_stop_leaves_no_thread_or_socket() {
+    let fake = FakeBrowser::start().unwrap();
+    // A command the fake never answers: in flight when the connection drops.
+    fake.set_rule("DOM.getDocument", Rule::Ignore);
+    let reg = SupervisorRegistry::new(config(5, Duration::from_millis(300)));
+    let sup = reg.get_or_start("lf-drop", &fake.ws_url()).expect("start");
+    let page = sup.snapshot().page_target_id.clone().expect("its page");
+    let ep = reg.cdp_endpoint("lf-drop").expect("the endpoint");
+    let port = port_of(&ep.ws_url);
+    assert_eq!(client_threads(port), 0);
+
+    // A discovers and auto-attaches; B attaches by hand, and a child comes under its session.
+    let mut a = RawCdp::connect(&ep.ws_url).expect("client A");
+    let mut b = RawCdp::connect(&ep.ws_url).expect("client B");
+    let discover = json!({"discover": true});
+    let auto = json!({"autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true});
+    a.call("Target.setDiscoverTargets", discover.clone(), None, WAIT)
+        .expect("discover");
+    a.call("Target.setAutoAttach", auto.clone(), None, WAIT)
+        .expect("auto-attach");
+    let att = a
+        .wait_event("Target.attachedToTarget", None, WAIT)
+        .expect("A is attached to the task's page");
+    assert_eq!(att["params"]["targetInfo"]["targetId"], page.as_str());
+    let sa = att["params"]["sessionId"].as_str().unwrap().to_string();
+    let sb = b.attach(&page).expect("B attaches");
+    let child = json!({
+        "sessionId": "CHILD-1",
+        "targetInfo": {"targetId": "FRAME-1", "type": "iframe", "title": "", "url": "about:blank",
+                       "attached": true, "canAccessOpener": false},
+        "waitingForDebugger": false,
+    });
+    fake.emit(Some(&sb), "Target.attachedToTarget", child);
+    b.wait_event("Target.attachedToTarget", Some(&sb), WAIT)
+        .expect("the child under B's session");
+    let in_flight = b
+        .send_command("DOM.getDocument", json!({}), Some(&sb))
+        .unwrap();
+    fake.wait_for_command(|c| c["method"] == "DOM.getDocument", WAIT)
+        .expect("the call went upstream");
+    a.clear_events();
+    b.clear_events();
+    assert_eq!(client_threads(port), 4, "a reader and a writer per client");
+    assert_eq!(sockets_on(port), 2);
+
+    // The connection drops.
+    let t = Instant::now();
+    fake.drop_connections();
+    let got = until(&mut b, "B's detach", |m| {
+        m["method"] == "Target.detachedFromTarget" && m["params"]["sessionId"] == sb.as_str()
+    });
+    let failed = got
+        .iter()
+        .find(|m| m["id"] == in_flight)
+        .expect("the call in flight got a reply");
+    let failed_in = t.elapsed();
+    let err = failed["error"]["message"].as_str().unwrap();
+    assert!(err.contains("connection to the browser ended"), "{err}");
+    assert_eq!(failed["sessionId"], sb.as_str(), "{failed}");
+    assert_eq!(
+        events(&got),
+        [
+            "Inspector.detached@CHILD-1".to_string(),
+            format!("Target.detachedFromTarget(CHILD-1)@{sb}"),
+            format!("Inspector.detached@{sb}"),
+            format!("Target.detachedFromTarget({sb})@-"),
+        ],
+        "children first, each detach on its parent's session: {got:#?}"
+    );
+    assert_eq!(got[0]["id"], in_flight, "the reply before the detaches");
+    let got = until(&mut a, "A's detach", |m| {
+        m["method"] == "Target.detachedFromTarget"
+    });
+    assert_eq!(
+        events(&got),
+        [
+            format!("Inspector.detached@{sa}"),
+            format!("Target.detachedFromTarget({sa})@-")
+        ]
+    );
+    eprintln!("the call in flight failed {failed_in:?} after the drop");
+
+    // While the task reconnects: browser-level commands fail saying so; old sessions are gone.
+    let err = b
+        .call("Target.getTargets", json!({}), None, WAIT)
+        .expect_err("no browser session yet");
+    assert!(err.contains("being made again"), "{err}");
+    let err = b
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "1"}),
+            Some(&sb),
+            WAIT,
+        )
+        .expect_err("the old session is gone");
+    assert!(err.contains("Session with given id not found"), "{err}");
+
+    // Back: A is attached again by its replayed auto-attach and hears of the page again; B
+    // attaches again.
+    sup.wait_for(WAIT, |s| s.state == SupervisorState::Active)
+        .expect("active again");
+    let again = a
+        .wait_event("Target.attachedToTarget", None, WAIT)
+        .expect("A is attached again");
+    assert_eq!(again["params"]["targetInfo"]["targetId"], page.as_str());
+    let sa2 = again["params"]["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(sa2, sa);
+    let back_in = t.elapsed();
+    let v = a
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "1"}),
+            Some(&sa2),
+            WAIT,
+        )
+        .expect("A evaluates on its new session");
+    assert_eq!(v["result"]["value"], "fake");
+    let created = a
+        .wait_event("Target.targetCreated", None, WAIT)
+        .expect("A's discovery, replayed");
+    assert_eq!(created["params"]["targetInfo"]["targetId"], page.as_str());
+    let replayed: Vec<Value> = fake
+        .received()
+        .into_iter()
+        .filter(|c| c["sessionId"].is_string() && (c["params"] == discover || c["params"] == auto))
+        .collect();
+    assert_eq!(
+        replayed.len(),
+        4,
+        "twice each, on A's two browser sessions: {replayed:#?}"
+    );
+    assert_eq!(replayed[2]["params"], discover);
+    assert_eq!(replayed[3]["params"], auto);
+    assert_ne!(replayed[0]["sessionId"], replayed[2]["sessionId"]);
+    let sb2 = common::wait_until(WAIT, || b.attach(&page).ok()).expect("B attaches again");
+    let v = b
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "1"}),
+            Some(&sb2),
+            WAIT,
+        )
+        .expect("B evaluates on its new session");
+    assert_eq!(v["result"]["value"], "fake");
+    eprintln!("A was attached again {back_in:?} after the drop");
+
+    // The stop: a close frame with the reason, and nothing left.
+    reg.stop("lf-drop");
+    for (name, c) in [("A", &mut a), ("B", &mut b)] {
+        let end = closed(c);
+        assert!(
+            end.contains("Away") && end.contains("the task stopped"),
+            "{name}: {end}"
+        );
+    }
+    common::wait_until(WAIT, || (client_threads(port) == 0).then_some(()))
+        .unwrap_or_else(|| panic!("{} client threads left", client_threads(port)));
+    common::wait_until(WAIT, || (sockets_on(port) == 0).then_some(()))
+        .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
+}
+
+#[test]
+fn clients_are_closed_with_the_reason_when_the_task_dies() {
+    let fake = FakeBrowser::start().unwrap();
+    // No reconnect: a drop ends the task.
+    let reg = SupervisorRegistry::new(config(0, Duration::from_millis(50)));
+    let sup = reg.get_or_start("lf-dies", &fake.ws_url()).expect("start");
+    let page = sup.snapshot().page_target_id.clone().expect("its page");
+    let ep = reg.cdp_endpoint("lf-dies").expect("the endpoint");
+    let port = port_of(&ep.ws_url);
+    let mut a = RawCdp::connect(&ep.ws_url).expect("client A");
+    let mut b = RawCdp::connect(&ep.ws_url).expect("client B");
+    let sa = a.attach(&page).expect("A attaches");
+    a.clear_events();
+    common::wait_until(WAIT, || (client_threads(port) == 4).then_some(()))
+        .expect("a reader and a writer per client");
+
+    fake.drop_connections();
+    let got = until(&mut a, "A's detach", |m| {
+        m["method"] == "Target.detachedFromTarget"
+    });
+    assert_eq!(
+        events(&got),
+        [
+            format!("Inspector.detached@{sa}"),
+            format!("Target.detachedFromTarget({sa})@-")
+        ]
+    );
+    let dead = sup
+        .wait_for(WAIT, |s| matches!(s.state, SupervisorState::Dead { .. }))
+        .expect("the task died");
+    let SupervisorState::Dead { reason } = &dead.state else {
+        unreachable!()
+    };
+    for (name, c) in [("A", &mut a), ("B", &mut b)] {
+        let end = closed(c);
+        assert!(
+            end.contains("Away") && end.contains("the task ended"),
+            "{name}: {end} (the task: {reason})"
+        );
+    }
+    common::wait_until(WAIT, || (client_threads(port) == 0).then_some(()))
+        .unwrap_or_else(|| panic!("{} client threads left", client_threads(port)));
+    common::wait_until(WAIT, || (sockets_on(port) == 0).then_some(()))
+        .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
+}
