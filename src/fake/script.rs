@@ -25,6 +25,8 @@ const EMPTY_RESULT_METHODS: &[&str] = &[
     "Page.navigate",
     "Log.enable",
 ];
+/// The browser target's id (`Target.attachToBrowserTarget`).
+const BROWSER_TARGET_ID: &str = "BROWSER";
 /// Domains that only exist on a page session, not on the browser endpoint.
 const PAGE_ONLY_DOMAINS: &[&str] = &["Page.", "Runtime.", "Network.", "Log."];
 
@@ -153,7 +155,8 @@ fn default_answer(shared: &Shared, conn: &Conn, cmd: &Value) -> Result<Value, Cd
         }
         "Target.createTarget" => Ok(create_target(shared, &params)),
         "Target.closeTarget" => close_target(shared, &params),
-        "Target.attachToTarget" => attach_to_target(shared, conn, &params),
+        "Target.attachToTarget" => attach_to_target(shared, conn, &params, session),
+        "Target.attachToBrowserTarget" => Ok(attach_to_browser(shared, conn)),
         "Target.setAutoAttach" if session.is_none() && shared.state().auto_attach_pages => {
             if params.get("autoAttach").and_then(Value::as_bool) == Some(true) {
                 attach_every_page(shared, conn);
@@ -284,9 +287,15 @@ fn close_target(shared: &Shared, params: &Value) -> Result<Value, CdpError> {
     }
 }
 
-/// `Target.attachToTarget`: emits `Target.attachedToTarget`, then answers
-/// with the new session id (Chromium's order). Always behaves as flat.
-fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Value, CdpError> {
+/// `Target.attachToTarget`: emits `Target.attachedToTarget` (on the session the command came
+/// on, as Chromium does), then answers with the new session id (Chromium's order). Always
+/// behaves as flat.
+fn attach_to_target(
+    shared: &Shared,
+    conn: &Conn,
+    params: &Value,
+    on: Option<(&str, String)>,
+) -> Result<Value, CdpError> {
     let target_id = params
         .get("targetId")
         .and_then(Value::as_str)
@@ -294,12 +303,27 @@ fn attach_to_target(shared: &Shared, conn: &Conn, params: &Value) -> Result<Valu
     let Some(target) = shared.target(target_id) else {
         return Err(CdpError::new(-32602, "No target with given id found"));
     };
-    let session = attach_session(shared, conn, &target);
+    let session = attach_session(shared, conn, &target, on.as_ref().map(|(s, _)| *s));
     Ok(json!({"sessionId": session}))
 }
 
-/// Gives `conn` a new session on `target` and tells it so (`Target.attachedToTarget`).
-fn attach_session(shared: &Shared, conn: &Conn, target: &Target) -> String {
+/// `Target.attachToBrowserTarget`: a session on the browser target (its commands answered as
+/// on the connection's root), announced with `Target.attachedToTarget` first, as Chromium does.
+fn attach_to_browser(shared: &Shared, conn: &Conn) -> Value {
+    let session = shared.new_session_id();
+    conn.add_session(&session, BROWSER_TARGET_ID);
+    let event = json!({
+        "sessionId": session,
+        "targetInfo": {"targetId": BROWSER_TARGET_ID, "type": "browser", "title": "",
+                       "url": "", "attached": true, "canAccessOpener": false},
+        "waitingForDebugger": false,
+    });
+    shared.send_event(conn, None, "Target.attachedToTarget", event);
+    json!({"sessionId": session})
+}
+
+/// Gives `conn` a new session on `target` and tells it so (`Target.attachedToTarget`, on `on`).
+fn attach_session(shared: &Shared, conn: &Conn, target: &Target, on: Option<&str>) -> String {
     let session = shared.new_session_id();
     conn.add_session(&session, &target.id);
     let event = json!({
@@ -307,7 +331,7 @@ fn attach_session(shared: &Shared, conn: &Conn, target: &Target) -> String {
         "targetInfo": target.info(true),
         "waitingForDebugger": false,
     });
-    shared.send_event(conn, None, "Target.attachedToTarget", event);
+    shared.send_event(conn, on, "Target.attachedToTarget", event);
     session
 }
 
@@ -316,7 +340,7 @@ fn attach_session(shared: &Shared, conn: &Conn, target: &Target) -> String {
 fn attach_every_page(shared: &Shared, conn: &Conn) {
     let targets = shared.state().targets.clone();
     for target in targets {
-        attach_session(shared, conn, &target);
+        attach_session(shared, conn, &target, None);
     }
 }
 

@@ -56,6 +56,10 @@ impl Tap for Mux {
         claimed
     }
 
+    fn batch_done(&self) {
+        self.send_due();
+    }
+
     fn take_joined(&self) -> Vec<String> {
         std::mem::take(&mut self.lock().adopt)
     }
@@ -94,8 +98,10 @@ impl Tap for Mux {
         for (id, client, text) in failed {
             // Its reply, if it ever comes, is swallowed.
             st.pending.insert(id, None);
-            deliver(&mut st, &self.task_id, client, Out::Text(text));
+            deliver(&mut st, client, Out::Text(text));
         }
+        drop(st);
+        self.send_due();
     }
 
     fn connection_lost(&self, reason: &str) {
