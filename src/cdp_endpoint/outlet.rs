@@ -292,6 +292,8 @@ impl Outlet {
                 }
             }
             batch.clear();
+            // A flood's buffer is not kept for the client's whole life.
+            batch.shrink_to(SLOW_BYTES);
         }
     }
 }
