@@ -150,8 +150,9 @@ fn main() {
             let run =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flood(c, s, flood_n)));
             let Ok(r) = run else {
-                // Measured on 2026-12-03 under load: the endpoint disconnects a client whose
-                // queue passes its bound (the slow-client rule) during a 20,000-event flood.
+                // Before the outlet (a 4,096-message queue) a client reading a 20,000-event
+                // flood was disconnected under load; the bound is now in bytes and time
+                // (src/cdp_endpoint/outlet.rs), which a reading client does not reach.
                 println!("flood: the endpoint disconnected the client (its slow-client bound)");
                 best_v = -1.0;
                 continue;

@@ -17,8 +17,9 @@
 //! * `http.rs`: one accepted connection: the request head (on `crate::http1`), the checks,
 //!   discovery and the WebSocket upgrade;
 //! * `client.rs`: one client's two threads (its reader, its writer);
-//! * `mux.rs`: one task's clients on its upstream connection (ids, sessions, the dialog rule,
-//!   bounded queues), the [`Tap`](crate::tap::Tap) its reader feeds;
+//! * `mux.rs`: one task's clients on its upstream connection (ids, sessions, the dialog rule),
+//!   the [`Tap`](crate::tap::Tap) its reader feeds;
+//! * `outlet.rs`: what waits for one client, bounded in bytes and time, and who writes it;
 //! * `frame.rs`: the server side of the WebSocket framing.
 //!
 //! Threads are named after the listener's port (a test finds its own): `cdp-ep-P` accepts,
@@ -41,6 +42,7 @@ mod client;
 mod frame;
 mod http;
 mod mux;
+mod outlet;
 mod wire;
 
 /// Connections being served at once (discovery and clients); more are closed at once.

@@ -276,6 +276,9 @@ impl Reader {
                     _ => {}
                 }
             }
+            if let Some(tap) = self.shared.tap.get() {
+                tap.batch_done();
+            }
             // Pages the task's CDP clients created join the task (followed like popups).
             if let Some(tap) = self.shared.tap.get() {
                 for target in tap.take_joined() {

@@ -18,6 +18,9 @@ pub(crate) trait Tap: Send + Sync {
     /// command, an event of a session a client owns): the supervisor's state machine then never
     /// sees it.
     fn claims(&self, text: &str) -> bool;
+    /// The reader has handled a batch of messages: what it claimed for the clients is written
+    /// now, with writes that never wait (one per client).
+    fn batch_done(&self);
     /// A snapshot was published (calls in flight that a dialog now blocks fail; a final state
     /// disconnects every client).
     fn published(&self, snapshot: &Snapshot);

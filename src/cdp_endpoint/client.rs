@@ -1,19 +1,19 @@
 //! One client: a browser session of its own on the task's connection, then two threads, a
-//! reader (this connection's thread: frames in, commands to the [`Mux`]) and a writer (the only
-//! one that writes to the client's socket: replies, events, pongs, the close frame), which ends
-//! when the client's bounded queue is closed.
+//! reader (this connection's thread: frames in, commands to the [`Mux`]) and a writer (its
+//! [`Outlet`]'s, which writes what did not go out at once: `outlet.rs`), which ends when the
+//! client leaves, is closed or is cut.
 
 use std::io::{Cursor, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, bounded};
 use log::{debug, info};
 use serde_json::json;
 
 use super::frame::{self, FrameReader, Incoming, ReadError};
-use super::mux::{Mux, Out, Policy, QUEUE_MAX};
+use super::mux::{Mux, Policy};
+use super::outlet::Outlet;
 use crate::config::DialogPolicy;
 use crate::core::Command;
 use crate::deadline::Deadline;
@@ -27,9 +27,6 @@ const MAX_MESSAGE: usize = 64 << 20;
 
 /// How long opening the client's browser session may take.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long one write to the client may stall before the client is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The mux of `sup`'s task, if a client has connected.
 pub(super) fn mux_of(sup: &Supervisor) -> Option<Arc<Mux>> {
@@ -56,7 +53,7 @@ pub(super) fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
 /// Serves one client whose upgrade was answered, until it or the task goes.
 pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer: SocketAddr) {
     let Ok(mut out) = tcp.try_clone() else { return };
-    let _ = out.set_write_timeout(Some(WRITE_TIMEOUT));
+    let _ = out.set_write_timeout(Some(ATTACH_TIMEOUT));
     let refuse = |out: &mut TcpStream, why: &str| {
         let _ = out.write_all(&frame::close_frame(1011, why));
         let _ = out.shutdown(Shutdown::Both);
@@ -78,20 +75,25 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
     let Some(session) = session else {
         return refuse(&mut out, "the browser gave no session");
     };
-    let (tx, rx) = bounded(QUEUE_MAX);
-    let id = mux.join(session, tx, peer.to_string());
+    let label = format!("task {}: CDP client {peer}", sup.task_id());
+    let Ok((outlet, sock)) = Outlet::new(&tcp, label) else {
+        return refuse(&mut out, "the client's socket failed");
+    };
+    let outlet = Arc::new(outlet);
+    let id = mux.join(session, Arc::clone(&outlet));
     info!(
         "task {}: CDP client {peer} connected ({} now)",
         sup.task_id(),
         mux.client_count()
     );
+    let writes = Arc::clone(&outlet);
     let writer = std::thread::Builder::new()
         .name(format!(
             "cdp-out-{}",
             tcp.local_addr().map_or(0, |a| a.port())
         ))
         .stack_size(256 * 1024)
-        .spawn(move || write_loop(&rx, out));
+        .spawn(move || writes.run(sock));
     let Ok(writer) = writer else {
         mux.leave(id);
         return;
@@ -119,23 +121,8 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
         }
     }
     mux.leave(id);
+    outlet.end();
     let _ = writer.join();
     let _ = tcp.shutdown(Shutdown::Both);
     info!("task {}: CDP client {peer} left", sup.task_id());
-}
-
-/// Writes what is queued until the queue closes or a close frame is sent; then shuts the socket
-/// (which ends the reader).
-fn write_loop(rx: &Receiver<Out>, mut out: TcpStream) {
-    for msg in rx {
-        let (bytes, last) = match msg {
-            Out::Text(t) => (frame::encode(0x1, t.as_bytes()), false),
-            Out::Pong(p) => (frame::encode(0xA, &p), false),
-            Out::Close(code, reason) => (frame::close_frame(code, &reason), true),
-        };
-        if out.write_all(&bytes).is_err() || last {
-            break;
-        }
-    }
-    let _ = out.shutdown(Shutdown::Both);
 }

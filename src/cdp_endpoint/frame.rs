@@ -125,6 +125,13 @@ fn text(bytes: Vec<u8>) -> Result<Incoming, ReadError> {
 /// One unmasked frame (FIN set) with `opcode` and `payload`.
 pub(super) fn encode(opcode: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 10);
+    encode_into(&mut out, opcode, payload);
+    out
+}
+
+/// [`encode`], appended to `out` (a client's waiting bytes, `outlet.rs`).
+pub(super) fn encode_into(out: &mut Vec<u8>, opcode: u8, payload: &[u8]) {
+    out.reserve(payload.len() + 10);
     out.push(0x80 | opcode);
     match payload.len() {
         n if n < 126 => out.push(n as u8),
@@ -138,7 +145,6 @@ pub(super) fn encode(opcode: u8, payload: &[u8]) -> Vec<u8> {
         }
     }
     out.extend_from_slice(payload);
-    out
 }
 
 /// A close frame with `code` and `reason` (cut to fit a control frame, on a char boundary).

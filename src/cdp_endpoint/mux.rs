@@ -7,11 +7,14 @@
 //! per *session*, and a connection's root is one session: clients that shared it would switch
 //! each other's discovery and auto-attach. So each client gets a session of its own on the
 //! browser target (`Target.attachToBrowserTarget`), and its browser-level commands (no
-//! `sessionId`) are sent on it. Measured on Chromium 156 (two browser sessions plus the root, all
-//! auto-attaching with `waitForDebuggerOnStart` on one connection): each got its own
-//! `targetCreated`/`attachedToTarget` with a session of its own for a new page; a page resumed
-//! by one attacher ran without waiting for the other; detaching one attacher's child, or its
-//! whole browser session, left the other's state and sessions alone.
+//! `sessionId`) are sent on it. Measured on Chromium 156.0.8078.114
+//! (`e2e_cdp_endpoint::measure_two_auto_attachers_waiting_for_the_debugger_on_one_connection`):
+//! two browser sessions on one connection, both auto-attaching with `waitForDebuggerOnStart`,
+//! each got a new page on a session of its own, waiting for the debugger; the first
+//! `Runtime.runIfWaitingForDebugger`, from either, released it (the other's then answered `{}`).
+//! So one client's resume is not held for another's, and the mux adds nothing. Measured before
+//! (with the root auto-attaching too): detaching one attacher's child, or its whole browser
+//! session, left the other's state and sessions alone.
 //!
 //! # Who gets what
 //!
@@ -30,17 +33,18 @@
 //!
 //! # Slow clients
 //!
-//! The reader hands each client its messages with `try_send` on a bounded queue
-//! ([`QUEUE_MAX`]): a client that falls that far behind is disconnected (logged), never waited
-//! for.
+//! The reader hands each client its messages without waiting: appended to its
+//! [`Outlet`](super::outlet::Outlet), written once per batch read ([`Tap::batch_done`]) with a
+//! write that never waits, the rest by the client's writer thread. A client too slow past the
+//! outlet's bounds (in bytes and time) is disconnected (logged), never waited for.
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use crossbeam_channel::{Sender, TrySendError};
-use log::{debug, warn};
+use log::debug;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::value::RawValue;
 
+use super::outlet::{Outlet, Pushed};
 use super::wire::{
     ClientCommand, Envelope, SessionParams, client_wording, decode, error_reply, error_reply_on,
 };
@@ -54,9 +58,6 @@ mod life;
 mod scope;
 mod tap;
 mod wait;
-
-/// Messages queued for one client before it counts as too slow and is disconnected.
-pub(super) const QUEUE_MAX: usize = 4096;
 
 /// How long writing one client command upstream may take.
 const WRITE_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
@@ -75,10 +76,8 @@ pub(super) enum Out {
 /// A client as the mux knows it.
 #[derive(Debug)]
 struct Client {
-    tx: Sender<Out>,
+    outlet: Arc<Outlet>,
     browser_session: String,
-    /// For the logs: the client's address.
-    peer: String,
     /// Its `Target.createTarget` calls in flight (`scope.rs`).
     creating: usize,
     /// Its browser-level target events about a target not known yet, held while it creates
@@ -151,6 +150,8 @@ struct State {
     life: life::Life,
     /// Calls waiting for a dialog their client was shown (`wait.rs`).
     waits: wait::Waits,
+    /// Outlets with bytes to send ([`Mux::send_due`]), once the lock is released.
+    due: Vec<Arc<Outlet>>,
 }
 
 /// The task's settings the mux applies to every client.
@@ -216,8 +217,8 @@ impl Mux {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new client on `browser_session`, its messages queued on `tx`; returns its id.
-    pub(super) fn join(&self, browser_session: String, tx: Sender<Out>, peer: String) -> u64 {
+    /// A new client on `browser_session`, its messages written through `outlet`; its id.
+    pub(super) fn join(&self, browser_session: String, outlet: Arc<Outlet>) -> u64 {
         let mut st = self.lock();
         st.next_client += 1;
         let id = st.next_client;
@@ -225,9 +226,8 @@ impl Mux {
         st.clients.insert(
             id,
             Client {
-                tx,
+                outlet,
                 browser_session,
-                peer,
                 creating: 0,
                 held: Vec::new(),
                 shown: FxHashSet::default(),
@@ -265,6 +265,7 @@ impl Mux {
             let Some(gone) = st.clients.remove(&client) else {
                 return; // disconnected by the mux already, which detached it
             };
+            gone.outlet.end();
             // Detaching its browser session detaches what was attached under it; the others
             // (attached by target id) one by one.
             for s in mine {
@@ -471,27 +472,36 @@ impl Mux {
                 }
                 let on = (!p.browser_level).then_some(p.session.as_str());
                 let text = error_reply_on(Some(&p.orig_id), on, -32000, &why);
-                deliver(&mut st, &self.task_id, client, Out::Text(text));
+                drop(st);
+                self.reply(client, text);
             }
         }
     }
 
-    /// Queues `text` for `client`, from a client thread.
+    /// Sends `text` to `client` now (from a client thread).
     fn reply(&self, client: u64, text: String) {
-        let mut st = self.lock();
-        deliver(&mut st, &self.task_id, client, Out::Text(text));
+        deliver(&mut self.lock(), client, Out::Text(text));
+        self.send_due();
     }
 
-    /// Queues a pong for `client`.
+    /// Sends `client` a pong now.
     pub(super) fn pong(&self, client: u64, payload: Vec<u8>) {
-        let mut st = self.lock();
-        deliver(&mut st, &self.task_id, client, Out::Pong(payload));
+        deliver(&mut self.lock(), client, Out::Pong(payload));
+        self.send_due();
+    }
+
+    /// Writes what waits for clients ([`State::due`]), from this thread, without waiting.
+    pub(super) fn send_due(&self) {
+        let due = std::mem::take(&mut self.lock().due);
+        for outlet in due {
+            outlet.send();
+        }
     }
 
     /// Sends `client` a close frame (its writer ends after it).
     pub(super) fn close_one(&self, client: u64, code: u16, reason: &str) {
         if let Some(c) = self.lock().clients.get(&client) {
-            let _ = c.tx.try_send(Out::Close(code, reason.to_string()));
+            c.outlet.push(Out::Close(code, reason.to_string()));
         }
     }
 
@@ -501,7 +511,7 @@ impl Mux {
         let mut st = self.lock();
         Mux::forget_life(&mut st);
         for (_, c) in st.clients.drain() {
-            let _ = c.tx.try_send(Out::Close(code, reason.to_string()));
+            c.outlet.push(Out::Close(code, reason.to_string()));
         }
         st.pending.clear();
         st.sessions.clear();
@@ -511,25 +521,13 @@ impl Mux {
     }
 }
 
-/// Queues `out` for `client` without waiting: a full queue disconnects the client (logged).
-fn deliver(st: &mut State, task_id: &str, client: u64, out: Out) {
-    let Some(c) = st.clients.get(&client) else {
-        return;
-    };
-    match c.tx.try_send(out) {
-        Ok(()) => {}
-        Err(TrySendError::Full(_)) => {
-            warn!(
-                "task {task_id}: CDP client {} fell {QUEUE_MAX} messages behind; disconnected",
-                c.peer
-            );
-            // Its queue goes (a sender whose receiver is gone): the writer, finding the queue
-            // closed, shuts the socket, and the client's reader then leaves (detaching its
-            // sessions). Until then, what else comes for it is dropped.
-            if let Some(c) = st.clients.get_mut(&client) {
-                c.tx = crossbeam_channel::bounded(0).0;
-            }
-        }
-        Err(TrySendError::Disconnected(_)) => {}
+/// Queues `out` for `client` without waiting (a client past its outlet's bounds is cut); its
+/// outlet is due for [`Mux::send_due`] when nothing waited there.
+fn deliver(st: &mut State, client: u64, out: Out) {
+    if let Some(c) = st.clients.get(&client)
+        && c.outlet.push(out) == Pushed::First
+    {
+        let outlet = Arc::clone(&c.outlet);
+        st.due.push(outlet);
     }
 }

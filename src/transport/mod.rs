@@ -71,7 +71,7 @@ mod handshake;
 mod socket;
 mod stream;
 
-pub(crate) use socket::{Mode, Socket, wait_readable_any};
+pub(crate) use socket::{Mode, Socket, WRITE_TIMEOUT, wait_readable_any};
 use stream::{Stream, Watched};
 
 /// How often the reader yields to a writer holding the socket lock before it sleeps on it.

@@ -111,7 +111,7 @@ impl Mux {
             let Some(p) = p else { continue };
             let on = (!p.browser_level).then_some(p.session.as_str());
             let text = error_reply_on(Some(&p.orig_id), on, -32000, &why);
-            deliver(st, &self.task_id, p.client, Out::Text(text));
+            deliver(st, p.client, Out::Text(text));
         }
         let mut gone: Vec<(usize, String, u64, String)> = st
             .sessions
@@ -134,8 +134,8 @@ impl Mux {
             {
                 from["sessionId"] = json!(parent);
             }
-            deliver(st, &self.task_id, client, Out::Text(detached.to_string()));
-            deliver(st, &self.task_id, client, Out::Text(from.to_string()));
+            deliver(st, client, Out::Text(detached.to_string()));
+            deliver(st, client, Out::Text(from.to_string()));
         }
         st.sessions.clear();
         st.life.parents.clear();
@@ -191,7 +191,7 @@ impl Mux {
             (Some(_), None) => {
                 let why = env.error.map_or("no session", |e| e.get());
                 let reason = format!("the browser session was not made again: {why}");
-                deliver(st, &self.task_id, client, Out::Close(1011, reason));
+                deliver(st, client, Out::Close(1011, reason));
                 return true;
             }
             (None, Some(s)) => {

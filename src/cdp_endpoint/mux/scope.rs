@@ -23,8 +23,9 @@
 //!   not to be the task's; then the tab's session is let go too and the client is told the tab
 //!   went away (`detachedFromTarget`, `targetDestroyed`), and the tab is not shown again.
 //! * A page a client is creating is not known until the browser answers: while a client has a
-//!   `Target.createTarget` in flight, its browser-level events about pages not known yet are
-//!   held, and judged again (in order, before the reply) when the answer names the new page.
+//!   `Target.createTarget` in flight, every client's browser-level events about pages not known
+//!   yet are held (another client that discovers targets hears of the new page too), and judged
+//!   again (in order, before the reply) when an answer names a new page.
 //!
 //! Service workers and shared workers reached from no session of the task are not shown.
 //!
@@ -107,7 +108,7 @@ impl Mux {
     }
 
     /// Whether `info` (a `TargetInfo`) is one of the task's targets, for `client`.
-    pub(super) fn judge(&self, st: &State, snap: &Snapshot, client: u64, info: &Value) -> Seen {
+    pub(super) fn judge(&self, st: &State, snap: &Snapshot, _client: u64, info: &Value) -> Seen {
         let (kind, id) = (text(info, "type"), text(info, "targetId"));
         if self.policy.all_targets || kind == "browser" {
             return Seen::Task;
@@ -126,7 +127,7 @@ impl Mux {
         if isolation::is_task_target(&scope, info) || opener.is_some_and(|o| scope.owns_target(o)) {
             return Seen::Task;
         }
-        let creating = st.clients.get(&client).is_some_and(|c| c.creating > 0);
+        let creating = st.clients.values().any(|c| c.creating > 0);
         match creating && kind == "page" {
             true => Seen::Unknown,
             false => Seen::Foreign,
@@ -279,7 +280,7 @@ impl Mux {
             "method": "Target.detachedFromTarget",
             "params": {"sessionId": tab_session, "targetId": tab},
         });
-        deliver(st, &self.task_id, client, Out::Text(detached.to_string()));
+        deliver(st, client, Out::Text(detached.to_string()));
         if st
             .clients
             .get_mut(&client)
@@ -289,20 +290,19 @@ impl Mux {
                 "method": "Target.targetDestroyed",
                 "params": {"targetId": tab},
             });
-            deliver(st, &self.task_id, client, Out::Text(destroyed.to_string()));
+            deliver(st, client, Out::Text(destroyed.to_string()));
         }
     }
 
     /// `client`'s `Target.createTarget` was answered: the page joins the task, and the events
     /// held for it are judged again.
     pub(super) fn created(&self, st: &mut State, client: u64, result: Option<&RawValue>) {
-        let held = match st.clients.get_mut(&client) {
-            Some(c) => {
-                c.creating = c.creating.saturating_sub(1);
-                std::mem::take(&mut c.held)
-            }
-            None => Vec::new(),
-        };
+        if let Some(c) = st.clients.get_mut(&client) {
+            c.creating = c.creating.saturating_sub(1);
+        }
+        let held: Vec<String> = (st.clients.values_mut())
+            .flat_map(|c| std::mem::take(&mut c.held))
+            .collect();
         let page = params_of(result);
         let id = text(&page, "targetId");
         if !id.is_empty() {

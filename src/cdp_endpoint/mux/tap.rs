@@ -78,7 +78,7 @@ impl Mux {
             _ => String::new(),
         };
         let text = format!(r#"{{"id":{},{body}{session}}}"#, p.orig_id.get());
-        deliver(st, &self.task_id, p.client, Out::Text(text));
+        deliver(st, p.client, Out::Text(text));
         true
     }
 
@@ -132,7 +132,7 @@ impl Mux {
             let s = serde_json::Value::from(session);
             format!(r#"{{"method":{m},"params":{params},"sessionId":{s}}}"#)
         };
-        deliver(st, &self.task_id, client, Out::Text(text));
+        deliver(st, client, Out::Text(text));
         true
     }
 
@@ -161,7 +161,7 @@ impl Mux {
         for (id, client, text) in failed {
             // Its reply, if it ever comes, is swallowed.
             st.pending.insert(id, None);
-            deliver(st, &self.task_id, client, Out::Text(text));
+            deliver(st, client, Out::Text(text));
         }
         for (id, dialog) in waiting {
             self.wait_for_client(st, id, &dialog);
@@ -179,6 +179,10 @@ impl Tap for Mux {
         };
         self.flush(outbox);
         claimed
+    }
+
+    fn batch_done(&self) {
+        self.send_due();
     }
 
     fn take_joined(&self) -> Vec<String> {
@@ -208,6 +212,7 @@ impl Tap for Mux {
             std::mem::take(&mut st.outbox)
         };
         self.flush(outbox);
+        self.send_due();
     }
 
     fn connection_lost(&self, reason: &str) {
@@ -215,6 +220,7 @@ impl Tap for Mux {
             return self.close_all(1001, "the task stopped");
         }
         self.lose(reason);
+        self.send_due();
     }
 
     fn into_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {

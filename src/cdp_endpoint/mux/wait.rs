@@ -132,7 +132,7 @@ impl Mux {
             let client = p.client;
             // Its reply, if it ever comes, is swallowed.
             st.pending.insert(id, None);
-            deliver(st, &self.task_id, client, Out::Text(reply));
+            deliver(st, client, Out::Text(reply));
         }
         match st.waits.calls.first() {
             Some((until, _, _)) => Some(*until),
@@ -147,7 +147,11 @@ impl Mux {
 /// The clock's thread (module doc).
 fn tick(me: &Weak<Mux>, wake: &Receiver<()>) {
     loop {
-        let Some(next) = me.upgrade().and_then(|m| m.expire()) else {
+        let Some(next) = me.upgrade().and_then(|m| {
+            let next = m.expire();
+            m.send_due(); // the failed calls' replies
+            next
+        }) else {
             return;
         };
         if let Err(RecvTimeoutError::Disconnected) = wake.recv_deadline(next) {
