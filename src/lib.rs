@@ -218,10 +218,10 @@ mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;
-pub use cdp_endpoint::CdpEndpoint;
+pub use cdp_endpoint::{CdpEndpoint, CdpProxy, ProxyEvent};
 pub use config::{
-    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, PageChoice, SETTING_KEYS,
-    Security, SettingValue, StartOptions,
+    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, EndpointSettings, Limits,
+    PageChoice, SETTING_KEYS, Security, SettingValue, StartOptions,
 };
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;
