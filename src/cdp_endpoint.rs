@@ -3,19 +3,22 @@
 //! upstream connection, where the supervisor sees every dialog first.
 //!
 //! One listener per registry ([`Listener`], started by the first
-//! [`SupervisorRegistry::cdp_endpoint`], on `127.0.0.1:0` unless `CDP_SUPERVISOR_ENDPOINT_LISTEN`
-//! names another loopback address). Each task has a path of its own carrying a random token of
-//! 128 bits: `http://127.0.0.1:P/<token>` answers `/json/version` (and `/json/version/`, as
-//! Playwright asks) and `/json/list` like Chromium, naming `ws://127.0.0.1:P/devtools/browser/
-//! <token>`, where the WebSocket is. A request whose `Host` does not name this listener is
-//! refused (DNS rebinding), and so is a WebSocket upgrade with an `Origin` (a web page; Chromium's
-//! own `--remote-allow-origins` rule with nothing allowed).
+//! [`SupervisorRegistry::cdp_endpoint`] or [`SupervisorRegistry::cdp_proxy`], where `[endpoint]
+//! listen` says: `127.0.0.1:0` unless configured, loopback only). Each task has a path of its
+//! own carrying a random token of 128 bits (SPEC §18): `http://HOST:PORT/<token>` answers
+//! `/json/version` (and `/json/version/`, as Playwright asks), `/json/list` and `/json` like
+//! Chromium, naming `ws://HOST:PORT/<token>/devtools/browser/<id>`, where the WebSocket is. A
+//! request whose `Host` does not name this listener is refused (DNS rebinding), and so is a
+//! WebSocket upgrade with an `Origin` (a web page) that `[endpoint] allowed_origins` does not
+//! list (Chromium's own `--remote-allow-origins` rule).
 //!
 //! # Layout
 //!
 //! * here: the listener, its tasks and the public [`CdpEndpoint`];
 //! * `http.rs`: one accepted connection: the request head (on `crate::http1`), the checks,
 //!   discovery and the WebSocket upgrade;
+//! * `proxy.rs`: [`SupervisorRegistry::cdp_proxy`], a path whose every client becomes a task
+//!   of its own (`cdp-supervisor proxy`);
 //! * `client.rs`: one client's two threads (its reader, its writer);
 //! * `mux.rs`: one task's clients on its upstream connection (ids, sessions, the dialog rule),
 //!   the [`Tap`](crate::tap::Tap) its reader feeds;
@@ -34,6 +37,7 @@ use std::thread::JoinHandle;
 use log::{debug, warn};
 use rustc_hash::FxHashMap;
 
+use crate::config::EndpointSettings;
 use crate::error::Error;
 use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
@@ -43,7 +47,10 @@ mod frame;
 mod http;
 mod mux;
 mod outlet;
+mod proxy;
 mod wire;
+
+pub use proxy::{CdpProxy, ProxyEvent};
 
 /// Connections being served at once (discovery and clients); more are closed at once.
 const MAX_CONNECTIONS: usize = 256;
@@ -52,25 +59,56 @@ const MAX_CONNECTIONS: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CdpEndpoint {
-    /// The `ws://` URL a client connects to as to a browser (Puppeteer's `browserWSEndpoint`).
+    /// The `ws://` URL a client connects to as to a browser (Puppeteer's `browserWSEndpoint`):
+    /// `ws://HOST:PORT/<token>/devtools/browser/<id>`.
     pub ws_url: String,
     /// The `http://` base whose `/json/version` names `ws_url` (Puppeteer's `browserURL`,
-    /// Playwright's `connectOverCDP`).
+    /// Playwright's `connectOverCDP`): `http://HOST:PORT/<token>`.
     pub http_url: String,
 }
 
-/// A task the listener serves.
+/// What a token leads to.
+#[derive(Debug, Clone)]
+enum Serves {
+    /// One task's clients.
+    Task {
+        task_id: String,
+        sup: Weak<Supervisor>,
+    },
+    /// A proxy: each client a task of its own.
+    Proxy(Weak<proxy::Proxy>),
+}
+
+/// A path the listener serves.
 #[derive(Debug)]
 struct Entry {
-    task_id: String,
-    sup: Weak<Supervisor>,
+    /// The `<id>` of its `/devtools/browser/<id>` (UUID-shaped, as Chromium's).
+    browser_id: String,
+    serves: Serves,
+}
+
+impl Entry {
+    fn alive(&self) -> bool {
+        match &self.serves {
+            Serves::Task { sup, .. } => sup.strong_count() > 0,
+            Serves::Proxy(p) => p.strong_count() > 0,
+        }
+    }
+}
+
+/// What a request's token found.
+pub(super) enum Found {
+    Task(Arc<Supervisor>),
+    Proxy(Arc<proxy::Proxy>),
 }
 
 /// The registry's one listener.
 #[derive(Debug)]
 pub(crate) struct Listener {
     addr: SocketAddr,
-    /// Token -> task.
+    /// `[endpoint]` as the registry was configured.
+    settings: EndpointSettings,
+    /// Token -> what it serves.
     tasks: Mutex<FxHashMap<String, Entry>>,
     closed: AtomicBool,
     connections: AtomicUsize,
@@ -79,14 +117,36 @@ pub(crate) struct Listener {
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
+/// A fresh secret (128 random bits, hex).
+fn secret() -> Result<String, Error> {
+    crate::task_id::random_hex(16).map_err(Error::Io)
+}
+
+/// A fresh browser id, shaped as Chromium's (a UUID).
+fn browser_id() -> Result<String, Error> {
+    let h = secret()?;
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    ))
+}
+
 impl Listener {
-    fn bind(addr: &str) -> Result<Arc<Listener>, Error> {
+    fn bind(settings: &EndpointSettings) -> Result<Arc<Listener>, Error> {
+        let addr = &settings.listen;
         let socket = TcpListener::bind(addr).map_err(|e| {
-            Error::InvalidConfig(format!("the CDP endpoint cannot listen on {addr}: {e}"))
+            Error::InvalidConfig(format!(
+                "the CDP endpoint cannot listen on {addr} (endpoint.listen): {e}"
+            ))
         })?;
         let addr = socket.local_addr().map_err(|e| Error::Io(e.to_string()))?;
         let me = Arc::new(Listener {
             addr,
+            settings: settings.clone(),
             tasks: Mutex::new(FxHashMap::default()),
             closed: AtomicBool::new(false),
             connections: AtomicUsize::new(0),
@@ -105,28 +165,55 @@ impl Listener {
     /// The endpoint of `sup`'s task (the same token for the task's whole life in the registry).
     fn endpoint_for(&self, sup: &Arc<Supervisor>) -> Result<CdpEndpoint, Error> {
         let mut tasks = lock(&self.tasks);
-        let found = tasks
-            .iter()
-            .find(|(_, e)| e.task_id == sup.task_id())
-            .map(|(t, _)| t.clone());
-        let token = match found {
-            Some(t) => t,
-            None => crate::task_id::random_hex(16).map_err(Error::Io)?,
+        tasks.retain(|_, e| e.alive());
+        let found = tasks.iter().find(|(_, e)| match &e.serves {
+            Serves::Task { task_id, sup: s } => {
+                task_id == sup.task_id() && std::ptr::eq(s.as_ptr(), Arc::as_ptr(sup))
+            }
+            Serves::Proxy(_) => false,
+        });
+        if let Some((token, e)) = found {
+            return Ok(self.urls(token, &e.browser_id));
+        }
+        let (token, id) = (secret()?, browser_id()?);
+        let serves = Serves::Task {
+            task_id: sup.task_id().to_string(),
+            sup: Arc::downgrade(sup),
         };
+        let urls = self.urls(&token, &id);
         tasks.insert(
-            token.clone(),
+            token,
             Entry {
-                task_id: sup.task_id().to_string(),
-                sup: Arc::downgrade(sup),
+                browser_id: id,
+                serves,
             },
         );
-        Ok(self.urls(&token))
+        Ok(urls)
     }
 
-    fn urls(&self, token: &str) -> CdpEndpoint {
+    /// A new path for `proxy`: its token and its URLs.
+    fn add_proxy(&self, proxy: &Arc<proxy::Proxy>) -> Result<(String, CdpEndpoint), Error> {
+        let (token, id) = (secret()?, browser_id()?);
+        let urls = self.urls(&token, &id);
+        let entry = Entry {
+            browser_id: id,
+            serves: Serves::Proxy(Arc::downgrade(proxy)),
+        };
+        let mut tasks = lock(&self.tasks);
+        tasks.retain(|_, e| e.alive());
+        tasks.insert(token.clone(), entry);
+        Ok((token, urls))
+    }
+
+    /// Forgets the path of `token`.
+    fn remove(&self, token: &str) {
+        lock(&self.tasks).remove(token);
+    }
+
+    fn urls(&self, token: &str, browser_id: &str) -> CdpEndpoint {
         let host = self.host();
         CdpEndpoint {
-            ws_url: format!("ws://{host}/devtools/browser/{token}"),
+            ws_url: format!("ws://{host}/{token}/devtools/browser/{browser_id}"),
             http_url: format!("http://{host}/{token}"),
         }
     }
@@ -139,16 +226,23 @@ impl Listener {
         }
     }
 
-    /// The live supervisor behind `token`, looked at in constant time per entry.
-    fn supervisor(&self, token: &str) -> Option<Arc<Supervisor>> {
+    /// What `token` serves while it lives, and its browser id; every entry is compared in
+    /// constant time.
+    fn find(&self, token: &str) -> Option<(Found, String)> {
         let tasks = lock(&self.tasks);
         let mut found = None;
         for (t, e) in tasks.iter() {
             if same_token(t.as_bytes(), token.as_bytes()) {
-                found = e.sup.upgrade();
+                found = Some((e.serves.clone(), e.browser_id.clone()));
             }
         }
-        found
+        drop(tasks);
+        let (serves, id) = found?;
+        let found = match serves {
+            Serves::Task { sup, .. } => Found::Task(sup.upgrade()?),
+            Serves::Proxy(p) => Found::Proxy(p.upgrade()?),
+        };
+        Some((found, id))
     }
 }
 
@@ -169,7 +263,10 @@ impl crate::tap::Listener for Listener {
         }
         let sups: Vec<Arc<Supervisor>> = lock(&self.tasks)
             .drain()
-            .filter_map(|(_, e)| e.sup.upgrade())
+            .filter_map(|(_, e)| match e.serves {
+                Serves::Task { sup, .. } => sup.upgrade(),
+                Serves::Proxy(_) => None,
+            })
             .collect();
         for sup in sups {
             if let Some(m) = client::mux_of(&sup) {
@@ -238,20 +335,25 @@ fn accept_loop(me: &Weak<Listener>, socket: &TcpListener) {
 }
 
 impl SupervisorRegistry {
-    /// The CDP endpoint of `task_id`, whose supervisor must be running: any CDP client connects
-    /// to its `ws_url` (or discovers it from `http_url`) as to the browser, and is carried over
-    /// the task's one connection (module `cdp_endpoint`). The registry's listener starts on the
-    /// first call. The URLs carry a secret token: treat them like a password.
+    /// The CDP endpoint of `task_id`, whose supervisor must be running ([`Error::NotActive`]
+    /// otherwise): any CDP client connects to its `ws_url` (or discovers it from `http_url`) as
+    /// to the browser, and is carried over the task's one connection (module `cdp_endpoint`).
+    /// The registry's listener starts on the first call, where `[endpoint] listen` says. The
+    /// URLs carry a secret token: treat them like a password.
     pub fn cdp_endpoint(&self, task_id: &str) -> Result<CdpEndpoint, Error> {
         let sup = self
             .get(task_id)
+            .filter(|s| s.is_alive())
             .ok_or_else(|| Error::NotActive(task_id.to_string()))?;
+        self.endpoint_listener()?.endpoint_for(&sup)
+    }
+
+    /// The registry's listener, started on the first call.
+    fn endpoint_listener(&self) -> Result<Arc<Listener>, Error> {
         let started = match self.endpoint.get() {
             Some(l) => Arc::clone(l),
             None => {
-                let addr = std::env::var("CDP_SUPERVISOR_ENDPOINT_LISTEN")
-                    .unwrap_or_else(|_| "127.0.0.1:0".into());
-                let mine: Arc<dyn crate::tap::Listener> = Listener::bind(&addr)?;
+                let mine: Arc<dyn crate::tap::Listener> = Listener::bind(self.config().endpoint())?;
                 let l = Arc::clone(self.endpoint.get_or_init(|| Arc::clone(&mine)));
                 if !Arc::ptr_eq(&l, &mine) {
                     mine.close(); // another caller's came first
@@ -259,10 +361,9 @@ impl SupervisorRegistry {
                 l
             }
         };
-        let listener = started
+        started
             .into_any()
             .downcast::<Listener>()
-            .map_err(|_| Error::Io("the CDP endpoint is not this crate's".into()))?;
-        listener.endpoint_for(&sup)
+            .map_err(|_| Error::Io("the CDP endpoint is not this crate's".into()))
     }
 }

@@ -19,6 +19,7 @@ use crate::error::Error;
 
 mod access;
 mod downloads;
+mod endpoint;
 mod limits;
 mod load;
 mod rules;
@@ -28,6 +29,7 @@ mod settings;
 mod tests;
 
 pub use downloads::Downloads;
+pub use endpoint::EndpointSettings;
 use rules::invalid;
 pub use rules::{check_seconds, seconds_setting};
 pub use security::Security;
@@ -243,6 +245,8 @@ pub struct Config {
     security: Security,
     /// `downloads.*`: where each task's downloads go (issue 31).
     downloads: Downloads,
+    /// `endpoint.*`: the tasks' CDP endpoint (issue 30).
+    endpoint: EndpointSettings,
     /// `mcp.allowed_hosts`: host names (`name` or `name:port`) the MCP server over HTTP accepts
     /// in `Host` and `Origin` besides the loopback names of its address (SPEC §15).
     allowed_hosts: Vec<String>,
@@ -279,6 +283,7 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("security", &self.security)
             .field("downloads", &self.downloads)
+            .field("endpoint", &self.endpoint)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("http_head_timeout", &self.http_head_timeout)
             .field("http_max_new_connections", &self.http_max_new_connections)
@@ -306,6 +311,7 @@ impl Default for Config {
             limits: Limits::default(),
             security: Security::default(),
             downloads: Downloads::default(),
+            endpoint: EndpointSettings::default(),
             allowed_hosts: Vec::new(),
             http_head_timeout: Duration::from_secs(5),
             http_max_new_connections: 128,

@@ -81,7 +81,13 @@ fn json_version_url(parsed: &url::Url) -> url::Url {
     url
 }
 
-fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<String, Error> {
+/// `GET /json/version` of the `http://` endpoint `parsed` (`raw` as the user gave it): its
+/// JSON, and whether a redirect led to another host.
+fn fetch_version(
+    parsed: &url::Url,
+    raw: &str,
+    deadline: Deadline,
+) -> Result<(serde_json::Value, bool), Error> {
     let secrets = Secrets::of(raw);
     let fail = |reason: String| Error::Connect {
         url: redact_url(raw),
@@ -102,6 +108,44 @@ fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<Stri
     let json = String::from_utf8_lossy(&answer.body);
     let v: serde_json::Value = serde_json::from_str(json.trim())
         .map_err(|e| fail(format!("/json/version is not JSON: {e}")))?;
+    Ok((v, fetched.left_origin))
+}
+
+/// What the browser behind `cdp_url` says of itself at `/json/version` (`Browser`,
+/// `User-Agent`, ...): asked at the `http://` URL itself, or for a `ws://` URL at its host
+/// (under the path before `/devtools/`, with its query). `wss://` has no plain discovery.
+pub(crate) fn browser_version(
+    cdp_url: &str,
+    deadline: Deadline,
+) -> Result<serde_json::Value, Error> {
+    let invalid = |reason: &str| Error::InvalidUrl {
+        url: redact_url(cdp_url),
+        reason: reason.to_string(),
+    };
+    let mut parsed = url::Url::parse(cdp_url).map_err(|e| invalid(&e.to_string()))?;
+    match parsed.scheme() {
+        "http" => {}
+        "ws" => {
+            let path = parsed.path().to_string();
+            let prefix = path.split_once("/devtools/").map_or("", |(p, _)| p);
+            parsed.set_path(&format!("{prefix}/"));
+            parsed
+                .set_scheme("http")
+                .map_err(|()| invalid("no http:// discovery for this URL"))?;
+        }
+        _ => return Err(invalid("no http:// discovery for this URL")),
+    }
+    let deadline = deadline.earliest(Deadline::after(RESOLVE_TIMEOUT));
+    fetch_version(&parsed, cdp_url, deadline).map(|(v, _)| v)
+}
+
+fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<String, Error> {
+    let secrets = Secrets::of(raw);
+    let fail = |reason: String| Error::Connect {
+        url: redact_url(raw),
+        reason: secrets.scrub(&reason),
+    };
+    let (v, left_origin) = fetch_version(parsed, raw, deadline)?;
     let ws = v["webSocketDebuggerUrl"]
         .as_str()
         .ok_or_else(|| fail("/json/version has no webSocketDebuggerUrl".into()))?;
@@ -111,7 +155,7 @@ fn json_version(parsed: &url::Url, raw: &str, deadline: Deadline) -> Result<Stri
     // long as the host they were given for named it: after a redirect to another host, only a
     // URL back on the user's own host gets them.
     let same_host = http_get::origin(&resolved) == http_get::origin(parsed);
-    if !fetched.left_origin || same_host {
+    if !left_origin || same_host {
         if resolved.query().is_none() && parsed.query().is_some() {
             resolved.set_query(parsed.query());
         }

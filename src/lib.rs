@@ -103,7 +103,8 @@
 //!   dialogs dismissed, the task's own page closed for good, threads joined, its downloads
 //!   removed).
 //! * `cdp_endpoint`: the task's CDP endpoint ([`CdpEndpoint`]): one listener per registry,
-//!   discovery and the upgrade (`cdp_endpoint/http.rs`, on `http1`), each client's threads
+//!   discovery and the upgrade (`cdp_endpoint/http.rs`, on `http1`), the standalone proxy
+//!   ([`CdpProxy`]: a task per client, `proxy.rs`), each client's threads
 //!   (`client.rs`), the task's clients multiplexed on its one upstream connection (`mux.rs`:
 //!   ids and sessions; `mux/scope.rs`: which targets are the task's, and the security policy
 //!   for each command; `mux/tap.rs`: what the reader hands it; `mux/wait.rs`: how long a call
@@ -120,7 +121,8 @@
 //!   `config/settings.rs` is the one place a setting's value is checked (`Config::set`, behind
 //!   `from_toml`, the layers, the `with_*` setters in `config/access.rs` and the binding's
 //!   keywords), `config/load.rs` reads the layers (defaults, TOML file, environment),
-//!   `config/security.rs` holds the `[security]` settings. It depends only on `error` and
+//!   `config/security.rs` holds the `[security]` settings, `config/endpoint.rs` the `[endpoint]`
+//!   ones. It depends only on `error` and
 //!   `redact`.
 //! * `security`: the `[security]` rules of raw CDP calls (which option refuses which method and
 //!   parameter, nested `Target.sendMessageToTarget` commands included), and in
@@ -220,10 +222,10 @@ mod url_policy;
 mod watchdog;
 
 pub use cancel::CancelToken;
-pub use cdp_endpoint::CdpEndpoint;
+pub use cdp_endpoint::{CdpEndpoint, CdpProxy, ProxyEvent};
 pub use config::{
-    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, Limits, PageChoice, SETTING_KEYS,
-    Security, SettingValue, StartOptions,
+    BridgeMode, Config, DialogAction, DialogPolicy, Downloads, EndpointSettings, Limits,
+    PageChoice, SETTING_KEYS, Security, SettingValue, StartOptions,
 };
 pub use endpoint::{cdp_available, cdp_available_with};
 pub use error::Error;

@@ -1,7 +1,8 @@
-//! The `cdp-supervisor` command-line tool: `demo`, `watch`, `check` (SPEC §15).
+//! The `cdp-supervisor` command-line tool: `demo`, `watch`, `mcp`, `proxy`, `check` (SPEC §15).
 
 mod demo;
 mod http;
+mod proxy;
 
 use cdp_supervisor::unversioned::sync;
 use std::path::PathBuf;
@@ -62,6 +63,23 @@ enum Cmd {
         /// the server (or an entry of mcp.allowed_hosts). With CDP_SUPERVISOR_MCP_TOKEN set
         /// (environment only), every request needs Authorization: Bearer <token>; an address
         /// other than loopback needs it.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = cdp_supervisor::mcp::http::DEFAULT_ADDR)]
+        http: Option<String>,
+    },
+    /// Serve a browser to CDP clients (Puppeteer, Playwright, a raw WebSocket) through the
+    /// supervisor: every client that connects to the printed ws:// URL (or discovers it at the
+    /// http:// base) becomes a task of its own (client-N) on a new page, stopped when it leaves.
+    /// JSON lines on stdout: listening, task_started, dialog_opened, dialog_closed, task_stopped.
+    Proxy {
+        /// CDP endpoint (ws://, wss://, http://host:port); default: config, else launch Chromium.
+        #[arg(long)]
+        cdp_url: Option<String>,
+        /// Where clients connect: a loopback HOST:PORT (default: [endpoint] listen, else
+        /// 127.0.0.1:0, any free port).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Also serve the live supervisor page at http://ADDR/ (no /mcp endpoint), as `watch
+        /// --http` does.
         #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = cdp_supervisor::mcp::http::DEFAULT_ADDR)]
         http: Option<String>,
     },
@@ -174,7 +192,10 @@ fn main() -> ExitCode {
             eprintln!("warning: cannot install the Ctrl-C handler: {e}");
         }
     }
-    if matches!(cli.command, Cmd::Demo | Cmd::Watch { .. } | Cmd::Mcp { .. }) {
+    if matches!(
+        cli.command,
+        Cmd::Demo | Cmd::Watch { .. } | Cmd::Mcp { .. } | Cmd::Proxy { .. }
+    ) {
         // Profiles left by a browser-launching run that was killed outright (SIGKILL, a crash).
         cdp_supervisor::unversioned::remove_stale_profiles_once();
     }
@@ -182,6 +203,11 @@ fn main() -> ExitCode {
         Cmd::Demo => demo::run(config, &cleanup),
         Cmd::Watch { cdp_url, http } => watch(config, cdp_url, http.as_deref(), &cleanup),
         Cmd::Mcp { http: Some(addr) } => mcp_http(config, &addr, &cleanup),
+        Cmd::Proxy {
+            cdp_url,
+            listen,
+            http,
+        } => proxy::run(config, cdp_url, listen, http.as_deref(), &cleanup),
         Cmd::Mcp { http: None } => {
             let server = Arc::new(cdp_supervisor::mcp::McpServer::new(config));
             {
@@ -277,34 +303,53 @@ pub fn launch_browser(config: &Config, cleanup: &Cleanup) -> Result<Option<Strin
     Ok(cleanup.browser_ws())
 }
 
+/// The registry a subcommand's tasks run in: with `--http ADDR` (`http`), the one of the
+/// supervisor page's server started there (so that the page shows them; shut down by
+/// `cleanup`), else a new one. `watch` and `proxy` share it.
+pub fn page_registry(
+    config: Config,
+    http: Option<&str>,
+    cleanup: &Cleanup,
+) -> Result<Arc<SupervisorRegistry>, String> {
+    let Some(addr) = http else {
+        return Ok(Arc::new(SupervisorRegistry::new(config)));
+    };
+    let (server, with_token) = serve_http(config, addr, false, cleanup)?;
+    eprintln!(
+        "cdp-supervisor: the supervisor page at http://{}/ ({})",
+        server.local_addr(),
+        if with_token {
+            "token required: open /?token=TOKEN once"
+        } else {
+            "no token: loopback only"
+        }
+    );
+    Ok(Arc::clone(server.mcp().registry()))
+}
+
+/// The browser a subcommand works on: `cdp_url`, else the configured one, else a Chromium it
+/// launches (registered with `cleanup`).
+pub fn browser_url(
+    config: &Config,
+    cdp_url: Option<String>,
+    cleanup: &Cleanup,
+) -> Result<String, String> {
+    match cdp_url.or_else(|| config.cdp_url().map(str::to_string)) {
+        Some(u) => Ok(u),
+        None => launch_browser(config, cleanup)?.ok_or_else(|| {
+            "no CDP URL given and no Chromium found (install chromium or set CHROME)".into()
+        }),
+    }
+}
+
 fn watch(
     config: Config,
     cdp_url: Option<String>,
     http: Option<&str>,
     cleanup: &Cleanup,
 ) -> Result<(), String> {
-    let url = match cdp_url.or_else(|| config.cdp_url().map(str::to_string)) {
-        Some(u) => u,
-        None => launch_browser(&config, cleanup)?
-            .ok_or("no CDP URL given and no Chromium found (install chromium or set CHROME)")?,
-    };
-    // With --http the page shows the server's registry, so the task is started in it.
-    let registry = match http {
-        Some(addr) => {
-            let (server, with_token) = serve_http(config, addr, false, cleanup)?;
-            eprintln!(
-                "cdp-supervisor: the supervisor page at http://{}/ ({})",
-                server.local_addr(),
-                if with_token {
-                    "token required: open /?token=TOKEN once"
-                } else {
-                    "no token: loopback only"
-                }
-            );
-            Arc::clone(server.mcp().registry())
-        }
-        None => Arc::new(SupervisorRegistry::new(config)),
-    };
+    let url = browser_url(&config, cdp_url, cleanup)?;
+    let registry = page_registry(config, http, cleanup)?;
     cleanup.set_registry(Arc::clone(&registry));
     let sup = registry
         .get_or_start("watch", &url)

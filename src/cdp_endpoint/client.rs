@@ -43,7 +43,7 @@ pub(super) fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
         must_respond: sup.config().dialog_policy() == DialogPolicy::MustRespond,
         security: sup.config().security().clone(),
         own_downloads: sup.download_dir().map(std::path::Path::to_path_buf),
-        all_targets: false,
+        all_targets: sup.config().endpoint().all_targets,
     };
     let mux = Mux::new(sup.shared(), sup.task_id(), policy);
     let _ = sup.shared().tap.set(mux as Arc<dyn Tap>);

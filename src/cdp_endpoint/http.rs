@@ -10,11 +10,13 @@ use std::time::Duration;
 use log::debug;
 use serde_json::json;
 
-use super::{Listener, client};
+use super::{Found, Listener, client};
+use crate::config::EndpointSettings;
 use crate::core::Command;
 use crate::deadline::Deadline;
 use crate::http1::{Conn, Limits, RequestHead, Response};
 use crate::outbound::Outbound;
+use crate::supervisor::Supervisor;
 use crate::transport::Socket;
 
 /// How long a connection may take to send its request head.
@@ -48,12 +50,31 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
         return answer(&mut raw, Response::json(403, error_body(msg)));
     }
     let path = head.path().to_string();
-    if let Some(token) = path.strip_prefix("/devtools/browser/") {
-        if let Err(r) = upgrade_checks(&head) {
+    let not_found = |raw: &mut TcpStream, what: &str| {
+        answer(raw, Response::json(404, error_body(what)));
+    };
+    let Some((token, rest)) = path.trim_start_matches('/').split_once('/') else {
+        return not_found(&mut raw, "not found");
+    };
+    let Some((found, browser_id)) = l.find(token) else {
+        return not_found(&mut raw, "no such task");
+    };
+    if let Some(id) = rest.strip_prefix("devtools/browser/") {
+        if id != browser_id {
+            return not_found(&mut raw, "no such browser");
+        }
+        if let Err(r) = upgrade_checks(&head, &l.settings) {
             return answer(&mut raw, r);
         }
-        let Some(sup) = l.supervisor(token) else {
-            return answer(&mut raw, Response::json(404, error_body("no such task")));
+        let (sup, task) = match found {
+            Found::Task(sup) => (sup, None),
+            Found::Proxy(p) => match p.start_task(peer) {
+                Ok(task) => (Arc::clone(&task.sup), Some((p, task))),
+                Err(e) => {
+                    let msg = format!("the proxy could not start a task for this client: {e}");
+                    return answer(&mut raw, Response::json(502, error_body(&msg)));
+                }
+            },
         };
         let key = head.text("sec-websocket-key").unwrap_or_default().trim();
         let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
@@ -61,71 +82,89 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
              Sec-WebSocket-Accept: {accept}\r\n\r\n"
         );
-        if raw.write_all(ok.as_bytes()).is_err() {
-            return;
-        }
+        let upgraded = raw.write_all(ok.as_bytes()).is_ok();
         let (socket, leftover) = conn.into_parts();
-        return client::run(&sup, socket.into_tcp(), leftover, peer);
+        return match task {
+            Some((p, task)) => p.run_client(task, upgraded, socket.into_tcp(), leftover, peer),
+            None if upgraded => client::run(&sup, socket.into_tcp(), leftover, peer),
+            None => {}
+        };
     }
-    let Some((token, rest)) = path.trim_start_matches('/').split_once('/') else {
-        return answer(&mut raw, Response::json(404, error_body("not found")));
-    };
-    let Some(sup) = l.supervisor(token) else {
-        return answer(&mut raw, Response::json(404, error_body("no such task")));
-    };
-    let ws_url = l.urls(token).ws_url;
-    let body = match rest.trim_end_matches('/') {
-        "json/version" => {
-            let cmd = Command::new("Browser.getVersion", json!({}));
-            let v = sup
-                .shared()
-                .round_trip(cmd, Deadline::after(VERSION_TIMEOUT))
-                .unwrap_or_default();
-            let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
-            json!({
-                "Browser": s("product"),
-                "Protocol-Version": s("protocolVersion"),
-                "User-Agent": s("userAgent"),
-                "V8-Version": s("jsVersion"),
-                "WebKit-Version": s("revision"),
-                "webSocketDebuggerUrl": ws_url,
-            })
-        }
-        "json" | "json/list" => {
-            let cmd = Command::new("Target.getTargets", json!({}));
-            let infos = sup
-                .shared()
-                .round_trip(cmd, Deadline::after(VERSION_TIMEOUT))
-                .ok()
-                .and_then(
-                    |mut v| match v.get_mut("targetInfos").map(serde_json::Value::take) {
-                        Some(serde_json::Value::Array(a)) => Some(a),
-                        _ => None,
-                    },
-                )
-                .unwrap_or_default();
-            let infos = match client::mux_for(&sup) {
-                Some(m) => m.task_targets(infos),
-                None => Vec::new(),
-            };
-            let list: Vec<_> = infos
-                .iter()
-                .filter(|i| matches!(i["type"].as_str(), Some("page" | "iframe" | "worker")))
-                .map(|i| {
-                    json!({
-                        "description": "",
-                        "id": i["targetId"],
-                        "title": i["title"],
-                        "type": i["type"],
-                        "url": i["url"],
-                    })
-                })
-                .collect();
-            json!(list)
-        }
-        _ => return answer(&mut raw, Response::json(404, error_body("not found"))),
+    let ws_url = l.urls(token, &browser_id).ws_url;
+    let body = match (rest.trim_end_matches('/'), &found) {
+        ("json/version", Found::Task(sup)) => version_json(&task_version(sup), &ws_url),
+        ("json/version", Found::Proxy(p)) => version_json(&p.version(), &ws_url),
+        ("json" | "json/list", Found::Task(sup)) => task_list(sup),
+        // Each client of a proxy sees its own task; a discovery request is no client.
+        ("json" | "json/list", Found::Proxy(_)) => json!([]),
+        _ => return not_found(&mut raw, "not found"),
     };
     answer(&mut raw, Response::json(200, format!("{body:#}")));
+}
+
+/// What the browser says of itself (`Browser.getVersion`), asked on `sup`'s connection, in the
+/// names of Chromium's `/json/version` (empty strings when it does not answer in time).
+pub(super) fn task_version(sup: &Supervisor) -> serde_json::Value {
+    let cmd = Command::new("Browser.getVersion", json!({}));
+    let v = sup
+        .shared()
+        .round_trip(cmd, Deadline::after(VERSION_TIMEOUT))
+        .unwrap_or_default();
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+    json!({
+        "Browser": s("product"),
+        "Protocol-Version": s("protocolVersion"),
+        "User-Agent": s("userAgent"),
+        "V8-Version": s("jsVersion"),
+        "WebKit-Version": s("revision"),
+    })
+}
+
+/// Chromium's `/json/version` body: `fields` (its names) and `webSocketDebuggerUrl`.
+fn version_json(fields: &serde_json::Value, ws_url: &str) -> serde_json::Value {
+    let s = |k: &str| fields.get(k).and_then(|x| x.as_str()).unwrap_or("");
+    json!({
+        "Browser": s("Browser"),
+        "Protocol-Version": s("Protocol-Version"),
+        "User-Agent": s("User-Agent"),
+        "V8-Version": s("V8-Version"),
+        "WebKit-Version": s("WebKit-Version"),
+        "webSocketDebuggerUrl": ws_url,
+    })
+}
+
+/// `/json/list` of a task: its pages, iframes and workers, as Chromium lists them.
+fn task_list(sup: &Supervisor) -> serde_json::Value {
+    let cmd = Command::new("Target.getTargets", json!({}));
+    let infos = sup
+        .shared()
+        .round_trip(cmd, Deadline::after(VERSION_TIMEOUT))
+        .ok()
+        .and_then(
+            |mut v| match v.get_mut("targetInfos").map(serde_json::Value::take) {
+                Some(serde_json::Value::Array(a)) => Some(a),
+                _ => None,
+            },
+        )
+        .unwrap_or_default();
+    let infos = match client::mux_for(sup) {
+        Some(m) => m.task_targets(infos),
+        None => Vec::new(),
+    };
+    let list: Vec<_> = infos
+        .iter()
+        .filter(|i| matches!(i["type"].as_str(), Some("page" | "iframe" | "worker")))
+        .map(|i| {
+            json!({
+                "description": "",
+                "id": i["targetId"],
+                "title": i["title"],
+                "type": i["type"],
+                "url": i["url"],
+            })
+        })
+        .collect();
+    json!(list)
 }
 
 fn error_body(msg: &str) -> String {
@@ -138,9 +177,9 @@ fn answer(raw: &mut TcpStream, r: Response) {
     let _ = raw.shutdown(std::net::Shutdown::Write);
 }
 
-/// A WebSocket upgrade, and no `Origin` (a web page): Chromium's `--remote-allow-origins` rule
-/// with nothing allowed.
-fn upgrade_checks(head: &RequestHead) -> Result<(), Response> {
+/// A WebSocket upgrade, and no `Origin` (a web page) unless `[endpoint] allowed_origins` lets
+/// it in: Chromium's `--remote-allow-origins` rule.
+fn upgrade_checks(head: &RequestHead, settings: &EndpointSettings) -> Result<(), Response> {
     if head.method != "GET"
         || !head.has_token("upgrade", "websocket")
         || head.text("sec-websocket-key").is_none()
@@ -150,15 +189,17 @@ fn upgrade_checks(head: &RequestHead) -> Result<(), Response> {
             error_body("a WebSocket upgrade is expected here"),
         ));
     }
-    if let Some(origin) = head.text("origin") {
-        let msg = format!(
-            "Rejected an incoming WebSocket connection from the {} origin: the task's CDP \
-             endpoint accepts no Origin (a web page cannot connect)",
-            crate::quote::quoted(origin)
-        );
-        return Err(Response::json(403, error_body(&msg)));
+    match head.text("origin") {
+        Some(origin) if !settings.origin_allowed(origin) => {
+            let msg = format!(
+                "Rejected an incoming WebSocket connection from the {} origin: list it in \
+                 [endpoint] allowed_origins (or \"*\" for any) to allow connections from it",
+                crate::quote::quoted(origin)
+            );
+            Err(Response::json(403, error_body(&msg)))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Whether `Host` names this listener: a loopback name or its own address, with its port.
@@ -180,6 +221,46 @@ fn host_ok(host: Option<&str>, addr: SocketAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Chromium's `--remote-allow-origins` rule: no list, no origin; a listed origin (in any
+    /// case, with or without a trailing `/`), or any with `*`.
+    #[test]
+    fn an_origin_passes_only_when_allowed_or_any_is() {
+        let upgrade = |origin: Option<&str>| {
+            let mut headers = vec![
+                ("Host", "127.0.0.1:1"),
+                ("Upgrade", "websocket"),
+                ("Connection", "Upgrade"),
+                ("Sec-WebSocket-Key", "a2V5"),
+            ];
+            headers.extend(origin.map(|o| ("Origin", o)));
+            RequestHead::for_test("GET", "/t/devtools/browser/b", &headers)
+        };
+        let none = EndpointSettings::default();
+        let some = EndpointSettings::default()
+            .with_allowed_origins(["http://localhost:3000"])
+            .unwrap();
+        let any = EndpointSettings::default()
+            .with_allowed_origins(["*"])
+            .unwrap();
+        let status = |origin: Option<&str>, s: &EndpointSettings| match upgrade_checks(
+            &upgrade(origin),
+            s,
+        ) {
+            Ok(()) => 101,
+            Err(r) => r.status,
+        };
+        assert_eq!(status(None, &none), 101, "no Origin: not a web page");
+        assert_eq!(status(Some("http://localhost:3000"), &none), 403);
+        assert_eq!(status(Some("null"), &none), 403);
+        assert_eq!(status(Some("http://localhost:3000"), &some), 101);
+        assert_eq!(status(Some("HTTP://LOCALHOST:3000/"), &some), 101);
+        assert_eq!(status(Some("http://localhost:3001"), &some), 403);
+        assert_eq!(status(Some("http://evil.example"), &some), 403);
+        assert_eq!(status(Some("http://evil.example"), &any), 101);
+        assert_eq!(status(Some("null"), &any), 101);
+        assert!(!none.origin_allowed("http://localhost:3000"));
+    }
 
     #[test]
     fn host_must_name_this_listener() {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::rules::check_seconds;
 use super::settings::{SettingValue, checked_ca_file, checked_cdp_url, checked_downloads_dir};
-use super::{BridgeMode, Config, DialogPolicy, Downloads, Limits, Security};
+use super::{BridgeMode, Config, DialogPolicy, Downloads, EndpointSettings, Limits, Security};
 use crate::error::Error;
 
 /// Strings as a list [`SettingValue`].
@@ -88,6 +88,10 @@ impl Config {
     /// `downloads.*`: where each task's downloads go (issue 31).
     pub fn downloads(&self) -> &Downloads {
         &self.downloads
+    }
+    /// `endpoint.*`: the tasks' CDP endpoint (issue 30).
+    pub fn endpoint(&self) -> &EndpointSettings {
+        &self.endpoint
     }
     /// `mcp.allowed_hosts` (lowercase).
     pub fn allowed_hosts(&self) -> &[String] {
@@ -247,6 +251,19 @@ impl Config {
     pub fn with_downloads(mut self, downloads: Downloads) -> Result<Config, Error> {
         checked_downloads_dir(downloads.dir.clone())?;
         self.downloads = downloads;
+        Ok(self)
+    }
+
+    /// Sets [`endpoint`](Config::endpoint): its `listen` on loopback, its origins checked as
+    /// the `[endpoint]` section's are.
+    pub fn with_endpoint(mut self, endpoint: EndpointSettings) -> Result<Config, Error> {
+        self.set(
+            "endpoint.listen",
+            SettingValue::Text(endpoint.listen.clone()),
+        )?;
+        let origins = text_list(endpoint.allowed_origins.clone());
+        self.set("endpoint.allowed_origins", origins)?;
+        self.endpoint.all_targets = endpoint.all_targets;
         Ok(self)
     }
 

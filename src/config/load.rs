@@ -26,6 +26,7 @@ const SECTIONS: &[&str] = &[
     "limits",
     "security",
     "downloads",
+    "endpoint",
     "mcp",
 ];
 

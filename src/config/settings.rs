@@ -20,7 +20,7 @@ use std::time::Duration;
 use super::rules::{invalid, invalid_as, positive_seconds, seconds_allowed};
 use super::{
     BridgeMode, Config, DialogPolicy, MAX_CALL_TIMEOUT, MAX_DIALOG_TIMEOUT, MAX_HTTP_HEAD_TIMEOUT,
-    MAX_START_TIMEOUT,
+    MAX_START_TIMEOUT, endpoint,
 };
 use crate::error::Error;
 use crate::quote::{clipped, quoted};
@@ -93,6 +93,9 @@ pub const SETTING_KEYS: &[&str] = &[
     "security.upload_dirs",
     "downloads.dir",
     "downloads.keep",
+    "endpoint.listen",
+    "endpoint.all_targets",
+    "endpoint.allowed_origins",
     "mcp.allowed_hosts",
     "mcp.http_head_timeout_s",
     "mcp.http_max_new_connections",
@@ -188,6 +191,19 @@ impl Config {
                 self.downloads.dir = checked_downloads_dir(d)?;
             }
             "downloads.keep" => self.downloads.keep = switch(key, &value)?,
+            "endpoint.listen" => {
+                let s = text(key, value, endpoint::LISTEN)?;
+                self.endpoint.listen = endpoint::checked_listen(&s)?;
+            }
+            "endpoint.all_targets" => self.endpoint.all_targets = switch(key, &value)?,
+            "endpoint.allowed_origins" => {
+                let rule = ListRule {
+                    list: endpoint::ORIGINS,
+                    item: endpoint::ORIGIN,
+                    env_words: false,
+                };
+                self.endpoint.allowed_origins = list(key, value, &rule, endpoint::checked_origin)?;
+            }
             "mcp.allowed_hosts" => self.allowed_hosts = hosts(key, value)?,
             _ => {
                 return Err(Error::InvalidArgument(format!(

@@ -576,3 +576,79 @@ fn set_takes_every_key_and_refuses_an_unknown_one() {
         );
     }
 }
+
+/// Issue 30: `[endpoint]` is read, checked and set like every section: `listen` on loopback
+/// only (the error names `endpoint.listen`), `all_targets` a switch, `allowed_origins` origins
+/// or `*`, kept lowercase without a trailing `/`.
+#[test]
+fn endpoint_settings_are_read_and_a_non_loopback_listen_is_refused() {
+    let d = Config::default();
+    assert_eq!(d.endpoint().listen, "127.0.0.1:0");
+    assert!(!d.endpoint().all_targets);
+    assert!(d.endpoint().allowed_origins.is_empty());
+    let c = Config::from_toml(
+        "[endpoint]\nlisten = \"[::1]:9333\"\nall_targets = true\n\
+         allowed_origins = [\"HTTP://LocalHost:3000/\", \"*\"]",
+    )
+    .unwrap();
+    assert_eq!(c.endpoint().listen, "[::1]:9333");
+    assert!(c.endpoint().all_targets);
+    assert_eq!(c.endpoint().allowed_origins, ["http://localhost:3000", "*"]);
+    let c = Config::from_toml("[endpoint]\nlisten = \"localhost:0\"").unwrap();
+    assert_eq!(c.endpoint().listen, "127.0.0.1:0");
+    for addr in [
+        "0.0.0.0:9333",
+        "10.0.0.5:9333",
+        "[::]:9333",
+        "example.com:80",
+        "127.0.0.1",
+    ] {
+        let toml = format!("[endpoint]\nlisten = \"{addr}\"");
+        let e = Config::from_toml(&toml).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { key, .. } if key == "endpoint.listen"),
+            "{addr}: {e:?}"
+        );
+        assert!(e.to_string().contains("loopback"), "{e}");
+        let e = EndpointSettings::default().with_listen(addr).unwrap_err();
+        assert!(matches!(&e, Error::Config { key, .. } if key == "endpoint.listen"));
+    }
+    for bad in [
+        "localhost:3000",
+        "http://a/path",
+        "http://",
+        "javascript:alert(1)",
+    ] {
+        let toml = format!("[endpoint]\nallowed_origins = [\"*\", \"{bad}\"]");
+        let e = Config::from_toml(&toml).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { key, .. } if key == "endpoint.allowed_origins[1]"),
+            "{bad}: {e:?}"
+        );
+    }
+    // The environment's one string is split at commas.
+    let mut c = Config::default();
+    c.set(
+        "endpoint.allowed_origins",
+        SettingValue::Text("http://a.test, https://b.test:8443".into()),
+    )
+    .unwrap();
+    assert_eq!(
+        c.endpoint().allowed_origins,
+        ["http://a.test", "https://b.test:8443"]
+    );
+    // The setter checks as the file does.
+    let e = Config::default()
+        .with_endpoint(EndpointSettings {
+            listen: "0.0.0.0:1".into(),
+            ..EndpointSettings::default()
+        })
+        .unwrap_err();
+    assert!(matches!(&e, Error::Config { key, .. } if key == "endpoint.listen"));
+    let s = EndpointSettings::default()
+        .with_all_targets(true)
+        .with_allowed_origins(["http://x.test"])
+        .unwrap();
+    let c = Config::default().with_endpoint(s.clone()).unwrap();
+    assert_eq!(c.endpoint(), &s);
+}

@@ -102,7 +102,7 @@ pub(crate) fn connect(ctx: &Context<'_>, task: &str, args: &Value) -> Value {
             .with_options(opts)
             .with_cancel(cancel);
         let result = reg.start(request);
-        return started(task, &url, result, false);
+        return started(reg, task, &url, result, false);
     }
     let Some(browser) = ctx.browser else {
         return failure(
@@ -132,7 +132,7 @@ pub(crate) fn connect(ctx: &Context<'_>, task: &str, args: &Value) -> Value {
             retried = true;
             continue;
         }
-        return started(task, &launched.ws_url, result, true);
+        return started(reg, task, &launched.ws_url, result, true);
     }
 }
 
@@ -145,8 +145,15 @@ fn exits_within(launched: &Launched, wait: Duration, cancel: &CancelToken) -> bo
     }
 }
 
-/// `browser_connect`'s result (the table adds the dialog status).
-fn started(task: &str, url: &str, result: Result<Arc<Supervisor>, Error>, launched: bool) -> Value {
+/// `browser_connect`'s result (the table adds the dialog status), with the task's CDP endpoint
+/// (`cdp_endpoint`, `cdp_http_endpoint`: issue 30) when its listener could start.
+fn started(
+    reg: &SupervisorRegistry,
+    task: &str,
+    url: &str,
+    result: Result<Arc<Supervisor>, Error>,
+    launched: bool,
+) -> Value {
     match result {
         Ok(sup) => {
             let snap = sup.snapshot();
@@ -158,6 +165,13 @@ fn started(task: &str, url: &str, result: Result<Arc<Supervisor>, Error>, launch
             });
             if let Some(p) = &snap.page_target_id {
                 out["page_target_id"] = json!(p);
+            }
+            match reg.cdp_endpoint(task) {
+                Ok(ep) => {
+                    out["cdp_endpoint"] = json!(ep.ws_url);
+                    out["cdp_http_endpoint"] = json!(ep.http_url);
+                }
+                Err(e) => log::warn!("task {task}: no CDP endpoint: {e}"),
             }
             out
         }

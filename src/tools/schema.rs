@@ -76,7 +76,9 @@ pub(super) fn connect_output() -> Value {
     json!({
         "task_id": {"type": "string", "description": "The task connected"},
         "cdp_url": {"type": "string", "description": "The endpoint, credentials replaced by ***"},
-        "page_target_id": {"type": "string", "description": "The page the supervisor attached to (for browser_cdp's target_id)"}
+        "page_target_id": {"type": "string", "description": "The page the supervisor attached to (for browser_cdp's target_id)"},
+        "cdp_endpoint": {"type": "string", "description": "The task's CDP endpoint, a ws:// URL any CDP client (Puppeteer's browserWSEndpoint, a raw WebSocket) connects to as to the browser, carried over the task's one connection; it sees the task's pages only. Carries a secret token: do not share it"},
+        "cdp_http_endpoint": {"type": "string", "description": "The same endpoint's http:// base, whose /json/version names cdp_endpoint (Playwright's connectOverCDP, Puppeteer's browserURL, chrome-devtools-mcp's --browserUrl)"}
     })
 }
 

@@ -750,3 +750,146 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+// ---------------------------------------------------------------------------
+// proxy
+// ---------------------------------------------------------------------------
+
+/// The next `event` JSON line of `p`'s stdout (lines before it are passed over).
+fn proxy_event(p: &Proc, event: &str, timeout: Duration) -> Value {
+    p.out
+        .find(timeout, |l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(|v| v["event"] == event)
+        })
+        .unwrap_or_else(|| panic!("no {event} line within {timeout:?}\n{}", p.dump()))
+}
+
+/// Issue 30 point 1: `proxy --http` launches Chromium, says where it listens, makes a task of
+/// each client on a page of its own (its dialogs reported, a client's answer `closed_by:
+/// client`), stops it when the client leaves, serves the supervisor page, and on SIGTERM closes
+/// its clients with 1001 and ends the Chromium it launched.
+#[test]
+fn proxy_makes_a_task_of_each_client_and_stops_cleanly_on_sigterm() {
+    let Some(chrome) = chromium_or_skip() else {
+        return;
+    };
+    let mut cmd = bin(&["proxy", "--http", "127.0.0.1:0"]);
+    cmd.env("CHROME", &chrome).env("RUST_LOG", "info");
+    let mut p = Proc::spawn(cmd);
+    let chromium = p
+        .err
+        .find(Duration::from_secs(20), launched_pid)
+        .unwrap_or_else(|| panic!("no `launched ... (pid N)` line within 20 s\n{}", p.dump()));
+    let page_addr = p
+        .err
+        .find(Duration::from_secs(20), |l| {
+            let rest = l.split("the supervisor page at http://").nth(1)?;
+            rest.split('/').next().map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("no supervisor page line\n{}", p.dump()));
+    let listening = proxy_event(&p, "listening", Duration::from_secs(20));
+    let ws_url = listening["ws_url"].as_str().expect("ws_url").to_string();
+    let http_url = listening["http_url"]
+        .as_str()
+        .expect("http_url")
+        .to_string();
+    assert!(ws_url.starts_with("ws://127.0.0.1:"), "{listening}");
+
+    // Discovery answers before any client, naming the proxy's URL.
+    let (status, body) = crate::e2e_cdp_endpoint::get(&http_url, "/json/version", &[]);
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(v["webSocketDebuggerUrl"], ws_url.as_str(), "{v}");
+    assert!(v["Browser"].as_str().unwrap().contains("Chrome"), "{v}");
+
+    // A client: a task of its own on a new page, its dialog reported and answered by it.
+    let mut a = RawCdp::connect(&ws_url).expect("client A");
+    let started = proxy_event(&p, "task_started", Duration::from_secs(20));
+    assert_eq!(started["task_id"], "client-1", "{started}");
+    let page = started["page_target_id"]
+        .as_str()
+        .expect("its page")
+        .to_string();
+    let targets = a.call("Target.getTargets", json!({}), None, STOP).unwrap();
+    let pages: Vec<&Value> = targets["targetInfos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["type"] == "page")
+        .collect();
+    assert_eq!(pages.len(), 1, "its own page only: {targets}");
+    assert_eq!(pages[0]["targetId"], page.as_str());
+    let s = a.attach(&page).expect("attach to its page");
+    a.call("Page.enable", json!({}), Some(&s), STOP).unwrap();
+    a.call(
+        "Runtime.evaluate",
+        json!({"expression": "setTimeout(() => alert('through the proxy'), 0); 1"}),
+        Some(&s),
+        STOP,
+    )
+    .unwrap();
+    let opened = proxy_event(&p, "dialog_opened", Duration::from_secs(10));
+    assert_eq!(opened["task_id"], "client-1", "{opened}");
+    assert_eq!(opened["dialog"]["message"], "through the proxy", "{opened}");
+    a.call(
+        "Page.handleJavaScriptDialog",
+        json!({"accept": true}),
+        Some(&s),
+        STOP,
+    )
+    .unwrap();
+    let closed = proxy_event(&p, "dialog_closed", Duration::from_secs(10));
+    assert_eq!(closed["closed_by"], "client", "{closed}");
+    drop(a);
+    let stopped = proxy_event(&p, "task_stopped", Duration::from_secs(10));
+    assert_eq!(stopped["task_id"], "client-1", "{stopped}");
+
+    // The supervisor page, through the same code path as `watch --http`.
+    let (status, body) = crate::e2e_cdp_endpoint::get(&format!("http://{page_addr}"), "", &[]);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("<html") || body.contains("<!doctype"),
+        "{body}"
+    );
+
+    // A second client, then SIGTERM: it is closed with 1001, and Chromium ends.
+    let authority = ws_url
+        .strip_prefix("ws://")
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let tcp = std::net::TcpStream::connect(authority).unwrap();
+    tcp.set_read_timeout(Some(STOP)).unwrap();
+    let (mut b, _) = tungstenite::client(ws_url.as_str(), tcp).expect("client B");
+    let started = proxy_event(&p, "task_started", Duration::from_secs(20));
+    assert_eq!(started["task_id"], "client-2", "{started}");
+    // SAFETY: kill(2) on our own unreaped child.
+    assert_eq!(
+        unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let code = loop {
+        match b.read() {
+            Ok(tungstenite::Message::Close(frame)) => break frame.map(|f| u16::from(f.code)),
+            Ok(_) => continue,
+            Err(e) => panic!("client B read {e} before a close frame\n{}", p.dump()),
+        }
+    };
+    assert_eq!(code, Some(1001), "{}", p.dump());
+    let status = p.expect_exit(STOP, "proxy after SIGTERM");
+    let (out, err) = p.outputs();
+    no_panic(&err, "proxy");
+    assert!(out.contains(r#""task_id":"client-2""#), "{out}");
+    assert!(
+        wait_until(STOP, || (!alive(chromium)).then_some(())).is_some(),
+        "Chromium (pid {chromium}) still running {STOP:?} after the proxy exited"
+    );
+    assert!(
+        wait_until(STOP, || group_members(chromium).is_empty().then_some(())).is_some(),
+        "Chromium's process group still has members"
+    );
+    assert_eq!(status.code(), Some(0), "{status}\n{}", p.dump());
+}

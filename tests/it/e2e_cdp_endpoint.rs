@@ -152,8 +152,15 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
     assert_eq!(status, 403);
     let wrong = ep.http_url.rsplit_once('/').unwrap().0.to_string() + "/0123456789abcdef";
     assert_eq!(get(&wrong, "/json/version", &[]).0, 404);
-    let ws_path = ep.ws_url.split_once("/devtools").unwrap().1;
-    let base = ep.http_url.rsplit_once('/').unwrap().0.to_string();
+    // ws://HOST:PORT/<token>/devtools/browser/<id> (SPEC §18), the token the http base's.
+    let token = ep.http_url.rsplit('/').next().unwrap();
+    assert!(token.len() >= 32, "{}", ep.http_url);
+    let (_, ws_path) = ep.ws_url.split_once("/devtools").unwrap();
+    assert!(
+        ep.ws_url.contains(&format!("/{token}/devtools/browser/")),
+        "{}",
+        ep.ws_url
+    );
     let upgrade = [
         ("Upgrade", "websocket"),
         ("Connection", "Upgrade"),
@@ -161,8 +168,11 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
         ("Sec-WebSocket-Version", "13"),
         ("Origin", "http://evil.example"),
     ];
-    let (status, body) = get(&base, &format!("/devtools{ws_path}")[1..], &upgrade);
+    let (status, body) = get(&ep.http_url, &format!("/devtools{ws_path}"), &upgrade);
     assert_eq!(status, 403, "{body}");
+    // Another browser id under the task's token is no browser.
+    let (status, _) = get(&ep.http_url, "/devtools/browser/x", &upgrade[..4]);
+    assert_eq!(status, 404);
 
     // Two clients; the page, then a cross-origin iframe.
     let mut a = RawCdp::connect(&ep.ws_url).expect("client A");
@@ -855,4 +865,131 @@ fn measure_two_auto_attachers_waiting_for_the_debugger_on_one_connection() {
     .is_some();
     eprintln!("after both: the page ran: {ran}");
     let _ = cdp.close_page(&target);
+}
+
+/// A WebSocket handshake to `ws_url` with `Origin: origin`: the connected socket, or the
+/// refusal's HTTP status.
+fn connect_with_origin(
+    ws_url: &str,
+    origin: &str,
+) -> Result<tungstenite::WebSocket<TcpStream>, u16> {
+    use tungstenite::client::IntoClientRequest;
+    let mut req = ws_url.into_client_request().expect("a request");
+    req.headers_mut()
+        .insert("Origin", origin.parse().expect("a header value"));
+    let authority = ws_url
+        .strip_prefix("ws://")
+        .and_then(|r| r.split('/').next())
+        .unwrap();
+    let tcp = TcpStream::connect(authority).expect("connect to the endpoint");
+    tcp.set_read_timeout(Some(T)).unwrap();
+    match tungstenite::client(req, tcp) {
+        Ok((ws, _)) => Ok(ws),
+        Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r))) => {
+            Err(r.status().as_u16())
+        }
+        Err(e) => panic!("handshake: {e}"),
+    }
+}
+
+/// Issue 30 point 1: `[endpoint] allowed_origins` lets a listed web origin connect (and use the
+/// task's page); another origin gets 403, as with Chromium's `--remote-allow-origins`.
+#[test]
+fn an_allowed_origin_may_connect_and_another_is_refused() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let browser = Browser::launch().expect("launch Chromium");
+    let config =
+        Config::from_toml("[endpoint]\nallowed_origins = [\"http://localhost:3000\"]").unwrap();
+    let reg = SupervisorRegistry::new(config);
+    let server = titled_pages();
+    let (_sup, page, ep) = task_on(&reg, "o", &browser, &server.url("127.0.0.1", "/o"));
+    for origin in ["http://evil.example", "http://localhost:3001", "null"] {
+        let refused = connect_with_origin(&ep.ws_url, origin).err();
+        assert_eq!(refused, Some(403), "{origin}");
+    }
+    let mut ws = connect_with_origin(&ep.ws_url, "http://localhost:3000").expect("allowed");
+    let cmd = json!({"id": 1, "method": "Target.getTargets"}).to_string();
+    ws.send(tungstenite::Message::text(cmd)).unwrap();
+    let reply = loop {
+        let msg = ws.read().expect("a reply");
+        let v: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
+        if v["id"] == 1 {
+            break v;
+        }
+    };
+    assert_eq!(target_ids(&reply["result"]), [page], "{reply}");
+    let _ = ws.close(None);
+    // The default allows no origin at all.
+    let reg = SupervisorRegistry::new(Config::default());
+    let (_sup, _, ep) = task_on(&reg, "d", &browser, &server.url("127.0.0.1", "/d"));
+    let refused = connect_with_origin(&ep.ws_url, "http://localhost:3000").err();
+    assert_eq!(refused, Some(403));
+    assert!(
+        RawCdp::connect(&ep.ws_url).is_ok(),
+        "no Origin: not a web page"
+    );
+}
+
+/// Issue 30 point 5: by default a client sees its task's pages only; `[endpoint] all_targets =
+/// true` shows it every page of the browser, another task's (of another registry) included.
+#[test]
+fn all_targets_shows_another_tasks_page_and_the_default_does_not() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let browser = Browser::launch().expect("launch Chromium");
+    let server = titled_pages();
+    let reg = SupervisorRegistry::new(Config::default());
+    let (_a, page_a, ea) = task_on(&reg, "a", &browser, &server.url("127.0.0.1", "/a"));
+    let (_b, page_b, _eb) = task_on(&reg, "b", &browser, &server.url("127.0.0.1", "/b"));
+    let all = Config::from_toml("[endpoint]\nall_targets = true").unwrap();
+    let reg_all = SupervisorRegistry::new(all);
+    let (_c, page_c, ec) = task_on(&reg_all, "c", &browser, &server.url("127.0.0.1", "/c"));
+
+    let mut a = RawCdp::connect(&ea.ws_url).expect("client of a");
+    let seen = target_ids(&a.call("Target.getTargets", json!({}), None, T).unwrap());
+    assert_eq!(
+        seen,
+        std::slice::from_ref(&page_a),
+        "the default: its task's page only"
+    );
+    let (_, list) = get(&ea.http_url, "/json/list", &[]);
+    assert!(list.contains(&page_a) && !list.contains(&page_b), "{list}");
+
+    let mut c = RawCdp::connect(&ec.ws_url).expect("client of c");
+    let seen = target_ids(&c.call("Target.getTargets", json!({}), None, T).unwrap());
+    for p in [&page_a, &page_b, &page_c] {
+        assert!(seen.contains(p), "all_targets shows {p}: {seen:?}");
+    }
+    let (_, list) = get(&ec.http_url, "/json/list", &[]);
+    assert!(list.contains(&page_b), "{list}");
+    // Target events too: a page another task opens is announced to c, not to a.
+    for cdp in [&mut a, &mut c] {
+        cdp.call(
+            "Target.setDiscoverTargets",
+            json!({"discover": true}),
+            None,
+            T,
+        )
+        .unwrap();
+        cdp.clear_events();
+    }
+    let mut direct = RawCdp::connect(&browser.ws_url).expect("a direct client");
+    let other = direct.new_page("about:blank").expect("another page");
+    let created = |e: &Value| {
+        e["method"] == "Target.targetCreated" && e["params"]["targetInfo"]["targetId"] == other
+    };
+    assert!(
+        c.wait_event_where(T, created).is_some(),
+        "c hears of {other}"
+    );
+    assert!(
+        a.wait_event_where(Duration::from_millis(500), created)
+            .is_none(),
+        "a does not hear of {other}"
+    );
 }

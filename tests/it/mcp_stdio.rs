@@ -901,6 +901,60 @@ fn server_on_shared_tab() -> Option<(Mcp, String)> {
     Some((mcp, tab))
 }
 
+/// Issue 30: `browser_connect` names the task's CDP endpoint; its `/json/version` names the
+/// same `ws://` URL, and a raw client that connects there sees the task's page.
+#[test]
+fn browser_connect_names_the_tasks_cdp_endpoint_and_its_json_version_answers_with_it() {
+    let Some((ws, tab)) = shared_tab() else {
+        return;
+    };
+    let mut mcp = Mcp::start(&[]);
+    initialize(&mut mcp);
+    let c = mcp.ok_tool(
+        "browser_connect",
+        json!({"cdp_url": ws, "target_id": tab}),
+        T,
+    );
+    let ep = c["cdp_endpoint"]
+        .as_str()
+        .expect("cdp_endpoint")
+        .to_string();
+    let http = c["cdp_http_endpoint"]
+        .as_str()
+        .expect("cdp_http_endpoint")
+        .to_string();
+    assert!(ep.starts_with("ws://127.0.0.1:"), "{c}");
+    assert!(ep.contains("/devtools/browser/"), "{c}");
+    assert!(http.starts_with("http://127.0.0.1:"), "{c}");
+    let token = http.rsplit('/').next().unwrap();
+    assert!(token.len() >= 32, "a token of 128 bits: {http}");
+    assert!(ep.contains(&format!("/{token}/devtools/browser/")), "{c}");
+    for path in ["/json/version", "/json/version/"] {
+        let (status, body) = crate::e2e_cdp_endpoint::get(&http, path, &[]);
+        assert_eq!(status, 200, "{path}: {body}");
+        let v: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(v["webSocketDebuggerUrl"], ep.as_str(), "{v}");
+        assert!(v["Browser"].as_str().unwrap().contains("Chrome"), "{v}");
+    }
+    let (status, list) = crate::e2e_cdp_endpoint::get(&http, "/json/list", &[]);
+    assert_eq!(status, 200, "{list}");
+    assert!(list.contains(&tab), "{list}");
+    let mut raw = common::RawCdp::connect(&ep).expect("a raw client through the endpoint");
+    let targets = raw
+        .call("Target.getTargets", json!({}), None, T)
+        .expect("Target.getTargets");
+    assert!(targets.to_string().contains(&tab), "{targets}");
+    // The same task again: the same endpoint.
+    let again = mcp.ok_tool(
+        "browser_connect",
+        json!({"cdp_url": ws, "target_id": tab}),
+        T,
+    );
+    assert_eq!(again["cdp_endpoint"], ep.as_str(), "{again}");
+    drop(raw);
+    mcp.close_and_wait(STOP);
+}
+
 fn evaluate(expression: &str) -> Value {
     json!({"method": "Runtime.evaluate", "params": {"expression": expression, "awaitPromise": true, "returnByValue": true}})
 }

@@ -45,6 +45,9 @@ const KEYS: &[&str] = &[
     "downloads.dir",
     "downloads.keep",
     "security.isolate_tasks",
+    "endpoint.listen",
+    "endpoint.all_targets",
+    "endpoint.allowed_origins",
 ];
 
 /// The keyword of a key (`limits.pages_max` -> `pages_max`).

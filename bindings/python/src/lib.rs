@@ -13,6 +13,7 @@
 //! * `convert`: JSON values to Python and back.
 //! * `testing`, `tools`, `bench`: the fake browser, the JSON tools, the bench's Rust side.
 //! * `files`: navigation, downloads and file choosers of a supervisor (issue 31).
+//! * `endpoint`: the task's CDP endpoint (`Supervisor.cdp_endpoint()`, issue 30).
 #![deny(unsafe_code)]
 
 use std::time::Duration;
@@ -23,6 +24,7 @@ mod bench;
 mod blocking;
 mod config;
 mod convert;
+mod endpoint;
 mod errors;
 mod files;
 mod fork;
@@ -53,6 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::PyConfig>()?;
     m.add_class::<registry::PySupervisorRegistry>()?;
     m.add_class::<registry::PySupervisor>()?;
+    m.add_class::<endpoint::PyCdpEndpoint>()?;
     m.add_class::<snapshot::PySnapshot>()?;
     m.add_class::<snapshot::PyPendingDialog>()?;
     m.add_class::<snapshot::PyClosedDialog>()?;

@@ -112,7 +112,8 @@ impl PySupervisorRegistry {
         {
             return Ok(w.clone_ref(py));
         }
-        let fresh = Py::new(py, PySupervisor::new(py, sup))?;
+        let registry = Arc::downgrade(&self.inner);
+        let fresh = Py::new(py, PySupervisor::new(py, sup, registry))?;
         let replaced = {
             let mut map = self.lock_wrappers();
             match map.get(task_id) {
@@ -325,6 +326,8 @@ pub struct PySupervisor {
     task_id: Py<PyString>,
     /// The process it was made in.
     home: Home,
+    /// Its registry (for `cdp_endpoint`).
+    registry: std::sync::Weak<Inner>,
 }
 
 impl Drop for PySupervisor {
@@ -343,13 +346,18 @@ impl PySupervisor {
         }
     }
 
-    pub fn new(py: Python<'_>, sup: Arc<Supervisor>) -> PySupervisor {
+    pub fn new(
+        py: Python<'_>,
+        sup: Arc<Supervisor>,
+        registry: std::sync::Weak<Inner>,
+    ) -> PySupervisor {
         let task_id = PyString::new(py, sup.task_id()).unbind();
         PySupervisor {
             sup,
             cache: ArcSwapOption::empty(),
             task_id,
             home: Home::here(),
+            registry,
         }
     }
 
@@ -558,6 +566,11 @@ impl PySupervisor {
     /// A small JPEG of the task's page; see `_native.pyi`.
     fn thumbnail<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
         crate::handover::thumbnail(py, self.at_home()?)
+    }
+
+    /// The task's CDP endpoint; see `_native.pyi`.
+    fn cdp_endpoint(&self, py: Python<'_>) -> PyResult<crate::endpoint::PyCdpEndpoint> {
+        crate::endpoint::of(py, &self.registry, self.at_home()?)
     }
 
     /// The task's download directory (`[downloads] dir`).

@@ -121,3 +121,42 @@ def test_the_tools_answer_in_json(
     assert out["result"]["result"]["value"] == "T1"
     snap = json.loads(tools.browser_snapshot(registry, task_id="tools"))
     assert snap["frame_tree"]["top"]["url"].endswith("/titled")
+
+
+def test_cdp_endpoint_carries_a_raw_client_to_the_tasks_page(
+    chromium: Chromium, pages: Pages, registry: SupervisorRegistry
+) -> None:
+    import urllib.request
+
+    from cdp_supervisor import CdpEndpoint, NotActive
+    from conftest import Cdp
+
+    sup = registry.get_or_start("endpoint", chromium.ws_url)
+    url = pages.add("endpoint", "<title>through the endpoint</title><p>x</p>")
+    navigate_and_run(chromium.ws_url, url, "void 0", target_id=sup.page_target_id)
+    ep = sup.cdp_endpoint()
+    assert isinstance(ep, CdpEndpoint) and ep == sup.cdp_endpoint()
+    token = ep.http_url.rsplit("/", 1)[1]
+    assert len(token) >= 32 and ep.ws_url.startswith("ws://127.0.0.1:")
+    assert f"/{token}/devtools/browser/" in ep.ws_url
+    assert token not in repr(ep) and "***" in repr(ep)
+    with pytest.raises(AttributeError):
+        ep.ws_url = "ws://elsewhere"  # type: ignore[misc]
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(ep.http_url + "/json/version", timeout=10) as r:
+        version = json.loads(r.read())
+    assert version["webSocketDebuggerUrl"] == ep.ws_url
+    cdp = Cdp(ep.ws_url)
+    try:
+        infos = cdp.call("Target.getTargets")["result"]["targetInfos"]
+        assert [t["targetId"] for t in infos if t["type"] == "page"] == [sup.page_target_id]
+        _, session = cdp.page_session(sup.page_target_id)
+        title = cdp.call(
+            "Runtime.evaluate", {"expression": "document.title", "returnByValue": True}, session
+        )
+        assert title["result"]["result"]["value"] == "through the endpoint"
+    finally:
+        cdp.close()
+    registry.stop("endpoint")
+    with pytest.raises(NotActive):
+        sup.cdp_endpoint()

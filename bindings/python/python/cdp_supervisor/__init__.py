@@ -27,6 +27,7 @@ from __future__ import annotations
 from . import errors
 from ._native import (
     Blocked,
+    CdpEndpoint,
     ClosedDialog,
     Config,
     ConsoleEntry,
@@ -84,6 +85,7 @@ from .errors import (
 
 __all__ = [
     "Blocked",
+    "CdpEndpoint",
     "ClosedDialog",
     "Config",
     "ConsoleEntry",

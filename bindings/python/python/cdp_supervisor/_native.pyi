@@ -13,6 +13,7 @@ __all__ = [
     "Config",
     "SupervisorRegistry",
     "Supervisor",
+    "CdpEndpoint",
     "Snapshot",
     "PendingDialog",
     "ClosedDialog",
@@ -79,6 +80,9 @@ class Config:
         dir: Optional[Union[str, "PathLike[str]"]] = ...,
         keep: Optional[bool] = ...,
         isolate_tasks: Optional[bool] = ...,
+        listen: Optional[str] = ...,
+        all_targets: Optional[bool] = ...,
+        allowed_origins: Optional[Union[List[str], Tuple[str, ...]]] = ...,
     ) -> "Config": ...
     @staticmethod
     def load(path: Optional[Union[str, "PathLike[str]"]] = None) -> Config:
@@ -404,6 +408,23 @@ class Snapshot:
         """Any frame the supervisor knows (not only the capped ``frame_tree``)."""
 
 @final
+class CdpEndpoint:
+    """Where CDP clients connect to a task (from ``Supervisor.cdp_endpoint()``); frozen. Its
+    ``repr`` hides the token."""
+
+    @property
+    def ws_url(self) -> str:
+        """``ws://HOST:PORT/<token>/devtools/browser/<id>``: a browser WebSocket URL
+        (Puppeteer's ``browserWSEndpoint``)."""
+    @property
+    def http_url(self) -> str:
+        """``http://HOST:PORT/<token>``: answers ``/json/version`` (naming ``ws_url``),
+        ``/json/list`` and ``/json`` (Playwright's ``connect_over_cdp``, Puppeteer's
+        ``browserURL``)."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
 class Supervisor:
     """One task's persistent CDP connection (from ``SupervisorRegistry.get_or_start``).
 
@@ -492,6 +513,14 @@ class Supervisor:
         "target_id"}``, at most 320 pixels wide, taken at most once a second (the same picture
         within that second). Raises :class:`~cdp_supervisor.CannotCapture` saying why there is
         none (at once while a dialog is open: Chromium paints nothing until it is answered)."""
+    def cdp_endpoint(self) -> CdpEndpoint:
+        """The task's CDP endpoint: any CDP client (Puppeteer, Playwright's
+        ``connect_over_cdp``, a raw WebSocket) connects to it as if it were the browser, and is
+        carried over this supervisor's one connection (it sees the task's pages only; a call
+        into a page a dialog blocks fails at once naming the dialog). The registry's listener
+        starts on the first call, where the ``listen`` setting says. The URLs carry a secret
+        token: treat them like a password. Raises :class:`~cdp_supervisor.NotActive` once the
+        supervisor is stopped."""
     @property
     def download_dir(self) -> Optional[str]:
         """The task's download directory."""
