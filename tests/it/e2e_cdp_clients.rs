@@ -2,7 +2,9 @@
 //! the version pinned in tests/cdp-clients (installed into `<target>/cdp-clients` by `.ci/run`
 //! with `npm ci --ignore-scripts`): Puppeteer (`browserWSEndpoint` and `browserURL`), Playwright
 //! (`connectOverCDP`), chrome-devtools-mcp (`--browserUrl`) and @playwright/mcp
-//! (`--cdp-endpoint`), driven over stdio MCP by tests/cdp-clients/mcp.mjs. Each runs the same
+//! (`--cdp-endpoint`), driven over stdio MCP by tests/cdp-clients/mcp.mjs, agent-browser (`--cdp`,
+//! tests/cdp-clients/agent-browser.mjs) and Playwright for Python (`connect_over_cdp`, in
+//! `<target>/cdp-clients-venv` from tests/cdp-clients/requirements.txt). Each runs the same
 //! scenario through the endpoint and straight to Chromium, and the results are compared; then the
 //! scenarios where these clients hung on a dialog are re-run through the endpoint.
 
