@@ -2,7 +2,9 @@
 //! the version pinned in tests/cdp-clients (installed into `<target>/cdp-clients` by `.ci/run`
 //! with `npm ci --ignore-scripts`): Puppeteer (`browserWSEndpoint` and `browserURL`), Playwright
 //! (`connectOverCDP`), chrome-devtools-mcp (`--browserUrl`) and @playwright/mcp
-//! (`--cdp-endpoint`), driven over stdio MCP by tests/cdp-clients/mcp.mjs. Each runs the same
+//! (`--cdp-endpoint`), driven over stdio MCP by tests/cdp-clients/mcp.mjs, agent-browser (`--cdp`,
+//! tests/cdp-clients/agent-browser.mjs) and Playwright for Python (`connect_over_cdp`, in
+//! `<target>/cdp-clients-venv` from tests/cdp-clients/requirements.txt). Each runs the same
 //! scenario through the endpoint and straight to Chromium, and the results are compared; then the
 //! scenarios where these clients hung on a dialog are re-run through the endpoint.
 
@@ -20,9 +22,16 @@ use crate::e2e_cdp_endpoint::connections_to;
 
 const T: Duration = Duration::from_secs(20);
 
+/// The target directory, where `.ci/run` installs the clients (found from this test binary's
+/// path, without building the command-line tool as `mcp_python_sdk::target_dir` does).
+fn target_dir() -> PathBuf {
+    let profile = common::bin::profile_dir();
+    profile.parent().expect("<target>/<profile>").to_path_buf()
+}
+
 /// `<target>/cdp-clients` with its node, when the install matches tests/cdp-clients.
 fn clients() -> Option<(PathBuf, PathBuf)> {
-    let dir = crate::mcp_python_sdk::target_dir().join("cdp-clients");
+    let dir = target_dir().join("cdp-clients");
     let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cdp-clients");
     let same = |f: &str| {
         std::fs::read(dir.join(f))
@@ -40,7 +49,7 @@ fn clients() -> Option<(PathBuf, PathBuf)> {
         return None;
     }
     // The scripts run beside node_modules, where Node resolves their imports from.
-    for f in ["drive.mjs", "mcp.mjs"] {
+    for f in ["drive.mjs", "mcp.mjs", "agent-browser.mjs"] {
         std::fs::copy(here.join(f), dir.join(f)).expect("copy the script");
     }
     Some((dir, node))
@@ -119,31 +128,141 @@ fn setup(task: &str) -> Option<Setup> {
 }
 
 /// Runs `cmd` (in `dir`) to its end within `limit`; its last stdout line as JSON.
-fn run_json(mut cmd: Command, dir: &Path, limit: Duration) -> Value {
-    cmd.current_dir(dir);
-    let output = crate::mcp_python_sdk::run_bounded(cmd, limit).expect("node ran");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the client failed: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let last = stdout.trim().lines().last().unwrap_or("");
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+fn run_json(cmd: Command, dir: &Path, limit: Duration) -> Value {
+    run_synced(cmd, dir, limit, &mut |what| {
+        panic!("unexpected sync {what}")
+    })
+}
+
+/// Kills a child's process group on drop unless it was reaped (a failing test leaves nothing).
+struct Group {
+    pid: libc::pid_t,
+    reaped: bool,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // SAFETY: kill has no memory preconditions; the child is not reaped yet, so the
+            // group id is still its own.
+            unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Runs `cmd` (in `dir`, a process group of its own) to its end within `limit`, answering each
+/// stdout line `sync <what>` with `answer(what)` as one line on its stdin (the script waits for
+/// it); its last other stdout line as JSON. It fails on a non-zero exit.
+fn run_synced(
+    mut cmd: Command,
+    dir: &Path,
+    limit: Duration,
+    answer: &mut dyn FnMut(&str) -> Value,
+) -> Value {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::sync::mpsc::{RecvTimeoutError, channel};
+    let deadline = std::time::Instant::now() + limit;
+    let left = || deadline.saturating_duration_since(std::time::Instant::now());
+    cmd.current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("run the client");
+    let mut group = Group {
+        pid: child.id() as libc::pid_t,
+        reaped: false,
+    };
+    let mut stdin = child.stdin.take().expect("its stdin");
+    let stdout = child.stdout.take().expect("its stdout");
+    let mut stderr = child.stderr.take().expect("its stderr");
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (tx, exit) = channel();
+    std::thread::spawn(move || tx.send(child.wait()));
+    let mut out = Vec::new();
+    let status = loop {
+        match lines.recv_timeout(left()) {
+            Ok(line) => match line.strip_prefix("sync ") {
+                Some(what) => {
+                    let reply = answer(what);
+                    writeln!(stdin, "{reply}").expect("answer the client");
+                }
+                None => out.push(line),
+            },
+            // Its stdout closed: it is ending.
+            Err(RecvTimeoutError::Disconnected) => match exit.recv_timeout(left()) {
+                Ok(status) => {
+                    group.reaped = true;
+                    break status.expect("the client's exit status");
+                }
+                Err(_) => panic!("the client closed its stdout but did not end within {limit:?}"),
+            },
+            Err(RecvTimeoutError::Timeout) => {
+                drop(group);
+                panic!(
+                    "the client still ran after {limit:?} (killed): {}\n{}",
+                    out.join("\n"),
+                    err.join().unwrap_or_default()
+                );
+            }
+        }
+    };
+    let stdout = out.join("\n");
+    let stderr = err.join().unwrap_or_default();
+    assert!(status.success(), "the client failed: {stdout}\n{stderr}");
+    let last = out.last().map_or("", String::as_str);
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
+}
+
+/// The answer to drive.mjs's `sync no_dialog`: once the supervisor has no dialog pending (within
+/// 10 s), how long that took.
+fn no_dialog(sup: &Supervisor) -> Value {
+    let t = std::time::Instant::now();
+    let limit = Duration::from_secs(10);
+    if sup
+        .wait_for(limit, |s| s.pending_dialogs.is_empty())
+        .is_none()
+    {
+        panic!(
+            "a dialog was still pending after {limit:?}: {}",
+            sup.snapshot().to_json()
+        );
+    }
+    json!({"waited_ms": t.elapsed().as_secs_f64() * 1000.0})
 }
 
 fn drive(dir: &Path, node: &Path, lib: &str, url: &str, s: &Setup, scenario: &str) -> Value {
     let mut cmd = Command::new(node);
     cmd.arg(dir.join("drive.mjs"))
         .args([lib, url, &s.top, &s.alert_on_load, scenario]);
-    run_json(cmd, dir, Duration::from_secs(120))
+    run_synced(cmd, dir, Duration::from_secs(120), &mut |what| {
+        assert_eq!(what, "no_dialog", "drive.mjs asks for no_dialog only");
+        no_dialog(&s.sup)
+    })
 }
 
-/// The answer to the task page's dialog, if one is still open, then a call that must work.
+/// The answer to the task's dialogs still open (they are closed, or their page is, within 10 s),
+/// then a call that must work.
 fn not_wedged(sup: &Supervisor) {
     for d in sup.snapshot().pending_dialogs.iter() {
         let _ = sup.respond_to_dialog(DialogAction::Dismiss, None, Some(&d.id));
     }
+    no_dialog(sup);
     let v = sup
         .call(
             "Runtime.evaluate",
@@ -244,6 +363,11 @@ fn the_dialog_scenarios_where_puppeteer_and_playwright_hung_do_not_hang_through_
         ] {
             eprintln!("{lib} {key}: {}", outcome(&v[key]));
         }
+        eprintln!(
+            "{lib}: no dialog pending {} ms (at the start), {} ms (after the orphan) after the \
+             script asked",
+            v["start_closed"]["waited_ms"], v["orphan_closed"]["waited_ms"]
+        );
         // An orphaned dialog (a handler that never answers): the next call fails at once naming
         // it; the call that raised it gets its value once the client answers; the page works.
         let named = lib != "playwright";
@@ -417,4 +541,112 @@ fn chrome_devtools_mcp_and_playwright_mcp_get_through_the_endpoint_what_they_get
             "{sv:?}"
         );
     }
+}
+
+/// `<target>/cdp-clients-venv`'s python, when it was made from tests/cdp-clients/requirements.txt
+/// (`.ci/run` keeps a copy of that file in it, as `cdp-clients-requirements.txt`).
+fn python_clients() -> Option<PathBuf> {
+    let venv = target_dir().join("cdp-clients-venv");
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cdp-clients");
+    let python = venv.join("bin/python");
+    let same = std::fs::read(venv.join("cdp-clients-requirements.txt")).ok()
+        == std::fs::read(here.join("requirements.txt")).ok();
+    if !(same && python.exists()) {
+        assert!(
+            !common::e2e_required(),
+            "the Python CDP clients are not installed in <target>/cdp-clients-venv (.ci/run \
+             installs tests/cdp-clients/requirements.txt there)"
+        );
+        eprintln!("SKIPPED: no Python CDP clients in <target>/cdp-clients-venv");
+        return None;
+    }
+    Some(python)
+}
+
+#[test]
+fn playwright_python_gets_through_the_endpoint_what_it_gets_from_chromium() {
+    let Some(s) = setup("python") else { return };
+    let Some(python) = python_clients() else {
+        return;
+    };
+    let ep = s.reg.cdp_endpoint("python").expect("the endpoint");
+    let upstream = connections_to(s.browser.port);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cdp-clients/drive.py");
+    let run = |url: &str| {
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script).args([url, &s.top]);
+        run_json(cmd, &std::env::temp_dir(), Duration::from_secs(120))
+    };
+    let via = run(&ep.http_url);
+    assert_eq!(
+        connections_to(s.browser.port),
+        upstream,
+        "no connection of this process added"
+    );
+    not_wedged(&s.sup);
+    let direct = run(&s.browser.http_endpoint());
+    assert_basic("Playwright for Python", &via, &direct);
+    not_wedged(&s.sup);
+}
+
+/// An agent-browser run's home (its daemon's socket and pid file): on drop, the daemon is
+/// killed if `close` did not end it, and the directory removed.
+struct AgentHome(PathBuf);
+
+impl Drop for AgentHome {
+    fn drop(&mut self) {
+        let pid = std::fs::read_to_string(self.0.join(".agent-browser/default.pid"))
+            .ok()
+            .and_then(|p| p.trim().parse::<libc::pid_t>().ok());
+        if let Some(pid) = pid.filter(|p| *p > 1) {
+            // SAFETY: kill has no memory preconditions. The daemon detached itself (it is not
+            // our child), so its pid comes from its own pid file; it is gone after `close`.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn agent_browser_gets_through_the_endpoint_what_it_gets_from_chromium() {
+    let Some(s) = setup("agent") else { return };
+    let Some((dir, node)) = clients() else { return };
+    let ep = s.reg.cdp_endpoint("agent").expect("the endpoint");
+    let upstream = connections_to(s.browser.port);
+    let run = |url: &str| {
+        let home = AgentHome(common::make_temp_dir("cdp-agent-browser").expect("a home"));
+        let mut cmd = Command::new(&node);
+        cmd.arg(dir.join("agent-browser.mjs"))
+            .arg(url)
+            .arg(&s.top)
+            .arg(&home.0);
+        run_json(cmd, &dir, Duration::from_secs(180))
+    };
+    let via = run(&ep.ws_url);
+    assert_eq!(
+        connections_to(s.browser.port),
+        upstream,
+        "no connection of this process added"
+    );
+    not_wedged(&s.sup);
+    let direct = run(&s.browser.ws_url);
+    not_wedged(&s.sup);
+    eprintln!(
+        "agent-browser through the endpoint: {via}\nagent-browser straight to Chromium: {direct}"
+    );
+    let (via, direct) = (&via["out"], &direct["out"]);
+    assert_eq!(via, direct, "agent-browser: the same results both ways");
+    assert_eq!(via["tabs_at_start"], json!([s.top]), "{via}");
+    assert_eq!(via["title"], "top", "{via}");
+    let tree = via["snapshot"].as_str().unwrap_or("");
+    assert!(
+        tree.contains("Iframe") && tree.contains("StaticText \"B\""),
+        "the cross-origin iframe's text in its snapshot: {via}"
+    );
+    assert_eq!(via["after_alert"], "back", "{via}");
+    assert_eq!(via["dialog"], "confirm: sure?", "{via}");
+    assert_eq!(via["answer"], true, "{via}");
+    assert_eq!(via["navigated"], "?again", "{via}");
+    assert_eq!(via["tabs_after_close"], json!([s.top]), "{via}");
+    assert_eq!(via["closed"], true, "{via}");
 }

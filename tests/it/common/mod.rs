@@ -251,7 +251,7 @@ fn remove_profile(dir: &Path) {
 }
 
 /// Creates a fresh, uniquely named directory under [`std::env::temp_dir`].
-fn make_temp_dir(prefix: &str) -> io::Result<PathBuf> {
+pub fn make_temp_dir(prefix: &str) -> io::Result<PathBuf> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
