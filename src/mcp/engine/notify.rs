@@ -41,6 +41,7 @@ use crate::supervisor::Supervisor;
 type LegacyOutput = (Arc<LegacySession>, Arc<dyn Sink>);
 
 /// Where events go, and the watchers that produce them (module doc).
+#[derive(Default)]
 pub(crate) struct Notifier {
     /// Set at shutdown: nothing is sent from then on.
     closing: AtomicBool,
@@ -89,17 +90,6 @@ impl std::fmt::Debug for Notifier {
 }
 
 impl Notifier {
-    pub(crate) fn new() -> Notifier {
-        Notifier {
-            closing: AtomicBool::new(false),
-            watched: Mutex::new(HashMap::new()),
-            legacy: Mutex::new(Vec::new()),
-            listens: Listens::default(),
-            thread: Mutex::new(None),
-            next_key: AtomicU64::new(0),
-        }
-    }
-
     /// The open `subscriptions/listen` streams.
     pub(crate) fn listens(&self) -> &Listens {
         &self.listens

@@ -467,14 +467,9 @@ fn a_stateless_request_must_mirror_its_body_in_its_headers() {
 fn clients_that_name_no_task_get_fresh_tasks_of_their_own() {
     let (_fake, server) = on_fake(HttpOptions::default());
     let (mut a, mut b) = (Client::new(&server), Client::new(&server));
-    let ta = tool(&mut a, 1, "browser_connect", json!({}));
-    let tb = tool(&mut b, 1, "browser_connect", json!({}));
-    let (ta, tb) = (
-        ta["task_id"].as_str().unwrap(),
-        tb["task_id"].as_str().unwrap(),
-    );
+    let (ta, tb) = (connect_task(&mut a), connect_task(&mut b));
     assert_ne!(ta, tb);
-    for t in [ta, tb] {
+    for t in [&ta, &tb] {
         assert!(t.starts_with("task-") && t.len() == 37, "{t}");
         assert!(server.mcp().registry().get(t).is_some());
     }
@@ -506,7 +501,10 @@ fn clients_that_name_no_task_get_fresh_tasks_of_their_own() {
     );
     let bye = tool(&mut b, 3, "browser_disconnect", json!({"task_id": tb}));
     assert_eq!(bye["stopped"], true, "{bye}");
-    assert!(server.mcp().registry().get(ta).is_some(), "a's task is a's");
+    assert!(
+        server.mcp().registry().get(&ta).is_some(),
+        "a's task is a's"
+    );
 }
 
 #[test]
@@ -838,17 +836,19 @@ fn lenient_framing_and_ambiguous_heads_are_refused_with_400() {
         format!("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n{headers}\r\n{body}")
             .into_bytes()
     };
+    let h = format!("Host: {host}\r\n");
+    let with_length = |headers: &str| post(&format!("{headers}Content-Length: {n}\r\n"), &init);
+    let chunked_with = |headers: &str, size: String| {
+        post(
+            &format!("{headers}Transfer-Encoding: chunked\r\n"),
+            &chunked(&size),
+        )
+    };
     // The well-formed forms are served, so each refusal below is the one flaw's.
     for ok in [
-        post(&format!("Host: {host}\r\nContent-Length: {n}\r\n"), &init),
-        post(
-            &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
-            &chunked(&format!("{n:x}")),
-        ),
-        post(
-            &format!("Host: {host}\r\nOrigin: http://{host}\r\nContent-Length: {n}\r\n"),
-            &init,
-        ),
+        with_length(&h),
+        chunked_with(&h, format!("{n:x}")),
+        with_length(&format!("{h}Origin: http://{host}\r\n")),
     ] {
         assert_eq!(
             status_of(&server, &ok),
@@ -857,75 +857,49 @@ fn lenient_framing_and_ambiguous_heads_are_refused_with_400() {
             String::from_utf8_lossy(&ok)
         );
     }
-    let mut te_not_utf8 = format!("Host: {host}\r\nTransfer-Encoding: ").into_bytes();
-    te_not_utf8.extend_from_slice(b"\xffchunked");
-    te_not_utf8.extend_from_slice(format!("\r\nContent-Length: {n}\r\n").as_bytes());
-    let mut te_not_utf8_req = b"POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n".to_vec();
-    te_not_utf8_req.extend_from_slice(&te_not_utf8);
-    te_not_utf8_req.extend_from_slice(b"\r\n");
-    te_not_utf8_req.extend_from_slice(init.as_bytes());
+    // A Transfer-Encoding that is not UTF-8: the byte 0xff where \u{1} is written.
+    let te_not_utf8 = with_length(&format!("{h}Transfer-Encoding: \u{1}chunked\r\n"))
+        .into_iter()
+        .map(|b| if b == 1 { 0xff } else { b })
+        .collect();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         (
             "two Host lines, ours first",
-            post(
-                &format!("Host: {host}\r\nHost: evil.example\r\nContent-Length: {n}\r\n"),
-                &init,
-            ),
+            with_length(&format!("{h}Host: evil.example\r\n")),
         ),
         (
             "two Origin lines, ours first",
-            post(
-                &format!(
-                    "Host: {host}\r\nOrigin: http://{host}\r\nOrigin: http://evil.example\r\n\
-                     Content-Length: {n}\r\n"
-                ),
-                &init,
-            ),
+            with_length(&format!(
+                "{h}Origin: http://{host}\r\nOrigin: http://evil.example\r\n"
+            )),
         ),
         (
             "Transfer-Encoding chunked, then a second line gzip",
             post(
-                &format!(
-                    "Host: {host}\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n"
-                ),
+                &format!("{h}Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n"),
                 &chunked(&format!("{n:x}")),
             ),
         ),
         (
             "a Transfer-Encoding that is not UTF-8, beside Content-Length",
-            te_not_utf8_req,
+            te_not_utf8,
         ),
         (
             "Content-Length: +N",
-            post(&format!("Host: {host}\r\nContent-Length: +{n}\r\n"), &init),
+            post(&format!("{h}Content-Length: +{n}\r\n"), &init),
         ),
-        (
-            "chunk size +N",
-            post(
-                &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
-                &chunked(&format!("+{n:x}")),
-            ),
-        ),
+        ("chunk size +N", chunked_with(&h, format!("+{n:x}"))),
         (
             "chunk size with a space before it",
-            post(
-                &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
-                &chunked(&format!(" {n:x}")),
-            ),
+            chunked_with(&h, format!(" {n:x}")),
         ),
         (
             "Host port +P",
-            post(
-                &format!("Host: 127.0.0.1:+{port}\r\nContent-Length: {n}\r\n"),
-                &init,
-            ),
+            with_length(&format!("Host: 127.0.0.1:+{port}\r\n")),
         ),
         (
             "Host port 0P",
-            post(
-                &format!("Host: 127.0.0.1:0{port}\r\nContent-Length: {n}\r\n"),
-                &init,
-            ),
+            with_length(&format!("Host: 127.0.0.1:0{port}\r\n")),
         ),
     ];
     for (what, raw) in cases {
