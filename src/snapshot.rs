@@ -313,7 +313,9 @@ pub struct FrameEntry {
 }
 
 impl FrameEntry {
-    pub(crate) fn from_record(r: &FrameRecord) -> FrameEntry {
+    /// A frame of the full map ([`Snapshot::frames`]) as `frame_tree` shows it (an empty name
+    /// is none).
+    pub fn from_record(r: &FrameRecord) -> FrameEntry {
         FrameEntry {
             frame_id: r.frame_id.clone(),
             url: r.url.clone(),

@@ -300,7 +300,7 @@ impl Engine {
         Engine {
             registry: Arc::new(SupervisorRegistry::new(config)),
             browser: BrowserSlot::default(),
-            notifier: Arc::new(Notifier::new()),
+            notifier: Arc::default(),
             pool: Pool::new(MAX_IN_FLIGHT, WORKER_STACK),
             closing: AtomicBool::new(false),
             shut_down: Mutex::new(false),

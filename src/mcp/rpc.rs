@@ -163,20 +163,18 @@ fn lone_surrogates_replaced(text: &str) -> Cow<'_, str> {
 /// A JSON-RPC error response, as one line of JSON text. `id` is `None` when the request's id
 /// could not be read (then `null`).
 pub(crate) fn error(id: Option<&Id>, code: i64, message: impl Into<String>) -> String {
-    let error = json!({"code": code, "message": message.into()});
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#,
-        id.map_or("null", Id::raw)
-    )
+    error_line(id, json!({"code": code, "message": message.into()}))
 }
 
 /// A JSON-RPC error response with `data`, as one line of JSON text.
 pub(crate) fn error_with_data(id: Option<&Id>, code: i64, message: &str, data: &Value) -> String {
-    let error = json!({"code": code, "message": message, "data": data});
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#,
-        id.map_or("null", Id::raw)
-    )
+    error_line(id, json!({"code": code, "message": message, "data": data}))
+}
+
+/// An error response carrying `error`.
+fn error_line(id: Option<&Id>, error: Value) -> String {
+    let id = id.map_or("null", Id::raw);
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#)
 }
 
 /// A JSON-RPC success response, as one line of JSON text.

@@ -40,30 +40,23 @@ impl McpServer {
                         format!("message too large: lines are limited to {MAX_LINE} bytes"),
                     ));
                 }
-                Ok(Some(Line::Text(line))) => match rpc::classify(&line) {
-                    None | Some(Incoming::Response) => {}
-                    Some(Incoming::Invalid(answer)) => {
-                        writer.send_line(answer);
+                Ok(Some(Line::Text(line))) => {
+                    let answer = rpc::classify(&line).and_then(|message| {
+                        self.answer_message(message, |request| {
+                            // A worker's answer goes to the output too (closed at shutdown:
+                            // nothing is written after it).
+                            let out = Arc::clone(&writer);
+                            let reply = move |answer: Answer| answer.write_to(&*out);
+                            match self.engine.serve(request, &client, reply) {
+                                Served::Now(answer) => Some(answer),
+                                Served::Later(_) => None,
+                            }
+                        })
+                    });
+                    if let Some(answer) = answer {
+                        answer.write_to(&*writer);
                     }
-                    Some(Incoming::Unreadable { id, method, why }) => {
-                        Engine::unreadable(&id, &method, &why).write_to(&*writer);
-                    }
-                    Some(Incoming::Notification {
-                        method, request_id, ..
-                    }) => self
-                        .engine
-                        .notification(self.channel, &method, request_id.as_ref()),
-                    Some(Incoming::Request { id, method, params }) => {
-                        let out = Arc::clone(&writer);
-                        let request = Request::new(id, method, params);
-                        // A worker's answer goes to the output too (closed at shutdown:
-                        // nothing is written after it).
-                        let reply = move |answer: Answer| answer.write_to(&*out);
-                        if let Served::Now(answer) = self.engine.serve(request, &client, reply) {
-                            answer.write_to(&*writer);
-                        }
-                    }
-                },
+                }
             }
         };
         self.shutdown();
@@ -81,10 +74,28 @@ impl McpServer {
     /// [`McpServer::handle_line`], answering with the exact JSON text the server would write
     /// (one line, without its newline): the request's id byte for byte as sent.
     pub fn handle_line_text(&self, line: &str) -> Option<String> {
-        match rpc::classify(line.as_bytes())? {
+        let message = rpc::classify(line.as_bytes())?;
+        // No output to stream to: no listen streams, no notifications.
+        let client = self.client(None);
+        let answer = self.answer_message(message, |request| {
+            Some(self.engine.answer(&request, &client))
+        });
+        answer?.line
+    }
+
+    /// What one message is answered with (`None`: nothing, or a worker answers later): a
+    /// notification goes to the engine, a request to `serve`.
+    fn answer_message(
+        &self,
+        message: Incoming,
+        serve: impl FnOnce(Request) -> Option<Answer>,
+    ) -> Option<Answer> {
+        match message {
             Incoming::Response => None,
-            Incoming::Invalid(answer) => Some(answer),
-            Incoming::Unreadable { id, method, why } => Engine::unreadable(&id, &method, &why).line,
+            Incoming::Invalid(line) => Some(Answer::result(line)),
+            Incoming::Unreadable { id, method, why } => {
+                Some(Engine::unreadable(&id, &method, &why))
+            }
             Incoming::Notification {
                 method, request_id, ..
             } => {
@@ -92,11 +103,7 @@ impl McpServer {
                     .notification(self.channel, &method, request_id.as_ref());
                 None
             }
-            Incoming::Request { id, method, params } => {
-                // No output to stream to: no listen streams, no notifications.
-                let request = Request::new(id, method, params);
-                self.engine.answer(&request, &self.client(None)).line
-            }
+            Incoming::Request { id, method, params } => serve(Request::new(id, method, params)),
         }
     }
 

@@ -37,15 +37,6 @@ pub(crate) fn kind_of(v: &Value) -> &'static str {
 /// The most unknown argument names one message shows.
 const NAMES_SHOWN: usize = 3;
 
-/// Fails for arguments that are no JSON object (`null` stands for none).
-fn object(args: &Value) -> Result<(), Value> {
-    if args.is_object() || args.is_null() {
-        Ok(())
-    } else {
-        Err(not_an_object(args))
-    }
-}
-
 /// The failure for arguments that are no JSON object.
 pub(crate) fn not_an_object(args: &Value) -> Value {
     failure(format!(
@@ -54,12 +45,13 @@ pub(crate) fn not_an_object(args: &Value) -> Value {
     ))
 }
 
-/// Fails (as a tool result) when `args` is no object or has a key not in `allowed`, naming the
-/// allowed ones.
+/// Fails (as a tool result) when `args` is no object (`null` stands for none) or has a key not
+/// in `allowed`, naming the allowed ones.
 pub fn check_args(args: &Value, allowed: &[&str]) -> Result<(), Value> {
-    object(args)?;
-    let Some(obj) = args.as_object() else {
-        return Ok(());
+    let obj = match args {
+        Value::Null => return Ok(()),
+        Value::Object(obj) => obj,
+        _ => return Err(not_an_object(args)),
     };
     let mut unknown: Vec<&str> = obj
         .keys()

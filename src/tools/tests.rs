@@ -12,6 +12,13 @@ use super::*;
 use crate::config::{Config, DialogAction};
 use crate::error::Error;
 
+/// Asserts that `out` is a failure whose error says `says`.
+fn fails_saying(out: &Value, says: &str) {
+    assert_eq!(out["success"], false, "{out}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains(says), "{out}");
+}
+
 #[test]
 fn every_tool_takes_exactly_the_arguments_its_input_schema_lists() {
     for tool in Tool::ALL {
@@ -95,27 +102,15 @@ fn browser_navigate_is_listed_with_its_schema_and_the_tables_annotations() {
     );
     assert_eq!(out["success"], false, "{out}");
     let out = browser_navigate(&reg, "t", &json!({}));
-    assert!(
-        out["error"].as_str().unwrap().contains("missing url"),
-        "{out}"
-    );
+    fails_saying(&out, "missing url");
     let out = browser_navigate(&reg, "t", &json!({"url": "http://a/"}));
-    assert!(
-        out["error"].as_str().unwrap().contains("browser_connect"),
-        "{out}"
-    );
+    fails_saying(&out, "browser_connect");
     let out = browser_dialog(
         &reg,
         "t",
         &json!({"action": "accept", "files": "/etc/passwd"}),
     );
-    assert!(
-        out["error"]
-            .as_str()
-            .unwrap()
-            .contains("files must be a list"),
-        "{out}"
-    );
+    fails_saying(&out, "files must be a list");
 }
 
 #[test]
@@ -177,13 +172,7 @@ fn a_caller_names_the_task_of_a_call_by_its_own_rule() {
     );
     // A new task, and no browser to start it on: this caller launches none.
     let out = dispatch(&ctx, Tool::Connect, &json!({}));
-    assert_eq!(out["success"], false, "{out}");
-    assert!(
-        out["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("pass the cdp_url")),
-        "{out}"
-    );
+    fails_saying(&out, "pass the cdp_url");
     // Arguments that are no object fail before any rule.
     let out = dispatch(&ctx, Tool::Snapshot, &json!([1]));
     assert_eq!(
@@ -242,13 +231,7 @@ fn the_binding_entry_keeps_the_task_rule_and_runs_every_tool_of_the_table() {
         &json!({"task_id": "t", "cdp": "x"}),
         None,
     );
-    assert_eq!(out["success"], false);
-    assert!(
-        out["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("unknown argument \"cdp\"")),
-        "{out}"
-    );
+    fails_saying(&out, "unknown argument \"cdp\"");
     let out = call(&reg, "browser_disconnect", &json!({}), None);
     assert_eq!(
         out,

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 use cdp_supervisor::DialogAction;
 
-use crate::registry::PySupervisor;
+use crate::supervisor::PySupervisor;
 use crate::testing::PyFakeBrowser;
 
 /// `samples` times: a Rust thread blocks in `sup.wait_for_dialog`; the fake opens an alert
@@ -30,7 +30,7 @@ pub fn detect_rust(
     let fake = fake.get();
     let err = |m: &str| PyRuntimeError::new_err(m.to_string());
     py.detach(|| {
-        fake.with_fake(|fb| {
+        fake.with(|fb| {
             let (ready_tx, ready_rx) = bounded::<()>(0);
             let (seen_tx, seen_rx) = bounded::<(String, Instant)>(1);
             std::thread::scope(|s| {

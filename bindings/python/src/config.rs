@@ -5,59 +5,31 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 
 use cdp_supervisor::unversioned::quote::quoted;
 use cdp_supervisor::{Config, SETTING_KEYS, SettingValue};
 
-use crate::convert::type_name;
+use crate::convert::{items, type_name};
 use crate::errors::{invalid_argument, to_py_err};
 
-/// Every keyword, as its setting's key in `config/default.toml`: the keyword is the part after
-/// the dot.
-const KEYS: &[&str] = &[
-    "browser.dialog_policy",
-    "browser.dialog_timeout_s",
-    "browser.dialog_bridge",
-    "browser.cdp_url",
-    "browser.chrome_path",
-    "browser.follow_popups",
-    "browser.capture_console",
-    "browser.chrome_args",
-    "browser.ca_file",
-    "supervisor.start_timeout_s",
-    "supervisor.call_timeout_s",
-    "supervisor.reconnect_attempts",
-    "limits.frame_tree_max_entries",
-    "limits.frame_tree_max_oopif_depth",
-    "limits.recent_dialogs_max",
-    "limits.console_errors_max",
-    "limits.max_message_bytes",
-    "limits.pending_dialogs_max",
-    "limits.pages_max",
-    "limits.watched_pages_max",
-    "security.allow_file_urls",
-    "security.allow_file_access",
-    "security.allow_page_protocol",
-    "security.cdp_deny",
-    "security.cdp_allow",
-    "security.upload_dirs",
-    "downloads.dir",
-    "downloads.keep",
-    "security.isolate_tasks",
-    "endpoint.listen",
-    "endpoint.all_targets",
-    "endpoint.allowed_origins",
-];
+/// Every setting that is a keyword: each of [`SETTING_KEYS`] but the `[mcp]` ones (the MCP
+/// server's, which the binding does not have). The keyword is the part after the dot.
+fn keys() -> impl Iterator<Item = &'static str> {
+    SETTING_KEYS
+        .iter()
+        .copied()
+        .filter(|k| !k.starts_with("mcp."))
+}
 
 /// The keyword of a key (`limits.pages_max` -> `pages_max`).
 fn keyword(key: &str) -> &str {
     key.rsplit('.').next().unwrap_or(key)
 }
 
-/// The keywords, in the order of [`KEYS`].
+/// The keywords, in the order of [`keys`].
 pub fn keywords() -> Vec<&'static str> {
-    KEYS.iter().map(|k| keyword(k)).collect()
+    keys().map(keyword).collect()
 }
 
 /// A Python value as a [`SettingValue`]. A list (or tuple) holds its items, each converted with
@@ -66,14 +38,7 @@ pub fn keywords() -> Vec<&'static str> {
 /// (`security.cdp_deny[0] is a list; expected ...`) without looking inside, so nothing is lost,
 /// and a value nested 100,000 deep (or a list that contains itself) is never walked.
 fn setting_value(key: &str, v: &Bound<'_, PyAny>, top: bool) -> PyResult<SettingValue> {
-    let items: Option<Vec<Bound<'_, PyAny>>> = if let Ok(l) = v.cast::<PyList>() {
-        Some(l.iter().collect())
-    } else if let Ok(t) = v.cast::<PyTuple>() {
-        Some(t.iter().collect())
-    } else {
-        None
-    };
-    Ok(if let Some(items) = items {
+    Ok(if let Some(items) = items(v) {
         if !top {
             return Ok(SettingValue::List(Vec::new()));
         }
@@ -114,7 +79,7 @@ fn config_of(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Config> {
     let mut given: Vec<(&str, SettingValue)> = Vec::new();
     for (k, v) in kwargs.into_iter().flat_map(|d| d.iter()) {
         let name: String = k.extract()?;
-        let Some(key) = KEYS.iter().find(|key| keyword(key) == name) else {
+        let Some(key) = keys().find(|key| keyword(key) == name) else {
             return Err(invalid_argument(format!(
                 "unknown configuration keyword {}: allowed are {}",
                 quoted(&name),

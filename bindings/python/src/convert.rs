@@ -110,17 +110,10 @@ fn from_py_at(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         }
         return Ok(Value::Object(map));
     }
-    if let Ok(l) = obj.cast::<PyList>() {
-        return l
+    if let Some(items) = items(obj) {
+        return items
             .iter()
-            .map(|v| from_py_at(&v, depth + 1))
-            .collect::<PyResult<Vec<_>>>()
-            .map(Value::Array);
-    }
-    if let Ok(t) = obj.cast::<PyTuple>() {
-        return t
-            .iter()
-            .map(|v| from_py_at(&v, depth + 1))
+            .map(|v| from_py_at(v, depth + 1))
             .collect::<PyResult<Vec<_>>>()
             .map(Value::Array);
     }
@@ -128,6 +121,15 @@ fn from_py_at(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
         "{} cannot be sent as JSON (use dict, list, str, int, float, bool or None)",
         type_name(obj)
     )))
+}
+
+/// The items of a `list` or `tuple` (`None` for anything else).
+pub fn items<'py>(obj: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+    if let Ok(l) = obj.cast::<PyList>() {
+        Some(l.iter().collect())
+    } else {
+        obj.cast::<PyTuple>().ok().map(|t| t.iter().collect())
+    }
 }
 
 /// The Python type name of `obj`, for error messages (a class may have any name: clipped as

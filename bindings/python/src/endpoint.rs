@@ -5,10 +5,9 @@ use std::sync::{Arc, Weak};
 
 use pyo3::prelude::*;
 
-use cdp_supervisor::{Error, Supervisor};
+use cdp_supervisor::{Error, Supervisor, SupervisorRegistry};
 
 use crate::errors::to_py_err;
-use crate::registry::Inner;
 
 /// Where CDP clients connect to a task; see `_native.pyi`.
 #[pyclass(name = "CdpEndpoint", module = "cdp_supervisor", frozen, eq, hash)]
@@ -45,22 +44,29 @@ fn hide_token(url: &str) -> String {
     }
 }
 
+/// The registry a supervisor was started by, as the supervisor keeps it (weakly): implemented by
+/// the Python registry's inner part, so that this module and the supervisor's need not know it.
+pub trait Registry: Send + Sync {
+    /// The crate's registry.
+    fn registry(&self) -> &SupervisorRegistry;
+}
+
 /// The endpoint of `sup`'s task in `registry`: `NotActive` once the task stopped (or another
 /// supervisor took its place).
 pub fn of(
     py: Python<'_>,
-    registry: &Weak<Inner>,
+    registry: &Weak<dyn Registry>,
     sup: &Arc<Supervisor>,
 ) -> PyResult<PyCdpEndpoint> {
     let not_active = || to_py_err(Error::NotActive(sup.task_id().to_string()));
     let inner = registry.upgrade().ok_or_else(not_active)?;
-    let current = inner.registry.get(sup.task_id());
+    let current = inner.registry().get(sup.task_id());
     if !current.is_some_and(|c| Arc::ptr_eq(&c, sup)) || !sup.is_alive() {
         return Err(not_active());
     }
     let task = sup.task_id().to_string();
     let ep = py
-        .detach(move || inner.registry.cdp_endpoint(&task))
+        .detach(move || inner.registry().cdp_endpoint(&task))
         .map_err(to_py_err)?;
     Ok(PyCdpEndpoint {
         ws_url: ep.ws_url,

@@ -4,9 +4,9 @@
 //! per process), with the error's fields as attributes; [`PyError`] is the one mapping
 //! (`From<PyError> for PyErr`). Callers catch a class; they never parse a message.
 
-use pyo3::PyTypeInfo;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
+use pyo3::{IntoPyObjectExt, PyTypeInfo};
 
 use cdp_supervisor::Error;
 
@@ -52,14 +52,9 @@ fn of<T: PyTypeInfo>(py: Python<'_>) -> Bound<'_, PyType> {
     T::type_object(py)
 }
 
-/// An attribute value for an exception.
-enum Attr {
-    Str(String),
-    OptStr(Option<String>),
-    Int(i64),
-    Float(f64),
-    Dialog(Box<cdp_supervisor::PendingDialog>),
-    List(Vec<String>),
+/// A field of an error as an attribute value.
+fn v<'py>(py: Python<'py>, value: impl IntoPyObject<'py>) -> PyResult<Bound<'py, PyAny>> {
+    value.into_bound_py_any(py)
 }
 
 /// The Python exception for `e`: its class, its message (the Rust error's), its fields.
@@ -70,23 +65,23 @@ pub fn to_py_err(e: Error) -> PyErr {
 fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
     let message = e.to_string();
     use class::*;
-    let (class, attrs): (ClassOf, Vec<(&str, Attr)>) = match e {
-        Error::InvalidUrl { url, .. } => (of::<InvalidUrl>, vec![("url", Attr::Str(url))]),
-        Error::Connect { url, .. } => (of::<ConnectError>, vec![("url", Attr::Str(url))]),
+    let (class, attrs): (ClassOf, Vec<(&str, Bound<'_, PyAny>)>) = match e {
+        Error::InvalidUrl { url, .. } => (of::<InvalidUrl>, vec![("url", v(py, url)?)]),
+        Error::Connect { url, .. } => (of::<ConnectError>, vec![("url", v(py, url)?)]),
         Error::ConnectionLost(_) => (of::<ConnectionLost>, vec![]),
         Error::Timeout { method, after } => (
             of::<Timeout>,
             vec![
-                ("method", Attr::Str(method)),
-                ("after_s", Attr::Float(after.as_secs_f64())),
+                ("method", v(py, method)?),
+                ("after_s", v(py, after.as_secs_f64())?),
             ],
         ),
         Error::StartTimeout(after, detail) => (
             of::<StartTimeout>,
             vec![
-                ("method", Attr::OptStr(None)),
-                ("after_s", Attr::Float(after.as_secs_f64())),
-                ("detail", Attr::Str(detail)),
+                ("method", v(py, None::<String>)?),
+                ("after_s", v(py, after.as_secs_f64())?),
+                ("detail", v(py, detail)?),
             ],
         ),
         Error::Cdp {
@@ -96,50 +91,44 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         } => (
             of::<CdpError>,
             vec![
-                ("method", Attr::Str(method)),
-                ("code", Attr::Int(code)),
-                ("cdp_message", Attr::Str(message)),
+                ("method", v(py, method)?),
+                ("code", v(py, code)?),
+                ("cdp_message", v(py, message)?),
             ],
         ),
         Error::NoPage(_) => (of::<NoPage>, vec![]),
-        Error::NotActive(task) => (of::<NotActive>, vec![("task_id", Attr::Str(task))]),
+        Error::NotActive(task) => (of::<NotActive>, vec![("task_id", v(py, task)?)]),
         Error::NoDialog => (of::<NoDialog>, vec![]),
-        Error::UnknownDialog { id, .. } => {
-            (of::<UnknownDialog>, vec![("dialog_id", Attr::Str(id))])
+        Error::UnknownDialog { id, .. } => (of::<UnknownDialog>, vec![("dialog_id", v(py, id)?)]),
+        Error::AmbiguousDialog { count, .. } => {
+            (of::<AmbiguousDialog>, vec![("count", v(py, count)?)])
         }
-        Error::AmbiguousDialog { count, .. } => (
-            of::<AmbiguousDialog>,
-            vec![("count", Attr::Int(count as i64))],
-        ),
         Error::DialogAlreadyClosed { id, closed_by, .. } => (
             of::<DialogAlreadyClosed>,
             vec![
-                ("dialog_id", Attr::Str(id)),
-                ("closed_by", Attr::Str(closed_by.as_str().into())),
+                ("dialog_id", v(py, id)?),
+                ("closed_by", v(py, closed_by.as_str())?),
             ],
         ),
         Error::OrphanedDialog => (of::<OrphanedDialog>, vec![]),
         Error::PageUnresponsive => (of::<PageUnresponsive>, vec![]),
         Error::DialogInUnfollowedPage { target_ids } => (
             of::<DialogInUnfollowedPage>,
-            vec![("target_ids", Attr::List(target_ids))],
+            vec![("target_ids", v(py, target_ids)?)],
         ),
         Error::AnswerAppliedToOtherDialog { named, received } => (
             of::<AnswerAppliedToOtherDialog>,
             vec![
-                ("named", Attr::Str(named)),
-                ("received", Attr::Dialog(received)),
+                ("named", v(py, named)?),
+                ("received", v(py, PyPendingDialog::new(py, &received)?)?),
             ],
         ),
         Error::DialogUnanswerable { id, frame_id } => (
             of::<DialogUnanswerable>,
-            vec![
-                ("dialog_id", Attr::Str(id)),
-                ("frame_id", Attr::OptStr(frame_id)),
-            ],
+            vec![("dialog_id", v(py, id)?), ("frame_id", v(py, frame_id)?)],
         ),
-        Error::UnknownFrame(f) => (of::<UnknownFrame>, vec![("frame_id", Attr::Str(f))]),
-        Error::UnknownTarget(t) => (of::<UnknownTarget>, vec![("target_id", Attr::Str(t))]),
+        Error::UnknownFrame(f) => (of::<UnknownFrame>, vec![("frame_id", v(py, f)?)]),
+        Error::UnknownTarget(t) => (of::<UnknownTarget>, vec![("target_id", v(py, t)?)]),
         Error::Config {
             key,
             value,
@@ -147,9 +136,9 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         } => (
             of::<ConfigError>,
             vec![
-                ("key", Attr::Str(key)),
-                ("value", Attr::Str(value)),
-                ("allowed", Attr::Str(allowed)),
+                ("key", v(py, key)?),
+                ("value", v(py, value)?),
+                ("allowed", v(py, allowed)?),
             ],
         ),
         Error::InvalidConfig(_) => (of::<InvalidConfig>, vec![]),
@@ -158,8 +147,8 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         Error::BlockedByDialog { dialog, method } => (
             of::<BlockedByDialog>,
             vec![
-                ("dialog", Attr::Dialog(dialog)),
-                ("method", Attr::Str(method)),
+                ("dialog", v(py, PyPendingDialog::new(py, &dialog)?)?),
+                ("method", v(py, method)?),
             ],
         ),
         Error::Refused {
@@ -169,41 +158,35 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
         } => (
             of::<SecurityPolicy>,
             vec![
-                ("method", Attr::Str(method)),
-                ("option", Attr::Str(option)),
-                ("detail", Attr::Str(detail)),
+                ("method", v(py, method)?),
+                ("option", v(py, option)?),
+                ("detail", v(py, detail)?),
             ],
         ),
         Error::TargetCrashed { method, what } => (
             of::<TargetCrashed>,
-            vec![("method", Attr::Str(method)), ("what", Attr::Str(what))],
+            vec![("method", v(py, method)?), ("what", v(py, what)?)],
         ),
         Error::UndecodableReply { method, .. } => {
-            (of::<UndecodableReply>, vec![("method", Attr::Str(method))])
+            (of::<UndecodableReply>, vec![("method", v(py, method)?)])
         }
-        Error::Cancelled(method) => (of::<Cancelled>, vec![("method", Attr::Str(method))]),
+        Error::Cancelled(method) => (of::<Cancelled>, vec![("method", v(py, method)?)]),
         Error::NavigationFailed { url, error } => (
             of::<NavigationFailed>,
-            vec![("url", Attr::Str(url)), ("error", Attr::Str(error))],
+            vec![("url", v(py, url)?), ("error", v(py, error)?)],
         ),
         Error::NoDownload { waited } => (
             of::<NoDownload>,
-            vec![("waited_s", Attr::Float(waited.as_secs_f64()))],
+            vec![("waited_s", v(py, waited.as_secs_f64())?)],
         ),
         Error::StartCancelled { task_id, during } => (
             of::<StartCancelled>,
-            vec![
-                ("task_id", Attr::Str(task_id)),
-                ("during", Attr::Str(during)),
-            ],
+            vec![("task_id", v(py, task_id)?), ("during", v(py, during)?)],
         ),
-        Error::RegistryClosed(task) => (of::<RegistryClosed>, vec![("task_id", Attr::Str(task))]),
+        Error::RegistryClosed(task) => (of::<RegistryClosed>, vec![("task_id", v(py, task)?)]),
         Error::HeldByHuman { task_id, since } => (
             of::<HeldByHuman>,
-            vec![
-                ("task_id", Attr::Str(task_id)),
-                ("since", Attr::Float(since)),
-            ],
+            vec![("task_id", v(py, task_id)?), ("since", v(py, since)?)],
         ),
         Error::CannotCapture(_) => (of::<CannotCapture>, vec![]),
         // A variant newer than this binding (`Error` is non-exhaustive):
@@ -212,14 +195,6 @@ fn build(py: Python<'_>, e: Error) -> PyResult<PyErr> {
     };
     let exc = class(py).call1((message,))?;
     for (key, value) in attrs {
-        let value: Bound<'_, PyAny> = match value {
-            Attr::Str(s) => s.into_pyobject(py)?.into_any(),
-            Attr::OptStr(s) => s.into_pyobject(py)?.into_any(),
-            Attr::Int(i) => i.into_pyobject(py)?.into_any(),
-            Attr::Float(f) => f.into_pyobject(py)?.into_any(),
-            Attr::Dialog(d) => Bound::new(py, PyPendingDialog::new(py, &d)?)?.into_any(),
-            Attr::List(l) => l.into_pyobject(py)?.into_any(),
-        };
         exc.setattr(key, value)?;
     }
     Ok(PyErr::from_value(exc))
@@ -250,6 +225,16 @@ pub fn invalid_argument(message: impl Into<String>) -> PyErr {
     to_py_err(Error::InvalidArgument(message.into()))
 }
 
+/// The name of `e`'s variant, as its (derived) `Debug` begins.
+fn variant_name(e: &Error) -> String {
+    let debug = format!("{e:?}");
+    debug
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// One `Error` of every variant, with sample fields (the two that carry a dialog carry
 /// `dialog`), as the exception each becomes: `(variant name, exception)`. For
 /// `tests/test_errors.py`, which checks the list against `src/error.rs` so that a new variant
@@ -259,7 +244,7 @@ pub fn invalid_argument(message: impl Into<String>) -> PyErr {
 pub fn error_samples(
     py: Python<'_>,
     dialog: &Bound<'_, PyPendingDialog>,
-) -> Vec<(&'static str, Py<pyo3::exceptions::PyBaseException>)> {
+) -> Vec<(String, Py<pyo3::exceptions::PyBaseException>)> {
     use std::time::Duration;
 
     use cdp_supervisor::ClosedBy;
@@ -267,168 +252,102 @@ pub fn error_samples(
     let d = || Box::new(dialog.get().inner.clone());
     let s = |v: &str| v.to_string();
     let samples = vec![
-        (
-            "InvalidUrl",
-            Error::InvalidUrl {
-                url: s("ftp://h/"),
-                reason: s("unsupported scheme"),
-            },
-        ),
-        (
-            "Connect",
-            Error::Connect {
-                url: s("ws://127.0.0.1:9/"),
-                reason: s("connection refused"),
-            },
-        ),
-        ("ConnectionLost", Error::ConnectionLost(s("socket closed"))),
-        (
-            "Timeout",
-            Error::Timeout {
-                method: s("Page.reload"),
-                after: Duration::from_millis(1500),
-            },
-        ),
-        (
-            "Cdp",
-            Error::Cdp {
-                method: s("Nope.nothing"),
-                code: -32601,
-                message: s("'Nope.nothing' wasn't found"),
-            },
-        ),
-        (
-            "StartTimeout",
-            Error::StartTimeout(Duration::from_secs(2), s("Page.enable did not answer")),
-        ),
-        ("NoPage", Error::NoPage(s("no page target"))),
-        ("NotActive", Error::NotActive(s("task-1"))),
-        ("NoDialog", Error::NoDialog),
-        (
-            "UnknownDialog",
-            Error::UnknownDialog {
-                id: s("d-9"),
-                known: s("d-1"),
-            },
-        ),
-        (
-            "AmbiguousDialog",
-            Error::AmbiguousDialog {
-                count: 2,
-                pending: s("d-1, d-2"),
-            },
-        ),
-        (
-            "DialogAlreadyClosed",
-            Error::DialogAlreadyClosed {
-                id: s("d-1"),
-                closed_by: ClosedBy::Remote,
-                detail: s("No dialog is showing"),
-            },
-        ),
-        ("OrphanedDialog", Error::OrphanedDialog),
-        ("PageUnresponsive", Error::PageUnresponsive),
-        (
-            "DialogInUnfollowedPage",
-            Error::DialogInUnfollowedPage {
-                target_ids: vec![s("T1"), s("T2")],
-            },
-        ),
-        (
-            "AnswerAppliedToOtherDialog",
-            Error::AnswerAppliedToOtherDialog {
-                named: s("d-0"),
-                received: d(),
-            },
-        ),
-        (
-            "DialogUnanswerable",
-            Error::DialogUnanswerable {
-                id: s("d-1"),
-                frame_id: Some(s("F1")),
-            },
-        ),
-        ("UnknownFrame", Error::UnknownFrame(s("F9"))),
-        ("UnknownTarget", Error::UnknownTarget(s("T9"))),
-        (
-            "Config",
-            Error::Config {
-                key: s("browser.dialog_policy"),
-                value: s("sometimes"),
-                allowed: s("must_respond, auto_dismiss or auto_accept"),
-            },
-        ),
-        (
-            "InvalidConfig",
-            Error::InvalidConfig(s("configuration file /x.toml does not exist")),
-        ),
-        ("InvalidArgument", Error::InvalidArgument(s("bad input"))),
-        ("Io", Error::Io(s("cannot spawn a thread"))),
-        (
-            "BlockedByDialog",
-            Error::BlockedByDialog {
-                dialog: d(),
-                method: s("Runtime.evaluate"),
-            },
-        ),
-        (
-            "Refused",
-            Error::Refused {
-                method: s("Browser.close"),
-                option: s("security.cdp_deny"),
-                detail: s("matches Browser.*"),
-            },
-        ),
-        (
-            "TargetCrashed",
-            Error::TargetCrashed {
-                what: s("the page"),
-                method: s("Runtime.evaluate"),
-            },
-        ),
-        (
-            "UndecodableReply",
-            Error::UndecodableReply {
-                method: s("Runtime.evaluate"),
-                reason: s("recursion limit exceeded"),
-            },
-        ),
-        ("Cancelled", Error::Cancelled(s("Page.reload"))),
-        (
-            "NavigationFailed",
-            Error::NavigationFailed {
-                url: s("http://x.invalid/"),
-                error: s("net::ERR_NAME_NOT_RESOLVED"),
-            },
-        ),
-        (
-            "NoDownload",
-            Error::NoDownload {
-                waited: Duration::from_secs(2),
-            },
-        ),
-        (
-            "StartCancelled",
-            Error::StartCancelled {
-                task_id: s("task-1"),
-                during: s("connecting"),
-            },
-        ),
-        ("RegistryClosed", Error::RegistryClosed(s("task-1"))),
-        (
-            "HeldByHuman",
-            Error::HeldByHuman {
-                task_id: s("task-1"),
-                since: 1_700_000_000.5,
-            },
-        ),
-        (
-            "CannotCapture",
-            Error::CannotCapture(s("a dialog is open (alert d-1)")),
-        ),
+        Error::InvalidUrl {
+            url: s("ftp://h/"),
+            reason: s("unsupported scheme"),
+        },
+        Error::Connect {
+            url: s("ws://127.0.0.1:9/"),
+            reason: s("connection refused"),
+        },
+        Error::ConnectionLost(s("socket closed")),
+        Error::Timeout {
+            method: s("Page.reload"),
+            after: Duration::from_millis(1500),
+        },
+        Error::Cdp {
+            method: s("Nope.nothing"),
+            code: -32601,
+            message: s("'Nope.nothing' wasn't found"),
+        },
+        Error::StartTimeout(Duration::from_secs(2), s("Page.enable did not answer")),
+        Error::NoPage(s("no page target")),
+        Error::NotActive(s("task-1")),
+        Error::NoDialog,
+        Error::UnknownDialog {
+            id: s("d-9"),
+            known: s("d-1"),
+        },
+        Error::AmbiguousDialog {
+            count: 2,
+            pending: s("d-1, d-2"),
+        },
+        Error::DialogAlreadyClosed {
+            id: s("d-1"),
+            closed_by: ClosedBy::Remote,
+            detail: s("No dialog is showing"),
+        },
+        Error::OrphanedDialog,
+        Error::PageUnresponsive,
+        Error::DialogInUnfollowedPage {
+            target_ids: vec![s("T1"), s("T2")],
+        },
+        Error::AnswerAppliedToOtherDialog {
+            named: s("d-0"),
+            received: d(),
+        },
+        Error::DialogUnanswerable {
+            id: s("d-1"),
+            frame_id: Some(s("F1")),
+        },
+        Error::UnknownFrame(s("F9")),
+        Error::UnknownTarget(s("T9")),
+        Error::Config {
+            key: s("browser.dialog_policy"),
+            value: s("sometimes"),
+            allowed: s("must_respond, auto_dismiss or auto_accept"),
+        },
+        Error::InvalidConfig(s("configuration file /x.toml does not exist")),
+        Error::InvalidArgument(s("bad input")),
+        Error::Io(s("cannot spawn a thread")),
+        Error::BlockedByDialog {
+            dialog: d(),
+            method: s("Runtime.evaluate"),
+        },
+        Error::Refused {
+            method: s("Browser.close"),
+            option: s("security.cdp_deny"),
+            detail: s("matches Browser.*"),
+        },
+        Error::TargetCrashed {
+            what: s("the page"),
+            method: s("Runtime.evaluate"),
+        },
+        Error::UndecodableReply {
+            method: s("Runtime.evaluate"),
+            reason: s("recursion limit exceeded"),
+        },
+        Error::Cancelled(s("Page.reload")),
+        Error::NavigationFailed {
+            url: s("http://x.invalid/"),
+            error: s("net::ERR_NAME_NOT_RESOLVED"),
+        },
+        Error::NoDownload {
+            waited: Duration::from_secs(2),
+        },
+        Error::StartCancelled {
+            task_id: s("task-1"),
+            during: s("connecting"),
+        },
+        Error::RegistryClosed(s("task-1")),
+        Error::HeldByHuman {
+            task_id: s("task-1"),
+            since: 1_700_000_000.5,
+        },
+        Error::CannotCapture(s("a dialog is open (alert d-1)")),
     ];
     samples
         .into_iter()
-        .map(|(name, e)| (name, to_py_err(e).into_value(py)))
+        .map(|e| (variant_name(&e), to_py_err(e).into_value(py)))
         .collect()
 }

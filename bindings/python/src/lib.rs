@@ -3,16 +3,15 @@
 //!
 //! Thin by design: every behaviour is the Rust crate's, reached through its public API
 //! (`SupervisorRegistry`, `Supervisor`, `Config`, `tools`, `fake`). What is Python's own:
-//! * `registry`: one Python object per Rust supervisor, and its snapshot converted once per
-//!   published version (`snapshot`: frozen, typed objects).
+//! * `registry`, `supervisor`: one Python object per Rust supervisor, and its snapshot converted
+//!   once per published version (`snapshot`: frozen, typed objects).
 //! * `blocking`: every wait releases the GIL; on the main thread Ctrl-C ends it.
 //! * `fork`: after `os.fork()`, objects of the parent refuse every call in the child and are
 //!   never dropped there (`UsedAfterFork`).
 //! * `errors`: `cdp_supervisor::Error` as exception classes with attributes.
-//! * `config`: keyword arguments to `Config` through `Config::from_toml`.
+//! * `config`: keyword arguments to `Config` through `Config::set`.
 //! * `convert`: JSON values to Python and back.
 //! * `testing`, `tools`, `bench`: the fake browser, the JSON tools, the bench's Rust side.
-//! * `files`: navigation, downloads and file choosers of a supervisor (issue 31).
 //! * `endpoint`: the task's CDP endpoint (`Supervisor.cdp_endpoint()`, issue 30).
 #![deny(unsafe_code)]
 
@@ -26,11 +25,10 @@ mod config;
 mod convert;
 mod endpoint;
 mod errors;
-mod files;
 mod fork;
-mod handover;
 mod registry;
 mod snapshot;
+mod supervisor;
 mod testing;
 mod tools;
 
@@ -54,7 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     blocking::init(m.py())?;
     m.add_class::<config::PyConfig>()?;
     m.add_class::<registry::PySupervisorRegistry>()?;
-    m.add_class::<registry::PySupervisor>()?;
+    m.add_class::<supervisor::PySupervisor>()?;
     m.add_class::<endpoint::PyCdpEndpoint>()?;
     m.add_class::<snapshot::PySnapshot>()?;
     m.add_class::<snapshot::PyPendingDialog>()?;

@@ -1,36 +1,29 @@
-//! `SupervisorRegistry` and `Supervisor` for Python: thin wrappers of the Rust types. The one
-//! thing they add is identity: the same Rust supervisor is always the same Python object, and
-//! that object keeps the Python form of its latest snapshot, converted once per published
-//! version ([`PySupervisor::snapshot`]).
+//! `SupervisorRegistry` for Python: a thin wrapper of the Rust type. The one thing it adds is
+//! identity: the same Rust supervisor is always the same Python object (`supervisor.rs`).
 //!
-//! Both remember the process they were made in (`crate::fork`): in a child of `os.fork()` they
-//! raise `UsedAfterFork` and are never dropped for real.
+//! It remembers the process it was made in (`crate::fork`): in a child of `os.fork()` it raises
+//! `UsedAfterFork` and is never dropped for real.
 
-use cdp_supervisor::unversioned::sync;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
-use serde_json::Value;
 
 use cdp_supervisor::unversioned::{
-    BrowserSlot, LaunchRefused, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting,
+    BrowserSlot, LaunchRefused, MAX_DIALOG_TIMEOUT, MAX_START_TIMEOUT, seconds_setting, sync,
 };
 use cdp_supervisor::{
-    BridgeMode, CallRequest, CancelToken, DialogAction, DialogAnswer, DialogPolicy, Error,
-    PageChoice, Route, StartOptions, StartRequest, Supervisor, SupervisorRegistry, SupervisorState,
+    BridgeMode, CancelToken, DialogPolicy, Error, PageChoice, StartOptions, StartRequest,
+    Supervisor, SupervisorRegistry,
 };
 
-use crate::blocking::{self, Step};
+use crate::blocking;
 use crate::config::PyConfig;
-use crate::convert::{from_py, to_py};
-use crate::errors::{invalid_argument, to_py_err};
+use crate::errors::to_py_err;
 use crate::fork::Home;
-use crate::seconds;
-use crate::snapshot::{PyDownload, PyFileChooser, PyPendingDialog, PySnapshot};
+use crate::snapshot::PySnapshot;
+use crate::supervisor::PySupervisor;
 
 /// What a Python registry owns, shared with the calls it runs on other threads.
 pub struct Inner {
@@ -39,6 +32,12 @@ pub struct Inner {
     /// The browser launched for tasks started without a CDP URL (none configured either): the
     /// crate's one launch slot, which never holds its lock across a launch.
     browser: BrowserSlot,
+}
+
+impl crate::endpoint::Registry for Inner {
+    fn registry(&self) -> &SupervisorRegistry {
+        &self.registry
+    }
 }
 
 impl Inner {
@@ -112,7 +111,8 @@ impl PySupervisorRegistry {
         {
             return Ok(w.clone_ref(py));
         }
-        let registry = Arc::downgrade(&self.inner);
+        let inner: Arc<dyn crate::endpoint::Registry> = self.inner.clone();
+        let registry = Arc::downgrade(&inner);
         let fresh = Py::new(py, PySupervisor::new(py, sup, registry))?;
         let replaced = {
             let mut map = self.lock_wrappers();
@@ -314,327 +314,4 @@ impl PySupervisorRegistry {
 /// `max`): otherwise the same error (`ConfigError`) a bad configuration value gets.
 fn config_seconds(key: &str, value: f64, max: Duration) -> PyResult<Duration> {
     seconds_setting(key, value, max).map_err(to_py_err)
-}
-
-/// One task's supervisor.
-#[pyclass(name = "Supervisor", module = "cdp_supervisor", frozen)]
-pub struct PySupervisor {
-    pub sup: Arc<Supervisor>,
-    /// The Python form of the latest snapshot read (it holds the Rust snapshot it was made
-    /// from), replaced when a newer version is read; written by whichever thread reads first.
-    cache: ArcSwapOption<Py<PySnapshot>>,
-    task_id: Py<PyString>,
-    /// The process it was made in.
-    home: Home,
-    /// Its registry (for `cdp_endpoint`).
-    registry: std::sync::Weak<Inner>,
-}
-
-impl Drop for PySupervisor {
-    /// In a child of `os.fork()`: the supervisor is the parent's, and is left alone.
-    fn drop(&mut self) {
-        self.home.leak_elsewhere(&self.sup);
-    }
-}
-
-impl PySupervisor {
-    /// A call's timeout: `timeout_s`, or the supervisor's `call_timeout_s`.
-    fn timeout(&self, timeout_s: Option<f64>) -> PyResult<Duration> {
-        match timeout_s {
-            Some(t) => seconds("timeout_s", t),
-            None => Ok(self.sup.config().call_timeout()),
-        }
-    }
-
-    pub fn new(
-        py: Python<'_>,
-        sup: Arc<Supervisor>,
-        registry: std::sync::Weak<Inner>,
-    ) -> PySupervisor {
-        let task_id = PyString::new(py, sup.task_id()).unbind();
-        PySupervisor {
-            sup,
-            cache: ArcSwapOption::empty(),
-            task_id,
-            home: Home::here(),
-            registry,
-        }
-    }
-
-    /// `UsedAfterFork` in a child of the process that made it.
-    pub fn check_home(&self) -> PyResult<()> {
-        self.home.check("Supervisor")
-    }
-
-    /// The Rust supervisor, once [`PySupervisor::check_home`] passed.
-    fn at_home(&self) -> PyResult<&Arc<Supervisor>> {
-        self.check_home().map(|()| &self.sup)
-    }
-
-    /// The latest snapshot as a Python object: the cached one while the published version is
-    /// unchanged (two wait-free loads and a reference count: no allocation, no lock), else a
-    /// new conversion that shares what did not change.
-    pub fn snapshot(&self, py: Python<'_>) -> PyResult<Py<PySnapshot>> {
-        self.check_home()?;
-        let version = self.sup.with_snapshot(|s| s.version);
-        if let Some(cached) = &*self.cache.load()
-            && cached.get().version == version
-        {
-            return Ok(cached.clone_ref(py));
-        }
-        let snap = self.sup.snapshot();
-        let prev = self.cache.load_full();
-        let fresh = Py::new(
-            py,
-            PySnapshot::build(py, &snap, prev.as_deref().map(|p| p.get()))?,
-        )?;
-        self.cache.store(Some(Arc::new(fresh.clone_ref(py))));
-        Ok(fresh)
-    }
-}
-
-#[pymethods]
-impl PySupervisor {
-    #[pyo3(name = "snapshot")]
-    fn py_snapshot(&self, py: Python<'_>) -> PyResult<Py<PySnapshot>> {
-        self.snapshot(py)
-    }
-
-    #[pyo3(signature = (action, prompt_text=None, dialog_id=None))]
-    fn respond_to_dialog(
-        &self,
-        py: Python<'_>,
-        action: String,
-        prompt_text: Option<String>,
-        dialog_id: Option<String>,
-    ) -> PyResult<PyPendingDialog> {
-        self.check_home()?;
-        let action = DialogAction::parse(&action).map_err(to_py_err)?;
-        let sup = Arc::clone(&self.sup);
-        // On the main thread Ctrl-C abandons the wait for the browser's acknowledgement.
-        let answered = blocking::call(py, move |cancel| {
-            let answer = DialogAnswer::new(action)
-                .with_prompt_text(prompt_text.as_deref())
-                .with_dialog_id(dialog_id.as_deref())
-                .with_cancel(cancel);
-            sup.answer_dialog(answer)
-        })?;
-        PyPendingDialog::new(py, &answered.map_err(to_py_err)?)
-    }
-
-    #[pyo3(signature = (method, params=None, *, target_id=None, frame_id=None, timeout_s=None))]
-    fn call<'py>(
-        &self,
-        py: Python<'py>,
-        method: String,
-        params: Option<&Bound<'py, PyAny>>,
-        target_id: Option<String>,
-        frame_id: Option<String>,
-        timeout_s: Option<f64>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        self.check_home()?;
-        let params = match params {
-            Some(p) => from_py(p)?,
-            None => Value::Null,
-        };
-        if !(params.is_null() || params.is_object()) {
-            return Err(invalid_argument("params must be a dict (or None)"));
-        }
-        if target_id.is_some() && frame_id.is_some() {
-            return Err(invalid_argument("give frame_id or target_id, not both"));
-        }
-        let timeout = match timeout_s {
-            Some(t) => seconds("timeout_s", t)?,
-            None => self.sup.config().call_timeout(),
-        };
-        let sup = Arc::clone(&self.sup);
-        let result = blocking::call(py, move |cancel| {
-            let route = match (&frame_id, &target_id) {
-                (Some(f), _) => Route::Frame(f),
-                (None, Some(t)) => Route::Target(t),
-                (None, None) => Route::by_domain(&method),
-            };
-            let request = CallRequest::new(&method, params)
-                .with_route(route)
-                .with_timeout(timeout)
-                .with_cancel(cancel);
-            sup.send(request).map(|(v, _)| v)
-        })?;
-        to_py(py, &result.map_err(to_py_err)?)
-    }
-
-    /// The first pending dialog once there is one, or `None` after `timeout_s` (or when the
-    /// supervisor has ended).
-    #[pyo3(signature = (timeout_s))]
-    fn wait_for_dialog(&self, py: Python<'_>, timeout_s: f64) -> PyResult<Option<PyPendingDialog>> {
-        self.check_home()?;
-        let timeout = seconds("timeout_s", timeout_s)?;
-        let sup = &self.sup;
-        let found = blocking::sliced(py, timeout, |slice| match sup.wait_for_dialog(slice) {
-            Some(d) => Step::Done(Some(d)),
-            None if !sup.is_alive() => Step::Done(None),
-            None => Step::Again,
-        })?;
-        found
-            .flatten()
-            .map(|d| PyPendingDialog::new(py, &d))
-            .transpose()
-    }
-
-    /// Navigates the task's page; see `_native.pyi` (issue 31).
-    #[pyo3(signature = (url, wait_until="load", timeout_s=None))]
-    fn navigate<'py>(
-        &self,
-        py: Python<'py>,
-        url: String,
-        wait_until: &str,
-        timeout_s: Option<f64>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let timeout = self.timeout(timeout_s)?;
-        crate::files::navigate(py, self.at_home()?, url, wait_until, timeout)
-    }
-
-    #[pyo3(signature = (wait_until="load", timeout_s=None))]
-    fn wait_for_navigation<'py>(
-        &self,
-        py: Python<'py>,
-        wait_until: &str,
-        timeout_s: Option<f64>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let timeout = self.timeout(timeout_s)?;
-        crate::files::wait_for_navigation(py, self.at_home()?, wait_until, timeout)
-    }
-
-    #[pyo3(signature = (timeout_s=None))]
-    fn tab_ref(&self, py: Python<'_>, timeout_s: Option<f64>) -> PyResult<String> {
-        let timeout = self.timeout(timeout_s)?;
-        crate::files::tab_ref(py, self.at_home()?, timeout)
-    }
-
-    #[pyo3(signature = (timeout_s=30.0))]
-    fn wait_for_download(&self, py: Python<'_>, timeout_s: f64) -> PyResult<PyDownload> {
-        let timeout = seconds("timeout_s", timeout_s)?;
-        crate::files::wait_for_download(py, self.at_home()?, timeout)
-    }
-
-    #[pyo3(signature = (files, chooser_id=None))]
-    fn respond_to_file_chooser(
-        &self,
-        py: Python<'_>,
-        files: Vec<std::path::PathBuf>,
-        chooser_id: Option<String>,
-    ) -> PyResult<PyFileChooser> {
-        crate::files::respond_to_file_chooser(py, self.at_home()?, files, chooser_id)
-    }
-
-    #[pyo3(signature = (chooser_id=None))]
-    fn dismiss_file_chooser(
-        &self,
-        py: Python<'_>,
-        chooser_id: Option<String>,
-    ) -> PyResult<PyFileChooser> {
-        crate::files::dismiss_file_chooser(py, self.at_home()?, chooser_id)
-    }
-
-    /// Hands the task over to a person (SPEC §20); see `_native.pyi`.
-    fn hand_over<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::handover::change_holder(py, self.at_home()?, true)
-    }
-
-    /// Gives the task back to the agent; see `_native.pyi`.
-    fn take_back<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        crate::handover::change_holder(py, self.at_home()?, false)
-    }
-
-    /// A person holds the task.
-    #[getter]
-    fn is_held(&self) -> PyResult<bool> {
-        Ok(self.at_home()?.is_held())
-    }
-
-    #[pyo3(signature = (action, prompt_text=None, dialog_id=None))]
-    fn respond_as_human(
-        &self,
-        py: Python<'_>,
-        action: &str,
-        prompt_text: Option<String>,
-        dialog_id: Option<String>,
-    ) -> PyResult<PyPendingDialog> {
-        crate::handover::respond_as_human(py, self.at_home()?, action, prompt_text, dialog_id)
-    }
-
-    /// A small JPEG of the task's page; see `_native.pyi`.
-    fn thumbnail<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
-        crate::handover::thumbnail(py, self.at_home()?)
-    }
-
-    /// The task's CDP endpoint; see `_native.pyi`.
-    fn cdp_endpoint(&self, py: Python<'_>) -> PyResult<crate::endpoint::PyCdpEndpoint> {
-        crate::endpoint::of(py, &self.registry, self.at_home()?)
-    }
-
-    /// The task's download directory (`[downloads] dir`).
-    #[getter]
-    fn download_dir(&self) -> Option<String> {
-        self.sup.download_dir().map(|d| d.display().to_string())
-    }
-
-    /// Stops the supervisor (pending dialogs dismissed first); returns within about 1 s.
-    fn stop(&self, py: Python<'_>) -> PyResult<()> {
-        self.check_home()?;
-        py.detach(|| self.sup.stop());
-        Ok(())
-    }
-
-    /// `active`, `reconnecting`, `stopped` or `dead`.
-    #[getter]
-    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
-        self.check_home()?;
-        let state: SupervisorState = self.sup.state();
-        Ok(PyString::intern(py, state.as_str()))
-    }
-
-    /// Not stopped and not given up (it may be reconnecting).
-    #[getter]
-    fn is_alive(&self) -> PyResult<bool> {
-        self.check_home()?;
-        Ok(self.sup.is_alive())
-    }
-
-    /// Connected and attached to its page.
-    #[getter]
-    fn is_active(&self) -> PyResult<bool> {
-        self.check_home()?;
-        Ok(self.sup.is_active())
-    }
-
-    #[getter]
-    fn task_id(&self, py: Python<'_>) -> Py<PyString> {
-        self.task_id.clone_ref(py)
-    }
-
-    /// The CDP URL, credentials redacted.
-    #[getter]
-    fn cdp_url(&self) -> String {
-        self.sup.cdp_url_redacted().to_string()
-    }
-
-    /// The page target it attached to.
-    #[getter]
-    fn page_target_id(&self) -> PyResult<Option<String>> {
-        self.check_home()?;
-        Ok(self.sup.with_snapshot(|s| s.page_target_id.clone()))
-    }
-
-    fn __repr__(&self) -> String {
-        if let Some(r) = self.home.repr_elsewhere("Supervisor") {
-            return r;
-        }
-        format!(
-            "Supervisor(task_id={:?}, cdp_url={:?}, state={:?})",
-            self.sup.task_id(),
-            self.sup.cdp_url_redacted(),
-            self.sup.state().as_str()
-        )
-    }
 }

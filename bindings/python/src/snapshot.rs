@@ -12,7 +12,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyFloat, PyString, PyTuple};
 
-use cdp_supervisor::{Snapshot, SupervisorState};
+use cdp_supervisor::{FrameEntry, Snapshot, SupervisorState};
 
 use crate::convert::to_py;
 
@@ -125,66 +125,27 @@ impl PySnapshot {
         prev: Option<&PySnapshot>,
     ) -> PyResult<Self> {
         let old = prev.map(|p| (&*p.inner, p));
-        let pending_dialogs = match old {
-            Some((o, p)) if Arc::ptr_eq(&o.pending_dialogs, &snap.pending_dialogs) => {
-                p.pending_dialogs.clone_ref(py)
-            }
-            _ => tuple(
-                py,
-                snap.pending_dialogs
-                    .iter()
-                    .map(|d| PyPendingDialog::new(py, d)),
-            )?,
-        };
-        let recent_dialogs = match old {
-            Some((o, p)) if Arc::ptr_eq(&o.recent_dialogs, &snap.recent_dialogs) => {
-                p.recent_dialogs.clone_ref(py)
-            }
-            _ => tuple(
-                py,
-                snap.recent_dialogs
-                    .iter()
-                    .map(|c| PyClosedDialog::new(py, c)),
-            )?,
-        };
+        // A collection the reader thread did not change (the same `Arc`) keeps its tuple; a new
+        // one is converted item by item with `$each`.
+        macro_rules! part {
+            ($field:ident, $each:expr) => {
+                match old {
+                    Some((o, p)) if Arc::ptr_eq(&o.$field, &snap.$field) => p.$field.clone_ref(py),
+                    _ => tuple(py, snap.$field.iter().map($each))?,
+                }
+            };
+        }
+        let pending_dialogs = part!(pending_dialogs, |d| PyPendingDialog::new(py, d));
+        let recent_dialogs = part!(recent_dialogs, |c| PyClosedDialog::new(py, c));
+        let console_errors = part!(console_errors, |c| Ok(PyConsoleEntry::new(py, c)));
+        let pages = part!(pages, |pg| Ok(PyPageInfo::new(py, pg)));
+        let downloads = part!(downloads, |d| Ok(PyDownload::new(py, d)));
+        let file_choosers = part!(file_choosers, |c| Ok(PyFileChooser::new(py, c)));
         let frame_tree = match old {
             Some((o, p)) if Arc::ptr_eq(&o.frame_tree, &snap.frame_tree) => {
                 p.frame_tree.clone_ref(py)
             }
             _ => Py::new(py, PyFrameTree::new(py, &snap.frame_tree)?)?,
-        };
-        let console_errors = match old {
-            Some((o, p)) if Arc::ptr_eq(&o.console_errors, &snap.console_errors) => {
-                p.console_errors.clone_ref(py)
-            }
-            _ => tuple(
-                py,
-                snap.console_errors
-                    .iter()
-                    .map(|c| Ok(PyConsoleEntry::new(py, c))),
-            )?,
-        };
-        let pages = match old {
-            Some((o, p)) if Arc::ptr_eq(&o.pages, &snap.pages) => p.pages.clone_ref(py),
-            _ => tuple(py, snap.pages.iter().map(|pg| Ok(PyPageInfo::new(py, pg))))?,
-        };
-        let downloads = match old {
-            Some((o, p)) if Arc::ptr_eq(&o.downloads, &snap.downloads) => p.downloads.clone_ref(py),
-            _ => tuple(
-                py,
-                snap.downloads.iter().map(|d| Ok(PyDownload::new(py, d))),
-            )?,
-        };
-        let file_choosers = match old {
-            Some((o, p)) if Arc::ptr_eq(&o.file_choosers, &snap.file_choosers) => {
-                p.file_choosers.clone_ref(py)
-            }
-            _ => tuple(
-                py,
-                snap.file_choosers
-                    .iter()
-                    .map(|c| Ok(PyFileChooser::new(py, c))),
-            )?,
         };
         let file_chooser_refused = snap
             .file_chooser_refused
@@ -263,7 +224,7 @@ impl PySnapshot {
         self.inner
             .frames
             .get(frame_id)
-            .map(|r| PyFrameEntry::from_record(py, r))
+            .map(|r| PyFrameEntry::new(py, &FrameEntry::from_record(r)))
     }
 
     fn __repr__(&self) -> String {

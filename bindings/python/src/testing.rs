@@ -2,7 +2,7 @@
 //! test their agents without Chromium. Same names as the Rust `cdp_supervisor::fake`.
 
 use cdp_supervisor::unversioned::sync;
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::RwLock;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -10,7 +10,7 @@ use pyo3::types::PyDict;
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 
 use crate::convert::{from_py, to_py};
-use crate::errors::to_py_err;
+use crate::errors::{invalid_argument, to_py_err};
 use crate::fork::Home;
 
 /// A fake CDP browser on loopback (see `_native.pyi`).
@@ -40,26 +40,14 @@ impl Drop for PyFakeBrowser {
 }
 
 impl PyFakeBrowser {
-    fn fake(&self) -> PyResult<RwLockReadGuard<'_, Option<FakeBrowser>>> {
+    /// Runs `f` with the fake (`UsedAfterFork` in a child of `os.fork()`, `InvalidArgument`
+    /// once it is closed); the bench harness's way in too.
+    pub fn with<R>(&self, f: impl FnOnce(&FakeBrowser) -> R) -> PyResult<R> {
         self.home.check("FakeBrowser")?;
-        let guard = sync::read(&self.inner);
-        if guard.is_none() {
-            return Err(to_py_err(cdp_supervisor::Error::InvalidArgument(
-                "this FakeBrowser is closed".into(),
-            )));
+        match sync::read(&self.inner).as_ref() {
+            Some(fake) => Ok(f(fake)),
+            None => Err(invalid_argument("this FakeBrowser is closed")),
         }
-        Ok(guard)
-    }
-
-    /// Runs `f` with the (open) fake.
-    fn with<R>(&self, f: impl FnOnce(&FakeBrowser) -> R) -> PyResult<R> {
-        let guard = self.fake()?;
-        Ok(guard.as_ref().map(f).expect("checked by fake()"))
-    }
-
-    /// The fake itself, for the bench harness.
-    pub fn with_fake<R>(&self, f: impl FnOnce(&FakeBrowser) -> R) -> PyResult<R> {
-        self.with(f)
     }
 }
 

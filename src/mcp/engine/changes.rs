@@ -6,8 +6,6 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::events::{Event, Level};
 use crate::quote::quoted;
 use crate::registry::SupervisorRegistry;
@@ -17,18 +15,19 @@ use crate::snapshot::{ClosedBy, Snapshot};
 /// supervisor is stopping or ended (its last disconnect is no news).
 pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool) -> Vec<Event> {
     let mut events = Vec::new();
+    let t = quoted(task);
     for d in next.pending_dialogs.iter() {
         if !last.pending_dialogs.iter().any(|p| p.id == d.id) {
-            events.push(Event::new(
-                Level::WARNING,
-                json!({
-                    "event": "dialog_opened", "task_id": task, "dialog": d.to_json(),
-                    "message": format!(
-                        "a {} dialog {} is open on task {} ({}); the page is blocked until browser_dialog answers it",
-                        d.kind, d.id, quoted(task), quoted(&d.message)
-                    ),
-                }),
-            ));
+            let message = format!(
+                "a {} dialog {} is open on task {t} ({}); the page is blocked until browser_dialog answers it",
+                d.kind,
+                d.id,
+                quoted(&d.message)
+            );
+            events.push(
+                Event::new(Level::WARNING, "dialog_opened", task, message)
+                    .with("dialog", d.to_json()),
+            );
         }
     }
     for c in next.recent_dialogs.iter() {
@@ -45,27 +44,15 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
             ClosedBy::Agent => Level::DEBUG,
             _ => Level::INFO,
         };
-        events.push(Event::new(
-            level,
-            json!({
-                "event": "dialog_closed", "task_id": task, "dialog": c.to_json(),
-                "message": format!(
-                    "the {} dialog {} of task {} was closed by {}",
-                    c.dialog.kind, c.dialog.id, quoted(task), c.closed_by.as_str()
-                ),
-            }),
-        ));
+        let message = format!(
+            "the {} dialog {} of task {t} was closed by {}",
+            c.dialog.kind,
+            c.dialog.id,
+            c.closed_by.as_str()
+        );
+        events.push(Event::new(level, "dialog_closed", task, message).with("dialog", c.to_json()));
     }
-    if alive && last.is_active() && !next.is_active() {
-        let reason = next.disconnect_reason.clone().unwrap_or_default();
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "connection_lost", "task_id": task, "reason": reason,
-                "message": format!("task {} lost its CDP connection ({reason}); reconnecting", quoted(task)),
-            }),
-        ));
-    }
+    let lost = alive && last.is_active() && !next.is_active();
     // A drop and a reconnect between two snapshots the watcher saw (it reads the newest one,
     // not each): both active, but the page's session is a new one.
     let reattached = alive
@@ -74,37 +61,31 @@ pub(crate) fn changes(task: &str, last: &Snapshot, next: &Snapshot, alive: bool)
         && last.page_session_id.is_some()
         && next.page_session_id.is_some()
         && last.page_session_id != next.page_session_id;
-    if reattached {
-        let reason = next
-            .disconnect_reason
-            .clone()
-            .unwrap_or_else(|| "the connection dropped".into());
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "connection_lost", "task_id": task, "reason": reason,
-                "message": format!("task {} lost its CDP connection ({reason}); reconnecting", quoted(task)),
-            }),
-        ));
+    if lost || reattached {
+        let unknown = if reattached {
+            "the connection dropped"
+        } else {
+            ""
+        };
+        let reason = next.disconnect_reason.as_deref().unwrap_or(unknown);
+        let message = format!("task {t} lost its CDP connection ({reason}); reconnecting");
+        events.push(
+            Event::new(Level::WARNING, "connection_lost", task, message).with("reason", reason),
+        );
     }
     if (!last.is_active() && next.is_active()) || reattached {
-        events.push(Event::new(
-            Level::NOTICE,
-            json!({
-                "event": "reconnected", "task_id": task,
-                "message": format!("task {} is connected again", quoted(task)),
-            }),
-        ));
+        let message = format!("task {t} is connected again");
+        events.push(Event::new(Level::NOTICE, "reconnected", task, message));
     }
     events.extend(file_changes(task, last, next));
     if let (None, Some(b)) = (&last.blocked, &next.blocked) {
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "page_blocked", "task_id": task, "blocked": b.to_json(),
-                "message": format!("the page of task {} does not answer ({}): {}", quoted(task), b.reason, b.hint),
-            }),
-        ));
+        let message = format!(
+            "the page of task {t} does not answer ({}): {}",
+            b.reason, b.hint
+        );
+        events.push(
+            Event::new(Level::WARNING, "page_blocked", task, message).with("blocked", b.to_json()),
+        );
     }
     events
 }
@@ -116,68 +97,66 @@ fn file_changes(task: &str, last: &Snapshot, next: &Snapshot) -> Vec<Event> {
     let t = quoted(task);
     for d in next.downloads.iter() {
         let before = last.downloads.iter().find(|p| p.guid == d.guid);
+        let name = quoted(&d.suggested_filename);
         if before.is_none() {
-            events.push(Event::new(
-                Level::INFO,
-                json!({
-                    "event": "download_started", "task_id": task, "download": d.to_json(),
-                    "message": format!("task {t} began downloading {}", quoted(&d.suggested_filename)),
-                }),
-            ));
+            let message = format!("task {t} began downloading {name}");
+            events.push(
+                Event::new(Level::INFO, "download_started", task, message)
+                    .with("download", d.to_json()),
+            );
         }
         if d.state.is_final() && before.is_none_or(|b| !b.state.is_final()) {
             let level = match d.state {
                 crate::snapshot::DownloadState::Completed => Level::INFO,
                 _ => Level::WARNING,
             };
-            events.push(Event::new(
-                level,
-                json!({
-                    "event": "download_finished", "task_id": task, "download": d.to_json(),
-                    "message": format!(
-                        "the download {} of task {t} is {}{}",
-                        quoted(&d.suggested_filename),
-                        d.state,
-                        d.path.as_ref().map(|p| format!(": {}", p.display())).unwrap_or_default()
-                    ),
-                }),
-            ));
+            let path = d.path.as_ref().map(|p| format!(": {}", p.display()));
+            let message = format!(
+                "the download {name} of task {t} is {}{}",
+                d.state,
+                path.unwrap_or_default()
+            );
+            events.push(
+                Event::new(level, "download_finished", task, message).with("download", d.to_json()),
+            );
         }
     }
     for c in next.file_choosers.iter() {
         if !last.file_choosers.iter().any(|p| p.id == c.id) {
-            events.push(Event::new(
-                Level::WARNING,
-                json!({
-                    "event": "file_chooser_opened", "task_id": task, "dialog": c.to_json(),
-                    "message": format!("the page of task {t} opened file chooser {} ({}): answer it with browser_dialog and files, or dismiss it", c.id, c.mode.as_str()),
-                }),
-            ));
+            let message = format!(
+                "the page of task {t} opened file chooser {} ({}): answer it with browser_dialog and files, or dismiss it",
+                c.id,
+                c.mode.as_str()
+            );
+            events.push(
+                Event::new(Level::WARNING, "file_chooser_opened", task, message)
+                    .with("dialog", c.to_json()),
+            );
         }
     }
     let refused = |s: &Snapshot| s.file_chooser_refused.as_ref().map_or(0, |r| r.count);
     if let Some(r) = &next.file_chooser_refused
         && refused(next) > refused(last)
     {
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "file_chooser_refused", "task_id": task, "file_chooser_refused": r.to_json(),
-                "message": format!("the page of task {t} opened a file chooser, left unanswered: {} is off", crate::snapshot::ChooserRefused::OPTION),
-            }),
-        ));
+        let message = format!(
+            "the page of task {t} opened a file chooser, left unanswered: {} is off",
+            crate::snapshot::ChooserRefused::OPTION
+        );
+        events.push(
+            Event::new(Level::WARNING, "file_chooser_refused", task, message)
+                .with("file_chooser_refused", r.to_json()),
+        );
     }
     if let Some(old) = &next.page_replaced
         && last.page_replaced.as_ref() != Some(old)
     {
-        events.push(Event::new(
-            Level::WARNING,
-            json!({
-                "event": "page_replaced", "task_id": task, "old_target_id": old,
-                "page_target_id": next.page_target_id,
-                "message": format!("the page of task {t} was gone after a reconnect; it has a new, blank page"),
-            }),
-        ));
+        let message =
+            format!("the page of task {t} was gone after a reconnect; it has a new, blank page");
+        events.push(
+            Event::new(Level::WARNING, "page_replaced", task, message)
+                .with("old_target_id", old.as_str())
+                .with("page_target_id", next.page_target_id.clone()),
+        );
     }
     events
 }

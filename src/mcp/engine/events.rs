@@ -64,12 +64,25 @@ pub(crate) struct Event {
 }
 
 impl Event {
-    pub(crate) fn new(level: Level, data: Value) -> Event {
+    /// Event `event` of `task`, at `level`, saying `message`; [`Event::with`] adds its fields.
+    pub(crate) fn new(level: Level, event: &str, task: &str, message: String) -> Event {
         Event {
             level,
-            data,
+            data: json!({"event": event, "task_id": task, "message": message}),
             logged: true,
         }
+    }
+
+    /// The event with its field `key` set to `value`.
+    pub(crate) fn with(mut self, key: &str, value: impl Into<Value>) -> Event {
+        self.data[key] = value.into();
+        self
+    }
+
+    /// The event, heard by listeners only (not logged to a legacy session).
+    pub(crate) fn unlogged(mut self) -> Event {
+        self.logged = false;
+        self
     }
 
     /// The `notifications/message` line of this event.

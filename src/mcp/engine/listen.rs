@@ -384,17 +384,15 @@ mod tests {
         let params =
             json!({"notifications": {"resourceSubscriptions": ["cdp-supervisor://tasks/t"]}});
         let id = Id::parse("7");
-        listens
-            .open(0, &id, &params, out.clone(), |_| false)
-            .unwrap();
+        // A stream on `out`, on a channel with no call in flight.
+        let open = |channel: u64, id: &Id, params: &Value| {
+            listens.open(channel, id, params, out.clone(), |_| false)
+        };
+        open(0, &id, &params).unwrap();
         // The same id (by value) on the same channel is refused; on another channel it is fine.
-        let dup = listens
-            .open(0, &Id::parse("7.0"), &params, out.clone(), |_| false)
-            .unwrap_err();
+        let dup = open(0, &Id::parse("7.0"), &params).unwrap_err();
         assert_eq!(dup.error, Some(-32600), "{dup:?}");
-        listens
-            .open(1, &id, &params, out.clone(), |_| false)
-            .unwrap();
+        open(1, &id, &params).unwrap();
         // A busy id (a call in flight) is refused.
         assert!(
             listens
@@ -413,17 +411,9 @@ mod tests {
         out.broken
             .store(false, std::sync::atomic::Ordering::Release);
         for n in 0..MAX_LISTENS {
-            listens
-                .open(2, &Id::parse(&n.to_string()), &params, out.clone(), |_| {
-                    false
-                })
-                .unwrap();
+            open(2, &Id::parse(&n.to_string()), &params).unwrap();
         }
-        let full = listens
-            .open(2, &Id::parse("\"one more\""), &params, out.clone(), |_| {
-                false
-            })
-            .unwrap_err();
+        let full = open(2, &Id::parse("\"one more\""), &params).unwrap_err();
         let full = full.line.unwrap_or_default();
         assert!(full.contains("streams are open"), "{full}");
         for bad in [
@@ -433,9 +423,7 @@ mod tests {
             json!({"notifications": {"resourceSubscriptions": [1]}}),
             json!({"notifications": {"resourceSubscriptions": vec!["x"; MAX_URIS + 1]}}),
         ] {
-            let e = listens
-                .open(3, &Id::parse("1"), &bad, out.clone(), |_| false)
-                .unwrap_err();
+            let e = open(3, &Id::parse("1"), &bad).unwrap_err();
             assert_eq!(e.error, Some(-32602), "{bad}: {e:?}");
         }
     }

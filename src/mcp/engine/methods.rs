@@ -98,8 +98,14 @@ impl Engine {
         let (id, method, params) = (&request.id, request.method.as_str(), &request.params);
         let era = Era::Modern(m);
         let result = |r: Value| Answer::result(rpc::result(id, &protocol::finish(era, r)));
+        // What changes only with the binary: any client may keep it for STATIC_TTL_MS.
+        let static_result = |mut r: Value| {
+            r["ttlMs"] = json!(STATIC_TTL_MS);
+            r["cacheScope"] = json!("public");
+            result(r)
+        };
         match method {
-            "server/discover" => result(json!({
+            "server/discover" => static_result(json!({
                 "supportedVersions": protocol::SUPPORTED_VERSIONS,
                 "capabilities": {
                     "tools": {"listChanged": false},
@@ -107,8 +113,6 @@ impl Engine {
                     "logging": {},
                 },
                 "instructions": INSTRUCTIONS,
-                "ttlMs": STATIC_TTL_MS,
-                "cacheScope": "public",
             })),
             "tools/list" | "resources/list" | "resources/templates/list"
                 if !matches!(params.get("cursor"), None | Some(Value::Null)) =>
@@ -119,22 +123,12 @@ impl Engine {
                     "invalid params: unknown cursor: this list has one page; list again without a cursor",
                 )
             }
-            "tools/list" => result(json!({
-                "tools": Tool::list(),
-                "ttlMs": STATIC_TTL_MS,
-                "cacheScope": "public",
-            })),
+            "tools/list" => static_result(json!({"tools": Tool::list()})),
             "tools/call" => self.tool_call(request, era, client, &CancelToken::new()),
-            "resources/list" => result(json!({
-                "resources": [],
-                "ttlMs": STATIC_TTL_MS,
-                "cacheScope": "public",
-            })),
-            "resources/templates/list" => result(json!({
-                "resourceTemplates": resources::templates(),
-                "ttlMs": STATIC_TTL_MS,
-                "cacheScope": "public",
-            })),
+            "resources/list" => static_result(json!({"resources": []})),
+            "resources/templates/list" => {
+                static_result(json!({"resourceTemplates": resources::templates()}))
+            }
             "resources/read" => {
                 let uri = params.get("uri").and_then(Value::as_str);
                 let Some((uri, task)) = uri.and_then(|u| Some((u, resources::task_of(u)?))) else {

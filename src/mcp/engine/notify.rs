@@ -28,8 +28,6 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
 
-use serde_json::json;
-
 use super::changes::changes;
 use super::events::{Event, Level};
 use super::listen::Listens;
@@ -43,6 +41,7 @@ use crate::supervisor::Supervisor;
 type LegacyOutput = (Arc<LegacySession>, Arc<dyn Sink>);
 
 /// Where events go, and the watchers that produce them (module doc).
+#[derive(Default)]
 pub(crate) struct Notifier {
     /// Set at shutdown: nothing is sent from then on.
     closing: AtomicBool,
@@ -91,17 +90,6 @@ impl std::fmt::Debug for Notifier {
 }
 
 impl Notifier {
-    pub(crate) fn new() -> Notifier {
-        Notifier {
-            closing: AtomicBool::new(false),
-            watched: Mutex::new(HashMap::new()),
-            legacy: Mutex::new(Vec::new()),
-            listens: Listens::default(),
-            thread: Mutex::new(None),
-            next_key: AtomicU64::new(0),
-        }
-    }
-
     /// The open `subscriptions/listen` streams.
     pub(crate) fn listens(&self) -> &Listens {
         &self.listens
@@ -162,14 +150,8 @@ impl Notifier {
             }
             w.insert(task.to_string(), Arc::clone(sup));
         }
-        let mut connected = Event::new(
-            Level::INFO,
-            json!({
-                "event": "connected", "task_id": task,
-                "message": format!("task {} is connected to its page", quoted(task)),
-            }),
-        );
-        connected.logged = false;
+        let message = format!("task {} is connected to its page", quoted(task));
+        let connected = Event::new(Level::INFO, "connected", task, message).unlogged();
         self.publish(task, &[connected]);
         let Some(wakes) = self.wakes(registry) else {
             return;
@@ -252,28 +234,18 @@ impl Notifier {
         let mut events = changes(task, &w.last, end, false);
         // Stopped on purpose (disconnect, rebind, shutdown): the registry no longer has it.
         let died = registry.get(task).is_some_and(|s| Arc::ptr_eq(&s, sup));
+        let t = quoted(task);
         if died {
-            let reason = end
-                .disconnect_reason
-                .clone()
-                .unwrap_or_else(|| "unknown reason".into());
-            events.push(Event::new(
-                Level::ERROR,
-                json!({
-                    "event": "supervisor_ended", "task_id": task, "reason": reason,
-                    "message": format!("the supervisor of task {} ended ({reason}); call browser_connect to start a new one", quoted(task)),
-                }),
-            ));
-        } else {
-            let mut stopped = Event::new(
-                Level::INFO,
-                json!({
-                    "event": "supervisor_stopped", "task_id": task,
-                    "message": format!("the supervisor of task {} was stopped", quoted(task)),
-                }),
+            let reason = end.disconnect_reason.as_deref().unwrap_or("unknown reason");
+            let message = format!(
+                "the supervisor of task {t} ended ({reason}); call browser_connect to start a new one"
             );
-            stopped.logged = false;
-            events.push(stopped);
+            events.push(
+                Event::new(Level::ERROR, "supervisor_ended", task, message).with("reason", reason),
+            );
+        } else {
+            let message = format!("the supervisor of task {t} was stopped");
+            events.push(Event::new(Level::INFO, "supervisor_stopped", task, message).unlogged());
         }
         self.publish(task, &events);
         let mut watched = sync::lock(&self.watched);

@@ -110,18 +110,14 @@ impl Refusal {
 
     /// The error response to request `id`.
     pub(crate) fn answer(&self, id: &Id) -> Answer {
-        match &self.data {
-            Some(data) => Answer {
-                line: Some(rpc::error_with_data(
-                    Some(id),
-                    self.code,
-                    &self.message,
-                    data,
-                )),
-                error: Some(self.code),
-                ..Answer::default()
-            },
-            None => Answer::error(Some(id), self.code, self.message.clone()),
+        let line = match &self.data {
+            Some(data) => rpc::error_with_data(Some(id), self.code, &self.message, data),
+            None => rpc::error(Some(id), self.code, self.message.clone()),
+        };
+        Answer {
+            line: Some(line),
+            error: Some(self.code),
+            ..Answer::default()
         }
     }
 

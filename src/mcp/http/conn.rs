@@ -145,27 +145,14 @@ pub(super) fn serve(
             page_request(sh, &head, &mut conn, &out, keep_alive)
         } else {
             match route::head(sh, &head) {
-                Plan::ReadBody => match read_body(sh, &head, &mut conn, &out) {
-                    Ok(body) => carry_out(
-                        sh,
-                        route::post(sh, &head, &body),
-                        &mut conn,
-                        &out,
-                        keep_alive,
-                    ),
+                Plan::ReadBody => match read_body(sh, &head, &mut conn, &out, MAX_LINE) {
+                    Ok(body) => {
+                        let plan = route::post(sh, &head, &body);
+                        carry_out(sh, plan, &mut conn, &out, keep_alive)
+                    }
                     Err(e) => {
                         log::debug!("MCP over HTTP: {e}");
-                        let response = cannot_read(&e);
-                        carry_out(
-                            sh,
-                            Plan::Respond {
-                                response,
-                                close: true,
-                            },
-                            &mut conn,
-                            &out,
-                            keep_alive,
-                        )
+                        respond(&out, cannot_read(&e), true, keep_alive)
                     }
                 },
                 plan => carry_out(sh, plan, &mut conn, &out, keep_alive),
@@ -196,44 +183,23 @@ fn page_request(
     sh: &Shared,
     head: &RequestHead,
     conn: &mut Conn<Socket>,
-    out: &Arc<Out>,
+    out: &Out,
     keep_alive: bool,
 ) -> (bool, bool) {
     let response = match page::head(sh, head) {
         page::PagePlan::Respond(response) => {
-            let close = head.has_body();
-            return carry_out(sh, Plan::Respond { response, close }, conn, out, keep_alive);
+            return respond(out, response, head.has_body(), keep_alive);
         }
         page::PagePlan::Events => return events(sh, out),
-        page::PagePlan::ReadBody => {
-            let deadline = Deadline::after(sh.options.body_timeout);
-            let body = head.framing().and_then(|framing| {
-                if head.expects_continue() {
-                    out.send(&Response::empty(100).bytes(true));
-                }
-                conn.read_body(framing, page::BODY_MAX, &LIMITS, deadline)
-            });
-            match body {
-                Ok(body) => page::post(sh, head, &body),
-                Err(e) => {
-                    log::debug!("supervisor page: {e}");
-                    let response = cannot_read(&e);
-                    return carry_out(
-                        sh,
-                        Plan::Respond {
-                            response,
-                            close: true,
-                        },
-                        conn,
-                        out,
-                        keep_alive,
-                    );
-                }
+        page::PagePlan::ReadBody => match read_body(sh, head, conn, out, page::BODY_MAX) {
+            Ok(body) => page::post(sh, head, &body),
+            Err(e) => {
+                log::debug!("supervisor page: {e}");
+                return respond(out, cannot_read(&e), true, keep_alive);
             }
-        }
+        },
     };
-    let close = false;
-    carry_out(sh, Plan::Respond { response, close }, conn, out, keep_alive)
+    respond(out, response, false, keep_alive)
 }
 
 /// How long an open page's stream may be silent before a comment is written (which finds a
@@ -244,7 +210,7 @@ const EVENTS_KEEPALIVE: Duration = Duration::from_secs(20);
 /// stream's place (none free: 503): the hub's events for this viewer, each written within
 /// [`STREAM_WRITE_STALL`], until a write fails, the hub drops the viewer (it fell behind) or
 /// the server shuts down. The connection then closes.
-fn events(sh: &Shared, out: &Arc<Out>) -> (bool, bool) {
+fn events(sh: &Shared, out: &Out) -> (bool, bool) {
     if !sh.places.start_listening(out.id) {
         let busy = Response::typed(
             503,
@@ -259,15 +225,7 @@ fn events(sh: &Shared, out: &Arc<Out>) -> (bool, bool) {
         return (false, false);
     };
     let (queue, frames) = bounded(page::hub::VIEWER_QUEUE);
-    let head = http1::chunked_head(
-        "text/event-stream",
-        &[
-            ("Cache-Control", "no-cache, no-store".into()),
-            ("X-Accel-Buffering", "no".into()),
-        ],
-        false,
-    );
-    if !out.send_within(&head, STREAM_WRITE_STALL, Deadline::NEVER) {
+    if !out.send_within(&sse_head(false), STREAM_WRITE_STALL, Deadline::NEVER) {
         return (false, false);
     }
     sh.hub.join(page::hub::Viewer { queue, tcp });
@@ -284,20 +242,28 @@ fn events(sh: &Shared, out: &Arc<Out>) -> (bool, bool) {
     (false, false)
 }
 
-/// A POST's body, within the body timeout and [`MAX_LINE`] bytes (`100 Continue` first when the
-/// client waits for it).
+/// A POST's body, within the body timeout and `max` bytes (`100 Continue` first when the client
+/// waits for it).
 fn read_body(
     sh: &Shared,
     head: &RequestHead,
     conn: &mut Conn<Socket>,
     out: &Out,
+    max: usize,
 ) -> Result<Vec<u8>, HttpError> {
     let deadline = Deadline::after(sh.options.body_timeout);
     let framing = head.framing()?;
     if head.expects_continue() {
         out.send(&Response::empty(100).bytes(true));
     }
-    conn.read_body(framing, MAX_LINE, &LIMITS, deadline)
+    conn.read_body(framing, max, &LIMITS, deadline)
+}
+
+/// Writes `response`: whether the connection goes on, and whether a body may be left unread
+/// (`close`: the response ends the connection).
+fn respond(out: &Out, response: Response, close: bool, keep_alive: bool) -> (bool, bool) {
+    let keep = keep_alive && !close;
+    (out.send(&response.bytes(keep)) && keep, close)
 }
 
 /// Carries out `plan` (never [`Plan::ReadBody`]): whether the connection goes on, and whether
@@ -310,10 +276,7 @@ fn carry_out(
     keep_alive: bool,
 ) -> (bool, bool) {
     match plan {
-        Plan::Respond { response, close } => {
-            let keep = keep_alive && !close;
-            (out.send(&response.bytes(keep)) && keep, close)
-        }
+        Plan::Respond { response, close } => respond(out, response, close, keep_alive),
         Plan::ReadBody => (false, true),
         Plan::Serve { request, client } => {
             (answer(sh, request, &client, conn, out, keep_alive), false)
@@ -373,16 +336,7 @@ fn listen(
             ),
         )
         .with("Retry-After", "1");
-        return carry_out(
-            sh,
-            Plan::Respond {
-                response: busy,
-                close: false,
-            },
-            conn,
-            out,
-            keep_alive,
-        );
+        return respond(out, busy, false, keep_alive);
     }
     client.stream = Some(Arc::new(StreamSink {
         out: Arc::clone(out),

@@ -222,10 +222,10 @@ fn request(sh: &Shared, head: &Head, request: Request) -> Plan {
         // The handshake (with the 2026-07-28 envelope it is a removed method: `protocol`).
         return initialize(sh, request);
     }
+    let bad = |code: i64, message: &str| now(error(400, Some(&request.id), code, message));
     if request.stateless() || header_version.is_some_and(|v| MODERN_VERSIONS.contains(&v)) {
         if let Err(why) = mirrored_headers_match(head, &request) {
-            let message = format!("header mismatch: {why}");
-            return now(error(400, Some(&request.id), HEADER_MISMATCH, &message));
+            return bad(HEADER_MISMATCH, &format!("header mismatch: {why}"));
         }
         if !request.stateless() {
             // A 2026-07-28 header on a body without the envelope: not a request of any era.
@@ -234,19 +234,9 @@ fn request(sh: &Shared, head: &Head, request: Request) -> Plan {
                  params._meta[\"io.modelcontextprotocol/clientCapabilities\"]",
                 MODERN_VERSIONS[0]
             );
-            return now(error(
-                400,
-                Some(&request.id),
-                code::INVALID_PARAMS,
-                &message,
-            ));
+            return bad(code::INVALID_PARAMS, &message);
         }
-        let client = Client {
-            transport: Transport::Http,
-            channel: engine.channel(),
-            session: None,
-            stream: None,
-        };
+        let client = http_client(engine.channel(), None);
         if request.method == "subscriptions/listen" {
             return Plan::Listen { request, client };
         }
@@ -258,12 +248,7 @@ fn request(sh: &Shared, head: &Head, request: Request) -> Plan {
              requests with params._meta[\"{META_VERSION}\"] and the MCP-Protocol-Version header",
             LEGACY_VERSIONS[0], MODERN_VERSIONS[0]
         );
-        return now(error(
-            400,
-            Some(&request.id),
-            code::INVALID_REQUEST,
-            &message,
-        ));
+        return bad(code::INVALID_REQUEST, &message);
     };
     let Some((channel, legacy)) = sh.sessions.get(sid) else {
         return now(no_session(Some(&request.id)));
@@ -276,34 +261,30 @@ fn request(sh: &Shared, head: &Head, request: Request) -> Plan {
             "bad request: MCP-Protocol-Version {} is not this session's version ({version})",
             quoted(v)
         );
-        return now(error(
-            400,
-            Some(&request.id),
-            code::INVALID_REQUEST,
-            &message,
-        ));
+        return bad(code::INVALID_REQUEST, &message);
     }
     // No stream: this server keeps no standalone stream (GET is 405), and a session's
     // notifications/message would carry every task's events to every session.
-    let client = Client {
+    let client = http_client(channel, Some(legacy));
+    Plan::Serve { request, client }
+}
+
+/// A client over HTTP on `channel` (of its `session`, if it has one), without a stream (a
+/// listen stream's is set by `conn.rs`).
+fn http_client(channel: u64, session: Option<Arc<LegacySession>>) -> Client {
+    Client {
         transport: Transport::Http,
         channel,
-        session: Some(legacy),
+        session,
         stream: None,
-    };
-    Plan::Serve { request, client }
+    }
 }
 
 /// A legacy `initialize`: answered at once; a successful one starts a session.
 fn initialize(sh: &Shared, request: Request) -> Plan {
     let engine = &sh.mcp.engine;
     let legacy = Arc::new(LegacySession::default());
-    let client = Client {
-        transport: Transport::Http,
-        channel: engine.channel(),
-        session: Some(Arc::clone(&legacy)),
-        stream: None,
-    };
+    let client = http_client(engine.channel(), Some(Arc::clone(&legacy)));
     let line = engine.answer(&request, &client).line.unwrap_or_default();
     if legacy.version().is_none() {
         return now(Response::json(200, line));

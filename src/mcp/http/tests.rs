@@ -80,8 +80,9 @@ impl Client {
         }
     }
 
-    /// The next answer; `None` when the server closed the connection first.
-    fn read(&mut self) -> Option<Reply> {
+    /// The head of the next answer (status and headers), its body left unread; `None` when the
+    /// server closed the connection first.
+    fn try_head(&mut self) -> Option<(u16, HashMap<String, String>)> {
         let end = loop {
             if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                 break i;
@@ -94,17 +95,34 @@ impl Client {
         self.buf.drain(..end + 4);
         let mut lines = head.split("\r\n");
         let status = lines.next().unwrap()[9..12].parse().unwrap();
-        let headers: HashMap<String, String> = lines
+        let headers = lines
             .filter_map(|l| l.split_once(": "))
             .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
             .collect();
+        Some((status, headers))
+    }
+
+    /// The head of the next answer, its body left unread.
+    fn read_head(&mut self) -> (u16, HashMap<String, String>) {
+        self.try_head()
+            .expect("the connection closed before a head")
+    }
+
+    /// The body (of `Content-Length`) of the answer whose head was `headers`.
+    fn body(&mut self, headers: &HashMap<String, String>) -> String {
         let len: usize = headers
             .get("content-length")
             .map_or(0, |l| l.parse().unwrap());
         while self.buf.len() < len {
             assert!(self.fill(), "the body ended early");
         }
-        let body = String::from_utf8(self.buf.drain(..len).collect()).unwrap();
+        String::from_utf8(self.buf.drain(..len).collect()).unwrap()
+    }
+
+    /// The next answer; `None` when the server closed the connection first.
+    fn read(&mut self) -> Option<Reply> {
+        let (status, headers) = self.try_head()?;
+        let body = self.body(&headers);
         Some(Reply {
             status,
             headers,
@@ -133,6 +151,16 @@ fn start(config: Config, options: HttpOptions) -> HttpServer {
     HttpServer::start(config, options.with_addr("127.0.0.1:0")).expect("the server starts")
 }
 
+/// A server with the default configuration and `options`.
+fn serve(options: HttpOptions) -> HttpServer {
+    start(Config::default(), options)
+}
+
+/// A legacy `tools/list` request.
+fn tools_list(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})
+}
+
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
@@ -159,10 +187,19 @@ fn modern(id: u64, method: &str, params: Value) -> (Value, Vec<(&'static str, St
     )
 }
 
-fn post_modern(c: &mut Client, id: u64, method: &str, params: Value) -> Reply {
-    let (body, headers) = modern(id, method, params);
+/// Posts a 2026-07-28 request with `_meta` additions.
+fn send_modern(c: &mut Client, id: u64, method: &str, params: Value, meta: Value) {
+    let (mut body, headers) = modern(id, method, params);
+    for (k, v) in meta.as_object().unwrap() {
+        body["params"]["_meta"][k] = v.clone();
+    }
     let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    c.post(&h, &body)
+    c.send("POST", ENDPOINT, &h, &body.to_string());
+}
+
+fn post_modern(c: &mut Client, id: u64, method: &str, params: Value) -> Reply {
+    send_modern(c, id, method, params, json!({}));
+    c.read().expect("an answer")
 }
 
 fn tool(c: &mut Client, id: u64, name: &str, args: Value) -> Value {
@@ -174,6 +211,42 @@ fn tool(c: &mut Client, id: u64, name: &str, args: Value) -> Value {
     );
     assert_eq!(r.status, 200, "{r:?}");
     r.json()["result"]["structuredContent"].clone()
+}
+
+/// Connects a task on the fake through `c`; its id.
+fn connect_task(c: &mut Client) -> String {
+    tool(c, 1, "browser_connect", json!({}))["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A server (with `options`) whose tasks start on a fake browser of their own.
+fn on_fake(options: HttpOptions) -> (FakeBrowser, HttpServer) {
+    let fake = FakeBrowser::start().unwrap();
+    let server = start(
+        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
+        options,
+    );
+    (fake, server)
+}
+
+/// Waits until `done`, checking every `every`; fails with `what` once `within` has passed.
+fn eventually(within: Duration, every: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let by = crate::deadline::Deadline::after(within);
+    while !done() {
+        assert!(!by.passed(), "{what}");
+        std::thread::sleep(every);
+    }
+}
+
+/// A `subscriptions/listen` POST for `task`'s resource on a fresh connection, its answer unread.
+fn open_listen(server: &HttpServer, id: u64, task: &str) -> Client {
+    let mut l = Client::new(server);
+    let uri = format!("cdp-supervisor://tasks/{task}");
+    let params = json!({"notifications": {"resourceSubscriptions": [uri]}});
+    send_modern(&mut l, id, "subscriptions/listen", params, json!({}));
+    l
 }
 
 #[test]
@@ -224,7 +297,7 @@ fn host_origin_and_token_rules_hold_before_anything_else() {
 
 #[test]
 fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
-    let server = start(Config::default(), HttpOptions::default());
+    let server = serve(HttpOptions::default());
     let mut c = Client::new(&server);
     let init = c.post(&[], &initialize());
     let session = init.header("mcp-session-id").unwrap().to_string();
@@ -238,10 +311,7 @@ fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
         202
     );
     for id in 2..12 {
-        let r = c.post(
-            &s,
-            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}),
-        );
+        let r = c.post(&s, &tools_list(id));
         assert_eq!(r.status, 200);
         assert_eq!(r.json()["id"], id);
         assert_eq!(r.json()["result"]["tools"].as_array().unwrap().len(), 7);
@@ -252,15 +322,9 @@ fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
     c.send("GET", "/nothing-here", &[], "");
     assert_eq!(c.read().unwrap().status, 404);
     // A request of a session that ended, or none at all.
-    let r = c.post(
-        &[("Mcp-Session-Id", "0000")],
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
-    );
+    let r = c.post(&[("Mcp-Session-Id", "0000")], &tools_list(3));
     assert_eq!(r.status, 404, "{r:?}");
-    let r = c.post(
-        &[],
-        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
-    );
+    let r = c.post(&[], &tools_list(3));
     assert_eq!(r.status, 400, "{r:?}");
     assert!(r.body.contains("initialize"), "{r:?}");
     let r = c.post(
@@ -279,10 +343,7 @@ fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
     );
     c.send("DELETE", ENDPOINT, &s, "");
     assert_eq!(c.read().unwrap().status, 200);
-    let r = c.post(
-        &s,
-        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
-    );
+    let r = c.post(&s, &tools_list(4));
     assert_eq!(r.status, 404, "the session ended: {r:?}");
 
     // A body of another type is refused, and the connection closes (its body is unread).
@@ -302,8 +363,7 @@ fn one_connection_serves_many_requests_and_bad_ones_get_the_right_status() {
 
 #[test]
 fn trickling_and_oversized_requests_are_cut_off() {
-    let server = start(
-        Config::default(),
+    let server = serve(
         HttpOptions::default()
             .with_header_timeout(Duration::from_millis(300))
             .with_body_timeout(Duration::from_millis(300)),
@@ -332,7 +392,7 @@ fn trickling_and_oversized_requests_are_cut_off() {
 
 #[test]
 fn a_stateless_request_must_mirror_its_body_in_its_headers() {
-    let server = start(Config::default(), HttpOptions::default());
+    let server = serve(HttpOptions::default());
     let mut c = Client::new(&server);
     let (body, _) = modern(5, "tools/list", json!({}));
     let cases: [(&[(&str, &str)], &str); 4] = [
@@ -405,20 +465,11 @@ fn a_stateless_request_must_mirror_its_body_in_its_headers() {
 
 #[test]
 fn clients_that_name_no_task_get_fresh_tasks_of_their_own() {
-    let fake = FakeBrowser::start().unwrap();
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default(),
-    );
+    let (_fake, server) = on_fake(HttpOptions::default());
     let (mut a, mut b) = (Client::new(&server), Client::new(&server));
-    let ta = tool(&mut a, 1, "browser_connect", json!({}));
-    let tb = tool(&mut b, 1, "browser_connect", json!({}));
-    let (ta, tb) = (
-        ta["task_id"].as_str().unwrap(),
-        tb["task_id"].as_str().unwrap(),
-    );
+    let (ta, tb) = (connect_task(&mut a), connect_task(&mut b));
     assert_ne!(ta, tb);
-    for t in [ta, tb] {
+    for t in [&ta, &tb] {
         assert!(t.starts_with("task-") && t.len() == 37, "{t}");
         assert!(server.mcp().registry().get(t).is_some());
     }
@@ -450,48 +501,33 @@ fn clients_that_name_no_task_get_fresh_tasks_of_their_own() {
     );
     let bye = tool(&mut b, 3, "browser_disconnect", json!({"task_id": tb}));
     assert_eq!(bye["stopped"], true, "{bye}");
-    assert!(server.mcp().registry().get(ta).is_some(), "a's task is a's");
+    assert!(
+        server.mcp().registry().get(&ta).is_some(),
+        "a's task is a's"
+    );
 }
 
 #[test]
 fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
-    let fake = FakeBrowser::start().unwrap();
+    let (fake, server) = on_fake(HttpOptions::default());
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default(),
-    );
     let engine = &server.mcp().engine;
     let mut c = Client::new(&server);
-    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task = connect_task(&mut c);
     let hang = json!({"name": "browser_cdp", "arguments": {
         "task_id": task, "method": "Runtime.evaluate", "params": {"expression": "1"}, "timeout_s": 60}});
-    let (body, headers) = modern(2, "tools/call", hang.clone());
-    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    c.send("POST", ENDPOINT, &h, &body.to_string());
-    let running = crate::deadline::Deadline::after(WAIT);
-    while engine.calls_in_flight() != 1 {
-        assert!(!running.passed(), "the call never started");
-        std::thread::yield_now();
-    }
+    let started = || engine.calls_in_flight() == 1;
+    let tick = Duration::from_millis(1);
+    send_modern(&mut c, 2, "tools/call", hang.clone(), json!({}));
+    eventually(WAIT, tick, "the call never started", started);
     drop(c);
-    let cancelled = crate::deadline::Deadline::after(Duration::from_secs(2));
-    while engine.calls_in_flight() != 0 {
-        assert!(!cancelled.passed(), "the call outlived its client");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (within, what) = (Duration::from_secs(2), "the call outlived its client");
+    eventually(within, tick, what, || engine.calls_in_flight() == 0);
 
     // Another call in flight, then shutdown: no answer, the connection closes.
     let mut c = Client::new(&server);
-    c.send("POST", ENDPOINT, &h, &body.to_string());
-    let running = crate::deadline::Deadline::after(WAIT);
-    while engine.calls_in_flight() != 1 {
-        assert!(!running.passed(), "the call never started");
-        std::thread::yield_now();
-    }
+    send_modern(&mut c, 2, "tools/call", hang, json!({}));
+    eventually(WAIT, tick, "the call never started", started);
     let t = Instant::now();
     server.shutdown();
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
@@ -508,10 +544,7 @@ fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
 
 #[test]
 fn connections_past_the_limit_are_answered_503() {
-    let server = start(
-        Config::default(),
-        HttpOptions::default().with_max_connections(2),
-    );
+    let server = serve(HttpOptions::default().with_max_connections(2));
     let mut held: Vec<Client> = (0..2).map(|_| Client::new(&server)).collect();
     for c in &mut held {
         assert_eq!(c.post(&[], &initialize()).status, 200);
@@ -526,16 +559,12 @@ fn connections_past_the_limit_are_answered_503() {
     );
     assert!(third.closed());
     drop(held);
-    let again = crate::deadline::Deadline::after(WAIT);
-    loop {
+    let tick = Duration::from_millis(10);
+    eventually(WAIT, tick, "the places never came back", || {
         let mut c = Client::new(&server);
         c.send("POST", ENDPOINT, &[], &initialize().to_string());
-        if c.read().is_some_and(|r| r.status == 200) {
-            break;
-        }
-        assert!(!again.passed(), "the places never came back");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        c.read().is_some_and(|r| r.status == 200)
+    });
 }
 
 #[test]
@@ -555,56 +584,27 @@ fn addresses_default_to_loopback_and_port_8737() {
 
 #[test]
 fn a_public_address_without_a_token_refuses_to_start() {
-    let e = HttpServer::start(
-        Config::default(),
-        HttpOptions::default().with_addr("0.0.0.0:0"),
-    )
-    .unwrap_err();
-    let t = e.to_string();
+    let start_at = |addr: &str, token: Option<&str>| {
+        let options = HttpOptions::default().with_addr(addr);
+        HttpServer::start(
+            Config::default(),
+            options.with_token(token.map(String::from)),
+        )
+    };
+    let t = start_at("0.0.0.0:0", None).unwrap_err().to_string();
     assert!(
         t.contains("without a token") && t.contains(TOKEN_ENV),
         "{t}"
     );
-    let e = HttpServer::start(
-        Config::default(),
-        HttpOptions::default()
-            .with_addr("127.0.0.1:0")
-            .with_token(Some(String::new())),
-    )
-    .unwrap_err();
+    let e = start_at("127.0.0.1:0", Some("")).unwrap_err();
     assert!(e.to_string().contains("empty"), "{e}");
     // With a token it starts, and Debug never shows the token.
-    let server = HttpServer::start(
-        Config::default(),
-        HttpOptions::default()
-            .with_addr("0.0.0.0:0")
-            .with_token(Some("tok-123".into())),
-    )
-    .expect("a token allows a public address");
+    let server = start_at("0.0.0.0:0", Some("tok-123")).expect("a token allows a public address");
     assert!(!format!("{server:?}").contains("tok-123"));
     server.shutdown();
 }
 
 impl Client {
-    /// The head of the next answer (status and headers), its body left unread.
-    fn read_head(&mut self) -> (u16, HashMap<String, String>) {
-        let end = loop {
-            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i;
-            }
-            assert!(self.fill(), "the connection closed before a head");
-        };
-        let head = String::from_utf8(self.buf[..end].to_vec()).unwrap();
-        self.buf.drain(..end + 4);
-        let mut lines = head.split("\r\n");
-        let status = lines.next().unwrap()[9..12].parse().unwrap();
-        let headers = lines
-            .filter_map(|l| l.split_once(": "))
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
-            .collect();
-        (status, headers)
-    }
-
     /// The next event of a chunked SSE body, as JSON; `None` at its last chunk.
     fn next_event(&mut self) -> Option<Value> {
         let line_end = loop {
@@ -634,29 +634,12 @@ impl Client {
     }
 }
 
-/// Posts a 2026-07-28 request with `_meta` additions.
-fn send_modern(c: &mut Client, id: u64, method: &str, params: Value, meta: Value) {
-    let (mut body, headers) = modern(id, method, params);
-    for (k, v) in meta.as_object().unwrap() {
-        body["params"]["_meta"][k] = v.clone();
-    }
-    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
-    c.send("POST", ENDPOINT, &h, &body.to_string());
-}
-
 #[test]
 fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
-    let fake = FakeBrowser::start().unwrap();
+    let (fake, server) = on_fake(HttpOptions::default());
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default(),
-    );
     let mut c = Client::new(&server);
-    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task = connect_task(&mut c);
     // Without the opt-in: one JSON body, even when a dialog opens during the call.
     for (id, meta) in [
         (2, json!({})),
@@ -677,12 +660,7 @@ fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
         assert_eq!(status, 200);
         let events: Vec<Value> = if meta.as_object().unwrap().is_empty() {
             assert_eq!(headers["content-type"], "application/json", "{headers:?}");
-            let len: usize = headers["content-length"].parse().unwrap();
-            while c.buf.len() < len {
-                assert!(c.fill());
-            }
-            let body: Vec<u8> = c.buf.drain(..len).collect();
-            vec![serde_json::from_slice(&body).unwrap()]
+            vec![serde_json::from_str(&c.body(&headers)).unwrap()]
         } else {
             assert_eq!(headers["content-type"], "text/event-stream", "{headers:?}");
             std::iter::from_fn(|| c.next_event()).collect()
@@ -709,27 +687,12 @@ fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
 
 #[test]
 fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_server_ends_it() {
-    let fake = FakeBrowser::start().unwrap();
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default(),
-    );
+    let (fake, server) = on_fake(HttpOptions::default());
     let mut c = Client::new(&server);
-    let task = tool(&mut c, 1, "browser_connect", json!({}))["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task = connect_task(&mut c);
     let uri = format!("cdp-supervisor://tasks/{task}");
-    let listen = json!({"notifications": {"resourceSubscriptions": [uri]}});
     let open = |id: u64| {
-        let mut l = Client::new(&server);
-        send_modern(
-            &mut l,
-            id,
-            "subscriptions/listen",
-            listen.clone(),
-            json!({}),
-        );
+        let mut l = open_listen(&server, id, &task);
         let (status, headers) = l.read_head();
         assert_eq!(
             (status, headers["content-type"].as_str()),
@@ -757,15 +720,8 @@ fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_serve
     // The client leaves: its stream is dropped (no writes to a closed socket pile up).
     drop(l);
     let engine = &server.mcp().engine;
-    let gone = crate::deadline::Deadline::after(WAIT);
-    while engine.streams_open() != 0 {
-        assert!(
-            !gone.passed(),
-            "the stream outlived its client: {} open",
-            engine.streams_open()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let (tick, what) = (Duration::from_millis(5), "the stream outlived its client");
+    eventually(WAIT, tick, what, || engine.streams_open() == 0);
     // Shutdown ends an open stream with its response and the last chunk.
     let mut l = open(8);
     server.shutdown();
@@ -810,14 +766,6 @@ fn closes_within(stream: &mut TcpStream, within: Duration) -> bool {
     }
 }
 
-/// Connects a task on the fake through `c`; its id.
-fn connect_task(c: &mut Client) -> String {
-    tool(c, 1, "browser_connect", json!({}))["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// A `browser_cdp` call (it runs on a worker) as a 2026-07-28 POST, with `extra` headers, in
 /// HTTP/1.`minor`.
 fn worker_call(c: &mut Client, task: &str, id: u64, minor: u8, extra: &[(&str, &str)]) {
@@ -848,11 +796,7 @@ fn worker_call(c: &mut Client, task: &str, id: u64, minor: u8, extra: &[(&str, &
 
 #[test]
 fn an_answer_that_says_close_closes_the_connection_right_after_it() {
-    let fake = FakeBrowser::start().unwrap();
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default(),
-    );
+    let (_fake, server) = on_fake(HttpOptions::default());
     let task = connect_task(&mut Client::new(&server));
     for round in 0..5 {
         // Connection: close on HTTP/1.1, and HTTP/1.0 without keep-alive: a worker writes the
@@ -882,7 +826,7 @@ fn status_of(server: &HttpServer, raw: &[u8]) -> Option<u16> {
 
 #[test]
 fn lenient_framing_and_ambiguous_heads_are_refused_with_400() {
-    let server = start(Config::default(), HttpOptions::default());
+    let server = serve(HttpOptions::default());
     let port = server.local_addr().port();
     let host = format!("127.0.0.1:{port}");
     let init = initialize().to_string();
@@ -892,17 +836,19 @@ fn lenient_framing_and_ambiguous_heads_are_refused_with_400() {
         format!("POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n{headers}\r\n{body}")
             .into_bytes()
     };
+    let h = format!("Host: {host}\r\n");
+    let with_length = |headers: &str| post(&format!("{headers}Content-Length: {n}\r\n"), &init);
+    let chunked_with = |headers: &str, size: String| {
+        post(
+            &format!("{headers}Transfer-Encoding: chunked\r\n"),
+            &chunked(&size),
+        )
+    };
     // The well-formed forms are served, so each refusal below is the one flaw's.
     for ok in [
-        post(&format!("Host: {host}\r\nContent-Length: {n}\r\n"), &init),
-        post(
-            &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
-            &chunked(&format!("{n:x}")),
-        ),
-        post(
-            &format!("Host: {host}\r\nOrigin: http://{host}\r\nContent-Length: {n}\r\n"),
-            &init,
-        ),
+        with_length(&h),
+        chunked_with(&h, format!("{n:x}")),
+        with_length(&format!("{h}Origin: http://{host}\r\n")),
     ] {
         assert_eq!(
             status_of(&server, &ok),
@@ -911,75 +857,49 @@ fn lenient_framing_and_ambiguous_heads_are_refused_with_400() {
             String::from_utf8_lossy(&ok)
         );
     }
-    let mut te_not_utf8 = format!("Host: {host}\r\nTransfer-Encoding: ").into_bytes();
-    te_not_utf8.extend_from_slice(b"\xffchunked");
-    te_not_utf8.extend_from_slice(format!("\r\nContent-Length: {n}\r\n").as_bytes());
-    let mut te_not_utf8_req = b"POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n".to_vec();
-    te_not_utf8_req.extend_from_slice(&te_not_utf8);
-    te_not_utf8_req.extend_from_slice(b"\r\n");
-    te_not_utf8_req.extend_from_slice(init.as_bytes());
+    // A Transfer-Encoding that is not UTF-8: the byte 0xff where \u{1} is written.
+    let te_not_utf8 = with_length(&format!("{h}Transfer-Encoding: \u{1}chunked\r\n"))
+        .into_iter()
+        .map(|b| if b == 1 { 0xff } else { b })
+        .collect();
     let cases: Vec<(&str, Vec<u8>)> = vec![
         (
             "two Host lines, ours first",
-            post(
-                &format!("Host: {host}\r\nHost: evil.example\r\nContent-Length: {n}\r\n"),
-                &init,
-            ),
+            with_length(&format!("{h}Host: evil.example\r\n")),
         ),
         (
             "two Origin lines, ours first",
-            post(
-                &format!(
-                    "Host: {host}\r\nOrigin: http://{host}\r\nOrigin: http://evil.example\r\n\
-                     Content-Length: {n}\r\n"
-                ),
-                &init,
-            ),
+            with_length(&format!(
+                "{h}Origin: http://{host}\r\nOrigin: http://evil.example\r\n"
+            )),
         ),
         (
             "Transfer-Encoding chunked, then a second line gzip",
             post(
-                &format!(
-                    "Host: {host}\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n"
-                ),
+                &format!("{h}Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n"),
                 &chunked(&format!("{n:x}")),
             ),
         ),
         (
             "a Transfer-Encoding that is not UTF-8, beside Content-Length",
-            te_not_utf8_req,
+            te_not_utf8,
         ),
         (
             "Content-Length: +N",
-            post(&format!("Host: {host}\r\nContent-Length: +{n}\r\n"), &init),
+            post(&format!("{h}Content-Length: +{n}\r\n"), &init),
         ),
-        (
-            "chunk size +N",
-            post(
-                &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
-                &chunked(&format!("+{n:x}")),
-            ),
-        ),
+        ("chunk size +N", chunked_with(&h, format!("+{n:x}"))),
         (
             "chunk size with a space before it",
-            post(
-                &format!("Host: {host}\r\nTransfer-Encoding: chunked\r\n"),
-                &chunked(&format!(" {n:x}")),
-            ),
+            chunked_with(&h, format!(" {n:x}")),
         ),
         (
             "Host port +P",
-            post(
-                &format!("Host: 127.0.0.1:+{port}\r\nContent-Length: {n}\r\n"),
-                &init,
-            ),
+            with_length(&format!("Host: 127.0.0.1:+{port}\r\n")),
         ),
         (
             "Host port 0P",
-            post(
-                &format!("Host: 127.0.0.1:0{port}\r\nContent-Length: {n}\r\n"),
-                &init,
-            ),
+            with_length(&format!("Host: 127.0.0.1:0{port}\r\n")),
         ),
     ];
     for (what, raw) in cases {
@@ -989,14 +909,14 @@ fn lenient_framing_and_ambiguous_heads_are_refused_with_400() {
 
 #[test]
 fn a_flood_of_initialize_requests_does_not_end_sessions_in_use() {
-    let server = start(Config::default(), HttpOptions::default());
+    let server = serve(HttpOptions::default());
     let mut a = Client::new(&server);
     let session = a
         .post(&[], &initialize())
         .header("mcp-session-id")
         .unwrap()
         .to_string();
-    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let list = tools_list(2);
     assert_eq!(a.post(&[("Mcp-Session-Id", &session)], &list).status, 200);
     // One client opens more sessions than the server keeps.
     let mut flood = Client::new(&server);
@@ -1070,8 +990,7 @@ fn silent_clients(
 fn connections_that_send_no_head_cannot_keep_an_authenticated_client_out() {
     // Issue 28's attack: 64 connections (as many as the server's places) that send nothing, or
     // the start of a head, each opened again as soon as the server closes it.
-    let server = start(
-        Config::default(),
+    let server = serve(
         HttpOptions::default()
             .with_token(Some("tok-6".into()))
             .with_header_timeout(Duration::from_millis(500)),
@@ -1098,10 +1017,7 @@ fn connections_that_send_no_head_cannot_keep_an_authenticated_client_out() {
 
 #[test]
 fn past_the_new_connection_cap_the_oldest_silent_one_is_closed_for_a_new_one() {
-    let server = start(
-        Config::default(),
-        HttpOptions::default().with_max_new_connections(2),
-    );
+    let server = serve(HttpOptions::default().with_max_new_connections(2));
     let mut first = Client::new(&server);
     let mut second = Client::new(&server);
     // A partial head: not the first to go while one that sent nothing is there.
@@ -1125,20 +1041,14 @@ fn past_the_new_connection_cap_the_oldest_silent_one_is_closed_for_a_new_one() {
 
 #[test]
 fn a_connection_that_sends_nothing_is_closed_at_the_head_deadline() {
-    let server = start(
-        Config::default(),
-        HttpOptions::default().with_header_timeout(Duration::from_millis(500)),
-    );
+    let server = serve(HttpOptions::default().with_header_timeout(Duration::from_millis(500)));
     let mut c = Client::new(&server);
     assert!(closes_within(&mut c.stream, Duration::from_secs(3)));
 }
 
 #[test]
 fn a_refusal_past_the_limit_is_a_readable_503_not_a_reset() {
-    let server = start(
-        Config::default(),
-        HttpOptions::default().with_max_connections(1),
-    );
+    let server = serve(HttpOptions::default().with_max_connections(1));
     let mut held = Client::new(&server);
     assert_eq!(held.post(&[], &initialize()).status, 200);
     // A request with a body large enough that the client is still sending when refused.
@@ -1174,24 +1084,11 @@ fn a_refusal_past_the_limit_is_a_readable_503_not_a_reset() {
 
 #[test]
 fn listen_streams_that_never_read_cannot_keep_an_authenticated_client_out() {
-    let fake = FakeBrowser::start().unwrap();
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default().with_max_connections(4),
-    );
+    let (_fake, server) = on_fake(HttpOptions::default().with_max_connections(4));
     let task = connect_task(&mut Client::new(&server));
-    let listen = json!({"notifications": {"resourceSubscriptions": [
-        format!("cdp-supervisor://tasks/{task}")]}});
     let streams: Vec<Client> = (0..4)
         .map(|i| {
-            let mut l = Client::new(&server);
-            send_modern(
-                &mut l,
-                100 + i,
-                "subscriptions/listen",
-                listen.clone(),
-                json!({}),
-            );
+            let mut l = open_listen(&server, 100 + i, &task);
             assert_eq!(l.read_head().0, 200);
             l
         })
@@ -1206,16 +1103,9 @@ fn listen_streams_that_never_read_cannot_keep_an_authenticated_client_out() {
 
 #[test]
 fn a_listen_stream_that_stops_reading_is_dropped_at_its_write_deadline() {
-    let fake = FakeBrowser::start().unwrap();
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default(),
-    );
+    let (fake, server) = on_fake(HttpOptions::default());
     let task = connect_task(&mut Client::new(&server));
-    let mut l = Client::new(&server);
-    let listen = json!({"notifications": {"resourceSubscriptions": [
-        format!("cdp-supervisor://tasks/{task}")]}});
-    send_modern(&mut l, 7, "subscriptions/listen", listen, json!({}));
+    let mut l = open_listen(&server, 7, &task);
     assert_eq!(l.read_head().0, 200);
     // The client stops reading; the task's dialogs (16 KiB messages) fill the socket.
     let message = "m".repeat(16 * 1024);
@@ -1235,23 +1125,10 @@ fn a_listen_stream_that_stops_reading_is_dropped_at_its_write_deadline() {
 
 #[test]
 fn listen_streams_past_their_own_cap_are_refused_with_503_and_a_place_frees_when_one_ends() {
-    let fake = FakeBrowser::start().unwrap();
-    let server = start(
-        Config::default().with_cdp_url(fake.ws_url()).unwrap(),
-        HttpOptions::default().with_max_listen_streams(2),
-    );
+    let (_fake, server) = on_fake(HttpOptions::default().with_max_listen_streams(2));
     let task = connect_task(&mut Client::new(&server));
-    let listen = json!({"notifications": {"resourceSubscriptions": [
-        format!("cdp-supervisor://tasks/{task}")]}});
     let open = |id: u64| {
-        let mut l = Client::new(&server);
-        send_modern(
-            &mut l,
-            id,
-            "subscriptions/listen",
-            listen.clone(),
-            json!({}),
-        );
+        let mut l = open_listen(&server, id, &task);
         let (status, headers) = l.read_head();
         (l, status, headers)
     };
@@ -1267,15 +1144,11 @@ fn listen_streams_past_their_own_cap_are_refused_with_503_and_a_place_frees_when
     let r = post_modern(&mut Client::new(&server), 4, "tools/list", json!({}));
     assert_eq!(r.status, 200, "{r:?}");
     drop(first);
-    let again = crate::deadline::Deadline::after(WAIT);
-    loop {
-        let (_l, status, _) = open(5);
-        if status == 200 {
-            break;
-        }
-        assert!(!again.passed(), "the ended stream's place never came back");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (tick, what) = (
+        Duration::from_millis(20),
+        "the ended stream's place never came back",
+    );
+    eventually(WAIT, tick, what, || open(5).1 == 200);
 }
 
 #[test]
@@ -1284,22 +1157,17 @@ fn the_mcp_section_of_the_configuration_sets_the_http_limits() {
         "[mcp]\nhttp_head_timeout_s = 2\nhttp_max_new_connections = 7\nhttp_max_listen_streams = 3",
     )
     .unwrap();
-    let o = HttpOptions::from_config(&config);
-    assert_eq!(
+    let limits = |o: HttpOptions| {
         (
             o.header_timeout,
             o.max_new_connections,
-            o.max_listen_streams
-        ),
-        (Duration::from_secs(2), 7, 3)
-    );
-    let d = HttpOptions::default();
+            o.max_listen_streams,
+        )
+    };
+    let o = HttpOptions::from_config(&config);
+    assert_eq!(limits(o), (Duration::from_secs(2), 7, 3));
     assert_eq!(
-        (
-            d.header_timeout,
-            d.max_new_connections,
-            d.max_listen_streams
-        ),
+        limits(HttpOptions::default()),
         (Duration::from_secs(5), 128, 16),
         "the defaults are config/default.toml's"
     );

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use cdp_supervisor::{FrameEntry, FrameRecord, FrameTree};
+use cdp_supervisor::{FrameEntry, FrameTree};
 
 use super::{opt, s, tuple};
 use crate::convert::to_py;
@@ -38,7 +38,7 @@ pub struct PyFrameEntry {
 }
 
 impl PyFrameEntry {
-    fn new(py: Python<'_>, f: &FrameEntry) -> PyFrameEntry {
+    pub(super) fn new(py: Python<'_>, f: &FrameEntry) -> PyFrameEntry {
         PyFrameEntry {
             frame_id: s(py, &f.frame_id),
             url: s(py, &f.url),
@@ -49,34 +49,6 @@ impl PyFrameEntry {
             name: opt(py, f.name.as_deref()),
             crashed: f.crashed,
             json: f.to_json(),
-        }
-    }
-
-    /// A frame of the full map, in the same shape as a `frame_tree` entry.
-    pub(super) fn from_record(py: Python<'_>, r: &FrameRecord) -> PyFrameEntry {
-        let name = r.name.as_deref().filter(|n| !n.is_empty());
-        let mut json = json!({
-            "frame_id": r.frame_id, "url": r.url, "origin": r.origin, "is_oopif": r.is_oopif,
-        });
-        if let Some(p) = &r.parent_frame_id {
-            json["parent_frame_id"] = json!(p);
-        }
-        if let Some(n) = name {
-            json["name"] = json!(n);
-        }
-        if r.crashed {
-            json["crashed"] = json!(true);
-        }
-        PyFrameEntry {
-            frame_id: s(py, &r.frame_id),
-            url: s(py, &r.url),
-            origin: s(py, &r.origin),
-            is_oopif: r.is_oopif,
-            session_id: opt(py, r.session_id.as_deref()),
-            parent_frame_id: opt(py, r.parent_frame_id.as_deref()),
-            name: opt(py, name),
-            crashed: r.crashed,
-            json,
         }
     }
 }
