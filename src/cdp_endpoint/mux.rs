@@ -44,7 +44,7 @@ use log::debug;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::value::RawValue;
 
-use super::outlet::{Outlet, Pushed};
+use super::outlet::{Out, Outlet, Pushed};
 use super::wire::{
     ClientCommand, Envelope, SessionParams, client_wording, decode, error_reply, error_reply_on,
 };
@@ -61,17 +61,6 @@ mod wait;
 
 /// How long writing one client command upstream may take.
 const WRITE_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// What a client's writer sends.
-#[derive(Debug)]
-pub(super) enum Out {
-    /// A text message.
-    Text(String),
-    /// A pong with this payload.
-    Pong(Vec<u8>),
-    /// A close frame, then the end.
-    Close(u16, String),
-}
 
 /// A client as the mux knows it.
 #[derive(Debug)]

@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 use log::{debug, warn};
 
 use super::frame;
-use super::mux::Out;
 use crate::deadline::Deadline;
 use crate::transport::{Mode, Socket, WRITE_TIMEOUT};
 
@@ -60,6 +59,17 @@ enum Life {
     Ended,
     /// Disconnected as too slow (or its socket failed): nothing more is written.
     Cut,
+}
+
+/// What a client's writer sends.
+#[derive(Debug)]
+pub(super) enum Out {
+    /// A text message.
+    Text(String),
+    /// A pong with this payload.
+    Pong(Vec<u8>),
+    /// A close frame, then the end.
+    Close(u16, String),
 }
 
 /// What [`Outlet::push`] did.
