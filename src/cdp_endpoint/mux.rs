@@ -34,7 +34,7 @@
 //! # Slow clients
 //!
 //! The reader hands each client its messages without waiting: appended to its
-//! [`Outlet`](super::outlet::Outlet), written once per batch read ([`Tap::batch_done`]) with a
+//! [`Outlet`], written once per batch read ([`Tap::batch_done`](crate::tap::Tap::batch_done)) with a
 //! write that never waits, the rest by the client's writer thread. A client too slow past the
 //! outlet's bounds (in bytes and time) is disconnected (logged), never waited for.
 

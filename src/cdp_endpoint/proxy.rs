@@ -300,7 +300,7 @@ impl CdpProxy {
     }
 
     /// Refuses new clients, closes every client with 1001 (`the proxy closed`), stops their
-    /// tasks, and waits (at most [`CLOSE_WAIT`]) until each task has stopped and been reported.
+    /// tasks, and waits (at most 5 s, `CLOSE_WAIT`) until each task has stopped and been reported.
     /// Idempotent.
     pub fn close(&self) {
         let p = &self.proxy;

@@ -13,7 +13,7 @@
 //!   across a wait.
 //! * **Writers** (caller threads, the watchdog, the reader's own automatic commands) take the same
 //!   lock only to write one frame ([`Transport::send_text_until`]), bounded by the caller's
-//!   deadline and by [`WRITE_TIMEOUT`](socket::WRITE_TIMEOUT) without progress: a peer that stops
+//!   deadline and by [`WRITE_TIMEOUT`] without progress: a peer that stops
 //!   reading cannot wedge a
 //!   writer past its call's deadline, nor anyone forever.
 //! * The socket itself never changes mode: it stays blocking (so `peek` blocks), and every other
