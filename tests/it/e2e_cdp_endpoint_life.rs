@@ -529,3 +529,72 @@ fn puppeteer_goes_on_through_a_reconnect_of_the_tasks_connection() {
         .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
     reg.stop("lf-pptr");
 }
+
+/// Issue 30 point 5 through a reconnect, on Chromium: a page a client created
+/// (`Target.createTarget`) is followed by the task; after the task's connection is cut and made
+/// again (the browser did not restart, so the page is still there) it is followed again: a
+/// dialog it raises then is caught, pending in the task's snapshot with the page's target, and
+/// answered by the supervisor.
+#[test]
+fn a_dialog_in_a_page_a_client_created_is_caught_after_a_reconnect() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let browser = Browser::launch().expect("launch Chromium");
+    let (proxy, url) = CutProxy::in_front_of(&browser.ws_url);
+    let server = HttpServer::start(|req| match req.path.as_str() {
+        "/mine" => Response::html("<!doctype html><title>mine</title><p>created</p>"),
+        _ => Response::not_found(),
+    });
+    let mine = server.url("127.0.0.1", "/mine");
+    let config = Config::default().with_reconnect_backoff(Duration::from_millis(100));
+    let reg = SupervisorRegistry::new(config);
+    let sup = reg
+        .start(
+            StartRequest::new("lf-mine", &url)
+                .with_options(StartOptions::default().with_new_page(true)),
+        )
+        .expect("start");
+    let ep = reg.cdp_endpoint("lf-mine").expect("the endpoint");
+    let mut a = RawCdp::connect(&ep.ws_url).expect("a client");
+    let created = a
+        .call("Target.createTarget", json!({ "url": mine }), None, T)
+        .expect("createTarget")["targetId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let follows = |s: &cdp_supervisor::Snapshot| s.pages.iter().any(|p| p.target_id == created);
+    sup.wait_for(T, follows).expect("the task follows the page");
+
+    proxy.cut(0);
+    sup.wait_for(T, |s| s.state != SupervisorState::Active)
+        .expect("the cut is seen");
+    let t = Instant::now();
+    let s = sup
+        .wait_for(T, |s| s.state == SupervisorState::Active && follows(s))
+        .expect("followed again once the task is back");
+    let again_in = t.elapsed();
+    let page = s.pages.iter().find(|p| p.target_id == created).unwrap();
+    assert_eq!(page.url, mine);
+
+    // The client attaches again and makes the page alert: the task catches it.
+    let sa = common::wait_until(T, || a.attach(&created).ok()).expect("the client attaches");
+    let expr = "setTimeout(() => alert('in the page I made'), 0); 1";
+    assert_eq!(eval(&mut a, &sa, expr).unwrap(), json!(1));
+    let dialog = sup.wait_for_dialog(T).expect("the dialog is caught");
+    assert_eq!(dialog.message, "in the page I made");
+    assert_eq!(dialog.target_id, created);
+    sup.respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, None)
+        .expect("the supervisor answers it");
+    assert_eq!(eval(&mut a, &sa, "document.title").unwrap(), json!("mine"));
+    let recent = sup.snapshot().recent_dialogs.clone();
+    assert!(
+        recent
+            .iter()
+            .any(|d| d.dialog.message == "in the page I made"),
+        "listed among the recent dialogs: {recent:?}"
+    );
+    eprintln!("the page a client created was followed again {again_in:?} after the task was back");
+    reg.stop("lf-mine");
+}
