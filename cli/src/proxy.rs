@@ -20,8 +20,9 @@ fn emit(line: &Value) {
     let _ = out.flush();
 }
 
-/// Serves until a signal, whose handler runs `cleanup`: the clients are closed with 1001, their
-/// tasks stopped (each reported), then the launched browser ended.
+/// Serves until a signal, whose handler runs `cleanup`: the clients are closed with 1001 ("the
+/// proxy is shutting down"), their tasks stopped (each reported), then the launched browser
+/// ended.
 pub fn run(
     mut config: Config,
     cdp_url: Option<String>,
@@ -42,7 +43,9 @@ pub fn run(
         .map_err(|e| e.to_string())?;
     let ep = proxy.endpoint().clone();
     let (done, ended) = bounded::<()>(0);
-    cleanup.on_cleanup(move || {
+    // Before the registry stops the tasks: the clients hear that the proxy is shutting down, not
+    // that their task stopped.
+    cleanup.on_cleanup_first(move || {
         proxy.close();
         drop(done);
     });

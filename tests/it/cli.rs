@@ -769,7 +769,8 @@ fn proxy_event(p: &Proc, event: &str, timeout: Duration) -> Value {
 /// Issue 30 point 1: `proxy --http` launches Chromium, says where it listens, makes a task of
 /// each client on a page of its own (its dialogs reported, a client's answer `closed_by:
 /// client`), stops it when the client leaves, serves the supervisor page, and on SIGTERM closes
-/// its clients with 1001 and ends the Chromium it launched.
+/// its clients with 1001 ("the proxy is shutting down", said before their tasks stop) and ends
+/// the Chromium it launched.
 #[test]
 fn proxy_makes_a_task_of_each_client_and_stops_cleanly_on_sigterm() {
     let Some(chrome) = chromium_or_skip() else {
@@ -871,14 +872,9 @@ fn proxy_makes_a_task_of_each_client_and_stops_cleanly_on_sigterm() {
         unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGTERM) },
         0
     );
-    let code = loop {
-        match b.read() {
-            Ok(tungstenite::Message::Close(frame)) => break frame.map(|f| u16::from(f.code)),
-            Ok(_) => continue,
-            Err(e) => panic!("client B read {e} before a close frame\n{}", p.dump()),
-        }
-    };
-    assert_eq!(code, Some(1001), "{}", p.dump());
+    let (code, reason) = close_frame(&mut b, &p);
+    assert_eq!(code, 1001, "{}", p.dump());
+    assert_eq!(reason, "the proxy is shutting down", "{}", p.dump());
     let status = p.expect_exit(STOP, "proxy after SIGTERM");
     let (out, err) = p.outputs();
     no_panic(&err, "proxy");
@@ -892,4 +888,18 @@ fn proxy_makes_a_task_of_each_client_and_stops_cleanly_on_sigterm() {
         "Chromium's process group still has members"
     );
     assert_eq!(status.code(), Some(0), "{status}\n{}", p.dump());
+}
+
+/// The close frame a WebSocket client gets next (code, reason); panics on anything else.
+fn close_frame(ws: &mut tungstenite::WebSocket<std::net::TcpStream>, p: &Proc) -> (u16, String) {
+    loop {
+        match ws.read() {
+            Ok(tungstenite::Message::Close(Some(f))) => {
+                return (u16::from(f.code), f.reason.to_string());
+            }
+            Ok(tungstenite::Message::Close(None)) => panic!("a close frame without a code"),
+            Ok(_) => continue,
+            Err(e) => panic!("the client read {e} before a close frame\n{}", p.dump()),
+        }
+    }
 }
