@@ -170,6 +170,12 @@ impl Cleanup {
     pub fn set_browser(&self, b: LaunchedBrowser) {
         *sync::lock(&self.browser) = Some(b);
     }
+    /// The launched browser's pid and what disconnects when it exits, if one was launched.
+    pub fn browser_exit(&self) -> Option<(u32, Receiver<()>)> {
+        sync::lock(&self.browser)
+            .as_ref()
+            .map(|b| (b.pid(), b.exit_signal()))
+    }
     /// The launched browser's WebSocket URL, if any.
     pub fn browser_ws(&self) -> Option<String> {
         sync::lock(&self.browser)
