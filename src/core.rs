@@ -388,6 +388,14 @@ impl Core {
                 self.deliver(call, result);
             }
             (_, Err(e)) => {
+                if let CallKind::AdoptPage { target_id } = &call.kind {
+                    debug!(
+                        "task {}: page {target_id}, created by a client, is gone: {}",
+                        self.task_id, e.message
+                    );
+                    let target_id = target_id.clone();
+                    self.created.forget_adopted(&target_id);
+                }
                 if call.kind == CallKind::Automatic {
                     debug!(
                         "task {}: {} failed: {}",

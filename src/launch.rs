@@ -334,8 +334,9 @@ impl LaunchedBrowser {
         matches!(self.exited.try_recv(), Err(TryRecvError::Empty))
     }
 
-    /// Disconnects when the browser process has exited (to wait for it without a lock held).
-    pub(crate) fn exit_signal(&self) -> Receiver<()> {
+    /// Disconnects when the browser process has exited (to wait for it without a lock held,
+    /// e.g. in a `select!` beside other channels). Nothing is ever sent on it.
+    pub fn exit_signal(&self) -> Receiver<()> {
         self.exited.clone()
     }
 

@@ -78,7 +78,7 @@ impl LaunchedBrowser {
     }
 
     /// Disconnects when the browser process has exited.
-    pub(crate) fn exit_signal(&self) -> Receiver<()> {
+    pub fn exit_signal(&self) -> Receiver<()> {
         match self.never {}
     }
 

@@ -97,6 +97,9 @@ enum Cmd {
 pub struct Cleanup {
     registry: Mutex<Option<Arc<SupervisorRegistry>>>,
     browser: Mutex<Option<LaunchedBrowser>>,
+    /// What to shut down before the supervisors are stopped (the proxy, which tells its clients
+    /// why they are closed before their tasks end).
+    first: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     /// Anything else to shut down (the MCP server and the browser it launched).
     extra: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     /// Dropped by [`Cleanup::run`]: a launch waiting for the browser's DevTools URL gives up
@@ -119,6 +122,7 @@ impl Default for Cleanup {
         Cleanup {
             registry: Mutex::default(),
             browser: Mutex::default(),
+            first: Mutex::default(),
             extra: Mutex::default(),
             cancel_launch: Mutex::new(Some(tx)),
             launch_cancelled: rx,
@@ -137,6 +141,10 @@ impl Cleanup {
         drop(sync::lock(&self.cancel_launch).take());
         // A cancelled launch closes its browser itself; wait until it has.
         drop(sync::lock(&self.launching));
+        let first: Vec<_> = sync::lock(&self.first).drain(..).collect();
+        for f in first {
+            f();
+        }
         if let Some(r) = sync::lock(&self.registry).take() {
             r.stop_all();
         }
@@ -150,6 +158,10 @@ impl Cleanup {
     pub fn on_cleanup(&self, f: impl FnOnce() + Send + 'static) {
         sync::lock(&self.extra).push(Box::new(f));
     }
+    /// Registers something to shut down on Ctrl-C before the supervisors are stopped.
+    pub fn on_cleanup_first(&self, f: impl FnOnce() + Send + 'static) {
+        sync::lock(&self.first).push(Box::new(f));
+    }
     /// Registers the registry to stop on Ctrl-C.
     pub fn set_registry(&self, r: Arc<SupervisorRegistry>) {
         *sync::lock(&self.registry) = Some(r);
@@ -157,6 +169,12 @@ impl Cleanup {
     /// Registers the browser to kill on Ctrl-C.
     pub fn set_browser(&self, b: LaunchedBrowser) {
         *sync::lock(&self.browser) = Some(b);
+    }
+    /// The launched browser's pid and what disconnects when it exits, if one was launched.
+    pub fn browser_exit(&self) -> Option<(u32, Receiver<()>)> {
+        sync::lock(&self.browser)
+            .as_ref()
+            .map(|b| (b.pid(), b.exit_signal()))
     }
     /// The launched browser's WebSocket URL, if any.
     pub fn browser_ws(&self) -> Option<String> {

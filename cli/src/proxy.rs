@@ -1,14 +1,14 @@
 //! `cdp-supervisor proxy [--cdp-url URL] [--listen ADDR] [--http ADDR]`: the browser served to
 //! CDP clients through [`SupervisorRegistry::cdp_proxy`](cdp_supervisor::SupervisorRegistry):
 //! each client a task of its own, and one JSON line on stdout per event (`listening` first,
-//! then `task_started`, `dialog_opened`, `dialog_closed`, `task_stopped`), until a signal.
+//! then `task_started`, `dialog_opened`, `dialog_closed`, `task_stopped`), until a signal, or
+//! until the Chromium it launched (without `--cdp-url`) exits: then its clients are closed
+//! (1001, "the browser exited"), it says so on stderr and exits 1.
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cdp_supervisor::{Config, SettingValue, redact_url};
-use crossbeam_channel::{RecvTimeoutError, bounded};
 use serde_json::{Value, json};
 
 use crate::{Cleanup, browser_url, page_registry};
@@ -20,8 +20,12 @@ fn emit(line: &Value) {
     let _ = out.flush();
 }
 
-/// Serves until a signal, whose handler runs `cleanup`: the clients are closed with 1001, their
-/// tasks stopped (each reported), then the launched browser ended.
+/// What the clients are told when the launched browser has exited.
+const BROWSER_EXITED: &str = "the browser exited";
+
+/// Serves until a signal, whose handler runs `cleanup`: the clients are closed with 1001 ("the
+/// proxy is shutting down"), their tasks stopped (each reported), then the launched browser
+/// ended. Fails when the browser it launched exits (module doc).
 pub fn run(
     mut config: Config,
     cdp_url: Option<String>,
@@ -35,17 +39,21 @@ pub fn run(
             .map_err(|e| format!("--listen: {e}"))?;
     }
     let url = browser_url(&config, cdp_url, cleanup)?;
+    // Taken before anything else can fail: a browser that dies from here on is noticed.
+    let launched = cleanup.browser_exit();
     let registry = page_registry(config, http, cleanup)?;
     cleanup.set_registry(Arc::clone(&registry));
     let proxy = registry
         .cdp_proxy(&url, |event| emit(&event.to_json()))
         .map_err(|e| e.to_string())?;
+    let proxy = Arc::new(proxy);
     let ep = proxy.endpoint().clone();
-    let (done, ended) = bounded::<()>(0);
-    cleanup.on_cleanup(move || {
-        proxy.close();
-        drop(done);
-    });
+    {
+        // Before the registry stops the tasks: the clients hear that the proxy is shutting
+        // down, not that their task stopped.
+        let proxy = Arc::clone(&proxy);
+        cleanup.on_cleanup_first(move || proxy.close());
+    }
     emit(&json!({
         "event": "listening",
         "ws_url": ep.ws_url,
@@ -56,10 +64,22 @@ pub fn run(
         "cdp-supervisor proxy: connect CDP clients to {} (or discover it at {}); Ctrl-C to stop",
         ep.ws_url, ep.http_url
     );
-    loop {
-        match ended.recv_timeout(Duration::from_secs(3600)) {
-            Err(RecvTimeoutError::Timeout) => continue,
-            _ => return Ok(()),
+    let Some((pid, exited)) = launched else {
+        // Until a signal, whose handler exits the process.
+        loop {
+            std::thread::park();
         }
+    };
+    // Nothing is ever sent on it: it returns when the browser has exited.
+    while exited.recv().is_ok() {}
+    if crate::interrupted() {
+        return Ok(()); // the signal's cleanup closed it
     }
+    eprintln!(
+        "cdp-supervisor proxy: the browser it launched (pid {pid}) exited; closing its clients"
+    );
+    proxy.close_because(BROWSER_EXITED);
+    Err(format!(
+        "the browser the proxy launched (pid {pid}) exited, so the proxy ends"
+    ))
 }

@@ -61,6 +61,18 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
     let Some(mux) = mux_for(sup) else {
         return refuse(&mut out, "the task is not running");
     };
+    // Every client was closed already (the task or the proxy ended): this one too, the same way.
+    let closed = |out: &mut TcpStream| {
+        let Some((code, why)) = mux.closed() else {
+            return false;
+        };
+        let _ = out.write_all(&frame::close_frame(code, &why));
+        let _ = out.shutdown(Shutdown::Both);
+        true
+    };
+    if closed(&mut out) {
+        return;
+    }
     let cmd = Command::new("Target.attachToBrowserTarget", json!({}));
     let session = match sup
         .shared()
@@ -70,6 +82,7 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
             .get("sessionId")
             .and_then(|s| s.as_str())
             .map(str::to_string),
+        Err(_) if closed(&mut out) => return,
         Err(e) => return refuse(&mut out, &format!("the browser session failed: {e}")),
     };
     let Some(session) = session else {

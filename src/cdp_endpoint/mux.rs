@@ -141,6 +141,9 @@ struct State {
     waits: wait::Waits,
     /// Outlets with bytes to send ([`Mux::send_due`]), once the lock is released.
     due: Vec<Arc<Outlet>>,
+    /// The close every client got ([`Mux::close_all`]: the task or the endpoint has ended): a
+    /// client that joins after it gets the same at once.
+    closed: Option<(u16, String)>,
 }
 
 /// The task's settings the mux applies to every client.
@@ -206,11 +209,22 @@ impl Mux {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new client on `browser_session`, its messages written through `outlet`; its id.
+    /// A new client on `browser_session`, its messages written through `outlet`; its id. When
+    /// every client was closed already, it is closed at once the same way (it was opening its
+    /// browser session meanwhile) and its browser session let go.
     pub(super) fn join(&self, browser_session: String, outlet: Arc<Outlet>) -> u64 {
         let mut st = self.lock();
         st.next_client += 1;
         let id = st.next_client;
+        if let Some((code, reason)) = st.closed.clone() {
+            outlet.push(Out::Close(code, reason));
+            let params = serde_json::json!({ "sessionId": browser_session });
+            self.own_command(&mut st, "Target.detachFromTarget", params, None);
+            let outbox = std::mem::take(&mut st.outbox);
+            drop(st);
+            self.flush(outbox);
+            return id;
+        }
         st.browser_sessions.insert(browser_session.clone(), id);
         st.clients.insert(
             id,
@@ -224,6 +238,11 @@ impl Mux {
             },
         );
         id
+    }
+
+    /// The close every client got, once they were all closed ([`Mux::close_all`]).
+    pub(super) fn closed(&self) -> Option<(u16, String)> {
+        self.lock().closed.clone()
     }
 
     /// Number of clients connected now.
@@ -499,6 +518,9 @@ impl Mux {
         self.stop_clock();
         let mut st = self.lock();
         Mux::forget_life(&mut st);
+        if st.closed.is_none() {
+            st.closed = Some((code, reason.to_string()));
+        }
         for (_, c) in st.clients.drain() {
             c.outlet.push(Out::Close(code, reason.to_string()));
         }

@@ -13,8 +13,10 @@
 //! that failed), its fields kept, its `webSocketDebuggerUrl` the proxy's. `/json/list` is
 //! empty: each client sees its own task, and a discovery request is no client.
 //!
-//! [`CdpProxy::close`] (also on drop) refuses new clients, closes every client with 1001, stops
-//! their tasks and waits (at most [`CLOSE_WAIT`]) until each has reported `task_stopped`.
+//! [`CdpProxy::close`] (also on drop) refuses new clients, closes every client with 1001 and
+//! the reason ("the proxy is shutting down", or the caller's: [`CdpProxy::close_because`]),
+//! stops their tasks and waits (at most [`CLOSE_WAIT`]) until each has reported
+//! `task_stopped`.
 
 use std::collections::HashSet;
 use std::net::{SocketAddr, TcpStream};
@@ -35,6 +37,9 @@ use crate::supervisor::{StartRequest, Supervisor};
 
 /// How long [`CdpProxy::close`] waits for its clients' tasks to stop.
 pub const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// What a proxy's clients are told when it closes for no reason of the browser's.
+const SHUTTING_DOWN: &str = "the proxy is shutting down";
 
 /// How long asking the browser's `/json/version` may take at start.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -67,7 +72,7 @@ pub enum ProxyEvent {
         /// The dialog and how it closed.
         dialog: Arc<ClosedDialog>,
     },
-    /// A task stopped: its client left, the proxy closed, or its connection ended.
+    /// A task stopped: its client left, the proxy closed (its reason), or its connection ended.
     TaskStopped {
         /// The task.
         task_id: String,
@@ -121,6 +126,8 @@ pub(crate) struct Proxy {
     events: Events,
     next: AtomicU64,
     closing: AtomicBool,
+    /// Why it closes, once it does: the clients' close reason, and their tasks'.
+    close_reason: Mutex<String>,
     /// The browser's `/json/version` fields, once known.
     version: Mutex<Option<Value>>,
     /// Each client's thread holds a clone; [`CdpProxy::close`] drops this one and waits on
@@ -193,7 +200,7 @@ impl Proxy {
             client::run(&sup, tcp, leftover, peer);
         }
         let reason = match sup.state() {
-            _ if self.closing.load(Ordering::Acquire) => "the proxy closed".to_string(),
+            _ if self.closing.load(Ordering::Acquire) => lock(&self.close_reason).clone(),
             SupervisorState::Dead { reason } => format!("the task's supervisor ended: {reason}"),
             SupervisorState::Stopped => "the task was stopped".to_string(),
             _ => "the client left".to_string(),
@@ -299,20 +306,34 @@ impl CdpProxy {
         &self.endpoint
     }
 
-    /// Refuses new clients, closes every client with 1001 (`the proxy closed`), stops their
-    /// tasks, and waits (at most 5 s, `CLOSE_WAIT`) until each task has stopped and been reported.
-    /// Idempotent.
+    /// Refuses new clients, closes every client with 1001 and the reason `the proxy is shutting
+    /// down`, stops their tasks, and waits (at most 5 s, `CLOSE_WAIT`) until each task has
+    /// stopped and been reported. Idempotent.
     pub fn close(&self) {
+        self.close_because(SHUTTING_DOWN);
+    }
+
+    /// [`CdpProxy::close`], telling the clients `reason` (cut to the 123 bytes a close frame
+    /// carries; also each task's `task_stopped` reason). Only the first close says why.
+    pub fn close_because(&self, reason: &str) {
         let p = &self.proxy;
-        if p.closing.swap(true, Ordering::AcqRel) {
-            return;
+        {
+            // Set before `closing`: whoever sees it closing reads this reason.
+            let mut why = lock(&p.close_reason);
+            if p.closing.load(Ordering::Acquire) {
+                return;
+            }
+            *why = reason.to_string();
+            p.closing.store(true, Ordering::Release);
         }
         drop(lock(&p.open).take());
         let tasks: Vec<String> = lock(&p.tasks).iter().cloned().collect();
         if let Some(registry) = p.registry.upgrade() {
             for task in tasks {
-                if let Some(m) = registry.get(&task).and_then(|s| client::mux_of(&s)) {
-                    m.close_all(1001, "the proxy closed");
+                // The mux made if its client has not come to it yet: the client then gets this
+                // close when it does (`Mux::join`).
+                if let Some(m) = registry.get(&task).and_then(|s| client::mux_for(&s)) {
+                    m.close_all(1001, reason);
                 }
                 registry.stop(&task);
             }
@@ -360,6 +381,7 @@ impl SupervisorRegistry {
             events: Box::new(events),
             next: AtomicU64::new(0),
             closing: AtomicBool::new(false),
+            close_reason: Mutex::new(String::new()),
             version: Mutex::new(None),
             open: Mutex::new(Some(open)),
             done,

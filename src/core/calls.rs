@@ -86,6 +86,13 @@ pub enum CallKind {
     },
     /// Fire-and-forget automation; errors are logged at debug level.
     Automatic,
+    /// `Target.attachToTarget` of a page a client of the task's CDP endpoint created
+    /// (`core/created.rs`): when it fails, the page is gone and no longer attached again after
+    /// a reconnect.
+    AdoptPage {
+        /// The page target.
+        target_id: String,
+    },
     /// The supervisor's answer to file chooser `id` (`DOM.setFileInputFiles`), or a round trip
     /// that dismisses it: once it succeeds, the chooser is no longer pending.
     ChooserDone {

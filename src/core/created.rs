@@ -13,7 +13,7 @@ use std::sync::Arc;
 use log::warn;
 use serde_json::{Value, json};
 
-use super::Core;
+use super::{CallKind, Command, Core, Outgoing};
 
 /// What the snapshot shows: (page target ids, browser context ids), oldest first.
 pub(crate) type Published = (Arc<[String]>, Arc<[String]>);
@@ -28,6 +28,10 @@ pub(crate) struct Created {
     targets: VecDeque<String>,
     /// Browser context ids, oldest first.
     contexts: VecDeque<String>,
+    /// The pages among `targets` that clients of the task's CDP endpoint created, which the
+    /// task follows, oldest first: attached again after a reconnect
+    /// ([`Core::readopt_created`]), forgotten once they are gone.
+    adopted: VecDeque<String>,
     /// Something was forgotten for [`CREATED_MAX`] (logged once).
     forgot: bool,
     /// The published lists are out of date.
@@ -60,6 +64,20 @@ impl Created {
         std::mem::take(&mut self.changed).then(|| self.published())
     }
 
+    /// Page `target_id` (which a client created) is to be followed, now and after each
+    /// reconnect.
+    fn adopt(&mut self, target_id: &str) {
+        if self.adopted.len() >= CREATED_MAX {
+            self.adopted.pop_front();
+        }
+        self.adopted.push_back(target_id.to_string());
+    }
+
+    /// Page `target_id` is gone: it is not attached again.
+    pub(crate) fn forget_adopted(&mut self, target_id: &str) {
+        self.adopted.retain(|t| t != target_id);
+    }
+
     /// Whether the task created page `target_id`.
     pub(crate) fn has_target(&self, target_id: &str) -> bool {
         self.targets.iter().any(|t| t == target_id)
@@ -83,11 +101,31 @@ impl Core {
             return;
         }
         self.note_created("Target.createTarget", &json!({ "targetId": target_id }));
-        self.command(
-            "Target.attachToTarget",
-            json!({"targetId": target_id, "flatten": true}),
-            None,
-        );
+        self.created.adopt(target_id);
+        self.attach_adopted(target_id);
+    }
+
+    /// The task's page is attached again after a reconnect: the pages its clients created are
+    /// attached again too (a reconnect forgets every followed page, `reset_for_reconnect`) and
+    /// followed as before. They still exist unless the browser restarted or they were closed
+    /// meanwhile: then the attach fails and the page is forgotten.
+    pub(super) fn readopt_created(&mut self) {
+        let adopted: Vec<String> = self.created.adopted.iter().cloned().collect();
+        for target_id in adopted {
+            self.attach_adopted(&target_id);
+        }
+    }
+
+    /// Attaches to `target_id`, a page a client created; forgotten when that fails.
+    fn attach_adopted(&mut self, target_id: &str) {
+        self.out.push(Outgoing::Command(Command {
+            method: "Target.attachToTarget".into(),
+            params: json!({"targetId": target_id, "flatten": true}),
+            session_id: None,
+            kind: CallKind::AdoptPage {
+                target_id: target_id.to_string(),
+            },
+        }));
     }
 
     /// A call of `method` was answered `result`: records what it created (module doc).

@@ -546,6 +546,7 @@ impl Core {
         if !self.pages.remove_followed(target_id) {
             return;
         }
+        self.created.forget_adopted(target_id);
         self.sessions.remove_group(target_id);
         info!("task {}: followed page {target_id} went away", self.task_id);
         self.frames.remove_page(target_id);

@@ -324,9 +324,11 @@ impl Core {
             self.page_session_id = Some(session_id.to_string());
             self.page_target_id = Some(target_id.to_string());
             if matches!(self.state, SupervisorState::Reconnecting { .. }) {
-                // Re-attached after a reconnect: active again.
+                // Re-attached after a reconnect: active again, and the pages clients created
+                // are followed again.
                 self.state = SupervisorState::Active;
                 self.disconnect_reason = None;
+                self.readopt_created();
             }
             self.sessions.insert(
                 session_id,

@@ -384,6 +384,13 @@ impl FakeBrowser {
         }
     }
 
+    /// The sessions the live connections have attached to `target_id`.
+    pub fn sessions_on(&self, target_id: &str) -> Vec<String> {
+        (self.shared.live_conns().iter())
+            .flat_map(|c| c.sessions_on(target_id))
+            .collect()
+    }
+
     /// The page sessions of the live connections (each one's first session).
     pub fn page_sessions(&self) -> Vec<String> {
         self.shared

@@ -73,6 +73,15 @@ impl Conn {
         lock(&self.sessions).targets.get(session_id).cloned()
     }
 
+    /// The sessions of this connection attached to `target_id`.
+    pub(super) fn sessions_on(&self, target_id: &str) -> Vec<String> {
+        let sessions = lock(&self.sessions);
+        (sessions.targets.iter())
+            .filter(|(_, t)| *t == target_id)
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
     /// The connection's page session, if it attached to a page.
     pub(super) fn page_session(&self) -> Option<String> {
         lock(&self.sessions).page.clone()

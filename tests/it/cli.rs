@@ -769,7 +769,8 @@ fn proxy_event(p: &Proc, event: &str, timeout: Duration) -> Value {
 /// Issue 30 point 1: `proxy --http` launches Chromium, says where it listens, makes a task of
 /// each client on a page of its own (its dialogs reported, a client's answer `closed_by:
 /// client`), stops it when the client leaves, serves the supervisor page, and on SIGTERM closes
-/// its clients with 1001 and ends the Chromium it launched.
+/// its clients with 1001 ("the proxy is shutting down", said before their tasks stop) and ends
+/// the Chromium it launched.
 #[test]
 fn proxy_makes_a_task_of_each_client_and_stops_cleanly_on_sigterm() {
     let Some(chrome) = chromium_or_skip() else {
@@ -871,14 +872,9 @@ fn proxy_makes_a_task_of_each_client_and_stops_cleanly_on_sigterm() {
         unsafe { libc::kill(p.pid() as libc::pid_t, libc::SIGTERM) },
         0
     );
-    let code = loop {
-        match b.read() {
-            Ok(tungstenite::Message::Close(frame)) => break frame.map(|f| u16::from(f.code)),
-            Ok(_) => continue,
-            Err(e) => panic!("client B read {e} before a close frame\n{}", p.dump()),
-        }
-    };
-    assert_eq!(code, Some(1001), "{}", p.dump());
+    let (code, reason) = close_frame(&mut b, &p);
+    assert_eq!(code, 1001, "{}", p.dump());
+    assert_eq!(reason, "the proxy is shutting down", "{}", p.dump());
     let status = p.expect_exit(STOP, "proxy after SIGTERM");
     let (out, err) = p.outputs();
     no_panic(&err, "proxy");
@@ -892,4 +888,107 @@ fn proxy_makes_a_task_of_each_client_and_stops_cleanly_on_sigterm() {
         "Chromium's process group still has members"
     );
     assert_eq!(status.code(), Some(0), "{status}\n{}", p.dump());
+}
+
+/// The close frame a WebSocket client gets next (code, reason); panics on anything else.
+fn close_frame(ws: &mut tungstenite::WebSocket<std::net::TcpStream>, p: &Proc) -> (u16, String) {
+    loop {
+        match ws.read() {
+            Ok(tungstenite::Message::Close(Some(f))) => {
+                return (u16::from(f.code), f.reason.to_string());
+            }
+            Ok(tungstenite::Message::Close(None)) => panic!("a close frame without a code"),
+            Ok(_) => continue,
+            Err(e) => panic!("the client read {e} before a close frame\n{}", p.dump()),
+        }
+    }
+}
+
+/// `proxy` without `--cdp-url` ends when the Chromium it launched dies (killed by pid): its
+/// client is closed with 1001 and the reason, it says why on stderr, exits 1, and leaves no
+/// Chromium process and no profile behind.
+#[test]
+fn proxy_ends_clearly_when_the_chromium_it_launched_dies() {
+    let Some(chrome) = chromium_or_skip() else {
+        return;
+    };
+    let mut cmd = bin(&["proxy"]);
+    cmd.env("CHROME", &chrome).env("RUST_LOG", "info");
+    let mut p = Proc::spawn(cmd);
+    let chromium = p
+        .err
+        .find(Duration::from_secs(20), launched_pid)
+        .unwrap_or_else(|| panic!("no `launched ... (pid N)` line within 20 s\n{}", p.dump()));
+    let listening = proxy_event(&p, "listening", Duration::from_secs(20));
+    let ws_url = listening["ws_url"].as_str().expect("ws_url").to_string();
+    let authority = ws_url
+        .strip_prefix("ws://")
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    let tcp = std::net::TcpStream::connect(authority).unwrap();
+    tcp.set_read_timeout(Some(STOP * 2)).unwrap();
+    let (mut ws, _) = tungstenite::client(ws_url.as_str(), tcp).expect("a client");
+    let started = proxy_event(&p, "task_started", Duration::from_secs(20));
+    assert_eq!(started["task_id"], "client-1", "{started}");
+    let cmd = json!({"id": 1, "method": "Browser.getVersion"}).to_string();
+    ws.send(tungstenite::Message::text(cmd)).unwrap();
+    let reply = loop {
+        match ws.read().expect("the reply") {
+            tungstenite::Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).expect("JSON");
+                if v["id"] == 1 {
+                    break v;
+                }
+            }
+            _ => continue,
+        }
+    };
+    assert!(
+        reply["result"]["product"].as_str().is_some(),
+        "the task runs: {reply}"
+    );
+
+    let t = Instant::now();
+    // SAFETY: kill(2) on the browser the child launched, whose pid it printed.
+    assert_eq!(
+        unsafe { libc::kill(chromium as libc::pid_t, libc::SIGKILL) },
+        0
+    );
+    let (code, reason) = close_frame(&mut ws, &p);
+    let closed_in = t.elapsed();
+    assert_eq!(code, 1001, "{}", p.dump());
+    assert_eq!(reason, "the browser exited", "{}", p.dump());
+    let status = p.expect_exit(STOP, "proxy after its Chromium died");
+    let exited_in = t.elapsed();
+    let (out, err) = p.outputs();
+    no_panic(&err, "proxy");
+    assert_eq!(status.code(), Some(1), "{status}\n{}", p.dump());
+    assert!(
+        err.contains(&format!(
+            "error: the browser the proxy launched (pid {chromium}) exited"
+        )),
+        "{err}"
+    );
+    let stopped = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["event"] == "task_stopped")
+        .unwrap_or_else(|| panic!("no task_stopped line: {out}"));
+    assert_eq!(stopped["reason"], "the browser exited", "{stopped}");
+    assert!(
+        wait_until(STOP, || group_members(chromium).is_empty().then_some(())).is_some(),
+        "Chromium's process group still has members: {:?}",
+        group_members(chromium)
+    );
+    assert!(
+        profiles_of(p.pid()).is_empty(),
+        "its profile is left: {:?}",
+        profiles_of(p.pid())
+    );
+    eprintln!(
+        "Chromium killed: the client was closed after {closed_in:?}, the proxy exited after \
+         {exited_in:?}"
+    );
 }

@@ -421,3 +421,180 @@ fn a_call_waiting_on_a_dialog_its_client_was_shown_fails_after_the_bound_and_the
     );
     reg.stop("lf-wait");
 }
+
+/// Issue 30 point 7 with a real driver: Puppeteer (`tests/puppeteer/reconnect.mjs`) connected
+/// through the task's endpoint while the task's connection to Chromium is cut. It hears of the
+/// cut as of a browser whose targets went away (its page closes, `targetdestroyed`), its own
+/// connection stays open, and once the task is back it finds the page again (attached again by
+/// its replayed auto-attach) and evaluates in it; a new `puppeteer.connect` does too. Puppeteer
+/// never reaches Chromium but through the task's one connection, and its leaving leaves no
+/// thread or socket.
+#[test]
+fn puppeteer_goes_on_through_a_reconnect_of_the_tasks_connection() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let Some(node) = crate::e2e_cdp_endpoint::puppeteer_node() else {
+        assert!(
+            !common::e2e_required(),
+            "puppeteer-core is not installed in <target>/puppeteer (.ci/run installs it from \
+             tests/puppeteer with npm ci --ignore-scripts)"
+        );
+        eprintln!("SKIPPED: no puppeteer-core in <target>/puppeteer");
+        return;
+    };
+    let browser = Browser::launch().expect("launch Chromium");
+    let (proxy, url) = CutProxy::in_front_of(&browser.ws_url);
+    let proxy = std::sync::Arc::new(proxy);
+    let cuts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // The page, and `/cut`, which the script asks for when it is ready for the cut.
+    let server = {
+        let (proxy, cuts) = (std::sync::Arc::clone(&proxy), std::sync::Arc::clone(&cuts));
+        HttpServer::start(move |req| match req.path.as_str() {
+            "/page" => Response::html("<!doctype html><title>steady</title><p>here</p>"),
+            "/cut" => {
+                // The task's connection is the proxy's first.
+                proxy.cut(0);
+                cuts.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                Response::text("cut")
+            }
+            _ => Response::not_found(),
+        })
+    };
+    let top = server.url("127.0.0.1", "/page");
+    let config = Config::default().with_reconnect_backoff(Duration::from_millis(100));
+    let reg = SupervisorRegistry::new(config);
+    let sup = reg
+        .start(
+            StartRequest::new("lf-pptr", &url)
+                .with_options(StartOptions::default().with_new_page(true)),
+        )
+        .expect("start");
+    sup.call(
+        "Page.navigate",
+        json!({"url": top}),
+        cdp_supervisor::Route::Page,
+        T,
+    )
+    .expect("navigate the task's page");
+    common::wait_until(T, || {
+        let snap = sup.snapshot();
+        snap.frames.values().any(|f| f.url == top).then_some(())
+    })
+    .expect("the task's page shows it");
+    let ep = reg.cdp_endpoint("lf-pptr").expect("the endpoint");
+    let port = port_of(&ep.ws_url);
+    let before = proxy.count();
+
+    // Beside its node_modules, where Node resolves its imports from.
+    let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
+    let script = dir.join("reconnect.mjs");
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/puppeteer/reconnect.mjs");
+    std::fs::copy(source, &script).expect("copy the script");
+    let cut_url = server.url("127.0.0.1", "/cut");
+    let mut cmd = std::process::Command::new(node);
+    cmd.arg(&script).args([&ep.ws_url, &top, &cut_url]);
+    cmd.current_dir(&dir);
+    let output =
+        crate::mcp_python_sdk::run_bounded(cmd, Duration::from_secs(120)).expect("node ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "puppeteer failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).expect("JSON");
+    eprintln!("puppeteer through a reconnect: {v}");
+    assert_eq!(cuts.load(std::sync::atomic::Ordering::Acquire), 1);
+    assert_eq!(v["before"], 42, "{v}");
+    assert_eq!(v["destroyed"], "page", "{v}");
+    let old = v["old_page"].as_str().unwrap_or_default();
+    assert!(!old.starts_with("answered"), "the page that went away: {v}");
+    assert_eq!(v["connected_after_cut"], true, "{v}");
+    assert_eq!(v["after"], "steady 42", "{v}");
+    assert_eq!(v["pages_after"], json!([top]), "{v}");
+    assert_eq!(v["fresh"], "/page", "{v}");
+    assert_eq!(v["fresh_pages"], 1, "{v}");
+    assert_eq!(sup.snapshot().state, SupervisorState::Active);
+    assert_eq!(
+        proxy.count(),
+        before + 1,
+        "the task's connection made again, and no other: {before} before"
+    );
+    common::wait_until(T, || (client_threads(port) == 0).then_some(()))
+        .unwrap_or_else(|| panic!("{} client threads left", client_threads(port)));
+    common::wait_until(T, || (sockets_on(port) == 0).then_some(()))
+        .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
+    reg.stop("lf-pptr");
+}
+
+/// Issue 30 point 5 through a reconnect, on Chromium: a page a client created
+/// (`Target.createTarget`) is followed by the task; after the task's connection is cut and made
+/// again (the browser did not restart, so the page is still there) it is followed again: a
+/// dialog it raises then is caught, pending in the task's snapshot with the page's target, and
+/// answered by the supervisor.
+#[test]
+fn a_dialog_in_a_page_a_client_created_is_caught_after_a_reconnect() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let browser = Browser::launch().expect("launch Chromium");
+    let (proxy, url) = CutProxy::in_front_of(&browser.ws_url);
+    let server = HttpServer::start(|req| match req.path.as_str() {
+        "/mine" => Response::html("<!doctype html><title>mine</title><p>created</p>"),
+        _ => Response::not_found(),
+    });
+    let mine = server.url("127.0.0.1", "/mine");
+    let config = Config::default().with_reconnect_backoff(Duration::from_millis(100));
+    let reg = SupervisorRegistry::new(config);
+    let sup = reg
+        .start(
+            StartRequest::new("lf-mine", &url)
+                .with_options(StartOptions::default().with_new_page(true)),
+        )
+        .expect("start");
+    let ep = reg.cdp_endpoint("lf-mine").expect("the endpoint");
+    let mut a = RawCdp::connect(&ep.ws_url).expect("a client");
+    let created = a
+        .call("Target.createTarget", json!({ "url": mine }), None, T)
+        .expect("createTarget")["targetId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let follows = |s: &cdp_supervisor::Snapshot| s.pages.iter().any(|p| p.target_id == created);
+    sup.wait_for(T, follows).expect("the task follows the page");
+
+    proxy.cut(0);
+    sup.wait_for(T, |s| s.state != SupervisorState::Active)
+        .expect("the cut is seen");
+    let t = Instant::now();
+    let s = sup
+        .wait_for(T, |s| s.state == SupervisorState::Active && follows(s))
+        .expect("followed again once the task is back");
+    let again_in = t.elapsed();
+    let page = s.pages.iter().find(|p| p.target_id == created).unwrap();
+    assert_eq!(page.url, mine);
+
+    // The client attaches again and makes the page alert: the task catches it.
+    let sa = common::wait_until(T, || a.attach(&created).ok()).expect("the client attaches");
+    let expr = "setTimeout(() => alert('in the page I made'), 0); 1";
+    assert_eq!(eval(&mut a, &sa, expr).unwrap(), json!(1));
+    let dialog = sup.wait_for_dialog(T).expect("the dialog is caught");
+    assert_eq!(dialog.message, "in the page I made");
+    assert_eq!(dialog.target_id, created);
+    sup.respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, None)
+        .expect("the supervisor answers it");
+    assert_eq!(eval(&mut a, &sa, "document.title").unwrap(), json!("mine"));
+    let recent = sup.snapshot().recent_dialogs.clone();
+    assert!(
+        recent
+            .iter()
+            .any(|d| d.dialog.message == "in the page I made"),
+        "listed among the recent dialogs: {recent:?}"
+    );
+    eprintln!("the page a client created was followed again {again_in:?} after the task was back");
+    reg.stop("lf-mine");
+}

@@ -323,3 +323,107 @@ fn clients_are_closed_with_the_reason_when_the_task_dies() {
     common::wait_until(WAIT, || (sockets_on(port) == 0).then_some(()))
         .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
 }
+
+/// Issue 30 point 5 through a reconnect: the pages a client created (`Target.createTarget`)
+/// join its task and are followed like popups; after the task's connection drops and is made
+/// again, those that still exist are followed again (a dialog in one is pending in the task's
+/// snapshot, with its target), and one closed meanwhile is tried once and then forgotten.
+#[test]
+fn pages_a_client_created_are_followed_again_after_a_reconnect() {
+    let fake = FakeBrowser::start().unwrap();
+    let reg = SupervisorRegistry::new(config(5, Duration::from_millis(100)));
+    let sup = reg
+        .get_or_start("lf-created", &fake.ws_url())
+        .expect("start");
+    let ep = reg.cdp_endpoint("lf-created").expect("the endpoint");
+    let mut a = RawCdp::connect(&ep.ws_url).expect("client A");
+    let mut create = |url: &str| {
+        a.call("Target.createTarget", json!({ "url": url }), None, WAIT)
+            .expect("createTarget")["targetId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let kept = create("http://kept.test/");
+    let closed = create("http://closed.test/");
+    let follows = |s: &cdp_supervisor::Snapshot, t: &str| s.pages.iter().any(|p| p.target_id == t);
+    sup.wait_for(WAIT, |s| follows(s, &kept) && follows(s, &closed))
+        .expect("the task follows both");
+    // Closed behind the task's back (the fake says nothing of it).
+    a.call(
+        "Target.closeTarget",
+        json!({ "targetId": closed }),
+        None,
+        WAIT,
+    )
+    .expect("closeTarget");
+    let attaches = |t: &str| {
+        (fake.received().iter())
+            .filter(|c| c["method"] == "Target.attachToTarget" && c["params"]["targetId"] == t)
+            .count()
+    };
+    assert_eq!((attaches(&kept), attaches(&closed)), (1, 1));
+
+    let drop_and_return = || {
+        fake.drop_connections();
+        sup.wait_for(WAIT, |s| s.state != SupervisorState::Active)
+            .expect("the drop is seen");
+        sup.wait_for(WAIT, |s| s.state == SupervisorState::Active)
+            .expect("active again");
+    };
+    drop_and_return();
+    let s = sup
+        .wait_for(WAIT, |s| follows(s, &kept))
+        .expect("the page still there is followed again");
+    assert!(!follows(&s, &closed), "the closed page is not");
+    let sessions = fake.sessions_on(&kept);
+    assert_eq!(
+        sessions.len(),
+        1,
+        "the task's one session on it: {sessions:?}"
+    );
+    let dialog = json!({
+        "url": "http://kept.test/",
+        "frameId": kept,
+        "message": "after the reconnect",
+        "type": "alert",
+        "hasBrowserHandler": false,
+        "defaultPrompt": "",
+    });
+    fake.emit(Some(&sessions[0]), "Page.javascriptDialogOpening", dialog);
+    let s = sup
+        .wait_for(WAIT, |s| !s.pending_dialogs.is_empty())
+        .expect("the dialog is caught");
+    assert_eq!(s.pending_dialogs[0].message, "after the reconnect");
+    assert_eq!(s.pending_dialogs[0].target_id, kept);
+    fake.emit(
+        Some(&sessions[0]),
+        "Page.javascriptDialogClosed",
+        json!({"result": true, "userInput": ""}),
+    );
+    sup.wait_for(WAIT, |s| s.pending_dialogs.is_empty())
+        .expect("closed");
+    // Every reply before this one has been read: the failed attach of the closed page too.
+    sup.call(
+        "Browser.getVersion",
+        json!({}),
+        cdp_supervisor::Route::Browser,
+        WAIT,
+    )
+    .expect("a round trip");
+    assert_eq!(
+        (attaches(&kept), attaches(&closed)),
+        (2, 2),
+        "each tried again"
+    );
+
+    drop_and_return();
+    sup.wait_for(WAIT, |s| follows(s, &kept))
+        .expect("followed again after a second reconnect");
+    assert_eq!(
+        (attaches(&kept), attaches(&closed)),
+        (3, 2),
+        "the closed page was forgotten after its attach failed"
+    );
+    reg.stop("lf-created");
+}

@@ -31,7 +31,10 @@
 //! page), each client gets a new browser session ([`Mux::renew`]), and the browser-level
 //! commands whose state Chromium keeps per session are sent on it again as the client last sent
 //! them ([`REPLAYED`]): a discovering client hears `targetCreated` for the targets there are,
-//! an auto-attaching client is attached to them again, and any client may attach again. Until
+//! an auto-attaching client is attached to them again, and any client may attach again. The
+//! pages clients created are the task's still (`State::joined` outlives a drop), and the
+//! supervisor follows them again once its page is back (`Core::readopt_created`): their
+//! dialogs are caught as before. Until
 //! then its browser-level commands fail at once with an error saying why, and a command on one
 //! of its old sessions gets Chromium's own "Session with given id not found".
 //!

@@ -8,7 +8,8 @@
 //! iframe whose `parentFrameId` is one of their frames), when a page of the task opened it
 //! (`openerId`: the supervisor may not have followed it yet), or when it joined through the
 //! task's clients (`State::joined`): a page a client created (`Target.createTarget`, which the
-//! supervisor then follows like a popup: `Core::adopt_created`), a target attached under a
+//! supervisor then follows like a popup, after a reconnect too: `Core::adopt_created`,
+//! `Core::readopt_created`), a target attached under a
 //! client session on one of the task's (its iframes and workers). `[endpoint] all_targets`
 //! shows everything.
 //!
