@@ -11,13 +11,15 @@
 //! which brings tokio into the dependency tree. What MCP needs of HTTP is small (one endpoint,
 //! POST with a JSON body, an answer that is JSON or a stream of events), and the crate speaks
 //! HTTP/1.1 already (`crate::http1`, about 1,100 lines without its tests, shared with the CDP
-//! upgrade and `http://` discovery). So this is that codec and about 2,000 lines of its own
+//! upgrade and `http://` discovery). So this is that codec and about 2,200 lines of its own
 //! (`wc -l` without the tests): `accept.rs` (new connections, up to their first request),
 //! `access.rs` (the `Host`, `Origin` and token rules, and the connection places), `route.rs`
 //! (what a request means, decided without I/O), `conn.rs` (one connection: its loop, what it
 //! writes, how each request's plan is carried out), `sessions.rs` (the legacy sessions), here
 //! (options, start, shutdown). Everything it asks of MCP goes through the engine's seam
-//! (`mcp::engine`).
+//! (`mcp::engine`). It also serves the supervisor page (`crate::page`, at every path but
+//! `/mcp`): `conn.rs` runs the access rules, then hands the page the request, the registry
+//! and the login's cookie.
 //!
 //! # Threads and limits
 //!
@@ -68,7 +70,6 @@
 mod accept;
 mod access;
 mod conn;
-mod page;
 mod route;
 mod sessions;
 #[cfg(all(test, feature = "fake-browser"))]
@@ -266,8 +267,8 @@ struct Shared {
     /// freed by each connection's thread, all shut at shutdown.
     places: Places,
     sessions: Sessions,
-    /// The supervisor page's live updates (`page/hub.rs`).
-    hub: page::hub::Hub,
+    /// The supervisor page's live updates (`crate::page`).
+    hub: crate::page::Hub,
     /// Set when shutdown starts: no new connections or requests.
     closing: AtomicBool,
     /// True once shutdown is done; `wait` waits for it.
@@ -304,7 +305,7 @@ impl HttpServer {
         let access = Access::new(addr, config.allowed_hosts(), options.token.as_deref());
         let places = Places::new(options.max_connections, options.max_listen_streams);
         let mcp = McpServer::new(config);
-        let hub = page::hub::Hub::start(mcp.registry())
+        let hub = crate::page::Hub::start(mcp.registry())
             .map_err(|e| Error::Io(format!("cannot start the supervisor page's hub: {e}")))?;
         let shared = Arc::new(Shared {
             mcp,
@@ -353,6 +354,11 @@ impl HttpServer {
     /// The MCP server behind it (its registry, for embedding and tests).
     pub fn mcp(&self) -> &McpServer {
         &self.shared.mcp
+    }
+
+    /// Connections that hold a place (for tests, through `unversioned::mcp`).
+    pub(crate) fn open_places(&self) -> usize {
+        self.shared.places.open()
     }
 
     /// Blocks until [`HttpServer::shutdown`] has finished (from another thread).

@@ -1172,7 +1172,3 @@ fn the_mcp_section_of_the_configuration_sets_the_http_limits() {
         "the defaults are config/default.toml's"
     );
 }
-
-/// The supervisor page's tests (they use this file's client).
-#[path = "page/tests.rs"]
-mod page_tests;
