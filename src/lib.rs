@@ -260,7 +260,15 @@ pub mod unversioned {
     }
     /// What an MCP server holds now (the HTTP server's tests wait on it).
     pub mod mcp {
-        use crate::mcp::http::HttpServer;
+        use crate::mcp::{McpServer, http::HttpServer};
+        /// Tool calls in flight.
+        pub fn calls_in_flight(server: &McpServer) -> usize {
+            server.in_flight().0
+        }
+        /// `subscriptions/listen` streams open.
+        pub fn streams_open(server: &McpServer) -> usize {
+            server.in_flight().1
+        }
         /// The HTTP server's connections that hold a place (a thread, or a stream's place).
         pub fn open_places(server: &HttpServer) -> usize {
             server.open_places()

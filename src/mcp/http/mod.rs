@@ -72,8 +72,6 @@ mod access;
 mod conn;
 mod route;
 mod sessions;
-#[cfg(all(test, feature = "fake-browser"))]
-mod tests;
 
 use crate::sync;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -403,5 +401,25 @@ impl HttpServer {
 impl Drop for HttpServer {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_default_to_loopback_and_port_8737() {
+        assert_eq!(resolve("9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(
+            resolve("127.0.0.1").unwrap(),
+            "127.0.0.1:8737".parse().unwrap()
+        );
+        assert_eq!(resolve("[::1]").unwrap(), "[::1]:8737".parse().unwrap());
+        assert_eq!(resolve("[::1]:7").unwrap(), "[::1]:7".parse().unwrap());
+        assert!(resolve(DEFAULT_ADDR).unwrap().ip().is_loopback());
+        assert!(resolve("localhost:1").unwrap().ip().is_loopback());
+        let e = resolve("no such host name.invalid:1").unwrap_err();
+        assert!(e.to_string().contains("mcp --http"), "{e}");
     }
 }

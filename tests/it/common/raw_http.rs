@@ -136,6 +136,17 @@ impl Client {
         self.read().expect("an answer")
     }
 
+    /// True once the server has closed the connection (within `WAIT`).
+    pub fn closed(&mut self) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < WAIT {
+            if !self.fill() {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The next event of a chunked SSE body, as JSON; `None` at its last chunk.
     pub fn next_event(&mut self) -> Option<Value> {
         let line_end = loop {
@@ -175,6 +186,15 @@ pub fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+/// Waits until `done`, checking every `every`; fails with `what` once `within` has passed.
+pub fn eventually(within: Duration, every: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let by = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < by, "{what}");
+        std::thread::sleep(every);
+    }
 }
 
 /// Whether the server closes the connection within `within` (the client reads and discards
