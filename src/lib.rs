@@ -164,8 +164,12 @@
 //!   `accept.rs` new connections up to their first request head, `access.rs` the
 //!   Host/Origin/token rules and the connection places, `route.rs` what a request means
 //!   (decided without I/O), `conn.rs` one connection on `http1` and what it writes,
-//!   `sessions.rs` the legacy sessions, `page.rs` the supervisor page at `/`: `page/view.rs`
-//!   what it shows of a task, `page/hub.rs` its live event streams).
+//!   `sessions.rs` the legacy sessions). That server also serves the supervisor page.
+//! * `page`: the supervisor page at `/` (`mcp --http`, `watch --http`, `proxy --http`), its own
+//!   product surface: `page.rs` what each request comes to (the server runs its access rules
+//!   first and passes in the registry and the login's cookie; the page imports nothing of
+//!   `mcp`), `page/view.rs` what it shows of a task, `page/hub.rs` its live event streams, and
+//!   the page itself (`index.html`, `page.css`, `page.js`, served from the binary).
 //! * [`fake`]: public, see above.
 #![deny(missing_docs, missing_debug_implementations, unsafe_code)]
 
@@ -202,6 +206,7 @@ pub mod mcp;
 mod measured;
 mod net;
 mod outbound;
+mod page;
 mod protocol;
 mod quote;
 mod reader;
@@ -252,6 +257,22 @@ pub mod unversioned {
     /// The tool table, as the Python binding dispatches through it.
     pub mod tools {
         pub use crate::tools::table::call;
+    }
+    /// What an MCP server holds now (the HTTP server's tests wait on it).
+    pub mod mcp {
+        use crate::mcp::{McpServer, http::HttpServer};
+        /// Tool calls in flight.
+        pub fn calls_in_flight(server: &McpServer) -> usize {
+            server.in_flight().0
+        }
+        /// `subscriptions/listen` streams open.
+        pub fn streams_open(server: &McpServer) -> usize {
+            server.in_flight().1
+        }
+        /// The HTTP server's connections that hold a place (a thread, or a stream's place).
+        pub fn open_places(server: &HttpServer) -> usize {
+            server.open_places()
+        }
     }
     pub use crate::clock::Now;
     /// Locking that ignores poisoning (one helper for the crate, the binary and the binding).

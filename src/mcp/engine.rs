@@ -495,13 +495,11 @@ impl Engine {
     }
 
     /// Tool calls in flight (for tests).
-    #[cfg(test)]
     pub(crate) fn calls_in_flight(&self) -> usize {
         self.pool.in_flight()
     }
 
     /// `subscriptions/listen` streams open (for tests).
-    #[cfg(test)]
     pub(crate) fn streams_open(&self) -> usize {
         self.notifier.listens().len()
     }

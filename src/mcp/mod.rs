@@ -113,6 +113,12 @@ impl McpServer {
         self.engine.registry()
     }
 
+    /// Tool calls in flight and `subscriptions/listen` streams open (for tests, through
+    /// `unversioned::mcp`).
+    pub(crate) fn in_flight(&self) -> (usize, usize) {
+        (self.engine.calls_in_flight(), self.engine.streams_open())
+    }
+
     /// Ends the server (idempotent; a concurrent caller waits until it is done): calls in flight
     /// are cancelled and get no response, nothing more is written, every supervisor is stopped
     /// (in parallel, each within about 1 s) and the launched browser is closed (SIGTERM, SIGKILL

@@ -76,6 +76,15 @@ struct Annotations {
     open_world: bool,
 }
 
+/// The hints of a tool that acts on the page and what it reaches, and may undo what was there
+/// (`browser_dialog`, `browser_cdp`, `browser_navigate`).
+const ACTS_ON_THE_PAGE: Annotations = Annotations {
+    read_only: false,
+    destructive: Some(true),
+    idempotent: false,
+    open_world: true,
+};
+
 /// How a tool runs: its result for `task` (the caller's [`Tasks`] named it), or
 /// [`NoSupervisor`] when it needs a live supervisor and the task has none.
 type Handler = fn(&Context<'_>, &str, &Value) -> Result<Value, NoSupervisor>;
@@ -120,12 +129,7 @@ const DIALOG: Spec = Spec {
     name: "browser_dialog",
     title: "Answer a JS dialog",
     description: "Accept or dismiss a pending JS dialog (alert/confirm/prompt/beforeunload), which unblocks the page. With several pending, name one with dialog_id (ids are in pending_dialogs). A pending file chooser (type file_chooser, id fc-N) is answered with accept and files (paths within security.upload_dirs; needs security.allow_file_access), or dismissed.",
-    annotations: Annotations {
-        read_only: false,
-        destructive: Some(true),
-        idempotent: false,
-        open_world: true,
-    },
+    annotations: ACTS_ON_THE_PAGE,
     args: DIALOG_ARGS,
     input: schema::dialog_input,
     required: &["action"],
@@ -138,12 +142,7 @@ const CDP: Spec = Spec {
     name: "browser_cdp",
     title: "Raw CDP call",
     description: "Send a raw Chrome DevTools Protocol command and return its result. Routing: frame_id sends it into that frame (cross-origin iframes/OOPIFs included; Runtime.evaluate runs in the frame's context; frame ids are in browser_snapshot's frame_tree); target_id sends it to that target's session; with neither, it is routed by domain: the domains the browser target serves (Browser, Target, Storage, SystemInfo, Tethering, Tracing, Extensions, BluetoothEmulation) go to the browser, every other method (Page, Runtime, DOM, Input, Network, Fetch, ...) to the task's page. The result's routed_to says where it went. A call that a JS dialog blocks returns at once with blocked_by_dialog (the dialog) instead of hanging: answer it with browser_dialog, then retry.",
-    annotations: Annotations {
-        read_only: false,
-        destructive: Some(true),
-        idempotent: false,
-        open_world: true,
-    },
+    annotations: ACTS_ON_THE_PAGE,
     args: CDP_ARGS,
     input: schema::cdp_input,
     required: &["method"],
@@ -156,12 +155,7 @@ const NAVIGATE: Spec = Spec {
     name: "browser_navigate",
     title: "Navigate the page",
     description: "Open a URL in the task's page (brought to the front first) and wait until the new document has committed (wait_until: commit) or loaded (load, the default). It never waits on a JS dialog: one that opens before then (an alert while the page loads, the beforeunload of the page being left) ends the call at once with blocked_by_dialog; answer it with browser_dialog. A network error (net::ERR_NAME_NOT_RESOLVED, a refused connection) is an error naming it; URLs the security policy refuses (file:, the browser's own pages) never reach the browser.",
-    annotations: Annotations {
-        read_only: false,
-        destructive: Some(true),
-        idempotent: false,
-        open_world: true,
-    },
+    annotations: ACTS_ON_THE_PAGE,
     args: NAVIGATE_ARGS,
     input: schema::navigate_input,
     required: &["url"],

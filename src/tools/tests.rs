@@ -1,16 +1,16 @@
 //! Unit tests of the tool table: every tool's definition is consistent and a caller's task rule
 //! is the one applied. That every door (library functions, the binding's entry, MCP on stdio and
-//! over HTTP) answers the same text is `tests/it/tools_everywhere.rs`.
+//! over HTTP) answers the same text, and what the public doors answer without a supervisor, is
+//! `tests/it/tools_everywhere.rs`.
 
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
 use super::args::failure;
-use super::table::{Tasks, Tool, call, dispatch};
+use super::table::{Tasks, Tool, dispatch};
 use super::*;
-use crate::config::{Config, DialogAction};
-use crate::error::Error;
+use crate::config::Config;
 
 /// Asserts that `out` is a failure whose error says `says`.
 fn fails_saying(out: &Value, says: &str) {
@@ -178,129 +178,5 @@ fn a_caller_names_the_task_of_a_call_by_its_own_rule() {
     assert_eq!(
         out,
         failure("arguments must be a JSON object, got an array; see the tool's inputSchema")
-    );
-}
-
-#[test]
-fn no_supervisor_is_explicit_everywhere_but_the_library_snapshot() {
-    let reg = SupervisorRegistry::new(Config::default());
-    // SPEC §10: the library's snapshot of a task without a supervisor has nothing to merge.
-    assert_eq!(browser_snapshot(&reg, "nobody", &json!({})), json!({}));
-    assert_eq!(browser_snapshot(&reg, "nobody", &Value::Null), json!({}));
-    // Through the table (the MCP server, the Python binding) it says so.
-    let out = call(
-        &reg,
-        "browser_snapshot",
-        &json!({"task_id": "nobody"}),
-        None,
-    );
-    assert_eq!(out, no_supervisor("nobody"));
-    let out = call(&reg, "browser_snapshot", &json!({}), None);
-    assert_eq!(out, no_supervisor("default"));
-    for (name, args) in [
-        ("browser_dialog", json!({"action": "accept"})),
-        ("browser_cdp", json!({"method": "Browser.getVersion"})),
-    ] {
-        assert_eq!(
-            call(&reg, name, &args, None),
-            no_supervisor("default"),
-            "{name}"
-        );
-    }
-    // Argument errors come first, as a failure.
-    let out = call(&reg, "browser_snapshot", &json!({"task": "x"}), None);
-    assert_eq!(out["success"], false);
-    let out = browser_snapshot(&reg, "nobody", &json!({"target_id": 5}));
-    assert_eq!(out, failure("target_id must be a string, got a number"));
-}
-
-#[test]
-fn the_binding_entry_keeps_the_task_rule_and_runs_every_tool_of_the_table() {
-    let reg = SupervisorRegistry::new(Config::default());
-    let out = call(&reg, "browser_connect", &json!({"task_id": "t"}), None);
-    assert_eq!(
-        out,
-        failure(
-            "no cdp_url given and none configured (browser.cdp_url), and this caller launches \
-             no browser: pass the cdp_url of a running browser"
-        )
-    );
-    let out = call(
-        &reg,
-        "browser_connect",
-        &json!({"task_id": "t", "cdp": "x"}),
-        None,
-    );
-    fails_saying(&out, "unknown argument \"cdp\"");
-    let out = call(&reg, "browser_disconnect", &json!({}), None);
-    assert_eq!(
-        out,
-        json!({"success": true, "task_id": "default", "stopped": false})
-    );
-    let out = call(&reg, "browser_nope", &json!({}), None);
-    assert_eq!(out, failure("unknown tool \"browser_nope\""));
-    for name in ["browser_snapshot", "browser_nope", "browser_disconnect"] {
-        let out = call(&reg, name, &json!({"task_id": 7}), None);
-        assert_eq!(
-            out,
-            failure("task_id must be a string, got a number; omit it for the task \"default\""),
-            "{name}"
-        );
-        let out = call(&reg, name, &json!({"task_id": ""}), None);
-        assert!(
-            out["error"].as_str().is_some_and(|e| e.contains("task_id")),
-            "{name}: {out}"
-        );
-    }
-}
-
-#[test]
-fn dialog_actions_are_read_by_one_rule_with_one_wording() {
-    assert_eq!(
-        DialogAction::parse("accept").ok(),
-        Some(DialogAction::Accept)
-    );
-    assert_eq!(
-        DialogAction::parse("dismiss").ok(),
-        Some(DialogAction::Dismiss)
-    );
-    for (given, shown) in [
-        ("Accept", "\"Accept\""),
-        (" accept", "\" accept\""),
-        ("", "\"\""),
-    ] {
-        match DialogAction::parse(given) {
-            Err(Error::InvalidArgument(e)) => assert_eq!(
-                e,
-                format!("invalid action {shown}: use \"accept\" or \"dismiss\"")
-            ),
-            other => panic!("{given:?}: {other:?}"),
-        }
-    }
-    let reg = SupervisorRegistry::new(Config::default());
-    // The tool reads it with the same rule, whatever the value's kind; at most 64 characters
-    // of it are shown (`quote`).
-    let long = "x".repeat(200);
-    for (action, shown) in [
-        (json!("eat"), "\"eat\"".to_string()),
-        (json!(5), "5".to_string()),
-        (json!(long), format!("\"{}\"… (200 bytes)", "x".repeat(64))),
-        (
-            json!([[long]]),
-            format!("[[\"{}… (a longer list)", "x".repeat(61)),
-        ),
-    ] {
-        let out = browser_dialog(&reg, "t", &json!({ "action": action }));
-        assert_eq!(
-            out,
-            failure(format!(
-                "invalid action {shown}: use \"accept\" or \"dismiss\""
-            ))
-        );
-    }
-    let out = browser_dialog(&reg, "t", &json!({}));
-    assert_eq!(
-        out,
-        failure("missing action: use \"accept\" or \"dismiss\"")
     );
 }

@@ -13,11 +13,14 @@
 //! why each is there).
 //!
 //! Groups: `fake_*`, `fleet_starts`, `hardening_*`, `prop_hostile`, `scale_limits`,
-//! `security_policy` and `start_cancel` drive the scripted fake browser; `discovery` and `wss`
+//! `security_policy` and `start_cancel` drive the scripted fake browser (`fake_page` the
+//! supervisor page, served by the HTTP server in this process, over raw HTTP/1.1:
+//! [`common::raw_http`]); `discovery` and `wss`
 //! put scripted HTTP and TLS peers in front of it; `e2e_*` drive a real Chromium
 //! (`e2e_browserless` through a Browserless server each test starts); `cli`,
 //! `mcp_stdio`, `mcp_modern`, `mcp_hardening`, `mcp_fleet`, `mcp_python_sdk`, `mcp_http` and
-//! `tmpdir_cleanup` run the binary; `measure_popups`, `measure_renderers`, `measure_browserless`,
+//! `tmpdir_cleanup` run the binary; `mcp_http_server` runs the MCP HTTP server in this process,
+//! over raw HTTP/1.1 ([`common::raw_http`]); `measure_popups`, `measure_renderers`, `measure_browserless`,
 //! `measure_fleet`, `measure_stealth` and `measure_unwatched` hold ignored measurements.
 
 mod common;
@@ -59,6 +62,7 @@ mod fake_faults;
 mod fake_frames;
 mod fake_isolation;
 mod fake_own_page;
+mod fake_page;
 mod fake_popups;
 mod fake_stealth;
 mod fleet_starts;
@@ -71,6 +75,7 @@ mod idle;
 mod mcp_fleet;
 mod mcp_hardening;
 mod mcp_http;
+mod mcp_http_server;
 mod mcp_modern;
 mod mcp_python_sdk;
 mod mcp_stdio;

@@ -5,7 +5,8 @@
 //! the stdio transport's line API) and MCP over Streamable HTTP (2026-07-28 POSTs on a real
 //! socket), all on one registry attached to a fake browser's page; the text of every answer is
 //! the same, before and while a dialog is pending. The one difference is SPEC §10's: the library's
-//! `browser_snapshot` has no `success: true`, and is `{}` without a live supervisor.
+//! `browser_snapshot` has no `success: true`, and is `{}` without a live supervisor. Then what
+//! the public doors answer without a supervisor, and the one wording of argument errors.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -14,8 +15,9 @@ use std::time::Duration;
 use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::mcp::McpServer;
 use cdp_supervisor::mcp::http::{HttpOptions, HttpServer};
+use cdp_supervisor::tools::{browser_dialog, browser_snapshot, no_supervisor};
 use cdp_supervisor::unversioned::tools::call;
-use cdp_supervisor::{Config, tools};
+use cdp_supervisor::{Config, DialogAction, Error, SupervisorRegistry, tools};
 use serde_json::{Value, json};
 
 const CALLS: &str = include_str!("../tool_calls/calls.json");
@@ -174,4 +176,140 @@ fn every_door_of_the_tool_table_answers_the_same_text() {
     assert_eq!(answered["success"], true, "{answered}");
     assert_eq!(answered["action"], "accept", "{answered}");
     server.shutdown();
+}
+
+/// A tool's failure saying `error`.
+fn failure(error: impl std::fmt::Display) -> Value {
+    json!({"success": false, "error": error.to_string()})
+}
+
+/// Asserts that `out` is a failure whose error says `says`.
+fn fails_saying(out: &Value, says: &str) {
+    assert_eq!(out["success"], false, "{out}");
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(error.contains(says), "{out}");
+}
+
+#[test]
+fn no_supervisor_is_explicit_everywhere_but_the_library_snapshot() {
+    let reg = SupervisorRegistry::new(Config::default());
+    // SPEC §10: the library's snapshot of a task without a supervisor has nothing to merge.
+    assert_eq!(browser_snapshot(&reg, "nobody", &json!({})), json!({}));
+    assert_eq!(browser_snapshot(&reg, "nobody", &Value::Null), json!({}));
+    // Through the table (the MCP server, the Python binding) it says so.
+    let out = call(
+        &reg,
+        "browser_snapshot",
+        &json!({"task_id": "nobody"}),
+        None,
+    );
+    assert_eq!(out, no_supervisor("nobody"));
+    let out = call(&reg, "browser_snapshot", &json!({}), None);
+    assert_eq!(out, no_supervisor("default"));
+    for (name, args) in [
+        ("browser_dialog", json!({"action": "accept"})),
+        ("browser_cdp", json!({"method": "Browser.getVersion"})),
+    ] {
+        assert_eq!(
+            call(&reg, name, &args, None),
+            no_supervisor("default"),
+            "{name}"
+        );
+    }
+    // Argument errors come first, as a failure.
+    let out = call(&reg, "browser_snapshot", &json!({"task": "x"}), None);
+    assert_eq!(out["success"], false);
+    let out = browser_snapshot(&reg, "nobody", &json!({"target_id": 5}));
+    assert_eq!(out, failure("target_id must be a string, got a number"));
+}
+
+#[test]
+fn the_binding_entry_keeps_the_task_rule_and_runs_every_tool_of_the_table() {
+    let reg = SupervisorRegistry::new(Config::default());
+    let out = call(&reg, "browser_connect", &json!({"task_id": "t"}), None);
+    assert_eq!(
+        out,
+        failure(
+            "no cdp_url given and none configured (browser.cdp_url), and this caller launches \
+             no browser: pass the cdp_url of a running browser"
+        )
+    );
+    let out = call(
+        &reg,
+        "browser_connect",
+        &json!({"task_id": "t", "cdp": "x"}),
+        None,
+    );
+    fails_saying(&out, "unknown argument \"cdp\"");
+    let out = call(&reg, "browser_disconnect", &json!({}), None);
+    assert_eq!(
+        out,
+        json!({"success": true, "task_id": "default", "stopped": false})
+    );
+    let out = call(&reg, "browser_nope", &json!({}), None);
+    assert_eq!(out, failure("unknown tool \"browser_nope\""));
+    for name in ["browser_snapshot", "browser_nope", "browser_disconnect"] {
+        let out = call(&reg, name, &json!({"task_id": 7}), None);
+        assert_eq!(
+            out,
+            failure("task_id must be a string, got a number; omit it for the task \"default\""),
+            "{name}"
+        );
+        let out = call(&reg, name, &json!({"task_id": ""}), None);
+        assert!(
+            out["error"].as_str().is_some_and(|e| e.contains("task_id")),
+            "{name}: {out}"
+        );
+    }
+}
+
+#[test]
+fn dialog_actions_are_read_by_one_rule_with_one_wording() {
+    assert_eq!(
+        DialogAction::parse("accept").ok(),
+        Some(DialogAction::Accept)
+    );
+    assert_eq!(
+        DialogAction::parse("dismiss").ok(),
+        Some(DialogAction::Dismiss)
+    );
+    for (given, shown) in [
+        ("Accept", "\"Accept\""),
+        (" accept", "\" accept\""),
+        ("", "\"\""),
+    ] {
+        match DialogAction::parse(given) {
+            Err(Error::InvalidArgument(e)) => assert_eq!(
+                e,
+                format!("invalid action {shown}: use \"accept\" or \"dismiss\"")
+            ),
+            other => panic!("{given:?}: {other:?}"),
+        }
+    }
+    let reg = SupervisorRegistry::new(Config::default());
+    // The tool reads it with the same rule, whatever the value's kind; at most 64 characters
+    // of it are shown (`quote`).
+    let long = "x".repeat(200);
+    for (action, shown) in [
+        (json!("eat"), "\"eat\"".to_string()),
+        (json!(5), "5".to_string()),
+        (json!(long), format!("\"{}\"… (200 bytes)", "x".repeat(64))),
+        (
+            json!([[long]]),
+            format!("[[\"{}… (a longer list)", "x".repeat(61)),
+        ),
+    ] {
+        let out = browser_dialog(&reg, "t", &json!({ "action": action }));
+        assert_eq!(
+            out,
+            failure(format!(
+                "invalid action {shown}: use \"accept\" or \"dismiss\""
+            ))
+        );
+    }
+    let out = browser_dialog(&reg, "t", &json!({}));
+    assert_eq!(
+        out,
+        failure("missing action: use \"accept\" or \"dismiss\"")
+    );
 }

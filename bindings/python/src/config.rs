@@ -105,146 +105,91 @@ pub struct PyConfig {
     pub inner: Config,
 }
 
-#[pymethods]
-impl PyConfig {
-    /// The shipped defaults with the settings named by keyword (`Config(dialog_policy=...)`).
-    #[new]
-    #[pyo3(signature = (**kwargs))]
-    fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        config_of(kwargs).map(|inner| PyConfig { inner })
-    }
+/// `Config`'s methods: each getter `name -> Type: |c| value` reads the inner [`Config`] `c`;
+/// the methods in braces are written out.
+macro_rules! config_methods {
+    ($class:ident: $($(#[doc = $doc:literal])* $name:ident -> $ty:ty: |$c:ident| $value:expr;)* { $($methods:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            $(
+                $(#[doc = $doc])*
+                #[getter]
+                fn $name(&self) -> $ty {
+                    let $c = &self.inner;
+                    $value
+                }
+            )*
+            $($methods)*
+        }
+    };
+}
 
-    /// The defaults, then `path` (or `$CDP_SUPERVISOR_CONFIG`), then the `CDP_SUPERVISOR__*`
-    /// environment: what the command-line tool reads.
-    #[staticmethod]
-    #[pyo3(signature = (path=None))]
-    fn load(path: Option<PathBuf>) -> PyResult<Self> {
-        Config::load(path.as_deref())
-            .map(|inner| PyConfig { inner })
-            .map_err(to_py_err)
-    }
-
-    /// The defaults with a TOML document over them.
-    #[staticmethod]
-    fn from_toml(toml: String) -> PyResult<Self> {
-        Config::from_toml(&toml)
-            .map(|inner| PyConfig { inner })
-            .map_err(to_py_err)
-    }
-
-    #[getter]
-    fn dialog_policy(&self) -> &'static str {
-        self.inner.dialog_policy().as_str()
-    }
-
-    #[getter]
-    fn dialog_timeout_s(&self) -> f64 {
-        self.inner.dialog_timeout().as_secs_f64()
-    }
-
-    #[getter]
-    fn dialog_bridge(&self) -> &'static str {
-        self.inner.dialog_bridge().as_str()
-    }
-
-    #[getter]
-    fn cdp_url(&self) -> Option<String> {
-        self.inner.cdp_url().map(cdp_supervisor::redact_url)
-    }
-
-    #[getter]
-    fn follow_popups(&self) -> bool {
-        self.inner.follow_popups()
-    }
-
-    #[getter]
-    fn capture_console(&self) -> bool {
-        self.inner.capture_console()
-    }
-
-    #[getter]
-    fn chrome_args(&self) -> Vec<String> {
-        self.inner.chrome_args().to_vec()
-    }
-
-    #[getter]
-    fn start_timeout_s(&self) -> f64 {
-        self.inner.start_timeout().as_secs_f64()
-    }
-
-    #[getter]
-    fn call_timeout_s(&self) -> f64 {
-        self.inner.call_timeout().as_secs_f64()
-    }
-
-    #[getter]
-    fn reconnect_attempts(&self) -> u32 {
-        self.inner.reconnect_attempts()
-    }
-
-    #[getter]
-    fn allow_file_urls(&self) -> bool {
-        self.inner.security().allow_file_urls
-    }
-
-    #[getter]
-    fn allow_file_access(&self) -> bool {
-        self.inner.security().allow_file_access
-    }
-
-    #[getter]
-    fn allow_page_protocol(&self) -> bool {
-        self.inner.security().allow_page_protocol
-    }
-
-    #[getter]
-    fn cdp_deny(&self) -> Vec<String> {
-        self.inner.security().cdp_deny.clone()
-    }
-
-    #[getter]
-    fn cdp_allow(&self) -> Vec<String> {
-        self.inner.security().cdp_allow.clone()
-    }
-
+config_methods! {
+    PyConfig:
+    dialog_policy -> &'static str: |c| c.dialog_policy().as_str();
+    dialog_timeout_s -> f64: |c| c.dialog_timeout().as_secs_f64();
+    dialog_bridge -> &'static str: |c| c.dialog_bridge().as_str();
+    cdp_url -> Option<String>: |c| c.cdp_url().map(cdp_supervisor::redact_url);
+    follow_popups -> bool: |c| c.follow_popups();
+    capture_console -> bool: |c| c.capture_console();
+    chrome_args -> Vec<String>: |c| c.chrome_args().to_vec();
+    start_timeout_s -> f64: |c| c.start_timeout().as_secs_f64();
+    call_timeout_s -> f64: |c| c.call_timeout().as_secs_f64();
+    reconnect_attempts -> u32: |c| c.reconnect_attempts();
+    allow_file_urls -> bool: |c| c.security().allow_file_urls;
+    allow_file_access -> bool: |c| c.security().allow_file_access;
+    allow_page_protocol -> bool: |c| c.security().allow_page_protocol;
+    cdp_deny -> Vec<String>: |c| c.security().cdp_deny.clone();
+    cdp_allow -> Vec<String>: |c| c.security().cdp_allow.clone();
     /// `security.upload_dirs`.
-    #[getter]
-    fn upload_dirs(&self) -> Vec<PathBuf> {
-        self.inner.security().upload_dirs.clone()
-    }
-
+    upload_dirs -> Vec<PathBuf>: |c| c.security().upload_dirs.clone();
     /// `downloads.dir` (`None`: the system temp directory).
-    #[getter]
-    fn downloads_dir(&self) -> Option<PathBuf> {
-        self.inner.downloads().dir.clone()
-    }
-
+    downloads_dir -> Option<PathBuf>: |c| c.downloads().dir.clone();
     /// `downloads.keep`.
-    #[getter]
-    fn keep_downloads(&self) -> bool {
-        self.inner.downloads().keep
-    }
-
+    keep_downloads -> bool: |c| c.downloads().keep;
     /// `security.isolate_tasks`.
-    #[getter]
-    fn isolate_tasks(&self) -> bool {
-        self.inner.security().isolate_tasks
-    }
+    isolate_tasks -> bool: |c| c.security().isolate_tasks;
+    {
+        /// The shipped defaults with the settings named by keyword (`Config(dialog_policy=...)`).
+        #[new]
+        #[pyo3(signature = (**kwargs))]
+        fn new(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+            config_of(kwargs).map(|inner| PyConfig { inner })
+        }
 
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<PyConfig>()
-            .is_ok_and(|o| o.get().inner == self.inner)
-    }
+        /// The defaults, then `path` (or `$CDP_SUPERVISOR_CONFIG`), then the `CDP_SUPERVISOR__*`
+        /// environment: what the command-line tool reads.
+        #[staticmethod]
+        #[pyo3(signature = (path=None))]
+        fn load(path: Option<PathBuf>) -> PyResult<Self> {
+            Config::load(path.as_deref())
+                .map(|inner| PyConfig { inner })
+                .map_err(to_py_err)
+        }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Config(dialog_policy={:?}, dialog_timeout_s={}, dialog_bridge={:?}, start_timeout_s={}, call_timeout_s={})",
-            self.inner.dialog_policy().as_str(),
-            self.inner.dialog_timeout().as_secs_f64(),
-            self.inner.dialog_bridge().as_str(),
-            self.inner.start_timeout().as_secs_f64(),
-            self.inner.call_timeout().as_secs_f64()
-        )
+        /// The defaults with a TOML document over them.
+        #[staticmethod]
+        fn from_toml(toml: String) -> PyResult<Self> {
+            Config::from_toml(&toml)
+                .map(|inner| PyConfig { inner })
+                .map_err(to_py_err)
+        }
+
+        fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+            other
+                .cast::<PyConfig>()
+                .is_ok_and(|o| o.get().inner == self.inner)
+        }
+
+        fn __repr__(&self) -> String {
+            format!(
+                "Config(dialog_policy={:?}, dialog_timeout_s={}, dialog_bridge={:?}, start_timeout_s={}, call_timeout_s={})",
+                self.inner.dialog_policy().as_str(),
+                self.inner.dialog_timeout().as_secs_f64(),
+                self.inner.dialog_bridge().as_str(),
+                self.inner.start_timeout().as_secs_f64(),
+                self.inner.call_timeout().as_secs_f64()
+            )
+        }
     }
 }

@@ -16,6 +16,28 @@ use cdp_supervisor::{FrameEntry, Snapshot, SupervisorState};
 
 use crate::convert::to_py;
 
+/// The `#[pymethods]` of a part that keeps its Rust value in `inner`: `to_dict` (the value
+/// as `browser_snapshot` shows it, SPEC §10, as a new dict), `__repr__` (of `inner`, named
+/// by the closure) and any further methods.
+macro_rules! part_methods {
+    ($ty:ident, |$inner:ident| $repr:expr $(, $($more:tt)+)?) => {
+        #[pymethods]
+        impl $ty {
+            /// As `browser_snapshot` shows it (SPEC §10), as a new dict.
+            fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                crate::convert::to_py(py, &self.inner.to_json())
+            }
+
+            fn __repr__(&self) -> String {
+                let $inner = &self.inner;
+                $repr
+            }
+
+            $($($more)+)?
+        }
+    };
+}
+
 mod dialogs;
 mod files;
 mod frames;

@@ -121,7 +121,6 @@ impl Listens {
     }
 
     /// Streams open.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }

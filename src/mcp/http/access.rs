@@ -134,10 +134,15 @@ impl Access {
         }
     }
 
-    /// The value of the page's [`COOKIE`] (the token's SHA-256 in hex); `None` without a token.
-    pub(super) fn cookie_value(&self) -> Option<String> {
-        self.token
-            .map(|d| d.iter().map(|b| format!("{b:02x}")).collect())
+    /// The `Set-Cookie` value that answers the supervisor page's one-time login (`/?token=`,
+    /// which [`Access::check`] let in): the page's [`COOKIE`], the token's SHA-256 in hex.
+    /// `None` for any other request, or without a token.
+    pub(super) fn login_cookie(&self, head: &Head) -> Option<String> {
+        login_token(&head.target)?;
+        let value: String = self.token?.iter().map(|b| format!("{b:02x}")).collect();
+        Some(format!(
+            "{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"
+        ))
     }
 
     /// The answer to a request the rules refuse (module doc); `None` when they let it in.
@@ -277,7 +282,7 @@ fn split_host(value: &str) -> Option<(&str, Option<u16>)> {
 }
 
 /// The cookie that carries the token for the supervisor page (set by `/?token=`).
-pub(super) const COOKIE: &str = "cdp_supervisor_token";
+const COOKIE: &str = "cdp_supervisor_token";
 
 /// What a person is told when the supervisor page needs the token.
 const PAGE_UNAUTHORIZED: &str = "unauthorized: this supervisor page needs its token. Open \
@@ -330,7 +335,7 @@ fn unhex(s: &str) -> Option<[u8; 32]> {
 }
 
 /// The value of cookie `name` in a `Cookie` header (`a=1; b=2`), not empty.
-pub(super) fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     header
         .split(';')
         .filter_map(|kv| kv.trim().split_once('='))
@@ -340,7 +345,7 @@ pub(super) fn cookie<'a>(header: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// The `token` query parameter of a request target (percent-decoded), not empty.
-pub(super) fn login_token(target: &str) -> Option<Vec<u8>> {
+fn login_token(target: &str) -> Option<Vec<u8>> {
     let query = target.split_once('?')?.1;
     let query = query.split('#').next().unwrap_or("");
     let value = query
@@ -493,8 +498,7 @@ impl Places {
         }
     }
 
-    /// Connections that have a thread (for tests).
-    #[cfg(test)]
+    /// Connections that have a thread (for tests, through `unversioned::mcp`).
     pub(super) fn open(&self) -> usize {
         self.lock().open.len()
     }

@@ -12,15 +12,16 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, bounded};
 
 use super::route::{self, Plan};
-use super::{Shared, page};
+use super::{ENDPOINT, Shared};
 use crate::deadline::Deadline;
 use crate::http1::{self, Conn, HttpError, Limits, RequestHead, Response};
 use crate::mcp::MAX_LINE;
 use crate::mcp::engine::{Answer, Client, Key, Request, Served, Sink};
 use crate::mcp::rpc;
+use crate::page;
 use crate::transport::Socket;
 
 /// How long a connection that is closed with a request possibly unread (a refusal) is read,
@@ -141,7 +142,7 @@ pub(super) fn serve(
     let mut head = head;
     loop {
         let keep_alive = head.keep_alive();
-        let (go_on, unread) = if page::owns(&head) || !sh.options.mcp_endpoint {
+        let (go_on, unread) = if head.path() != ENDPOINT || !sh.options.mcp_endpoint {
             page_request(sh, &head, &mut conn, &out, keep_alive)
         } else {
             match route::head(sh, &head) {
@@ -177,8 +178,8 @@ pub(super) fn serve(
     }
 }
 
-/// A request of the supervisor page (`page.rs`): whether the connection goes on, and whether
-/// a body may be left unread.
+/// A request of the supervisor page (`crate::page`), once the access rules let it in: whether
+/// the connection goes on, and whether a body may be left unread.
 fn page_request(
     sh: &Shared,
     head: &RequestHead,
@@ -186,13 +187,16 @@ fn page_request(
     out: &Out,
     keep_alive: bool,
 ) -> (bool, bool) {
-    let response = match page::head(sh, head) {
+    if let Some(refusal) = sh.access.refusal(head) {
+        return respond(out, refusal, head.has_body(), keep_alive);
+    }
+    let response = match page::head(head, sh.access.login_cookie(head)) {
         page::PagePlan::Respond(response) => {
             return respond(out, response, head.has_body(), keep_alive);
         }
         page::PagePlan::Events => return events(sh, out),
         page::PagePlan::ReadBody => match read_body(sh, head, conn, out, page::BODY_MAX) {
-            Ok(body) => page::post(sh, head, &body),
+            Ok(body) => page::post(sh.mcp.registry(), head, &body),
             Err(e) => {
                 log::debug!("supervisor page: {e}");
                 return respond(out, cannot_read(&e), true, keep_alive);
@@ -202,14 +206,9 @@ fn page_request(
     respond(out, response, false, keep_alive)
 }
 
-/// How long an open page's stream may be silent before a comment is written (which finds a
-/// page that has gone, and keeps proxies from closing the stream).
-const EVENTS_KEEPALIVE: Duration = Duration::from_secs(20);
-
-/// The supervisor page's event stream on this connection (`page/hub.rs`), in a listen
-/// stream's place (none free: 503): the hub's events for this viewer, each written within
-/// [`STREAM_WRITE_STALL`], until a write fails, the hub drops the viewer (it fell behind) or
-/// the server shuts down. The connection then closes.
+/// The supervisor page's event stream on this connection (`page::Hub::stream`), in a listen
+/// stream's place (none free: 503), each event written within [`STREAM_WRITE_STALL`]. The
+/// connection then closes.
 fn events(sh: &Shared, out: &Out) -> (bool, bool) {
     if !sh.places.start_listening(out.id) {
         let busy = Response::typed(
@@ -224,20 +223,9 @@ fn events(sh: &Shared, out: &Out) -> (bool, bool) {
     let Ok(tcp) = out.tcp.try_clone() else {
         return (false, false);
     };
-    let (queue, frames) = bounded(page::hub::VIEWER_QUEUE);
-    if !out.send_within(&sse_head(false), STREAM_WRITE_STALL, Deadline::NEVER) {
-        return (false, false);
-    }
-    sh.hub.join(page::hub::Viewer { queue, tcp });
-    loop {
-        let frame = match frames.recv_timeout(EVENTS_KEEPALIVE) {
-            Ok(frame) => frame,
-            Err(RecvTimeoutError::Timeout) => http1::chunk(b": keep-alive\n\n").into(),
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        if !out.send_within(&frame, STREAM_WRITE_STALL, Deadline::NEVER) {
-            break;
-        }
+    let send = |bytes: &[u8]| out.send_within(bytes, STREAM_WRITE_STALL, Deadline::NEVER);
+    if send(&sse_head(false)) {
+        sh.hub.stream(tcp, send);
     }
     (false, false)
 }

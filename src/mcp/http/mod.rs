@@ -11,13 +11,15 @@
 //! which brings tokio into the dependency tree. What MCP needs of HTTP is small (one endpoint,
 //! POST with a JSON body, an answer that is JSON or a stream of events), and the crate speaks
 //! HTTP/1.1 already (`crate::http1`, about 1,100 lines without its tests, shared with the CDP
-//! upgrade and `http://` discovery). So this is that codec and about 2,000 lines of its own
+//! upgrade and `http://` discovery). So this is that codec and about 2,200 lines of its own
 //! (`wc -l` without the tests): `accept.rs` (new connections, up to their first request),
 //! `access.rs` (the `Host`, `Origin` and token rules, and the connection places), `route.rs`
 //! (what a request means, decided without I/O), `conn.rs` (one connection: its loop, what it
 //! writes, how each request's plan is carried out), `sessions.rs` (the legacy sessions), here
 //! (options, start, shutdown). Everything it asks of MCP goes through the engine's seam
-//! (`mcp::engine`).
+//! (`mcp::engine`). It also serves the supervisor page (`crate::page`, at every path but
+//! `/mcp`): `conn.rs` runs the access rules, then hands the page the request, the registry
+//! and the login's cookie.
 //!
 //! # Threads and limits
 //!
@@ -68,11 +70,8 @@
 mod accept;
 mod access;
 mod conn;
-mod page;
 mod route;
 mod sessions;
-#[cfg(all(test, feature = "fake-browser"))]
-mod tests;
 
 use crate::sync;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -266,8 +265,8 @@ struct Shared {
     /// freed by each connection's thread, all shut at shutdown.
     places: Places,
     sessions: Sessions,
-    /// The supervisor page's live updates (`page/hub.rs`).
-    hub: page::hub::Hub,
+    /// The supervisor page's live updates (`crate::page`).
+    hub: crate::page::Hub,
     /// Set when shutdown starts: no new connections or requests.
     closing: AtomicBool,
     /// True once shutdown is done; `wait` waits for it.
@@ -304,7 +303,7 @@ impl HttpServer {
         let access = Access::new(addr, config.allowed_hosts(), options.token.as_deref());
         let places = Places::new(options.max_connections, options.max_listen_streams);
         let mcp = McpServer::new(config);
-        let hub = page::hub::Hub::start(mcp.registry())
+        let hub = crate::page::Hub::start(mcp.registry())
             .map_err(|e| Error::Io(format!("cannot start the supervisor page's hub: {e}")))?;
         let shared = Arc::new(Shared {
             mcp,
@@ -355,6 +354,11 @@ impl HttpServer {
         &self.shared.mcp
     }
 
+    /// Connections that hold a place (for tests, through `unversioned::mcp`).
+    pub(crate) fn open_places(&self) -> usize {
+        self.shared.places.open()
+    }
+
     /// Blocks until [`HttpServer::shutdown`] has finished (from another thread).
     pub fn wait(&self) {
         let mut stopped = sync::lock(&self.shared.stopped);
@@ -397,5 +401,25 @@ impl HttpServer {
 impl Drop for HttpServer {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_default_to_loopback_and_port_8737() {
+        assert_eq!(resolve("9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
+        assert_eq!(
+            resolve("127.0.0.1").unwrap(),
+            "127.0.0.1:8737".parse().unwrap()
+        );
+        assert_eq!(resolve("[::1]").unwrap(), "[::1]:8737".parse().unwrap());
+        assert_eq!(resolve("[::1]:7").unwrap(), "[::1]:7".parse().unwrap());
+        assert!(resolve(DEFAULT_ADDR).unwrap().ip().is_loopback());
+        assert!(resolve("localhost:1").unwrap().ip().is_loopback());
+        let e = resolve("no such host name.invalid:1").unwrap_err();
+        assert!(e.to_string().contains("mcp --http"), "{e}");
     }
 }

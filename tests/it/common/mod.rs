@@ -25,6 +25,7 @@
 //!   for a snapshot).
 //! * [`procs`]: `/proc` helpers for tests that run the binary and check the
 //!   processes and profile directories it leaves behind.
+//! * [`raw_http`]: a raw HTTP/1.1 client for the crate's HTTP server run in the test's process.
 //! * [`tls`]: a private CA and a TLS-terminating proxy for `wss://` tests.
 //! * [`url_spellings`]: generated spellings of local, privileged and web URLs, by class, for
 //!   the security policy's tests.
@@ -36,6 +37,7 @@ pub mod detect;
 pub mod fakes;
 pub mod pages;
 pub mod procs;
+pub mod raw_http;
 pub mod tls;
 pub mod url_spellings;
 

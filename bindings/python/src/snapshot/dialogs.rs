@@ -10,7 +10,6 @@ use cdp_supervisor::unversioned::{bridge_request, dialog_session};
 use cdp_supervisor::{ClosedDialog, PendingDialog};
 
 use super::{float, opt, s};
-use crate::convert::to_py;
 
 /// A dialog waiting for an answer (`pending_dialogs`).
 #[pyclass(name = "PendingDialog", module = "cdp_supervisor", frozen)]
@@ -64,22 +63,12 @@ impl PyPendingDialog {
     }
 }
 
-#[pymethods]
-impl PyPendingDialog {
-    /// The dialog as `browser_snapshot` shows it (SPEC §10).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "PendingDialog(id={:?}, type={:?}, message={:?})",
-            self.inner.id,
-            self.inner.kind.as_str(),
-            self.inner.message
-        )
-    }
-}
+part_methods!(PyPendingDialog, |d| format!(
+    "PendingDialog(id={:?}, type={:?}, message={:?})",
+    d.id,
+    d.kind.as_str(),
+    d.message
+));
 
 /// A closed dialog (`recent_dialogs`), with who closed it.
 #[pyclass(name = "ClosedDialog", module = "cdp_supervisor", frozen)]
@@ -135,21 +124,10 @@ impl PyClosedDialog {
     }
 }
 
-#[pymethods]
-impl PyClosedDialog {
-    /// The record as `browser_snapshot` shows it (SPEC §10).
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        let d = &self.inner.dialog;
-        format!(
-            "ClosedDialog(id={:?}, type={:?}, message={:?}, closed_by={:?})",
-            d.id,
-            d.kind.as_str(),
-            d.message,
-            self.inner.closed_by.as_str()
-        )
-    }
-}
+part_methods!(PyClosedDialog, |c| format!(
+    "ClosedDialog(id={:?}, type={:?}, message={:?}, closed_by={:?})",
+    c.dialog.id,
+    c.dialog.kind.as_str(),
+    c.dialog.message,
+    c.closed_by.as_str()
+));

@@ -9,7 +9,6 @@ use pyo3::types::{PyFloat, PyString};
 use cdp_supervisor::{Download, FileChooser};
 
 use super::{float, opt, s};
-use crate::convert::to_py;
 
 /// One download of the task's (`downloads`, newest last).
 #[pyclass(name = "Download", module = "cdp_supervisor", frozen)]
@@ -52,21 +51,11 @@ impl PyDownload {
     }
 }
 
-#[pymethods]
-impl PyDownload {
-    /// As `browser_snapshot` shows it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Download(suggested_filename={:?}, state={:?})",
-            self.inner.suggested_filename,
-            self.inner.state.as_str()
-        )
-    }
-}
+part_methods!(PyDownload, |d| format!(
+    "Download(suggested_filename={:?}, state={:?})",
+    d.suggested_filename,
+    d.state.as_str()
+));
 
 /// A file chooser a page opened, waiting for files (`file_choosers`; with
 /// `allow_file_access`). Answer it with `Supervisor.respond_to_file_chooser`.
@@ -104,18 +93,8 @@ impl PyFileChooser {
     }
 }
 
-#[pymethods]
-impl PyFileChooser {
-    /// As `browser_snapshot` lists it among `pending_dialogs`.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "FileChooser(id={:?}, mode={:?})",
-            self.inner.id,
-            self.inner.mode.as_str()
-        )
-    }
-}
+part_methods!(PyFileChooser, |c| format!(
+    "FileChooser(id={:?}, mode={:?})",
+    c.id,
+    c.mode.as_str()
+));

@@ -98,23 +98,9 @@ impl PyFrameTree {
     }
 }
 
-#[pymethods]
-impl PyFrameTree {
-    /// `{"top": ..., "children": [...], "truncated": ...}` as `browser_snapshot` shows it.
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "FrameTree(top={:?}, children={}, truncated={})",
-            self.inner.top.as_ref().map(|f| f.frame_id.as_str()),
-            self.inner.children.len(),
-            if self.inner.truncated {
-                "True"
-            } else {
-                "False"
-            }
-        )
-    }
-}
+part_methods!(PyFrameTree, |t| format!(
+    "FrameTree(top={:?}, children={}, truncated={})",
+    t.top.as_ref().map(|f| f.frame_id.as_str()),
+    t.children.len(),
+    if t.truncated { "True" } else { "False" }
+));

@@ -9,7 +9,6 @@ use pyo3::types::{PyFloat, PyString};
 use cdp_supervisor::{Blocked, ConsoleEntry, PageInfo};
 
 use super::{float, opt, s};
-use crate::convert::to_py;
 
 /// A console error/warning or uncaught exception (`console_errors`).
 #[pyclass(name = "ConsoleEntry", module = "cdp_supervisor", frozen)]
@@ -42,19 +41,10 @@ impl PyConsoleEntry {
     }
 }
 
-#[pymethods]
-impl PyConsoleEntry {
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "ConsoleEntry(level={:?}, text={:?})",
-            self.inner.level, self.inner.text
-        )
-    }
-}
+part_methods!(PyConsoleEntry, |c| format!(
+    "ConsoleEntry(level={:?}, text={:?})",
+    c.level, c.text
+));
 
 /// Why the page (or one of its frames) cannot be used (`blocked`, SPEC §4.5).
 #[pyclass(name = "Blocked", module = "cdp_supervisor", frozen)]
@@ -83,22 +73,15 @@ impl PyBlocked {
     }
 }
 
-#[pymethods]
-impl PyBlocked {
+part_methods!(
+    PyBlocked,
+    |b| format!("Blocked(reason={:?})", b.reason.as_str()),
     /// For `dialog_in_unfollowed_page`: the pages to close (one shows the dialog).
     #[getter]
     fn target_ids(&self) -> Vec<String> {
         self.inner.target_ids.clone()
     }
-
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Blocked(reason={:?})", self.inner.reason.as_str())
-    }
-}
+);
 
 /// A page the task follows: its own page first, then popups it opened (`pages`).
 #[pyclass(name = "PageInfo", module = "cdp_supervisor", frozen)]
@@ -126,16 +109,7 @@ impl PyPageInfo {
     }
 }
 
-#[pymethods]
-impl PyPageInfo {
-    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.to_json())
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "PageInfo(target_id={:?}, url={:?})",
-            self.inner.target_id, self.inner.url
-        )
-    }
-}
+part_methods!(PyPageInfo, |p| format!(
+    "PageInfo(target_id={:?}, url={:?})",
+    p.target_id, p.url
+));

@@ -144,3 +144,17 @@ fn random_ids_are_long_and_differ() {
     assert!(token_problem("has space").is_some());
     assert!(token_problem("ok-token_1").is_none());
 }
+
+#[test]
+fn the_login_token_is_read_from_the_query_percent_decoded() {
+    assert_eq!(login_token("/?token=abc").as_deref(), Some(&b"abc"[..]));
+    assert_eq!(
+        login_token("/?x=1&token=a%2Fb#f").as_deref(),
+        Some(&b"a/b"[..])
+    );
+    assert_eq!(login_token("/?token="), None);
+    assert_eq!(login_token("/"), None);
+    assert_eq!(login_token("/?token=%zz").as_deref(), Some(&b"%zz"[..]));
+    assert_eq!(cookie("a=1; b=2", "b"), Some("2"));
+    assert_eq!(cookie("a=1", "b"), None);
+}

@@ -1,9 +1,11 @@
 //! The supervisor page (issue 33): what a person sees of every task at `/`, live, and answers
-//! from. Served by the MCP HTTP server (`mcp --http`) and by `watch --http` (the same server
-//! with `/mcp` off), through the same acceptor, places and access rules (`access.rs`) as
-//! `/mcp`: `Host` names this server, an `Origin` is its own, and with a token every request
-//! carries it (as `Authorization: Bearer`, or the cookie `/?token=` sets). Nothing here reads
-//! or writes the connection: [`head`] and [`post`] decide, `conn.rs` carries out.
+//! from. A product surface of its own, not an MCP one: the HTTP server (`mcp::http`) serves it
+//! for `mcp --http`, `watch --http` and `proxy --http` (the last two with `/mcp` off), after
+//! that server's access rules (`mcp/http/access.rs`: `Host` names this server, an `Origin` is
+//! its own, and with a token every request carries it, as `Authorization: Bearer` or the
+//! cookie `/?token=` sets). Nothing here reads or writes the connection, and nothing here knows
+//! the server: [`head`] and [`post`] decide from the request and what the server passes in
+//! (the registry, the login's cookie), and [`Hub::stream`] writes through the server's writer.
 //!
 //! * `GET /`: the page (`page/index.html`, with `page/page.css` and `page/page.js`: written by
 //!   hand, served from the binary, no build step). `/?token=TOKEN` (once): 303 to `/` with
@@ -22,19 +24,20 @@
 //! origin, and the page inserts nothing as HTML (`textContent` only), so a dialog message
 //! such as `<img src=x onerror=...>` is text.
 
-pub(super) mod hub;
+mod hub;
 mod view;
 
 use serde_json::{Value, json};
 
-use super::Shared;
-use super::access::COOKIE;
 use base64::Engine as _;
 
 use crate::config::DialogAction;
 use crate::error::Error;
 use crate::http1::{RequestHead as Head, Response};
+use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
+
+pub(crate) use hub::Hub;
 
 const INDEX_HTML: &str = include_str!("page/index.html");
 const PAGE_JS: &str = include_str!("page/page.js");
@@ -45,25 +48,20 @@ const API_HOLD: &str = "/api/hold";
 const API_THUMBNAIL: &str = "/api/thumbnail";
 
 /// The largest POST body the page sends (a prompt answer and ids).
-pub(super) const BODY_MAX: usize = 64 * 1024;
+pub(crate) const BODY_MAX: usize = 64 * 1024;
 
 /// What every answer of the page says about itself.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// What a page request comes to.
-pub(super) enum PagePlan {
+pub(crate) enum PagePlan {
     /// This answer, now.
     Respond(Response),
     /// Read the body, then [`post`].
     ReadBody,
     /// Open the event stream (`hub.rs`).
     Events,
-}
-
-/// Whether `head` is the page's (anything but `/mcp` when the server serves the page).
-pub(super) fn owns(head: &Head) -> bool {
-    head.path() != super::ENDPOINT
 }
 
 /// An answer of the page with its safety headers.
@@ -83,24 +81,17 @@ fn json_answer(status: u16, body: &Value) -> Response {
     page_response(status, "application/json", &body.to_string())
 }
 
-/// What a page request's head comes to (the access rules first).
-pub(super) fn head(sh: &Shared, head: &Head) -> PagePlan {
-    if let Some(refusal) = sh.access.refusal(head) {
-        return PagePlan::Respond(refusal);
-    }
+/// What a page request's head comes to, once the server's access rules let it in;
+/// `login_cookie`: the `Set-Cookie` value when the request is the one-time `/?token=` login.
+pub(crate) fn head(head: &Head, login_cookie: Option<String>) -> PagePlan {
     let path = head.path();
     match (head.method.as_str(), path) {
         ("GET" | "HEAD", "/") if head.target.contains('?') => {
             // The one-time login (the access rules checked the token), or a stray query:
             // either way the address bar ends up at `/`.
             let mut r = Response::empty(303).with("Location", "/");
-            if super::access::login_token(&head.target).is_some()
-                && let Some(value) = sh.access.cookie_value()
-            {
-                r = r.with(
-                    "Set-Cookie",
-                    format!("{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"),
-                );
+            if let Some(cookie) = login_cookie {
+                r = r.with("Set-Cookie", cookie);
             }
             PagePlan::Respond(r.with("Referrer-Policy", "no-referrer"))
         }
@@ -139,8 +130,8 @@ fn is_json(head: &Head) -> bool {
     })
 }
 
-/// The answer to a POST of the page, with its `body`.
-pub(super) fn post(sh: &Shared, head: &Head, body: &[u8]) -> Response {
+/// The answer to a POST of the page, with its `body`, on `registry`'s tasks.
+pub(crate) fn post(registry: &SupervisorRegistry, head: &Head, body: &[u8]) -> Response {
     let args: Value = match serde_json::from_slice(body) {
         Ok(v @ Value::Object(_)) => v,
         _ => {
@@ -153,7 +144,7 @@ pub(super) fn post(sh: &Shared, head: &Head, body: &[u8]) -> Response {
     let Some(task) = arg(&args, "task_id") else {
         return json_answer(400, &json!({"ok": false, "error": "task_id is required"}));
     };
-    let Some(sup) = sh.mcp.registry().get(task) else {
+    let Some(sup) = registry.get(task) else {
         let why = format!("no task {}", crate::quote::quoted(task));
         return json_answer(404, &json!({"ok": false, "error": why}));
     };

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded, unbounded};
 use serde_json::{Map, Value, json};
 
 use super::view;
@@ -44,13 +44,17 @@ use crate::registry::SupervisorRegistry;
 use crate::supervisor::Supervisor;
 
 /// Events a viewer may have queued before it is dropped as not reading.
-pub(in crate::mcp::http) const VIEWER_QUEUE: usize = 32;
+const VIEWER_QUEUE: usize = 32;
 
 /// How long after an event that carried a task its next changes wait, to go together.
-pub(in crate::mcp::http) const COALESCE: Duration = Duration::from_millis(100);
+const COALESCE: Duration = Duration::from_millis(100);
+
+/// How long an open page's stream may be silent before a comment is written (which finds a
+/// page that has gone, and keeps proxies from closing the stream).
+const EVENTS_KEEPALIVE: Duration = Duration::from_secs(20);
 
 /// One event of the stream, framed as a chunk of the chunked answer.
-pub(in crate::mcp::http) type Frame = Arc<[u8]>;
+type Frame = Arc<[u8]>;
 
 /// What the hub thread is told.
 enum Wake {
@@ -65,15 +69,15 @@ enum Wake {
 }
 
 /// An open page's event stream.
-pub(in crate::mcp::http) struct Viewer {
+struct Viewer {
     /// Its queue; the connection's thread writes what comes out.
-    pub(in crate::mcp::http) queue: Sender<Frame>,
+    queue: Sender<Frame>,
     /// Its connection, shut when it is dropped.
-    pub(in crate::mcp::http) tcp: TcpStream,
+    tcp: TcpStream,
 }
 
 /// The hub: its thread's channel and the thread.
-pub(in crate::mcp::http) struct Hub {
+pub(crate) struct Hub {
     wakes: Sender<Wake>,
     /// Set by the registry's observer when it sends [`Wake::Tasks`], cleared by the hub.
     tasks_pending: Arc<AtomicBool>,
@@ -105,7 +109,7 @@ struct Followed {
 
 impl Hub {
     /// Starts the hub of `registry`'s tasks.
-    pub(in crate::mcp::http) fn start(registry: &Arc<SupervisorRegistry>) -> std::io::Result<Hub> {
+    pub(crate) fn start(registry: &Arc<SupervisorRegistry>) -> std::io::Result<Hub> {
         let (tx, rx) = unbounded();
         let tasks_pending = Arc::new(AtomicBool::new(false));
         {
@@ -141,13 +145,26 @@ impl Hub {
         })
     }
 
-    /// Adds a viewer: it gets the full state, then every change.
-    pub(in crate::mcp::http) fn join(&self, viewer: Viewer) {
-        let _ = self.wakes.send(Wake::Join(viewer));
+    /// Serves one viewer whose connection is `tcp` (the stream's head written): the full
+    /// state, then every change, each event written by `send`, until a write fails, the hub
+    /// drops the viewer (it fell behind: its connection is shut) or the hub closes.
+    pub(crate) fn stream(&self, tcp: TcpStream, mut send: impl FnMut(&[u8]) -> bool) {
+        let (queue, frames) = bounded(VIEWER_QUEUE);
+        let _ = self.wakes.send(Wake::Join(Viewer { queue, tcp }));
+        loop {
+            let frame = match frames.recv_timeout(EVENTS_KEEPALIVE) {
+                Ok(frame) => frame,
+                Err(RecvTimeoutError::Timeout) => http1::chunk(b": keep-alive\n\n").into(),
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            if !send(&frame) {
+                return;
+            }
+        }
     }
 
     /// Ends the hub: every viewer's queue is dropped (their connections end), the thread joined.
-    pub(in crate::mcp::http) fn close(&self) {
+    pub(crate) fn close(&self) {
         let _ = self.wakes.send(Wake::Close);
         self.tasks_pending.store(true, Ordering::Release);
         let thread = crate::sync::lock(&self.thread).take();

@@ -1,17 +1,20 @@
-//! The supervisor page over raw HTTP/1.1, on the fake browser: what it serves and with which
-//! policy, the token (header, one-time login, cookie), the access rules on answers (a
-//! cross-site POST cannot answer), the event stream (full state, then changes, then the end),
-//! and a viewer that stops reading dropped without delaying the others.
+//! The supervisor page (`crate::page`) as the HTTP server in this process serves it, over raw
+//! HTTP/1.1, on the fake browser: what it serves and with which policy, the token (header,
+//! one-time login, cookie), the access rules on answers (a cross-site POST cannot answer), the
+//! event stream (full state, then changes, then the end), and a viewer that stops reading
+//! dropped without delaying the others.
 
 use std::collections::HashMap;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use cdp_supervisor::fake::FakeBrowser;
+use cdp_supervisor::mcp::http::{HttpOptions, HttpServer};
+use cdp_supervisor::unversioned::mcp::open_places;
+use cdp_supervisor::{Config, DialogAction};
 use serde_json::{Value, json};
 
-use super::*;
-use crate::config::DialogAction;
-use crate::fake::FakeBrowser;
+use crate::common::raw_http::{Client, Reply, WAIT, closes_within, initialize, start};
 
 /// What a page holds of every task, from the events of its stream (as `page.js` takes them
 /// in: a list as new items and the indexes of the items held).
@@ -371,7 +374,7 @@ fn a_viewer_that_stops_reading_is_dropped_and_the_others_keep_up() {
     let mut reader = events(&server, &[]);
     let mut seen = Seen::default();
     seen.take(&reader.next_event().unwrap());
-    let open = || server.shared.places.open();
+    let open = || open_places(&server);
     assert_eq!(open(), 2);
     // Rounds of twelve large console errors (every shown one new) change every task's view;
     // the stalled viewer's socket and queue fill, the reader reads on.
@@ -426,21 +429,6 @@ fn a_watch_server_serves_the_page_and_no_mcp_endpoint() {
     let mut c = Client::new(&server);
     c.send("GET", "/", &[], "");
     assert_eq!(c.read().unwrap().status, 200);
-}
-
-#[test]
-fn the_login_token_is_read_from_the_query_percent_decoded() {
-    use super::access::{cookie, login_token};
-    assert_eq!(login_token("/?token=abc").as_deref(), Some(&b"abc"[..]));
-    assert_eq!(
-        login_token("/?x=1&token=a%2Fb#f").as_deref(),
-        Some(&b"a/b"[..])
-    );
-    assert_eq!(login_token("/?token="), None);
-    assert_eq!(login_token("/"), None);
-    assert_eq!(login_token("/?token=%zz").as_deref(), Some(&b"%zz"[..]));
-    assert_eq!(cookie("a=1; b=2", "b"), Some("2"));
-    assert_eq!(cookie("a=1", "b"), None);
 }
 
 #[test]

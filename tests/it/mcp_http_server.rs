@@ -1,155 +1,21 @@
-//! The HTTP server in process, driven with raw HTTP/1.1 over TCP: the access rules, keep-alive,
-//! deadlines and caps, legacy sessions, the 2026-07-28 header checks, tasks per client (on the
-//! fake browser), a call cancelled by its client leaving, and shutdown with a call in flight.
+//! The MCP HTTP server (`mcp::http`) in this process, driven with raw HTTP/1.1 over TCP: the
+//! access rules, keep-alive, deadlines and caps, legacy sessions, the 2026-07-28 header checks,
+//! tasks per client (on the fake browser), a call cancelled by its client leaving, and shutdown
+//! with a call in flight. The client is [`crate::common::raw_http`]; `cdp-supervisor mcp --http`
+//! as a process is `mcp_http`.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use cdp_supervisor::Config;
+use cdp_supervisor::fake::{FakeBrowser, Rule};
+use cdp_supervisor::mcp::MAX_LINE;
+use cdp_supervisor::mcp::http::{ENDPOINT, HttpOptions, HttpServer, TOKEN_ENV};
+use cdp_supervisor::unversioned::mcp::{calls_in_flight, open_places, streams_open};
 use serde_json::{Value, json};
 
-use super::*;
-use crate::fake::{FakeBrowser, Rule};
-
-const WAIT: Duration = Duration::from_secs(10);
-
-/// An answer as the client reads it.
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: HashMap<String, String>,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-}
-
-/// One client connection.
-struct Client {
-    stream: TcpStream,
-    buf: Vec<u8>,
-    host: String,
-}
-
-impl Client {
-    fn new(server: &HttpServer) -> Client {
-        let stream = TcpStream::connect(server.local_addr()).unwrap();
-        stream.set_read_timeout(Some(WAIT)).unwrap();
-        Client {
-            stream,
-            buf: Vec::new(),
-            host: server.local_addr().to_string(),
-        }
-    }
-
-    fn send(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) {
-        let mut req = format!("{method} {path} HTTP/1.1\r\n");
-        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
-            req.push_str(&format!("Host: {}\r\n", self.host));
-        }
-        for (n, v) in headers {
-            req.push_str(&format!("{n}: {v}\r\n"));
-        }
-        if method == "POST" {
-            req.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                body.len()
-            ));
-        }
-        req.push_str("\r\n");
-        req.push_str(body);
-        self.stream.write_all(req.as_bytes()).unwrap();
-    }
-
-    fn fill(&mut self) -> bool {
-        let mut chunk = [0u8; 8192];
-        match self.stream.read(&mut chunk) {
-            Ok(0) | Err(_) => false,
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                true
-            }
-        }
-    }
-
-    /// The head of the next answer (status and headers), its body left unread; `None` when the
-    /// server closed the connection first.
-    fn try_head(&mut self) -> Option<(u16, HashMap<String, String>)> {
-        let end = loop {
-            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i;
-            }
-            if !self.fill() {
-                return None;
-            }
-        };
-        let head = String::from_utf8(self.buf[..end].to_vec()).unwrap();
-        self.buf.drain(..end + 4);
-        let mut lines = head.split("\r\n");
-        let status = lines.next().unwrap()[9..12].parse().unwrap();
-        let headers = lines
-            .filter_map(|l| l.split_once(": "))
-            .map(|(n, v)| (n.to_ascii_lowercase(), v.to_string()))
-            .collect();
-        Some((status, headers))
-    }
-
-    /// The head of the next answer, its body left unread.
-    fn read_head(&mut self) -> (u16, HashMap<String, String>) {
-        self.try_head()
-            .expect("the connection closed before a head")
-    }
-
-    /// The body (of `Content-Length`) of the answer whose head was `headers`.
-    fn body(&mut self, headers: &HashMap<String, String>) -> String {
-        let len: usize = headers
-            .get("content-length")
-            .map_or(0, |l| l.parse().unwrap());
-        while self.buf.len() < len {
-            assert!(self.fill(), "the body ended early");
-        }
-        String::from_utf8(self.buf.drain(..len).collect()).unwrap()
-    }
-
-    /// The next answer; `None` when the server closed the connection first.
-    fn read(&mut self) -> Option<Reply> {
-        let (status, headers) = self.try_head()?;
-        let body = self.body(&headers);
-        Some(Reply {
-            status,
-            headers,
-            body,
-        })
-    }
-
-    fn post(&mut self, headers: &[(&str, &str)], body: &Value) -> Reply {
-        self.send("POST", ENDPOINT, headers, &body.to_string());
-        self.read().expect("an answer")
-    }
-
-    /// True once the server has closed the connection (within `WAIT`).
-    fn closed(&mut self) -> bool {
-        let t = Instant::now();
-        while t.elapsed() < WAIT {
-            if !self.fill() {
-                return true;
-            }
-        }
-        false
-    }
-}
-
-fn start(config: Config, options: HttpOptions) -> HttpServer {
-    HttpServer::start(config, options.with_addr("127.0.0.1:0")).expect("the server starts")
-}
+use crate::common::raw_http::{Client, Reply, WAIT, closes_within, eventually, initialize, start};
 
 /// A server with the default configuration and `options`.
 fn serve(options: HttpOptions) -> HttpServer {
@@ -159,12 +25,6 @@ fn serve(options: HttpOptions) -> HttpServer {
 /// A legacy `tools/list` request.
 fn tools_list(id: u64) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})
-}
-
-fn initialize() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}})
 }
 
 /// A 2026-07-28 request and its mirrored headers.
@@ -229,15 +89,6 @@ fn on_fake(options: HttpOptions) -> (FakeBrowser, HttpServer) {
         options,
     );
     (fake, server)
-}
-
-/// Waits until `done`, checking every `every`; fails with `what` once `within` has passed.
-fn eventually(within: Duration, every: Duration, what: &str, mut done: impl FnMut() -> bool) {
-    let by = crate::deadline::Deadline::after(within);
-    while !done() {
-        assert!(!by.passed(), "{what}");
-        std::thread::sleep(every);
-    }
 }
 
 /// A `subscriptions/listen` POST for `task`'s resource on a fresh connection, its answer unread.
@@ -382,7 +233,7 @@ fn trickling_and_oversized_requests_are_cut_off() {
             format!(
                 "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 c.host,
-                crate::mcp::MAX_LINE + 1
+                MAX_LINE + 1
             )
             .as_bytes(),
         )
@@ -511,18 +362,17 @@ fn clients_that_name_no_task_get_fresh_tasks_of_their_own() {
 fn a_client_that_leaves_cancels_its_call_and_shutdown_drops_calls_in_flight() {
     let (fake, server) = on_fake(HttpOptions::default());
     fake.set_rule("Runtime.evaluate", Rule::Ignore);
-    let engine = &server.mcp().engine;
     let mut c = Client::new(&server);
     let task = connect_task(&mut c);
     let hang = json!({"name": "browser_cdp", "arguments": {
         "task_id": task, "method": "Runtime.evaluate", "params": {"expression": "1"}, "timeout_s": 60}});
-    let started = || engine.calls_in_flight() == 1;
+    let started = || calls_in_flight(server.mcp()) == 1;
     let tick = Duration::from_millis(1);
     send_modern(&mut c, 2, "tools/call", hang.clone(), json!({}));
     eventually(WAIT, tick, "the call never started", started);
     drop(c);
     let (within, what) = (Duration::from_secs(2), "the call outlived its client");
-    eventually(within, tick, what, || engine.calls_in_flight() == 0);
+    eventually(within, tick, what, || calls_in_flight(server.mcp()) == 0);
 
     // Another call in flight, then shutdown: no answer, the connection closes.
     let mut c = Client::new(&server);
@@ -568,21 +418,6 @@ fn connections_past_the_limit_are_answered_503() {
 }
 
 #[test]
-fn addresses_default_to_loopback_and_port_8737() {
-    assert_eq!(resolve("9000").unwrap(), "127.0.0.1:9000".parse().unwrap());
-    assert_eq!(
-        resolve("127.0.0.1").unwrap(),
-        "127.0.0.1:8737".parse().unwrap()
-    );
-    assert_eq!(resolve("[::1]").unwrap(), "[::1]:8737".parse().unwrap());
-    assert_eq!(resolve("[::1]:7").unwrap(), "[::1]:7".parse().unwrap());
-    assert!(resolve(DEFAULT_ADDR).unwrap().ip().is_loopback());
-    assert!(resolve("localhost:1").unwrap().ip().is_loopback());
-    let e = resolve("no such host name.invalid:1").unwrap_err();
-    assert!(e.to_string().contains("mcp --http"), "{e}");
-}
-
-#[test]
 fn a_public_address_without_a_token_refuses_to_start() {
     let start_at = |addr: &str, token: Option<&str>| {
         let options = HttpOptions::default().with_addr(addr);
@@ -602,36 +437,6 @@ fn a_public_address_without_a_token_refuses_to_start() {
     let server = start_at("0.0.0.0:0", Some("tok-123")).expect("a token allows a public address");
     assert!(!format!("{server:?}").contains("tok-123"));
     server.shutdown();
-}
-
-impl Client {
-    /// The next event of a chunked SSE body, as JSON; `None` at its last chunk.
-    fn next_event(&mut self) -> Option<Value> {
-        let line_end = loop {
-            if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
-                break i;
-            }
-            assert!(self.fill(), "the stream ended without its last chunk");
-        };
-        let size = usize::from_str_radix(
-            std::str::from_utf8(&self.buf[..line_end]).unwrap().trim(),
-            16,
-        )
-        .unwrap();
-        while self.buf.len() < line_end + 2 + size + 2 {
-            assert!(self.fill(), "a chunk ended early");
-        }
-        let chunk: Vec<u8> = self.buf.drain(..line_end + 2 + size + 2).collect();
-        if size == 0 {
-            return None;
-        }
-        let text = String::from_utf8(chunk[line_end + 2..line_end + 2 + size].to_vec()).unwrap();
-        let data = text
-            .lines()
-            .find_map(|l| l.strip_prefix("data: "))
-            .unwrap_or_else(|| panic!("no data in {text:?}"));
-        Some(serde_json::from_str(data).unwrap())
-    }
 }
 
 #[test]
@@ -719,9 +524,8 @@ fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_serve
     assert_eq!(update["params"]["uri"], uri.as_str(), "{update}");
     // The client leaves: its stream is dropped (no writes to a closed socket pile up).
     drop(l);
-    let engine = &server.mcp().engine;
     let (tick, what) = (Duration::from_millis(5), "the stream outlived its client");
-    eventually(WAIT, tick, what, || engine.streams_open() == 0);
+    eventually(WAIT, tick, what, || streams_open(server.mcp()) == 0);
     // Shutdown ends an open stream with its response and the last chunk.
     let mut l = open(8);
     server.shutdown();
@@ -737,34 +541,6 @@ fn a_listen_stream_carries_its_tasks_events_until_the_client_leaves_or_the_serve
 // ---------------------------------------------------------------------------
 // Issue 28: slots, closes, framing and sessions
 // ---------------------------------------------------------------------------
-
-/// Whether the server closes the connection within `within` (the client reads and discards
-/// what comes first).
-fn closes_within(stream: &mut TcpStream, within: Duration) -> bool {
-    let by = Instant::now() + within;
-    let mut sink = [0u8; 8192];
-    loop {
-        let left = by.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return false;
-        }
-        stream.set_read_timeout(Some(left)).unwrap();
-        match stream.read(&mut sink) {
-            Ok(0) => return true,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                return false;
-            }
-            // A reset is a close too.
-            Err(_) => return true,
-        }
-    }
-}
 
 /// A `browser_cdp` call (it runs on a worker) as a 2026-07-28 POST, with `extra` headers, in
 /// HTTP/1.`minor`.
@@ -1109,7 +885,7 @@ fn a_listen_stream_that_stops_reading_is_dropped_at_its_write_deadline() {
     assert_eq!(l.read_head().0, 200);
     // The client stops reading; the task's dialogs (16 KiB messages) fill the socket.
     let message = "m".repeat(16 * 1024);
-    let open = || server.shared.places.open();
+    let open = || open_places(&server);
     let by = Instant::now() + Duration::from_secs(30);
     while open() > 0 {
         assert!(
@@ -1172,7 +948,3 @@ fn the_mcp_section_of_the_configuration_sets_the_http_limits() {
         "the defaults are config/default.toml's"
     );
 }
-
-/// The supervisor page's tests (they use this file's client).
-#[path = "page/tests.rs"]
-mod page_tests;
