@@ -190,7 +190,7 @@ impl Proxy {
                 .spawn(move || me.report_dialogs(&sup))
         };
         if upgraded {
-            client::run(&sup, tcp, leftover, peer);
+            client::run(&sup, tcp, leftover, peer, None);
         }
         let reason = match sup.state() {
             _ if self.closing.load(Ordering::Acquire) => "the proxy closed".to_string(),
