@@ -12,6 +12,7 @@ use cdp_supervisor::fake::FakeBrowser;
 use cdp_supervisor::unversioned::registry_without_popup_watcher;
 use cdp_supervisor::{
     BridgeMode, Config, DialogPolicy, StartOptions, StartRequest, Supervisor, SupervisorRegistry,
+    SupervisorState,
 };
 use serde_json::{Value, json};
 
@@ -288,4 +289,53 @@ fn a_page_client_talks_to_its_page_without_sessions_and_is_closed_when_the_page_
     )
     .expect("its browser session detached");
     assert!(sup.is_alive(), "the task goes on");
+}
+
+#[test]
+fn a_page_client_is_closed_when_the_tasks_connection_drops_and_a_browser_client_goes_on() {
+    let s = setup();
+    let (fake, sup) = (&s.fake, &s.sup);
+    let ws = list(&s.http)
+        .iter()
+        .find(|e| e["id"] == PAGE)
+        .and_then(|e| e["webSocketDebuggerUrl"].as_str().map(str::to_string))
+        .expect("the page's URL");
+    let mut p = RawCdp::connect(&ws).expect("a page client");
+    let browser_ws = s.http.replacen("http://", "ws://", 1);
+    let browser_ws = format!("{browser_ws}/devtools/browser/{}", list_version_id(&s.http));
+    let mut b = RawCdp::connect(&browser_ws).expect("a browser client");
+    p.call("Runtime.evaluate", json!({"expression": "1"}), None, WAIT)
+        .unwrap();
+    b.call("Target.getTargets", json!({}), None, WAIT)
+        .expect("the browser client is in");
+
+    fake.drop_connections();
+    let detached = p
+        .wait_event("Inspector.detached", None, WAIT)
+        .expect("Inspector.detached");
+    let reason = detached["params"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("connection to the browser ended"),
+        "{reason}"
+    );
+    let end = crate::common::wait_until(WAIT, || p.next_message(WAIT / 10).err())
+        .expect("the page client is closed");
+    assert!(end.contains("connection to the browser ended"), "{end}");
+
+    // The browser client is carried through the reconnect, as before.
+    sup.wait_for(WAIT, |s| s.state == SupervisorState::Active)
+        .expect("active again");
+    let back = crate::common::wait_until(WAIT, || {
+        b.call("Target.getTargets", json!({}), None, WAIT / 5).ok()
+    });
+    let last = b.call("Target.getTargets", json!({}), None, WAIT);
+    assert!(back.is_some(), "the browser client works again: {last:?}");
+}
+
+/// The `<id>` of the task's `/devtools/browser/<id>`, from `/json/version`.
+fn list_version_id(http: &str) -> String {
+    let (_, body) = get(http, "/json/version", &[]);
+    let v: Value = serde_json::from_str(&body).expect("JSON");
+    let url = v["webSocketDebuggerUrl"].as_str().expect("a browser URL");
+    url.rsplit('/').next().unwrap().to_string()
 }
