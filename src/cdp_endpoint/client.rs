@@ -53,8 +53,15 @@ pub(super) fn mux_for(sup: &Supervisor) -> Option<Arc<Mux>> {
     mux_of(sup)
 }
 
-/// Serves one client whose upgrade was answered, until it or the task goes.
-pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer: SocketAddr) {
+/// Serves one client whose upgrade was answered, until it or the task goes: on the browser,
+/// or on the page `page` names (a page client: `mux/page.rs`).
+pub(super) fn run(
+    sup: &Arc<Supervisor>,
+    tcp: TcpStream,
+    leftover: Vec<u8>,
+    peer: SocketAddr,
+    page: Option<String>,
+) {
     let Ok(mut out) = tcp.try_clone() else { return };
     let _ = out.set_write_timeout(Some(ATTACH_TIMEOUT));
     let refuse = |out: &mut TcpStream, why: &str| {
@@ -96,7 +103,7 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
         return refuse(&mut out, "the client's socket failed");
     };
     let outlet = Arc::new(outlet);
-    let id = mux.join(session, Arc::clone(&outlet));
+    let id = mux.join(session.clone(), Arc::clone(&outlet), page.clone());
     info!(
         "task {}: CDP client {peer} connected ({} now)",
         sup.task_id(),
@@ -114,6 +121,16 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
         mux.leave(id);
         return;
     };
+    if let Some(target) = &page
+        && let Err(why) = attach_page(sup, &mux, id, &session, target)
+    {
+        debug!("CDP client {peer}: {why}");
+        mux.close_one(id, 1011, &why);
+        mux.leave(id);
+        let _ = writer.join();
+        let _ = tcp.shutdown(Shutdown::Both);
+        return;
+    }
     let mut reader = FrameReader::new(MAX_MESSAGE);
     // Buffered: a frame's head, mask and payload come in one `recv`, not three.
     let mut input = Cursor::new(leftover).chain(BufReader::with_capacity(READ_BUFFER, &tcp));
@@ -142,4 +159,25 @@ pub(super) fn run(sup: &Arc<Supervisor>, tcp: TcpStream, leftover: Vec<u8>, peer
     let _ = writer.join();
     let _ = tcp.shutdown(Shutdown::Both);
     info!("task {}: CDP client {peer} left", sup.task_id());
+}
+
+/// Opens page client `id`'s root: a flat session on `target` under its browser session.
+fn attach_page(
+    sup: &Supervisor,
+    mux: &Mux,
+    id: u64,
+    browser_session: &str,
+    target: &str,
+) -> Result<(), String> {
+    let params = json!({ "targetId": target, "flatten": true });
+    let cmd = Command::new("Target.attachToTarget", params).on(browser_session);
+    let reply = sup
+        .shared()
+        .round_trip(cmd, Deadline::after(ATTACH_TIMEOUT))
+        .map_err(|e| format!("the page could not be attached: {e}"))?;
+    let session = reply.get("sessionId").and_then(|s| s.as_str());
+    match session {
+        Some(s) if mux.page_attached(id, s) => Ok(()),
+        _ => Err("the page could not be attached: the browser gave no session".into()),
+    }
 }

@@ -59,6 +59,32 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
     let Some((found, browser_id)) = l.find(token) else {
         return not_found(&mut raw, "no such task");
     };
+    if let Some(id) = rest.strip_prefix("devtools/page/") {
+        // A page client (`mux/page.rs`), on a target `/json/list` lists: Chromium's refusal
+        // otherwise (500, its words), for a target of another task as for none.
+        let sup = match found {
+            Found::Task(sup) if task_targets(&sup).iter().any(|i| i["targetId"] == id) => sup,
+            _ => {
+                let id: String = id.chars().take(64).collect();
+                let msg = format!("No such target id: {id}");
+                return answer(&mut raw, Response::typed(500, "text/plain", msg));
+            }
+        };
+        if let Err(r) = upgrade_checks(&head, &l.settings) {
+            return answer(&mut raw, r);
+        }
+        if !switch(&mut raw, &head) {
+            return;
+        }
+        let (socket, leftover) = conn.into_parts();
+        return client::run(
+            &sup,
+            socket.into_tcp(),
+            leftover,
+            peer,
+            Some(id.to_string()),
+        );
+    }
     if let Some(id) = rest.strip_prefix("devtools/browser/") {
         if id != browser_id {
             return not_found(&mut raw, "no such browser");
@@ -76,25 +102,20 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
                 }
             },
         };
-        let key = head.text("sec-websocket-key").unwrap_or_default().trim();
-        let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
-        let ok = format!(
-            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-             Sec-WebSocket-Accept: {accept}\r\n\r\n"
-        );
-        let upgraded = raw.write_all(ok.as_bytes()).is_ok();
+        let upgraded = switch(&mut raw, &head);
         let (socket, leftover) = conn.into_parts();
         return match task {
             Some((p, task)) => p.run_client(task, upgraded, socket.into_tcp(), leftover, peer),
-            None if upgraded => client::run(&sup, socket.into_tcp(), leftover, peer),
+            None if upgraded => client::run(&sup, socket.into_tcp(), leftover, peer, None),
             None => {}
         };
     }
-    let ws_url = l.urls(token, &browser_id).ws_url;
+    let urls = l.urls(token, &browser_id);
+    let ws_url = urls.ws_url;
     let body = match (rest.trim_end_matches('/'), &found) {
         ("json/version", Found::Task(sup)) => version_json(&task_version(sup), &ws_url),
         ("json/version", Found::Proxy(p)) => version_json(&p.version(), &ws_url),
-        ("json" | "json/list", Found::Task(sup)) => task_list(sup),
+        ("json" | "json/list", Found::Task(sup)) => task_list(sup, &urls.http_url),
         // Each client of a proxy sees its own task; a discovery request is no client.
         ("json" | "json/list", Found::Proxy(_)) => json!([]),
         _ => return not_found(&mut raw, "not found"),
@@ -133,8 +154,20 @@ fn version_json(fields: &serde_json::Value, ws_url: &str) -> serde_json::Value {
     })
 }
 
-/// `/json/list` of a task: its pages, iframes and workers, as Chromium lists them.
-fn task_list(sup: &Supervisor) -> serde_json::Value {
+/// Answers an upgrade (101); false when the client is gone.
+fn switch(raw: &mut TcpStream, head: &RequestHead) -> bool {
+    let key = head.text("sec-websocket-key").unwrap_or_default().trim();
+    let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let ok = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {accept}\r\n\r\n"
+    );
+    raw.write_all(ok.as_bytes()).is_ok()
+}
+
+/// The task's pages, iframes and workers (`Target.getTargets`, narrowed to what a client of the
+/// task may see): what `/json/list` lists and `/devtools/page/<id>` serves.
+fn task_targets(sup: &Supervisor) -> Vec<serde_json::Value> {
     let cmd = Command::new("Target.getTargets", json!({}));
     let infos = sup
         .shared()
@@ -147,20 +180,34 @@ fn task_list(sup: &Supervisor) -> serde_json::Value {
             },
         )
         .unwrap_or_default();
-    let infos = match client::mux_for(sup) {
+    let mut infos = match client::mux_for(sup) {
         Some(m) => m.task_targets(infos),
         None => Vec::new(),
     };
-    let list: Vec<_> = infos
+    infos.retain(|i| matches!(i["type"].as_str(), Some("page" | "iframe" | "worker")));
+    infos
+}
+
+/// `/json/list` of a task under `http_url` (`http://HOST:PORT/<token>`): its targets as Chromium
+/// lists them, each with the `webSocketDebuggerUrl` of its page connection here
+/// (`ws://HOST:PORT/<token>/devtools/page/<id>`). No `devtoolsFrontendUrl`: Chromium's points
+/// its DevTools frontend at the browser's own port, which would bypass the task's connection,
+/// and this endpoint serves no frontend.
+fn task_list(sup: &Supervisor, http_url: &str) -> serde_json::Value {
+    let base = http_url.replacen("http://", "ws://", 1);
+    let list: Vec<_> = task_targets(sup)
         .iter()
-        .filter(|i| matches!(i["type"].as_str(), Some("page" | "iframe" | "worker")))
         .map(|i| {
+            let ws = i["targetId"]
+                .as_str()
+                .map(|id| format!("{base}/devtools/page/{id}"));
             json!({
                 "description": "",
                 "id": i["targetId"],
                 "title": i["title"],
                 "type": i["type"],
                 "url": i["url"],
+                "webSocketDebuggerUrl": ws,
             })
         })
         .collect();

@@ -55,6 +55,7 @@ use crate::snapshot::Snapshot;
 use crate::transport::SendError;
 
 mod life;
+mod page;
 mod scope;
 mod tap;
 mod wait;
@@ -77,6 +78,8 @@ struct Client {
     shown: FxHashSet<String>,
     /// Its last browser-level commands of [`life::REPLAYED`], with their params.
     replay: Vec<(String, serde_json::Value)>,
+    /// A page client's page (`page.rs`): its commands without `sessionId` go there.
+    page: Option<page::PageRoot>,
 }
 
 /// A client command in flight, under its upstream id.
@@ -209,10 +212,16 @@ impl Mux {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new client on `browser_session`, its messages written through `outlet`; its id. When
-    /// every client was closed already, it is closed at once the same way (it was opening its
-    /// browser session meanwhile) and its browser session let go.
-    pub(super) fn join(&self, browser_session: String, outlet: Arc<Outlet>) -> u64 {
+    /// A new client on `browser_session`, its messages written through `outlet`, a page
+    /// client when `page` names its target (`page.rs`); its id. When every client was closed
+    /// already, it is closed at once the same way (it was opening its browser session
+    /// meanwhile) and its browser session let go.
+    pub(super) fn join(
+        &self,
+        browser_session: String,
+        outlet: Arc<Outlet>,
+        page: Option<String>,
+    ) -> u64 {
         let mut st = self.lock();
         st.next_client += 1;
         let id = st.next_client;
@@ -235,6 +244,10 @@ impl Mux {
                 held: Vec::new(),
                 shown: FxHashSet::default(),
                 replay: Vec::new(),
+                page: page.map(|target| page::PageRoot {
+                    target,
+                    session: None,
+                }),
             },
         );
         id
@@ -354,9 +367,11 @@ impl Mux {
         };
         let browser_level = cmd.session_id.is_none();
         let session = match cmd.session_id {
-            None => c.browser_session.clone(),
+            None => c.root_session().to_string(),
             Some(s) => s,
         };
+        // A page client's browser session is not its to use.
+        let own_browser = c.page.is_none();
         if browser_level && session.is_empty() {
             drop(st); // the connection dropped and its new browser session is not there yet
             return self.reply(
@@ -366,7 +381,7 @@ impl Mux {
         }
         let target = match st.sessions.get(&session) {
             Some((owner, target)) if *owner == client => Some(target.clone()),
-            None if st.browser_sessions.get(&session) == Some(&client) => None,
+            None if own_browser && st.browser_sessions.get(&session) == Some(&client) => None,
             _ => {
                 let msg = format!("Session with given id not found. ({session})");
                 let reply = error_reply(Some(orig_id), -32001, &msg);

@@ -197,7 +197,7 @@ impl Proxy {
                 .spawn(move || me.report_dialogs(&sup))
         };
         if upgraded {
-            client::run(&sup, tcp, leftover, peer);
+            client::run(&sup, tcp, leftover, peer, None);
         }
         let reason = match sup.state() {
             _ if self.closing.load(Ordering::Acquire) => lock(&self.close_reason).clone(),

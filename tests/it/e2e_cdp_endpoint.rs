@@ -309,7 +309,7 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
 
 /// `<target>/puppeteer`, installed from tests/puppeteer by `.ci/run` (`npm ci --ignore-scripts`):
 /// its node, when the install matches the pinned package.json and lockfile.
-pub(crate) fn puppeteer_node() -> Option<std::path::PathBuf> {
+pub fn puppeteer_node() -> Option<std::path::PathBuf> {
     let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/puppeteer");
     let same = |f: &str| {

@@ -25,6 +25,9 @@
 //! gone, so the endpoint sends both to every session, in that order (a client that listens on a
 //! session for `Inspector.detached` hears of each), with the reason saying what happened.
 //!
+//! A page client (`page.rs`) is closed instead (1001, with the reason): its page's session is
+//! its root, gone with the connection.
+//!
 //! # Back
 //!
 //! Once the task is active again (the publish that says so: the supervisor has re-attached its
@@ -73,6 +76,13 @@ pub(super) struct Life {
     pub(super) parents: FxHashMap<String, String>,
 }
 
+impl Life {
+    /// The connection ended and is not back yet.
+    pub(super) fn is_lost(&self) -> bool {
+        self.lost
+    }
+}
+
 /// How many sessions lie above `session` (0: attached under a browser session).
 fn depth(parents: &FxHashMap<String, String>, session: &str) -> usize {
     let mut n = 0;
@@ -110,6 +120,7 @@ impl Mux {
         let why = format!(
             "the task's connection to the browser ended ({reason}); it is being made again"
         );
+        self.lose_page_clients(st, &why);
         for (_, p) in std::mem::take(&mut st.pending) {
             let Some(p) = p else { continue };
             let on = (!p.browser_level).then_some(p.session.as_str());

@@ -57,6 +57,15 @@ pub(super) enum Seen {
     Unknown,
 }
 
+/// The session an event came on, to a client: its browser session (`browser`), or the root of a
+/// page client (`root`: `Target.*` events there are screened as a browser session's, since a
+/// page connection discovers and attaches as the browser's does).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Level {
+    pub(super) browser: bool,
+    pub(super) root: bool,
+}
+
 /// The task's reach as a client's view needs it: the snapshot's, and what joined through the
 /// task's clients.
 struct Scope<'a> {
@@ -160,7 +169,7 @@ impl Mux {
         st: &mut State,
         client: u64,
         session: &str,
-        browser_level: bool,
+        level: Level,
         method: &str,
         params: Option<&RawValue>,
         raw: &str,
@@ -171,8 +180,10 @@ impl Mux {
         let Some(snap) = self.snap() else {
             return false;
         };
+        let browser_level = level.browser;
+        let browser_like = level.browser || level.root;
         match method {
-            "Target.targetCreated" | "Target.targetInfoChanged" if browser_level => {
+            "Target.targetCreated" | "Target.targetInfoChanged" if browser_like => {
                 let p = params_of(params);
                 let info = p.get("targetInfo").cloned().unwrap_or(Value::Null);
                 match self.judge(st, &snap, client, &info) {
@@ -184,7 +195,7 @@ impl Mux {
                     Seen::Unknown => self.hold(st, client, raw),
                 }
             }
-            "Target.targetDestroyed" | "Target.targetCrashed" if browser_level => {
+            "Target.targetDestroyed" | "Target.targetCrashed" if browser_like => {
                 let p = params_of(params);
                 let id = text(&p, "targetId");
                 let gone = method == "Target.targetDestroyed";
@@ -201,7 +212,9 @@ impl Mux {
                 let p = params_of(params);
                 let info = p.get("targetInfo").cloned().unwrap_or(Value::Null);
                 let under_tab = !browser_level && st.tab_sessions.contains(session);
-                if !browser_level && !under_tab {
+                // On a page's root, a page or tab came from `attachToTarget`, not from its own.
+                let attached_by_id = level.root && matches!(text(&info, "type"), "page" | "tab");
+                if !browser_level && !under_tab && !attached_by_id {
                     // Under a session on one of the task's targets: its iframe or worker.
                     st.joined.insert(text(&info, "targetId").to_string());
                     return false;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
+use super::scope::Level;
 use super::{Mux, Out, State, deliver};
 use crate::cdp_endpoint::wire::{Envelope, SessionParams, client_wording, decode, error_reply_on};
 use crate::core::policy;
@@ -90,14 +91,28 @@ impl Mux {
         env: &Envelope<'_>,
         text: &str,
     ) -> bool {
-        let (client, browser_level) = if let Some(c) = st.browser_sessions.get(session) {
-            (*c, true)
+        // `root`: its events go without `sessionId` (a browser session, or a page client's page).
+        let (client, browser_level, root) = if let Some(c) = st.browser_sessions.get(session) {
+            let c = *c;
+            if st.clients.get(&c).is_some_and(|c| c.page.is_some()) {
+                return self.on_page_browser_event(st, c, method, env);
+            }
+            (c, true, true)
         } else if let Some((c, _)) = st.sessions.get(session) {
-            (*c, false)
+            let c = *c;
+            (
+                c,
+                false,
+                st.clients.get(&c).is_some_and(|x| x.is_root(session)),
+            )
         } else {
             return st.hidden.contains(session);
         };
-        if self.screen(st, client, session, browser_level, method, env.params, text) {
+        let level = Level {
+            browser: browser_level,
+            root,
+        };
+        if self.screen(st, client, session, level, method, env.params, text) {
             return true;
         }
         match method {
@@ -125,8 +140,9 @@ impl Mux {
             _ => {}
         }
         // An event of a session the client attached is its own, word for word, as Chromium
-        // sent it (no copy to re-write); one of its browser session loses the `sessionId`.
-        let text = if browser_level {
+        // sent it (no copy to re-write); one of its browser session, or of a page client's
+        // page, loses the `sessionId`.
+        let text = if root {
             let params = env.params.map_or("{}", RawValue::get);
             let m = serde_json::Value::from(method);
             format!(r#"{{"method":{m},"params":{params}}}"#)

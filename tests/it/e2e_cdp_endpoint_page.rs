@@ -1,0 +1,241 @@
+//! Page connections through the task's CDP endpoint on real Chromium (`mux/page.rs`): a raw
+//! client on the `webSocketDebuggerUrl` that `/json/list` gives a page talks to it without
+//! sessions, as on Chromium's own `/devtools/page/<id>`: it evaluates, enables `Page` and hears
+//! the load of a navigation, gets a dialog, sees a later call fail at once naming it, answers it
+//! and the page's script gets the answer; a page closed under a client closes the client; and
+//! the task keeps its one connection to the browser throughout (counted).
+
+use std::time::{Duration, Instant};
+
+use cdp_supervisor::{ClosedBy, Config, StartOptions, StartRequest, SupervisorRegistry};
+use serde_json::{Value, json};
+
+use crate::common::{self, Browser, HttpServer, RawCdp, Response};
+use crate::e2e_cdp_endpoint::{connections_to, get};
+
+const T: Duration = Duration::from_secs(10);
+
+fn pages() -> HttpServer {
+    HttpServer::start(|req| match req.path.as_str() {
+        "/one" => Response::html("<!doctype html><title>One</title><p>one</p>"),
+        "/two" => Response::html(
+            "<!doctype html><title>Two</title><script>window.answer = 'none';</script>",
+        ),
+        _ => Response::not_found(),
+    })
+}
+
+/// `/json/list`'s entry for `id`.
+fn entry(http: &str, id: &str) -> Option<Value> {
+    let (status, body) = get(http, "/json/list", &[]);
+    assert_eq!(status, 200, "{body}");
+    let list: Vec<Value> = serde_json::from_str(&body).expect("a JSON list");
+    list.into_iter().find(|e| e["id"] == id)
+}
+
+fn eval(cdp: &mut RawCdp, expr: &str) -> Result<Value, String> {
+    cdp.call(
+        "Runtime.evaluate",
+        json!({"expression": expr, "returnByValue": true}),
+        None,
+        T,
+    )
+    .map(|r| r["result"]["value"].clone())
+}
+
+#[test]
+fn a_raw_page_client_evaluates_navigates_and_answers_a_dialog_on_the_tasks_one_connection() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let browser = Browser::launch().expect("launch Chromium");
+    let server = pages();
+    let reg = SupervisorRegistry::new(Config::default());
+    let sup = reg
+        .start(
+            StartRequest::new("pg", &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
+        )
+        .expect("start");
+    let page = sup.snapshot().page_target_id.clone().expect("the page");
+    let ep = reg.cdp_endpoint("pg").expect("the task's endpoint");
+    let upstream = connections_to(browser.port);
+
+    // Discovery: the page's WebSocket is under the task's token, as the browser's is.
+    let e = entry(&ep.http_url, &page).expect("the task's page is listed");
+    let ws = e["webSocketDebuggerUrl"].as_str().expect("a page URL");
+    let token = ep.http_url.rsplit('/').next().unwrap();
+    assert!(
+        ws.ends_with(&format!("/{token}/devtools/page/{page}")),
+        "{ws}"
+    );
+    assert!(e.get("devtoolsFrontendUrl").is_none(), "{e}");
+    let upgrade = [
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ("Sec-WebSocket-Version", "13"),
+    ];
+    let (status, body) = get(&ep.http_url, "/devtools/page/NOPE", &upgrade);
+    assert_eq!((status, body.as_str()), (500, "No such target id: NOPE"));
+
+    let mut p = RawCdp::connect(ws).expect("a page client");
+    assert_eq!(eval(&mut p, "6*7").unwrap(), json!(42));
+
+    // Page.enable, then a navigation: its load comes without sessionId.
+    p.call("Page.enable", json!({}), None, T).unwrap();
+    p.call(
+        "Page.navigate",
+        json!({"url": server.url("127.0.0.1", "/two")}),
+        None,
+        T,
+    )
+    .expect("navigate");
+    p.wait_event("Page.loadEventFired", None, T)
+        .expect("Page.loadEventFired without sessionId");
+    assert_eq!(eval(&mut p, "document.title").unwrap(), json!("Two"));
+
+    // A dialog: the client hears of it, a later call fails at once naming it, the client
+    // answers it, and the page's script gets the answer.
+    eval(
+        &mut p,
+        "setTimeout(() => { window.answer = prompt('Your name?', 'x'); }, 0); 1",
+    )
+    .unwrap();
+    let opening = p
+        .wait_event("Page.javascriptDialogOpening", None, T)
+        .expect("Page.javascriptDialogOpening without sessionId");
+    assert_eq!(opening["params"]["message"], "Your name?");
+    common::wait_until(T, || {
+        (!sup.snapshot().pending_dialogs.is_empty()).then_some(())
+    })
+    .expect("the supervisor sees it");
+    let t = Instant::now();
+    let err = eval(&mut p, "1").expect_err("blocked by the dialog");
+    let refused_in = t.elapsed();
+    assert!(err.contains("Your name?"), "{err}");
+    assert!(refused_in < Duration::from_secs(1), "{refused_in:?}");
+    eprintln!("a page client's call into the dialog failed in {refused_in:?}: {err}");
+    p.call(
+        "Page.handleJavaScriptDialog",
+        json!({"accept": true, "promptText": "Bob"}),
+        None,
+        T,
+    )
+    .expect("the client answers it");
+    p.wait_event("Page.javascriptDialogClosed", None, T)
+        .expect("closed");
+    assert_eq!(eval(&mut p, "window.answer").unwrap(), json!("Bob"));
+    common::wait_until(T, || {
+        sup.snapshot().pending_dialogs.is_empty().then_some(())
+    })
+    .expect("no dialog pending");
+    let closed = sup.snapshot().recent_dialogs.last().map(|d| d.closed_by);
+    assert_eq!(closed, Some(ClosedBy::Client));
+
+    // A page a browser client of the task creates is listed too; a page client on it is
+    // closed when the page closes, as Chromium closes its page socket.
+    let mut b = RawCdp::connect(&ep.ws_url).expect("a browser client");
+    let other = b
+        .new_page(&server.url("127.0.0.1", "/one"))
+        .expect("a new page");
+    let e = common::wait_until(T, || entry(&ep.http_url, &other)).expect("the new page listed");
+    let mut q = RawCdp::connect(e["webSocketDebuggerUrl"].as_str().unwrap()).expect("q");
+    let title = common::wait_until(T, || {
+        eval(&mut q, "document.title").ok().filter(|t| t == "One")
+    });
+    assert!(title.is_some(), "q evaluates in the new page");
+    assert_eq!(
+        connections_to(browser.port),
+        upstream,
+        "two page clients and a browser client added no connection to the browser"
+    );
+    b.close_page(&other).expect("close the new page");
+    let detached = q
+        .wait_event_where(T, |e| {
+            e["method"] == "Inspector.detached" && e["params"]["reason"] == "target_closed"
+        })
+        .expect("Inspector.detached {target_closed}");
+    assert!(detached.get("sessionId").is_none(), "{detached}");
+    let end = common::wait_until(T, || q.next_message(Duration::from_millis(200)).err())
+        .expect("q is closed");
+    assert!(end.contains("page closed"), "{end}");
+    assert!(
+        entry(&ep.http_url, &other).is_none(),
+        "gone from /json/list"
+    );
+
+    // The first client goes on; the task kept its one connection.
+    assert_eq!(eval(&mut p, "2+2").unwrap(), json!(4));
+    drop((p, q, b));
+    assert_eq!(connections_to(browser.port), upstream);
+    reg.stop("pg");
+}
+
+/// chrome-remote-interface 0.34.0 (pinned in tests/puppeteer, installed by `.ci/run` with
+/// puppeteer-core) with its default target, the first page `/json/list` gives: it evaluates,
+/// navigates and hears the load, and answers a prompt raised by its own evaluate, which then
+/// returns the answer.
+#[test]
+fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let Some(node) = crate::e2e_cdp_endpoint::puppeteer_node() else {
+        assert!(
+            !common::e2e_required(),
+            "chrome-remote-interface is not installed (run .ci/run)"
+        );
+        eprintln!("SKIPPED: chrome-remote-interface is not installed (run .ci/run)");
+        return;
+    };
+    let browser = Browser::launch().expect("launch Chromium");
+    let server = pages();
+    let reg = SupervisorRegistry::new(Config::default());
+    let sup = reg
+        .start(
+            StartRequest::new("cri", &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
+        )
+        .expect("start");
+    let page = sup.snapshot().page_target_id.clone().expect("the page");
+    let ep = reg.cdp_endpoint("cri").expect("the endpoint");
+    let upstream = connections_to(browser.port);
+    // Beside its node_modules, where Node resolves its imports from.
+    let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
+    let script = dir.join("page_client.mjs");
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/puppeteer/page_client.mjs");
+    std::fs::copy(source, &script).expect("copy the script");
+    let mut cmd = std::process::Command::new(node);
+    cmd.arg(&script)
+        .args([&ep.http_url, &server.url("127.0.0.1", "/two")])
+        .current_dir(&dir);
+    let output = crate::mcp_python_sdk::run_bounded(cmd, Duration::from_secs(60)).expect("node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "chrome-remote-interface failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).expect("JSON");
+    eprintln!("chrome-remote-interface on the task's page: {v}");
+    let token = ep.http_url.rsplit('/').next().unwrap();
+    assert!(
+        v["ws"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/{token}/devtools/page/{page}")),
+        "{v}"
+    );
+    assert_eq!(v["evaluate"], 42);
+    assert_eq!(v["title"], "Two");
+    assert_eq!(v["dialog"], "Who?");
+    assert_eq!(v["answer"], "Ann");
+    let closed = sup.snapshot().recent_dialogs.last().map(|d| d.closed_by);
+    assert_eq!(closed, Some(ClosedBy::Client));
+    assert_eq!(connections_to(browser.port), upstream);
+    reg.stop("cri");
+}
