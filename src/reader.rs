@@ -276,9 +276,6 @@ impl Reader {
                     _ => {}
                 }
             }
-            if let Some(tap) = self.shared.tap.get() {
-                tap.batch_done();
-            }
             // Pages the task's CDP clients created join the task (followed like popups).
             if let Some(tap) = self.shared.tap.get() {
                 for target in tap.take_joined() {
@@ -287,6 +284,12 @@ impl Reader {
             }
             let watchdog = self.carry_out(now);
             self.flush(now);
+            // The clients' replies and events go out only now, once the batch's publish is out:
+            // a client that hears its dialog answer acknowledged and calls again at once must
+            // find the dialog closed in the snapshot its call is judged against.
+            if let Some(tap) = self.shared.tap.get() {
+                tap.batch_done();
+            }
             // Watchdog bookkeeping last: waking that thread must not delay the callers above.
             for msg in watchdog {
                 let _ = self.watchdog.send(msg);
