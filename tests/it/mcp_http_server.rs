@@ -484,6 +484,24 @@ fn a_request_that_asks_for_logs_gets_them_on_an_sse_stream_before_its_result() {
         }
         assert!(before.iter().all(|n| n.get("id").is_none()), "{events:?}");
         fake.close_dialog_remotely();
+        // The next call is judged against the snapshot: it must show the dialog closed (the
+        // close reaches the supervisor's reader after this returns).
+        let deadline = std::time::Instant::now() + WAIT;
+        for n in 100.. {
+            let snap = tool(
+                &mut c,
+                10 * n + id,
+                "browser_snapshot",
+                json!({"task_id": task}),
+            );
+            if snap["pending_dialogs"] == json!([]) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the dialog stays open: {snap}"
+            );
+        }
     }
     // The connection carries on after the stream.
     let snap = tool(&mut c, 4, "browser_snapshot", json!({"task_id": task}));
