@@ -197,13 +197,12 @@ fn check(cmd: Command, timeout: Duration, what: &str, hint: &str) -> Result<(), 
     ))
 }
 
-/// The target directory: the binary is `<target>/<profile>/cdp-supervisor`.
+/// The target directory (`<target>`, where the binary is `<target>/<profile>/cdp-supervisor`).
 pub(crate) fn target_dir() -> PathBuf {
-    Path::new(crate::common::bin::bin())
-        .parent()
-        .and_then(Path::parent)
-        .expect("the binary lies in <target>/<profile>/")
-        .to_path_buf()
+    // From the test binary's own place, not the CLI's: that would build the CLI (20 s and more,
+    // when cargo is busy elsewhere) for tests that only look for what .ci/run installed here.
+    let profile = crate::common::bin::profile_dir();
+    profile.parent().expect("<target>/<profile>").to_path_buf()
 }
 
 /// Runs `cmd` (stdin closed, output captured) in its own process group; on `timeout` the group
