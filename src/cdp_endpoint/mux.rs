@@ -80,6 +80,8 @@ struct Client {
     replay: Vec<(String, serde_json::Value)>,
     /// A page client's page (`page.rs`): its commands without `sessionId` go there.
     page: Option<page::PageRoot>,
+    /// The pages it created (`Target.createTarget`): closed by its `Browser.close` (`life.rs`).
+    created: Vec<String>,
 }
 
 /// A client command in flight, under its upstream id.
@@ -248,6 +250,7 @@ impl Mux {
                     target,
                     session: None,
                 }),
+                created: Vec::new(),
             },
         );
         id
@@ -405,6 +408,20 @@ impl Mux {
             let reply = error_reply_on(Some(orig_id), on, -32000, &e.to_string());
             drop(st);
             return self.reply(client, reply);
+        }
+        // The browser is not the client's to close or crash (`life.rs`).
+        if target.is_none() && matches!(method.as_str(), "Browser.close" | "Browser.crash") {
+            let on = (!browser_level).then_some(session.as_str());
+            if method == "Browser.close" {
+                self.close_browser_for(&mut st, client, orig_id, on);
+            } else {
+                let refusal = error_reply_on(Some(orig_id), on, -32000, life::NO_CRASH);
+                deliver(&mut st, client, Out::Text(refusal));
+            }
+            let outbox = std::mem::take(&mut st.outbox);
+            drop(st);
+            self.flush(outbox);
+            return self.send_due();
         }
         let renderer_sid = target
             .as_deref()

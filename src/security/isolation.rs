@@ -28,7 +28,9 @@
 //! What it does not promise: the default browser context is every task's (its cookies,
 //! storage, permissions and download settings, which calls without `browserContextId` change
 //! for all), and `Browser.close`, `Browser.crash` or `Browser.setWindowBounds` act on the whole
-//! browser or on a window by number (refuse them with `security.cdp_deny`).
+//! browser or on a window by number when `browser_cdp` sends them (refuse them with
+//! `security.cdp_deny`; the task endpoint turns a client's `Browser.close` into that client's own
+//! end and refuses its `Browser.crash`: `cdp_endpoint/mux/life.rs`).
 
 use serde_json::Value;
 

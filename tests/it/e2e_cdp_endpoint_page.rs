@@ -239,3 +239,92 @@ fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
     assert_eq!(connections_to(browser.port), upstream);
     reg.stop("cri");
 }
+
+/// Puppeteer's `browser.close()` through the endpoint (`mux/life.rs`): the page it opened is
+/// closed and it is disconnected, while the browser, the task's page and its supervisor go on,
+/// and a second Puppeteer does the same through the same endpoint.
+#[test]
+fn puppeteer_browser_close_closes_its_pages_and_leaves_the_tasks_browser_open() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let Some(node) = crate::e2e_cdp_endpoint::puppeteer_node() else {
+        assert!(
+            !common::e2e_required(),
+            "puppeteer-core is not installed (run .ci/run)"
+        );
+        eprintln!("SKIPPED: puppeteer-core is not installed (run .ci/run)");
+        return;
+    };
+    let browser = Browser::launch().expect("launch Chromium");
+    let server = pages();
+    let reg = SupervisorRegistry::new(Config::default());
+    let sup = reg
+        .start(
+            StartRequest::new("bclose", &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
+        )
+        .expect("start");
+    let page = sup.snapshot().page_target_id.clone().expect("the page");
+    let ep = reg.cdp_endpoint("bclose").expect("the endpoint");
+    let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
+    let script = dir.join("close.mjs");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/puppeteer/close.mjs");
+    std::fs::copy(source, &script).expect("copy the script");
+    let new_url = server.url("127.0.0.1", "/two");
+    let mut direct = RawCdp::connect(&browser.ws_url).expect("a direct connection");
+    let pages_now = |direct: &mut RawCdp| -> Vec<(String, String)> {
+        let v = direct
+            .call("Target.getTargets", json!({}), None, T)
+            .expect("getTargets");
+        let infos = v["targetInfos"].as_array().cloned().unwrap_or_default();
+        infos
+            .iter()
+            .filter(|i| i["type"] == "page")
+            .map(|i| {
+                let s = |k: &str| i[k].as_str().unwrap_or("").to_string();
+                (s("targetId"), s("url"))
+            })
+            .collect()
+    };
+    for run in 1..=2 {
+        let mut cmd = std::process::Command::new(&node);
+        cmd.arg(&script)
+            .args([&ep.ws_url, &new_url])
+            .current_dir(&dir);
+        let output =
+            crate::mcp_python_sdk::run_bounded(cmd, Duration::from_secs(60)).expect("node ran");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "run {run}: puppeteer failed: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let v: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+        eprintln!("run {run}: puppeteer saw {v}");
+        assert_eq!(v["title"], "Two", "{v}");
+        assert_eq!(v["pages"], 2, "the task's page and its own: {v}");
+        assert_eq!(v["connected"], false, "{v}");
+        // Its page is closed (fire and forget: awaited), the task's is there.
+        let deadline = Instant::now() + T;
+        let left = loop {
+            let left = pages_now(&mut direct);
+            if !left.iter().any(|(_, url)| url == &new_url) || Instant::now() > deadline {
+                break left;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(
+            !left.iter().any(|(_, url)| url == &new_url),
+            "run {run}: the page it opened is closed: {left:?}"
+        );
+        assert!(left.iter().any(|(id, _)| id == &page), "{left:?}");
+        let snap = sup.snapshot();
+        assert_eq!(snap.state, cdp_supervisor::SupervisorState::Active);
+        assert_eq!(snap.page_target_id.as_deref(), Some(page.as_str()));
+    }
+    let version = direct.call("Browser.getVersion", json!({}), None, T);
+    assert!(version.is_ok(), "the browser is open: {version:?}");
+    reg.stop("bclose");
+}

@@ -289,3 +289,38 @@ fn a_client_that_stops_reading_is_disconnected_while_the_others_go_on() {
         .expect("A's event after the flood");
     assert_eq!(console_text(&e), "still A");
 }
+
+/// A client's `Browser.close` is its own end, not the browser's (`mux/life.rs`): `{}`, the page
+/// it created closed, then its connection closed; `Browser.crash` is refused; neither reaches
+/// the browser, and another client goes on.
+#[test]
+fn a_clients_browser_close_closes_its_pages_and_it_while_the_browser_goes_on() {
+    let (fake, _reg, sup, ws) = setup();
+    let mut a = RawCdp::connect(&ws).expect("client A");
+    let mut b = RawCdp::connect(&ws).expect("client B");
+    let created = a.new_page("about:blank").expect("A creates a page");
+    let crash = a.call("Browser.crash", json!({}), None, WAIT).unwrap_err();
+    assert!(crash.contains("Browser.crash is refused"), "{crash}");
+    let closed = a.call("Browser.close", json!({}), None, WAIT);
+    assert_eq!(closed, Ok(json!({})));
+    let after = a.call("Browser.getVersion", json!({}), None, WAIT);
+    assert!(after.is_err(), "A's connection is closed: {after:?}");
+    let closing = fake.wait_for_command(
+        |m| m["method"] == "Target.closeTarget" && m["params"]["targetId"] == created,
+        WAIT,
+    );
+    assert!(closing.is_some(), "the page A created is closed");
+    assert!(
+        !fake.received().iter().any(|c| matches!(
+            c["method"].as_str(),
+            Some("Browser.close" | "Browser.crash")
+        )),
+        "neither reached the browser"
+    );
+    let sb = b.attach(PAGE).expect("B goes on");
+    assert!(!sb.is_empty());
+    assert_eq!(
+        sup.snapshot().state,
+        cdp_supervisor::SupervisorState::Active
+    );
+}

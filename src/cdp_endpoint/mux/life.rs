@@ -45,6 +45,17 @@
 //!
 //! When the task stops or dies, each client gets a close frame, 1001 (going away) with the
 //! reason, and its threads end (`Mux::close_all`).
+//!
+//! # A client's `Browser.close`
+//!
+//! The browser is not a client's to close: the task's supervisor holds it, and other tasks and
+//! clients may share it. Puppeteer's `browser.close()` after `connect` sends `Browser.close`,
+//! which on Chromium would end every task of that browser (and a `proxy` that launched it). So
+//! a client's `Browser.close` does for the client what it would do on a browser of its own:
+//! the pages it created are closed (`Target.closeTarget`), it gets `{}`, then a close frame,
+//! 1000 with the reason ([`BROWSER_STAYS`]); leaving detaches its browser session, which
+//! disposes the browser contexts it created (Chromium's rule for a session's contexts). The
+//! browser, the task's page and the other clients go on. `Browser.crash` is refused.
 
 use rustc_hash::FxHashMap;
 use serde_json::json;
@@ -55,6 +66,14 @@ use crate::cdp_endpoint::wire::{Envelope, SessionParams, decode, error_reply_on}
 /// Browser-level commands whose state Chromium keeps per session: a client's last of each is
 /// sent again on its new browser session after a reconnect.
 pub(super) const REPLAYED: [&str; 2] = ["Target.setDiscoverTargets", "Target.setAutoAttach"];
+
+/// The reason of the close frame a client gets for its `Browser.close` (module doc).
+pub(super) const BROWSER_STAYS: &str =
+    "Browser.close: this client's pages were closed; the task's browser stays open";
+
+/// What a client's `Browser.crash` gets.
+pub(super) const NO_CRASH: &str = "Browser.crash is refused through the task endpoint: it \
+    would crash the browser the task's supervisor (and any other task) uses";
 
 /// What a browser-level command gets while its client has no browser session.
 pub(super) const RECONNECTING: &str = "the task's connection to the browser ended and is being \
@@ -227,5 +246,39 @@ impl Mux {
     /// Forgets what the drops and reconnects kept (every client is gone).
     pub(super) fn forget_life(st: &mut State) {
         st.life = Life::default();
+    }
+}
+
+impl Mux {
+    /// `client`'s `Browser.close` (module doc): its pages closed, `{}`, then a close frame.
+    pub(super) fn close_browser_for(
+        &self,
+        st: &mut State,
+        client: u64,
+        orig_id: &serde_json::value::RawValue,
+        session: Option<&str>,
+    ) {
+        let Some(c) = st.clients.get_mut(&client) else {
+            return;
+        };
+        let created = std::mem::take(&mut c.created);
+        for target in created {
+            self.own_command(
+                st,
+                "Target.closeTarget",
+                json!({ "targetId": target }),
+                None,
+            );
+        }
+        let reply = match session {
+            Some(s) => format!(
+                r#"{{"id":{},"result":{{}},"sessionId":{}}}"#,
+                orig_id.get(),
+                serde_json::Value::from(s)
+            ),
+            None => format!(r#"{{"id":{},"result":{{}}}}"#, orig_id.get()),
+        };
+        deliver(st, client, Out::Text(reply));
+        deliver(st, client, Out::Close(1000, BROWSER_STAYS.to_string()));
     }
 }

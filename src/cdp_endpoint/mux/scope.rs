@@ -322,6 +322,9 @@ impl Mux {
         if !id.is_empty() {
             st.joined.insert(id.to_string());
             st.adopt.push(id.to_string());
+            if let Some(c) = st.clients.get_mut(&client) {
+                c.created.push(id.to_string());
+            }
         }
         for raw in held {
             if let Ok(env) = serde_json::from_str::<super::Envelope<'_>>(&raw)
