@@ -25,6 +25,10 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long discovery waits for the browser's `Browser.getVersion`.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why `/json/protocol` is not served (the browser's is 1.6 MB, fetched from its own port).
+const NO_PROTOCOL: &str = "/json/protocol is not served by the task endpoint: use the protocol \
+    your client ships (chrome-remote-interface: the option local: true)";
+
 const LIMITS: Limits = Limits {
     head: 16 * 1024,
     headers: 64,
@@ -111,6 +115,11 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
         };
     }
     let urls = l.urls(token, &browser_id);
+    if let Found::Task(sup) = &found
+        && let Some(r) = target_command(sup, &head, rest, &urls.http_url)
+    {
+        return answer(&mut raw, r);
+    }
     let ws_url = urls.ws_url;
     let body = match (rest.trim_end_matches('/'), &found) {
         ("json/version", Found::Task(sup)) => version_json(&task_version(sup), &ws_url),
@@ -118,6 +127,7 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
         ("json" | "json/list", Found::Task(sup)) => task_list(sup, &urls.http_url),
         // Each client of a proxy sees its own task; a discovery request is no client.
         ("json" | "json/list", Found::Proxy(_)) => json!([]),
+        ("json/protocol", _) => return not_found(&mut raw, NO_PROTOCOL),
         _ => return not_found(&mut raw, "not found"),
     };
     answer(&mut raw, Response::json(200, format!("{body:#}")));
@@ -212,6 +222,89 @@ fn task_list(sup: &Supervisor, http_url: &str) -> serde_json::Value {
         })
         .collect();
     json!(list)
+}
+
+/// Chromium's `/json/new`, `/json/activate/<id>` and `/json/close/<id>` on the task's targets
+/// (its answers, status codes and words, measured on Chromium 156), or `None` for another path.
+/// A page opened by `/json/new` passes the task's security policy as a client's
+/// `Target.createTarget` does and joins the task (followed, as pages clients create).
+fn target_command(
+    sup: &Supervisor,
+    head: &RequestHead,
+    rest: &str,
+    http_url: &str,
+) -> Option<Response> {
+    // Chromium's content type, even for its plain-text answers.
+    let chromium = |status: u16, body: String| {
+        Response::typed(status, "application/json; charset=UTF-8", body)
+    };
+    let no_such = |id: &str| {
+        let id: String = id.chars().take(64).collect();
+        chromium(404, format!("No such target id: {id}"))
+    };
+    if rest == "json/new" {
+        if head.method != "PUT" {
+            let msg = format!(
+                "Using unsafe HTTP verb {} to invoke /json/new. This action supports only PUT verb.",
+                head.method
+                    .chars()
+                    .filter(char::is_ascii_alphabetic)
+                    .take(16)
+                    .collect::<String>()
+            );
+            return Some(chromium(405, msg));
+        }
+        let query = head.target.split_once('?').map_or("", |(_, q)| q);
+        let query = query.split('#').next().unwrap_or("");
+        let url = percent_encoding::percent_decode_str(query).decode_utf8_lossy();
+        let url = if url.is_empty() { "about:blank" } else { &url };
+        let created = sup.call(
+            "Target.createTarget",
+            json!({ "url": url }),
+            crate::Route::Browser,
+            VERSION_TIMEOUT,
+        );
+        let id = match created {
+            Ok(v) => v["targetId"].as_str().unwrap_or_default().to_string(),
+            Err(e) => return Some(chromium(500, format!("Could not create a new page: {e}"))),
+        };
+        if let Some(m) = client::mux_for(sup) {
+            m.join_page(&id);
+        }
+        let ws = format!(
+            "{}/devtools/page/{id}",
+            http_url.replacen("http://", "ws://", 1)
+        );
+        let entry = json!({
+            "description": "",
+            "id": id,
+            "title": "",
+            "type": "page",
+            "url": url,
+            "webSocketDebuggerUrl": ws,
+        });
+        return Some(chromium(200, format!("{entry:#}")));
+    }
+    let (method, id, done) = if let Some(id) = rest.strip_prefix("json/activate/") {
+        ("Target.activateTarget", id, "Target activated")
+    } else if let Some(id) = rest.strip_prefix("json/close/") {
+        ("Target.closeTarget", id, "Target is closing")
+    } else {
+        return None;
+    };
+    if !task_targets(sup).iter().any(|i| i["targetId"] == id) {
+        return Some(no_such(id));
+    }
+    let cmd = Command::new(method, json!({ "targetId": id }));
+    Some(
+        match sup
+            .shared()
+            .round_trip(cmd, Deadline::after(VERSION_TIMEOUT))
+        {
+            Ok(_) => chromium(200, done.to_string()),
+            Err(e) => chromium(500, format!("{method}: {e}")),
+        },
+    )
 }
 
 fn error_body(msg: &str) -> String {

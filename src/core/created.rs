@@ -97,10 +97,13 @@ impl Core {
     /// joins the task: recorded as created, and attached to on the task's connection, where
     /// [`Core::browser_target_attached`] follows it like a popup (dialogs, frames).
     pub(crate) fn adopt_created(&mut self, target_id: &str) {
-        if self.created.has_target(target_id) {
+        if self.created.adopted.iter().any(|t| t == target_id) {
             return;
         }
-        self.note_created("Target.createTarget", &json!({ "targetId": target_id }));
+        // A page the task's own call created (the endpoint's `/json/new`) is recorded already.
+        if !self.created.has_target(target_id) {
+            self.note_created("Target.createTarget", &json!({ "targetId": target_id }));
+        }
         self.created.adopt(target_id);
         self.attach_adopted(target_id);
     }

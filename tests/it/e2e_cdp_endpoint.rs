@@ -53,11 +53,16 @@ pub fn connections_to(port: u16) -> usize {
 
 /// One HTTP/1.1 GET with `headers`; the status and the body.
 pub fn get(base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    request("GET", base, path, headers)
+}
+
+/// One HTTP/1.1 request (`verb`, no body) with `headers`; the status and the body.
+pub fn request(verb: &str, base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     let rest = base.strip_prefix("http://").expect("http URL");
     let (authority, prefix) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
     let mut s = TcpStream::connect(authority).expect("connect to the endpoint");
     s.set_read_timeout(Some(T)).unwrap();
-    let mut req = format!("GET /{prefix}{path} HTTP/1.1\r\n");
+    let mut req = format!("{verb} /{prefix}{path} HTTP/1.1\r\n");
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         req.push_str(&format!("Host: {authority}\r\n"));
     }

@@ -11,7 +11,7 @@ use cdp_supervisor::{ClosedBy, Config, StartOptions, StartRequest, SupervisorReg
 use serde_json::{Value, json};
 
 use crate::common::{self, Browser, HttpServer, RawCdp, Response};
-use crate::e2e_cdp_endpoint::{connections_to, get};
+use crate::e2e_cdp_endpoint::{connections_to, get, request};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -327,4 +327,117 @@ fn puppeteer_browser_close_closes_its_pages_and_leaves_the_tasks_browser_open() 
     let version = direct.call("Browser.getVersion", json!({}), None, T);
     assert!(version.is_ok(), "the browser is open: {version:?}");
     reg.stop("bclose");
+}
+
+/// Chromium's `/json/new`, `/json/activate/<id>` and `/json/close/<id>` under the task's token,
+/// with Chromium's answers: a page opened by `/json/new` joins the task (followed: its dialog
+/// is caught) and its socket is served; only the task's targets can be activated or closed.
+#[test]
+fn json_new_activate_and_close_act_on_the_tasks_targets_as_on_chromium() {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return;
+    }
+    let browser = common::shared_browser().expect("Chromium");
+    let server = pages();
+    let reg = SupervisorRegistry::new(Config::default());
+    let start = |id: &str| {
+        reg.start(
+            StartRequest::new(id, &browser.ws_url)
+                .with_options(StartOptions::default().with_new_page(true)),
+        )
+        .expect("start")
+    };
+    let sup = start("jn");
+    let other = start("jn-other");
+    let others_page = other.snapshot().page_target_id.clone().expect("its page");
+    let http = reg.cdp_endpoint("jn").expect("the endpoint").http_url;
+    let (status, body) = get(&http, "/json/new", &[]);
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            405,
+            "Using unsafe HTTP verb GET to invoke /json/new. This action supports only PUT verb."
+        )
+    );
+    let url = server.url("127.0.0.1", "/two");
+    let (status, body) = request("PUT", &http, &format!("/json/new?{url}"), &[]);
+    assert_eq!(status, 200, "{body}");
+    let created: Value = serde_json::from_str(&body).expect("JSON");
+    let id = created["id"].as_str().expect("its id").to_string();
+    assert_eq!(
+        (created["type"].as_str(), created["url"].as_str()),
+        (Some("page"), Some(url.as_str()))
+    );
+    let ws = created["webSocketDebuggerUrl"]
+        .as_str()
+        .expect("its socket");
+    assert!(
+        ws.ends_with(&format!("/devtools/page/{id}"))
+            && ws.contains(http.rsplit('/').next().unwrap()),
+        "{ws}"
+    );
+    sup.wait_for(T, |s| s.pages.iter().any(|p| p.target_id == id))
+        .expect("the page joins the task (followed)");
+    assert!(entry(&http, &id).is_some(), "/json/list lists it");
+    // Its socket is the task's; its dialog is caught.
+    let mut page = RawCdp::connect(ws).expect("its page socket");
+    eval(&mut page, "setTimeout(() => alert('from json/new'), 0); 1").expect("evaluate");
+    let snap = sup
+        .wait_for(T, |s| {
+            s.pending_dialogs
+                .iter()
+                .any(|d| d.message == "from json/new")
+        })
+        .expect("the dialog is caught");
+    let dialog = snap.pending_dialogs[0].id.clone();
+    sup.respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, Some(&dialog))
+        .expect("answer");
+    drop(page);
+    let (status, body) = get(&http, "/json/protocol", &[]);
+    assert!(
+        status == 404 && body.contains("local: true"),
+        "{status} {body}"
+    );
+    // A file URL is refused by the task's security policy, as a client's createTarget is.
+    let (status, body) = request("PUT", &http, "/json/new?file:///etc/passwd", &[]);
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("allow_file_urls"), "{body}");
+    for (verb, path, want) in [
+        (
+            "GET",
+            format!("/json/activate/{id}"),
+            (200, "Target activated".to_string()),
+        ),
+        (
+            "PUT",
+            "/json/activate/NOPE".into(),
+            (404, "No such target id: NOPE".into()),
+        ),
+        (
+            "GET",
+            format!("/json/activate/{others_page}"),
+            (404, format!("No such target id: {others_page}")),
+        ),
+        (
+            "GET",
+            format!("/json/close/{others_page}"),
+            (404, format!("No such target id: {others_page}")),
+        ),
+        (
+            "GET",
+            format!("/json/close/{id}"),
+            (200, "Target is closing".into()),
+        ),
+    ] {
+        assert_eq!(request(verb, &http, &path, &[]), want, "{verb} {path}");
+    }
+    let deadline = Instant::now() + T;
+    while entry(&http, &id).is_some() {
+        assert!(Instant::now() < deadline, "the page closed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(other.snapshot().page_target_id.as_deref() == Some(others_page.as_str()));
+    reg.stop("jn");
+    reg.stop("jn-other");
 }

@@ -335,6 +335,24 @@ impl Mux {
         }
     }
 
+    /// A page opened for the task outside any client (`/json/new`) joins it, as a page a
+    /// client created: followed by the supervisor. The reader takes it with its next batch,
+    /// which the reply to a `Target.getTargetInfo` on it (the endpoint's own, swallowed) brings.
+    pub(crate) fn join_page(&self, target_id: &str) {
+        if target_id.is_empty() {
+            return;
+        }
+        let outbox = {
+            let mut st = self.lock();
+            st.joined.insert(target_id.to_string());
+            st.adopt.push(target_id.to_string());
+            let params = serde_json::json!({ "targetId": target_id });
+            self.own_command(&mut st, "Target.getTargetInfo", params, None);
+            std::mem::take(&mut st.outbox)
+        };
+        self.flush(outbox);
+    }
+
     /// A reply narrowed to the task (`Target.getTargets`; `Target.getBrowserContexts` under
     /// `isolate_tasks`), or `None` to pass it as it is.
     pub(super) fn narrow_reply(
