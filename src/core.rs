@@ -133,6 +133,9 @@ pub struct Core {
     frames: Frames,
     /// Followed and watched popups.
     pages: Pages,
+    /// The popups followed or watched when the connection dropped, oldest first: attached
+    /// again once the task's page is (`core/reconnect.rs`).
+    refollow: Vec<String>,
     /// The pages and browser contexts the task created (`core/created.rs`).
     created: Created,
     /// Sessions on which a client of the task's CDP endpoint sent `Page.handleJavaScriptDialog`
@@ -187,6 +190,7 @@ impl Core {
             console: Console::new(limits.console_errors_max),
             frames: Frames::new(limits.clone(), settings.capture_console),
             pages: Pages::new(limits, settings.follow_popups),
+            refollow: Vec::new(),
             created: Created::default(),
             client_answers: Vec::new(),
             downloads: Downloads::new(None),

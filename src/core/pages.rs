@@ -218,14 +218,19 @@ impl Pages {
         self.changed = true;
     }
 
-    /// Forgets every page (a new connection: popups are not carried across a reconnect).
-    pub fn clear(&mut self) {
+    /// Forgets every page (a new connection); the followed then the watched ones, oldest
+    /// first, to attach again (`Core::reset_for_reconnect`).
+    pub fn clear(&mut self) -> Vec<String> {
+        let had = (self.followed.iter().chain(&self.watched))
+            .map(|p| p.target_id.clone())
+            .collect();
         self.followed.clear();
         self.truncated = false;
         self.watched.clear();
         self.watch_truncated = false;
         self.own_title = None;
         self.changed = true;
+        had
     }
 
     /// When they changed, or `inputs_changed` (the task's page `main` or the frames, whose

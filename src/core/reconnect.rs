@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use log::warn;
 
 use super::frames::Frames;
-use super::{CallKind, Core};
+use super::{CallKind, Command, Core, Outgoing};
 use crate::clock::Now;
 use crate::error::Error;
 use crate::snapshot::{ClosedBy, SupervisorState};
@@ -20,9 +20,11 @@ impl Core {
     /// one, never another (SPEC §3).
     pub fn reset_for_reconnect(&mut self) -> Option<String> {
         self.sessions.clear();
-        // Followed popups are not carried across a reconnect: only the task's page is
-        // re-attached, and popups opened from then on are followed again.
-        self.pages.clear();
+        // The popups followed (or watched) are attached again once the task's page is, in the
+        // order they were followed (an opener before its popups): each arrives as a
+        // browser-level `attachedToTarget` naming its opener, and the usual rules follow it
+        // (`Core::refollow_popups`). Sessions do not outlive a connection.
+        self.refollow = self.pages.clear();
         self.page_gone = None;
         self.frames = Frames::new(self.settings.limits.clone(), self.settings.capture_console);
         self.blocked = None;
@@ -100,5 +102,22 @@ impl Core {
     /// Active, reconnecting, stopped or dead.
     pub fn state(&self) -> &SupervisorState {
         &self.state
+    }
+}
+
+impl Core {
+    /// The task's page is back after a reconnect: the popups followed or watched before the
+    /// drop are attached again, oldest first (fire and forget: one closed meanwhile fails
+    /// the attach, logged, and is forgotten). Each is then followed, or watched, by the rules
+    /// of `core/pages.rs`, as when it opened: its dialogs are caught again.
+    pub(super) fn refollow_popups(&mut self) {
+        for target_id in std::mem::take(&mut self.refollow) {
+            self.out.push(Outgoing::Command(Command {
+                method: "Target.attachToTarget".into(),
+                params: serde_json::json!({"targetId": target_id, "flatten": true}),
+                session_id: None,
+                kind: CallKind::Automatic,
+            }));
+        }
     }
 }

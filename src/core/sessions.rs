@@ -329,6 +329,7 @@ impl Core {
                 self.state = SupervisorState::Active;
                 self.disconnect_reason = None;
                 self.readopt_created();
+                self.refollow_popups();
             }
             self.sessions.insert(
                 session_id,

@@ -237,3 +237,84 @@ fn the_mcp_server_holds_no_connection_to_a_browser_a_second_after_its_last_task_
         );
     }
 }
+
+/// A popup the task followed before its connection dropped is followed again once the task is
+/// back (`Core::refollow_popups`): an alert it raises after the reconnect is caught, with its
+/// target, and answered. With the registry's popup watcher and without it (the task then
+/// auto-attaches at browser level itself).
+#[test]
+fn a_popup_followed_before_a_reconnect_is_followed_again_and_its_dialog_caught() {
+    if common::shared_browser().is_none() {
+        return;
+    }
+    let srv = HttpServer::start(|req| match req.path.as_str() {
+        "/quiet" => Response::html("<!doctype html><title>quiet popup</title><p>quiet"),
+        _ => Response::not_found(),
+    });
+    for watcher in [true, false] {
+        let browser = Browser::launch().expect("launch a Chromium");
+        let (proxy, url) = CutProxy::in_front_of(&browser.ws_url);
+        let reg = if watcher {
+            SupervisorRegistry::new(Config::default())
+        } else {
+            cdp_supervisor::unversioned::registry_without_popup_watcher(Config::default())
+        };
+        let sup = reg
+            .start(
+                StartRequest::new("refollow", &url)
+                    .with_options(StartOptions::default().with_new_page(true)),
+            )
+            .expect("start with a page of its own");
+        let page = sup.snapshot().page_target_id.clone().expect("its page");
+        let popup_url = srv.url("127.0.0.1", "/quiet");
+        let opened = sup
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": format!("window.open({}) ? 1 : 0", common::js(&popup_url)),
+                       "userGesture": true, "returnByValue": true}),
+                Route::Page,
+                T,
+            )
+            .expect("window.open");
+        assert_eq!(opened["result"]["value"], 1, "{opened}");
+        let followed = |sup: &Supervisor| {
+            wait_pick(sup, T, "the popup followed", |s| {
+                s.pages
+                    .iter()
+                    .find(|p| p.opener_target_id.as_deref() == Some(&page))
+                    .map(|p| p.target_id.clone())
+            })
+        };
+        let popup = followed(&sup);
+
+        proxy.cut(0);
+        sup.wait_for(T, |s| s.state != SupervisorState::Active)
+            .expect("the task sees the drop");
+        sup.wait_for(T, |s| s.state == SupervisorState::Active)
+            .expect("the task is back");
+        assert_eq!(followed(&sup), popup, "watcher {watcher}: followed again");
+
+        // An alert in the popup, raised by another client straight to the browser.
+        let mut other = RawCdp::connect(&browser.ws_url).expect("another client");
+        let sid = other.attach(&popup).expect("attach to the popup");
+        other
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": "setTimeout(() => alert('popup after the reconnect'), 0); 1"}),
+                Some(&sid),
+                T,
+            )
+            .expect("evaluate in the popup");
+        let d = wait_pick(&sup, T, "the popup's alert", |s| {
+            s.pending_dialogs
+                .iter()
+                .find(|d| d.message == "popup after the reconnect")
+                .cloned()
+        });
+        assert_eq!(d.target_id, popup, "watcher {watcher}: the popup's dialog");
+        sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+            .expect("answer the popup's alert");
+        drop(other);
+        reg.stop_all();
+    }
+}
