@@ -78,6 +78,11 @@ impl Created {
         self.adopted.retain(|t| t != target_id);
     }
 
+    /// Whether page `target_id` is one a client created, which the task follows.
+    pub(crate) fn is_adopted(&self, target_id: &str) -> bool {
+        self.adopted.iter().any(|t| t == target_id)
+    }
+
     /// Whether the task created page `target_id`.
     pub(crate) fn has_target(&self, target_id: &str) -> bool {
         self.targets.iter().any(|t| t == target_id)
@@ -97,7 +102,7 @@ impl Core {
     /// joins the task: recorded as created, and attached to on the task's connection, where
     /// [`Core::browser_target_attached`] follows it like a popup (dialogs, frames).
     pub(crate) fn adopt_created(&mut self, target_id: &str) {
-        if self.created.adopted.iter().any(|t| t == target_id) {
+        if self.created.is_adopted(target_id) {
             return;
         }
         // A page the task's own call created (the endpoint's `/json/new`) is recorded already.

@@ -112,6 +112,10 @@ impl Core {
     /// of `core/pages.rs`, as when it opened: its dialogs are caught again.
     pub(super) fn refollow_popups(&mut self) {
         for target_id in std::mem::take(&mut self.refollow) {
+            // A page a client created is attached again by `Core::readopt_created`.
+            if self.created.is_adopted(&target_id) {
+                continue;
+            }
             self.out.push(Outgoing::Command(Command {
                 method: "Target.attachToTarget".into(),
                 params: serde_json::json!({"targetId": target_id, "flatten": true}),

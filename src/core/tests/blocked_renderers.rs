@@ -64,6 +64,57 @@ fn a_popup_handed_over_by_the_watcher_is_followed_without_browser_level_auto_att
     assert_eq!(pages, [PAGE, "POPUP"]);
 }
 
+/// A popup followed already that is handed over again on another session (re-attached after a
+/// reconnect while the task's auto-attach hands it over too) keeps its one session: the second
+/// is resumed if paused and let go.
+#[test]
+fn a_followed_popup_attached_again_keeps_one_session() {
+    let mut sim = Sim::new(CoreSettings {
+        follow_popups: true,
+        browser_auto_attach: false,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    let attach = sim.register(
+        "Target.attachToTarget",
+        None,
+        CallKind::AttachPage {
+            target_id: PAGE.into(),
+        },
+    );
+    sim.reply(attach, json!({"sessionId": S1}));
+    sim.step();
+    for (sid, waiting) in [("P2", false), ("P3", true)] {
+        sim.event(
+            None,
+            "Target.attachedToTarget",
+            json!({"sessionId": sid, "waitingForDebugger": waiting,
+                   "targetInfo": {"targetId": "POPUP", "type": "page", "url": "about:blank",
+                                  "openerId": PAGE, "canAccessOpener": true}}),
+        );
+    }
+    let out = sim.step();
+    let methods = out.methods();
+    assert!(
+        methods.contains(&("Page.enable", Some("P2"))),
+        "{methods:?}"
+    );
+    assert!(
+        !methods.contains(&("Page.enable", Some("P3"))),
+        "{methods:?}"
+    );
+    assert!(
+        methods.contains(&("Runtime.runIfWaitingForDebugger", Some("P3"))),
+        "the second is resumed: {methods:?}"
+    );
+    assert!(
+        methods.contains(&("Target.detachFromTarget", None)),
+        "and let go: {methods:?}"
+    );
+    let snap = sim.snap();
+    let pages: Vec<&str> = snap.pages.iter().map(|p| p.target_id.as_str()).collect();
+    assert_eq!(pages, [PAGE, "POPUP"]);
+}
+
 /// A task whose popup watcher has gone follows its popups itself: each re-attach of its page
 /// turns browser-level auto-attach on, in the step that makes it active again (the reader
 /// writes a step's commands before it publishes), so no popup opened after the task is seen
