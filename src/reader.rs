@@ -103,7 +103,15 @@ impl Reader {
             last_reason = reason.clone();
             self.shared.transport.load().shutdown();
             info!("connection to {} ended: {reason}", self.shared.url_redacted);
-            self.core.on_disconnect(&reason, Now::read());
+            // Calls written on this connection may still be in the channel (it is drained
+            // between reads, and nothing came since they were written): they fail with it,
+            // not at their deadline. Whatever registers from now on finds the connection shut
+            // (its write fails) or is written on the next one.
+            let now = Now::read();
+            for (id, call) in self.registrations.try_iter() {
+                self.core.register(id, call, now);
+            }
+            self.core.on_disconnect(&reason, now);
             if let Some(tap) = self.shared.tap.get() {
                 tap.connection_lost(&reason);
             }

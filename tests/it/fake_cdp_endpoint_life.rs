@@ -427,3 +427,33 @@ fn pages_a_client_created_are_followed_again_after_a_reconnect() {
     );
     reg.stop("lf-created");
 }
+
+/// A client whose browser session was being opened when the task's connection dropped is told
+/// at once, not at its attach's 10 s limit: the reader fails the calls written on the old
+/// connection before it makes the new one (they were still in its registration channel, on a
+/// connection where nothing else came).
+#[test]
+fn a_client_opening_its_session_when_the_connection_drops_is_closed_at_once() {
+    let fake = FakeBrowser::start().unwrap();
+    let reg = SupervisorRegistry::new(config(5, Duration::from_millis(100)));
+    let sup = reg
+        .get_or_start("lf-opening", &fake.ws_url())
+        .expect("start");
+    let ep = reg.cdp_endpoint("lf-opening").expect("the endpoint");
+    fake.set_rule("Target.attachToBrowserTarget", Rule::Ignore);
+    let mut a = RawCdp::connect(&ep.ws_url).expect("client A (upgraded; its session opening)");
+    fake.wait_for_command(|m| m["method"] == "Target.attachToBrowserTarget", WAIT)
+        .expect("the client's session is being opened");
+    let t0 = Instant::now();
+    fake.drop_connections();
+    let r = a.call("Browser.getVersion", json!({}), None, WAIT);
+    let took = t0.elapsed();
+    assert!(r.is_err(), "{r:?}");
+    assert!(
+        took < Duration::from_secs(3),
+        "closed {took:?} after the drop (the attach's limit is 10 s): {r:?}"
+    );
+    sup.wait_for(WAIT, |s| s.state == SupervisorState::Active)
+        .expect("the task is back");
+    reg.stop("lf-opening");
+}
