@@ -240,3 +240,39 @@ fn browserless_408_status_line_ends_the_session_and_the_new_browser_is_not_adopt
 fn browserless_408_with_headers_and_body_is_not_reported_as_reserved_bits() {
     session_timeout_is_reported_and_the_new_browser_is_not_adopted(HTTP_408_FULL);
 }
+
+/// A call in flight on a connection where nothing else comes fails with the connection when it
+/// drops (ConnectionLost at once), not at its deadline: the reader drains the calls registered
+/// since its last read before it fails them all.
+#[test]
+fn a_call_in_flight_on_a_quiet_connection_fails_at_once_when_it_drops() {
+    let fake = FakeBrowser::start().unwrap();
+    fake.set_rule("DOM.getDocument", cdp_supervisor::fake::Rule::Ignore);
+    let (reg, sup) = start(&fake, config(5, Duration::from_millis(100)));
+    let caller = {
+        let sup = Arc::clone(&sup);
+        std::thread::spawn(move || {
+            sup.call(
+                "DOM.getDocument",
+                json!({}),
+                cdp_supervisor::Route::Page,
+                Duration::from_secs(20),
+            )
+        })
+    };
+    fake.wait_for_command(|m| m["method"] == "DOM.getDocument", WAIT)
+        .expect("the call is written");
+    let t0 = Instant::now();
+    fake.drop_connections();
+    let r = caller.join().expect("the caller");
+    let took = t0.elapsed();
+    assert!(
+        matches!(r, Err(cdp_supervisor::Error::ConnectionLost(_))),
+        "{r:?}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "failed {took:?} after the drop"
+    );
+    reg.stop_all();
+}
