@@ -51,6 +51,19 @@ pub fn connections_to(port: u16) -> usize {
     n
 }
 
+/// The task's connections to the browser at `port` (the process's, counted by
+/// [`connections_to`]) once they are `want`: a discovery request's socket may still be
+/// closing when a count is taken. Panics naming `what` and the last count after `T`.
+pub fn settled_connections(port: u16, want: usize, what: &str) -> usize {
+    let mut last = 0;
+    common::wait_until(T, || {
+        last = connections_to(port);
+        (last == want).then_some(())
+    })
+    .unwrap_or_else(|| panic!("{what}: {last} connections to the browser, not {want}"));
+    want
+}
+
 /// One HTTP/1.1 GET with `headers`; the status and the body.
 pub fn get(base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
     request("GET", base, path, headers)
@@ -140,7 +153,7 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
         .clone()
         .expect("the task's page");
     let ep = reg.cdp_endpoint("ep").expect("the task's endpoint");
-    let upstream = connections_to(browser.port);
+    let upstream = settled_connections(browser.port, 2, "the task's and the popup watcher's");
 
     // Discovery, as Chromium answers it; the Host and Origin rules.
     for path in ["/json/version", "/json/version/"] {
@@ -232,10 +245,10 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
     })
     .expect("evaluate in the iframe");
     eprintln!("iframe evaluates at {origin}");
-    assert_eq!(
-        connections_to(browser.port),
+    settled_connections(
+        browser.port,
         upstream,
-        "two clients added no connection to the browser"
+        "two clients added no connection to the browser",
     );
 
     // Round trips: through the endpoint vs straight to Chromium.
@@ -308,7 +321,7 @@ fn raw_clients_share_the_tasks_one_connection_and_never_hang_on_a_dialog() {
     sup.respond_to_dialog(cdp_supervisor::DialogAction::Accept, None, Some(&d.id))
         .expect("answered through the supervisor");
     assert_eq!(eval(&mut b, &sb, "2+2").unwrap(), json!(4));
-    assert_eq!(connections_to(browser.port), upstream);
+    settled_connections(browser.port, upstream, "after the clients");
 
     // Stop: both clients get a close frame.
     reg.stop("ep");
@@ -373,7 +386,7 @@ fn puppeteer_works_through_the_endpoint_on_one_connection() {
     })
     .expect("the cross-origin iframe");
     let ep = reg.cdp_endpoint("pptr").expect("the endpoint");
-    let upstream = connections_to(browser.port);
+    let upstream = settled_connections(browser.port, 2, "the task's and the popup watcher's");
     // Beside its node_modules, where Node resolves its imports from.
     let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
     let script = dir.join("endpoint.mjs");
@@ -712,7 +725,7 @@ fn three_clients_share_one_upstream_connection_and_only_the_discoverer_hears_of_
     let server = titled_pages();
     let reg = SupervisorRegistry::new(Config::default());
     let (sup, page, ep) = task_on(&reg, "three", &browser, &server.url("127.0.0.1", "/three"));
-    let before = connections_to(browser.port);
+    let before = settled_connections(browser.port, 2, "the task's and the popup watcher's");
     assert_eq!(before, 2, "the task's connection and the popup watcher's");
 
     let mut clients: Vec<RawCdp> = (0..3)
@@ -758,10 +771,10 @@ fn three_clients_share_one_upstream_connection_and_only_the_discoverer_hears_of_
         let s = c.attach(&page).expect("attach");
         assert_eq!(eval(c, &s, &format!("{i} + 40")).unwrap(), json!(i + 40));
     }
-    assert_eq!(
-        connections_to(browser.port),
+    settled_connections(
+        browser.port,
         before,
-        "three clients added no connection to the browser"
+        "three clients added no connection to the browser",
     );
     for (i, c) in clients.iter_mut().enumerate().skip(1) {
         c.call("Target.getTargets", json!({}), None, T).unwrap();
@@ -780,7 +793,7 @@ fn three_clients_share_one_upstream_connection_and_only_the_discoverer_hears_of_
     })
     .expect("the made page joined the task");
     drop(clients);
-    assert_eq!(connections_to(browser.port), before);
+    settled_connections(browser.port, before, "after the clients");
 }
 
 /// What Chromium does when two browser sessions on one connection both auto-attach with

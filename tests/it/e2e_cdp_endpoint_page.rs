@@ -11,7 +11,7 @@ use cdp_supervisor::{ClosedBy, Config, StartOptions, StartRequest, SupervisorReg
 use serde_json::{Value, json};
 
 use crate::common::{self, Browser, HttpServer, RawCdp, Response};
-use crate::e2e_cdp_endpoint::{connections_to, get, request};
+use crate::e2e_cdp_endpoint::{get, request, settled_connections};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -60,7 +60,7 @@ fn a_raw_page_client_evaluates_navigates_and_answers_a_dialog_on_the_tasks_one_c
         .expect("start");
     let page = sup.snapshot().page_target_id.clone().expect("the page");
     let ep = reg.cdp_endpoint("pg").expect("the task's endpoint");
-    let upstream = connections_to(browser.port);
+    let upstream = settled_connections(browser.port, 2, "the task's and the popup watcher's");
 
     // Discovery: the page's WebSocket is under the task's token, as the browser's is.
     let e = entry(&ep.http_url, &page).expect("the task's page is listed");
@@ -146,10 +146,10 @@ fn a_raw_page_client_evaluates_navigates_and_answers_a_dialog_on_the_tasks_one_c
         eval(&mut q, "document.title").ok().filter(|t| t == "One")
     });
     assert!(title.is_some(), "q evaluates in the new page");
-    assert_eq!(
-        connections_to(browser.port),
+    settled_connections(
+        browser.port,
         upstream,
-        "two page clients and a browser client added no connection to the browser"
+        "two page clients and a browser client added no connection to the browser",
     );
     b.close_page(&other).expect("close the new page");
     let detached = q
@@ -169,7 +169,7 @@ fn a_raw_page_client_evaluates_navigates_and_answers_a_dialog_on_the_tasks_one_c
     // The first client goes on; the task kept its one connection.
     assert_eq!(eval(&mut p, "2+2").unwrap(), json!(4));
     drop((p, q, b));
-    assert_eq!(connections_to(browser.port), upstream);
+    settled_connections(browser.port, upstream, "after the clients");
     reg.stop("pg");
 }
 
@@ -202,7 +202,7 @@ fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
         .expect("start");
     let page = sup.snapshot().page_target_id.clone().expect("the page");
     let ep = reg.cdp_endpoint("cri").expect("the endpoint");
-    let upstream = connections_to(browser.port);
+    let upstream = settled_connections(browser.port, 2, "the task's and the popup watcher's");
     // Beside its node_modules, where Node resolves its imports from.
     let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
     let script = dir.join("page_client.mjs");
@@ -236,7 +236,7 @@ fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
     assert_eq!(v["answer"], "Ann");
     let closed = sup.snapshot().recent_dialogs.last().map(|d| d.closed_by);
     assert_eq!(closed, Some(ClosedBy::Client));
-    assert_eq!(connections_to(browser.port), upstream);
+    settled_connections(browser.port, upstream, "after the clients");
     reg.stop("cri");
 }
 
