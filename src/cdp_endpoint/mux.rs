@@ -409,8 +409,9 @@ impl Mux {
             drop(st);
             return self.reply(client, reply);
         }
-        // The browser is not the client's to close or crash (`life.rs`).
-        if target.is_none() && matches!(method.as_str(), "Browser.close" | "Browser.crash") {
+        // The browser is not the client's to close or crash (`life.rs`), on whichever session
+        // it asks: Chromium closes the whole browser for a page's session or socket too.
+        if matches!(method.as_str(), "Browser.close" | "Browser.crash") {
             let on = (!browser_level).then_some(session.as_str());
             if method == "Browser.close" {
                 self.close_browser_for(&mut st, client, orig_id, on);

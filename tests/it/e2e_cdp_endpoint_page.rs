@@ -324,8 +324,23 @@ fn puppeteer_browser_close_closes_its_pages_and_leaves_the_tasks_browser_open() 
         assert_eq!(snap.state, cdp_supervisor::SupervisorState::Active);
         assert_eq!(snap.page_target_id.as_deref(), Some(page.as_str()));
     }
+    // A page client's Browser.close (on Chromium's page socket it closes the whole browser)
+    // ends that client only.
+    let http = reg.cdp_endpoint("bclose").expect("the endpoint").http_url;
+    let ws = entry(&http, &page).expect("the task's page is listed")["webSocketDebuggerUrl"]
+        .as_str()
+        .expect("its socket")
+        .to_string();
+    let mut pc = RawCdp::connect(&ws).expect("a page client");
+    assert_eq!(pc.call("Browser.close", json!({}), None, T), Ok(json!({})));
+    let after = pc.call("Runtime.evaluate", json!({"expression": "1"}), None, T);
+    assert!(after.is_err(), "the page client is disconnected: {after:?}");
     let version = direct.call("Browser.getVersion", json!({}), None, T);
     assert!(version.is_ok(), "the browser is open: {version:?}");
+    assert_eq!(
+        sup.snapshot().state,
+        cdp_supervisor::SupervisorState::Active
+    );
     reg.stop("bclose");
 }
 

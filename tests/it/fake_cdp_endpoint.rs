@@ -301,6 +301,12 @@ fn a_clients_browser_close_closes_its_pages_and_it_while_the_browser_goes_on() {
     let created = a.new_page("about:blank").expect("A creates a page");
     let crash = a.call("Browser.crash", json!({}), None, WAIT).unwrap_err();
     assert!(crash.contains("Browser.crash is refused"), "{crash}");
+    // On a page's session too (Chromium would close the whole browser for that as well).
+    let sa = a.attach(PAGE).expect("A attaches to the task's page");
+    let crash = a
+        .call("Browser.crash", json!({}), Some(&sa), WAIT)
+        .unwrap_err();
+    assert!(crash.contains("Browser.crash is refused"), "{crash}");
     let closed = a.call("Browser.close", json!({}), None, WAIT);
     assert_eq!(closed, Ok(json!({})));
     let after = a.call("Browser.getVersion", json!({}), None, WAIT);

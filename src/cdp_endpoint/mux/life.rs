@@ -55,7 +55,10 @@
 //! the pages it created are closed (`Target.closeTarget`), it gets `{}`, then a close frame,
 //! 1000 with the reason ([`BROWSER_STAYS`]); leaving detaches its browser session, which
 //! disposes the browser contexts it created (Chromium's rule for a session's contexts). The
-//! browser, the task's page and the other clients go on. `Browser.crash` is refused.
+//! browser, the task's page and the other clients go on. `Browser.crash` is refused. Both on
+//! any session the client sends them: Chromium closes the whole browser for `Browser.close` on
+//! a page's session, or on a page's own socket (measured on Chromium 156), so a page client's
+//! is the same end.
 
 use rustc_hash::FxHashMap;
 use serde_json::json;
