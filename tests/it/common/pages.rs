@@ -43,9 +43,13 @@ pub fn wait_pick<R>(
     let snap = sup
         .wait_for(timeout, |s| pick(s).is_some())
         .unwrap_or_else(|| {
+            let last = sup.snapshot();
             panic!(
-                "{what} not seen within {timeout:?}; snapshot: {}",
-                sup.snapshot().to_json()
+                "{what} not seen within {timeout:?}; snapshot: {}; recent dialogs: {:?}; \
+                 blocked: {:?}",
+                last.to_json(),
+                last.recent_dialogs,
+                last.blocked
             )
         });
     pick(&snap).expect("the snapshot wait_for returned matches")
