@@ -108,9 +108,7 @@ impl Reader {
             // not at their deadline. Whatever registers from now on finds the connection shut
             // (its write fails) or is written on the next one.
             let now = Now::read();
-            for (id, call) in self.registrations.try_iter() {
-                self.core.register(id, call, now);
-            }
+            self.take_registrations(now);
             self.core.on_disconnect(&reason, now);
             if let Some(tap) = self.shared.tap.get() {
                 tap.connection_lost(&reason);
@@ -159,9 +157,7 @@ impl Reader {
         }
         // Whatever registered after the last drain fails now rather than at its deadline.
         let now = Now::read();
-        for (id, call) in self.registrations.try_iter() {
-            self.core.register(id, call, now);
-        }
+        self.take_registrations(now);
         let end = match (self.core.fatal(), page_gone) {
             // The page went while a stop was under way: most often the stop closed it
             // (`StartOptions::own_page`), and the supervisor stopped on purpose either way.
@@ -228,6 +224,14 @@ impl Reader {
 
     /// Publishes if the visible state changed, then delivers replies. `now`: the time of the
     /// batch being flushed.
+    /// Hands the core the calls registered since the last time (the channel is drained between
+    /// reads, never waited on).
+    fn take_registrations(&mut self, now: Now) {
+        for (id, call) in self.registrations.try_iter() {
+            self.core.register(id, call, now);
+        }
+    }
+
     fn flush(&mut self, now: Now) {
         if let Some(snapshot) = self.core.take_published() {
             self.shared.publish(snapshot);
@@ -237,9 +241,7 @@ impl Reader {
             // A caller that looked before this publish and registered after the last drain
             // may be waiting on a dialog it could not see: registering it now lets the core
             // fail it at once (see `Supervisor::send`).
-            for (id, call) in self.registrations.try_iter() {
-                self.core.register(id, call, now);
-            }
+            self.take_registrations(now);
         }
         for (tx, result) in self.core.take_deliveries() {
             if tx.send(result).is_err() {
@@ -263,9 +265,7 @@ impl Reader {
             more = matches!(drained, Ok(true));
             // The clock is read once per batch: every message in it arrived by now.
             let now = Now::read();
-            for (id, call) in self.registrations.try_iter() {
-                self.core.register(id, call, now);
-            }
+            self.take_registrations(now);
             if let Some(tap) = self.shared.tap.get() {
                 for session in tap.take_answers() {
                     self.core.client_answering(&session, now);

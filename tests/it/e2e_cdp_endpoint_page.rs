@@ -5,6 +5,7 @@
 //! and the page's script gets the answer; a page closed under a client closes the client; and
 //! the task keeps its one connection to the browser throughout (counted).
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cdp_supervisor::{ClosedBy, Config, StartOptions, StartRequest, SupervisorRegistry};
@@ -31,6 +32,31 @@ fn entry(http: &str, id: &str) -> Option<Value> {
     assert_eq!(status, 200, "{body}");
     let list: Vec<Value> = serde_json::from_str(&body).expect("a JSON list");
     list.into_iter().find(|e| e["id"] == id)
+}
+
+/// Node and `tests/puppeteer/<name>`, copied beside `<target>/puppeteer`'s node_modules (where
+/// Node resolves its imports from): (node, that directory, the copy); `None` (printed, or a
+/// failure when the e2e tests are required) without Chromium or the pinned packages.
+fn node_script(name: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    if common::chromium_path().is_none() && !common::e2e_required() {
+        eprintln!("SKIPPED: no Chromium");
+        return None;
+    }
+    let Some(node) = crate::e2e_cdp_endpoint::puppeteer_node() else {
+        assert!(
+            !common::e2e_required(),
+            "puppeteer-core and chrome-remote-interface are not installed (run .ci/run)"
+        );
+        eprintln!("SKIPPED: puppeteer-core and chrome-remote-interface are not installed");
+        return None;
+    };
+    let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
+    let script = dir.join(name);
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/puppeteer")
+        .join(name);
+    std::fs::copy(source, &script).expect("copy the script");
+    Some((node, dir, script))
 }
 
 fn eval(cdp: &mut RawCdp, expr: &str) -> Result<Value, String> {
@@ -179,16 +205,7 @@ fn a_raw_page_client_evaluates_navigates_and_answers_a_dialog_on_the_tasks_one_c
 /// returns the answer.
 #[test]
 fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
-    if common::chromium_path().is_none() && !common::e2e_required() {
-        eprintln!("SKIPPED: no Chromium");
-        return;
-    }
-    let Some(node) = crate::e2e_cdp_endpoint::puppeteer_node() else {
-        assert!(
-            !common::e2e_required(),
-            "chrome-remote-interface is not installed (run .ci/run)"
-        );
-        eprintln!("SKIPPED: chrome-remote-interface is not installed (run .ci/run)");
+    let Some((node, dir, script)) = node_script("page_client.mjs") else {
         return;
     };
     let browser = Browser::launch().expect("launch Chromium");
@@ -203,12 +220,6 @@ fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
     let page = sup.snapshot().page_target_id.clone().expect("the page");
     let ep = reg.cdp_endpoint("cri").expect("the endpoint");
     let upstream = settled_connections(browser.port, 2, "the task's and the popup watcher's");
-    // Beside its node_modules, where Node resolves its imports from.
-    let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
-    let script = dir.join("page_client.mjs");
-    let source =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/puppeteer/page_client.mjs");
-    std::fs::copy(source, &script).expect("copy the script");
     let mut cmd = std::process::Command::new(node);
     cmd.arg(&script)
         .args([&ep.http_url, &server.url("127.0.0.1", "/two")])
@@ -245,16 +256,7 @@ fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
 /// and a second Puppeteer does the same through the same endpoint.
 #[test]
 fn puppeteer_browser_close_closes_its_pages_and_leaves_the_tasks_browser_open() {
-    if common::chromium_path().is_none() && !common::e2e_required() {
-        eprintln!("SKIPPED: no Chromium");
-        return;
-    }
-    let Some(node) = crate::e2e_cdp_endpoint::puppeteer_node() else {
-        assert!(
-            !common::e2e_required(),
-            "puppeteer-core is not installed (run .ci/run)"
-        );
-        eprintln!("SKIPPED: puppeteer-core is not installed (run .ci/run)");
+    let Some((node, dir, script)) = node_script("close.mjs") else {
         return;
     };
     let browser = Browser::launch().expect("launch Chromium");
@@ -268,10 +270,6 @@ fn puppeteer_browser_close_closes_its_pages_and_leaves_the_tasks_browser_open() 
         .expect("start");
     let page = sup.snapshot().page_target_id.clone().expect("the page");
     let ep = reg.cdp_endpoint("bclose").expect("the endpoint");
-    let dir = crate::mcp_python_sdk::target_dir().join("puppeteer");
-    let script = dir.join("close.mjs");
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/puppeteer/close.mjs");
-    std::fs::copy(source, &script).expect("copy the script");
     let new_url = server.url("127.0.0.1", "/two");
     let mut direct = RawCdp::connect(&browser.ws_url).expect("a direct connection");
     let pages_now = |direct: &mut RawCdp| -> Vec<(String, String)> {
@@ -307,18 +305,11 @@ fn puppeteer_browser_close_closes_its_pages_and_leaves_the_tasks_browser_open() 
         assert_eq!(v["pages"], 2, "the task's page and its own: {v}");
         assert_eq!(v["connected"], false, "{v}");
         // Its page is closed (fire and forget: awaited), the task's is there.
-        let deadline = Instant::now() + T;
-        let left = loop {
+        let left = common::wait_until(T, || {
             let left = pages_now(&mut direct);
-            if !left.iter().any(|(_, url)| url == &new_url) || Instant::now() > deadline {
-                break left;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert!(
-            !left.iter().any(|(_, url)| url == &new_url),
-            "run {run}: the page it opened is closed: {left:?}"
-        );
+            (!left.iter().any(|(_, url)| url == &new_url)).then_some(left)
+        })
+        .unwrap_or_else(|| panic!("run {run}: the page it opened is not closed"));
         assert!(left.iter().any(|(id, _)| id == &page), "{left:?}");
         let snap = sup.snapshot();
         assert_eq!(snap.state, cdp_supervisor::SupervisorState::Active);
@@ -447,11 +438,7 @@ fn json_new_activate_and_close_act_on_the_tasks_targets_as_on_chromium() {
     ] {
         assert_eq!(request(verb, &http, &path, &[]), want, "{verb} {path}");
     }
-    let deadline = Instant::now() + T;
-    while entry(&http, &id).is_some() {
-        assert!(Instant::now() < deadline, "the page closed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_until(T, || entry(&http, &id).is_none().then_some(())).expect("the page closed");
     assert!(other.snapshot().page_target_id.as_deref() == Some(others_page.as_str()));
     reg.stop("jn");
     reg.stop("jn-other");

@@ -69,20 +69,11 @@ fn a_popup_handed_over_by_the_watcher_is_followed_without_browser_level_auto_att
 /// is resumed if paused and let go.
 #[test]
 fn a_followed_popup_attached_again_keeps_one_session() {
-    let mut sim = Sim::new(CoreSettings {
+    let mut sim = Sim::attached(CoreSettings {
         follow_popups: true,
         browser_auto_attach: false,
         ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
     });
-    let attach = sim.register(
-        "Target.attachToTarget",
-        None,
-        CallKind::AttachPage {
-            target_id: PAGE.into(),
-        },
-    );
-    sim.reply(attach, json!({"sessionId": S1}));
-    sim.step();
     for (sid, waiting) in [("P2", false), ("P3", true)] {
         sim.event(
             None,
