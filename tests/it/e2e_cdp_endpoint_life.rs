@@ -8,9 +8,7 @@ use serde_json::{Value, json};
 
 use crate::common::cut_proxy::CutProxy;
 use crate::common::{self, Browser, HttpServer, RawCdp, Response};
-use crate::fake_cdp_endpoint_life::{
-    client_threads, closed, port_of, sockets_on, threads_named, until,
-};
+use crate::fake_cdp_endpoint_life::{closed, port_of, settled, threads_named, until};
 
 const T: Duration = Duration::from_secs(10);
 
@@ -256,8 +254,7 @@ fn endpoint_clients_survive_a_reconnect_and_a_stop_leaves_no_thread_or_socket() 
     assert_eq!(eval(&mut b, &sb, "1").unwrap(), json!(1));
     a.clear_events();
     b.clear_events();
-    common::wait_until(T, || (client_threads(port) == 4).then_some(()))
-        .expect("a reader and a writer per client");
+    settled(port, 4, 2); // a reader and a writer per client
 
     // The task's connection is cut (the proxy's first).
     let cut = Instant::now();
@@ -328,10 +325,7 @@ fn endpoint_clients_survive_a_reconnect_and_a_stop_leaves_no_thread_or_socket() 
             "{name}: {end}"
         );
     }
-    common::wait_until(T, || (client_threads(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} client threads left", client_threads(port)));
-    common::wait_until(T, || (sockets_on(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
+    settled(port, 0, 0);
 }
 
 #[test]
@@ -523,10 +517,7 @@ fn puppeteer_goes_on_through_a_reconnect_of_the_tasks_connection() {
         before + 1,
         "the task's connection made again, and no other: {before} before"
     );
-    common::wait_until(T, || (client_threads(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} client threads left", client_threads(port)));
-    common::wait_until(T, || (sockets_on(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
+    settled(port, 0, 0);
     reg.stop("lf-pptr");
 }
 

@@ -27,7 +27,15 @@ pub fn threads_named(prefix: &str) -> usize {
 
 /// The endpoint's threads serving connections and writing to clients (named after its port).
 pub fn client_threads(port: u16) -> usize {
-    threads_named(&format!("cdp-in-{port}")) + threads_named(&format!("cdp-out-{port}"))
+    let names = [format!("cdp-in-{port}"), format!("cdp-out-{port}")];
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .filter(|n| names.iter().any(|want| n.trim() == want))
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// This process's TCP sockets on local `port` that are not listening (the endpoint's ends of
@@ -91,6 +99,23 @@ pub fn until(c: &mut RawCdp, what: &str, mut last: impl FnMut(&Value) -> bool) -
     }
 }
 
+/// Awaits `threads` client threads and `sockets` sockets on the endpoint's `port`. Awaited, not
+/// read once: the listener's port is an ephemeral one another test's browser or client may have
+/// used before, and a late connection of theirs is served (and ended) by a thread of ours.
+pub fn settled(port: u16, threads: usize, sockets: usize) {
+    let mut last = (0, 0);
+    common::wait_until(WAIT, || {
+        last = (client_threads(port), sockets_on(port));
+        (last == (threads, sockets)).then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{} client threads and {} sockets on port {port}, not {threads} and {sockets}",
+            last.0, last.1
+        )
+    });
+}
+
 /// How a client's connection ended: waits for its close.
 pub fn closed(c: &mut RawCdp) -> String {
     common::wait_until(WAIT, || c.next_message(Duration::from_millis(200)).err())
@@ -126,7 +151,7 @@ fn clients_survive_a_dropped_connection_and_a_stop_leaves_no_thread_or_socket() 
     let page = sup.snapshot().page_target_id.clone().expect("its page");
     let ep = reg.cdp_endpoint("lf-drop").expect("the endpoint");
     let port = port_of(&ep.ws_url);
-    assert_eq!(client_threads(port), 0);
+    settled(port, 0, 0);
 
     // A discovers and auto-attaches; B attaches by hand, and a child comes under its session.
     let mut a = RawCdp::connect(&ep.ws_url).expect("client A");
@@ -159,8 +184,8 @@ fn clients_survive_a_dropped_connection_and_a_stop_leaves_no_thread_or_socket() 
         .expect("the call went upstream");
     a.clear_events();
     b.clear_events();
-    assert_eq!(client_threads(port), 4, "a reader and a writer per client");
-    assert_eq!(sockets_on(port), 2);
+    // A reader and a writer per client.
+    settled(port, 4, 2);
 
     // The connection drops.
     let t = Instant::now();
@@ -272,10 +297,7 @@ fn clients_survive_a_dropped_connection_and_a_stop_leaves_no_thread_or_socket() 
             "{name}: {end}"
         );
     }
-    common::wait_until(WAIT, || (client_threads(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} client threads left", client_threads(port)));
-    common::wait_until(WAIT, || (sockets_on(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
+    settled(port, 0, 0);
 }
 
 #[test]
@@ -291,8 +313,7 @@ fn clients_are_closed_with_the_reason_when_the_task_dies() {
     let mut b = RawCdp::connect(&ep.ws_url).expect("client B");
     let sa = a.attach(&page).expect("A attaches");
     a.clear_events();
-    common::wait_until(WAIT, || (client_threads(port) == 4).then_some(()))
-        .expect("a reader and a writer per client");
+    settled(port, 4, 2); // a reader and a writer per client
 
     fake.drop_connections();
     let got = until(&mut a, "A's detach", |m| {
@@ -318,10 +339,7 @@ fn clients_are_closed_with_the_reason_when_the_task_dies() {
             "{name}: {end} (the task: {reason})"
         );
     }
-    common::wait_until(WAIT, || (client_threads(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} client threads left", client_threads(port)));
-    common::wait_until(WAIT, || (sockets_on(port) == 0).then_some(()))
-        .unwrap_or_else(|| panic!("{} sockets left", sockets_on(port)));
+    settled(port, 0, 0);
 }
 
 /// Issue 30 point 5 through a reconnect: the pages a client created (`Target.createTarget`)
