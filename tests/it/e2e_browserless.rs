@@ -27,8 +27,16 @@ fn registry() -> SupervisorRegistry {
     SupervisorRegistry::new(Config::default().with_reconnect_attempts(0).unwrap())
 }
 
-/// The task's page opens a popup of `srv` that alerts `popup <tag>`; the alert is caught and
-/// answered on the task's own connection.
+/// The task's page opens a popup of `srv`; once the task follows it (its document seen on the
+/// task's own connection), the popup alerts `popup <tag>`, and the alert is caught and answered
+/// there.
+///
+/// Not an alert while the popup loads: Browserless's own connection to its browser auto-attaches
+/// every new page and resumes it at once (measured:
+/// [`measure_browserless_resumes_a_popup_held_for_the_debugger_and_its_on_load_dialog_wedges_it`]),
+/// so there a popup does not wait for the task's `Page.enable`, and an on-load dialog that opens
+/// before that reaches Chromium is one no client can answer (it failed 1 run in 4 under CI's
+/// load). README, "Browserless", says so.
 fn popup_alert_is_caught(sup: &Supervisor, srv: &HttpServer, tag: &str) {
     let url = srv.url("127.0.0.1", &format!("/popup?{tag}"));
     let opened = sup
@@ -41,22 +49,38 @@ fn popup_alert_is_caught(sup: &Supervisor, srv: &HttpServer, tag: &str) {
         )
         .expect("window.open from the task's page");
     assert_eq!(opened["result"]["value"], 1, "{opened}");
+    let popup = wait_pick(sup, T, "the popup followed", |s| {
+        s.pages
+            .iter()
+            .find(|p| p.url == url && p.opener_target_id == s.page_target_id)
+            .map(|p| p.target_id.clone())
+    });
+    let raised = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": format!("setTimeout(() => alert('popup {tag}')), 1")}),
+            Route::Target(&popup),
+            T,
+        )
+        .expect("the popup answers on the task's connection");
+    assert_eq!(raised["result"]["value"], 1, "{raised}");
     let d = wait_pick(sup, T, "the popup's alert", |s| {
         s.pending_dialogs
             .iter()
             .find(|d| d.message == format!("popup {tag}"))
             .cloned()
     });
+    assert_eq!(d.target_id, popup, "{d:?}");
     sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
         .expect("answer the popup's alert");
 }
 
 fn popups() -> HttpServer {
     HttpServer::start(|req| match req.path.as_str() {
-        "/popup" => Response::html(format!(
-            "<!doctype html><title>popup</title><script>alert('popup {}')</script>",
-            req.query
-        )),
+        "/popup" => Response::html("<!doctype html><title>popup</title>popup".to_string()),
+        "/alerts" => Response::html(
+            "<!doctype html><title>popup</title><script>alert('on load')</script>".to_string(),
+        ),
         _ => Response::not_found(),
     })
 }
@@ -215,4 +239,77 @@ fn with_one_slot_and_one_queued_the_queued_task_connects_once_the_first_leaves()
     assert_eq!(bl.sessions_launched(), 2, "one per task");
     reg.stop_all();
     no_browser_within(&bl, T, "after the last task stopped");
+}
+
+/// Measured on Browserless 2.42.0 with Chromium 156: a client that holds a new popup paused
+/// (browser-level `Target.setAutoAttach {waitForDebuggerOnStart: true}`, and no
+/// `Runtime.runIfWaitingForDebugger`) does not hold it there: Browserless's own connection to its
+/// browser auto-attaches every page and resumes it, and the popup loads anyway. Its on-load
+/// alert then opens with nobody's `Page` enabled: the client's `Page.enable` and
+/// `Runtime.evaluate` on it hang, `Page.handleJavaScriptDialog` answers "No dialog is showing"
+/// (SPEC §11), and `Target.closeTarget` ends it.
+#[test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+fn measure_browserless_resumes_a_popup_held_for_the_debugger_and_its_on_load_dialog_wedges_it() {
+    let Some(bl) = Browserless::start(10, 10) else {
+        return;
+    };
+    let srv = popups();
+    let mut c = RawCdp::connect(&bl.ws_url()).expect("a client of Browserless");
+    let targets = c.call("Target.getTargets", json!({}), None, T).unwrap();
+    let page = targets["targetInfos"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["targetId"].as_str())
+        .expect("the browser's page")
+        .to_string();
+    let session = c.attach(&page).expect("attach its page");
+    let hold = json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true});
+    c.call("Target.setAutoAttach", hold, None, T).unwrap();
+    let url = srv.url("127.0.0.1", "/alerts");
+    let open =
+        json!({"expression": format!("window.open({}) ? 1 : 0", js(&url)), "userGesture": true});
+    c.call("Runtime.evaluate", open, Some(&session), T).unwrap();
+    let att = c
+        .wait_event_where(T, |e| {
+            e["method"] == "Target.attachedToTarget"
+                && e["params"]["targetInfo"]["openerId"] == page.as_str()
+        })
+        .expect("the popup, attached");
+    assert_eq!(att["params"]["waitingForDebugger"], true, "{att}");
+    let popup = att["params"]["targetInfo"]["targetId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let popup_session = att["params"]["sessionId"].as_str().unwrap().to_string();
+    let t0 = Instant::now();
+    let loaded = wait_until(T, || {
+        let info = c
+            .call("Target.getTargetInfo", json!({"targetId": popup}), None, T)
+            .ok()?;
+        (info["targetInfo"]["title"] == "popup").then_some(t0.elapsed())
+    })
+    .expect("the popup loaded, though this client never resumed it");
+    eprintln!("measure_browserless: the held popup loaded {loaded:?} after its attach");
+    let short = Duration::from_secs(2);
+    let enable = c.call("Page.enable", json!({}), Some(&popup_session), short);
+    eprintln!("measure_browserless: Page.enable on it: {enable:?}");
+    assert!(enable.is_err(), "Page.enable answered: {enable:?}");
+    let answer = json!({"accept": true});
+    let handled = c.call(
+        "Page.handleJavaScriptDialog",
+        answer,
+        Some(&popup_session),
+        short,
+    );
+    eprintln!("measure_browserless: Page.handleJavaScriptDialog: {handled:?}");
+    assert!(
+        handled
+            .as_ref()
+            .is_err_and(|e| e.contains("No dialog is showing")),
+        "{handled:?}"
+    );
+    let closed = c.call("Target.closeTarget", json!({"targetId": popup}), None, T);
+    eprintln!("measure_browserless: Target.closeTarget: {closed:?}");
+    assert_eq!(closed.expect("closeTarget")["success"], true);
 }
