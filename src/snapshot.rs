@@ -368,7 +368,10 @@ pub struct Blocked {
     /// The out-of-process iframe that does not answer; `None` when it is the page itself.
     pub frame_id: Option<String>,
     /// For `dialog_in_unfollowed_page`: the open pages the task opened but no longer watches,
-    /// one of which shows the dialog (closing it clears the block). Empty otherwise.
+    /// one of which shows the dialog (closing it clears the block). For `unresponsive`: the page
+    /// the task follows (a popup, a page a client created) that has not answered since it was
+    /// attached, when it is that page and not the task's own (`crate::supervisor::stall`).
+    /// Empty otherwise.
     pub target_ids: Vec<String>,
 }
 

@@ -542,6 +542,12 @@ impl Core {
         self.set_up_session(sid, SessionKind::Popup);
         self.out.push(Outgoing::Command(session::resume(sid)));
         self.ask_title(&target);
+        // A page another client let run before this set-up reached the browser may be frozen
+        // by a dialog nobody sees: asked about in 2 s (`supervisor/stall.rs`).
+        self.out.push(Outgoing::Watchdog(WatchdogMsg::CheckAnswers {
+            session_id: sid.to_string(),
+            target_id: target,
+        }));
     }
 
     /// A followed page went away (closed, or its session detached): it leaves `pages`, its

@@ -262,12 +262,20 @@ impl Core {
     /// session went away).
     pub(super) fn unblock(&mut self, session_id: &str, why: &str) {
         if self.blocked.is_some() && self.blocked_session.as_deref() == Some(session_id) {
-            let what = match self.blocked.take().and_then(|b| b.frame_id) {
-                Some(f) => format!("iframe {f}"),
-                None => "the page".into(),
-            };
+            let frame = self.blocked.take().and_then(|b| b.frame_id);
+            let what = self.blocked_what(session_id, frame.as_deref());
             self.blocked_session = None;
             info!("task {}: {what} {why}; no longer blocked", self.task_id);
+        }
+    }
+
+    /// What a `blocked` about `session_id` is about, for the log: an iframe, a page the task
+    /// follows, or its page.
+    fn blocked_what(&self, session_id: &str, frame_id: Option<&str>) -> String {
+        match (frame_id, self.sessions.get(session_id)) {
+            (Some(f), _) => format!("iframe {f}"),
+            (None, Some(s)) if s.kind == SessionKind::Popup => format!("page {}", s.target_id),
+            (None, _) => "the page".into(),
         }
     }
 
@@ -284,10 +292,7 @@ impl Core {
             warn!(
                 "task {}: {} does not answer while the browser does: {}",
                 self.task_id,
-                blocked
-                    .frame_id
-                    .as_deref()
-                    .map_or("the page".to_string(), |f| format!("iframe {f}")),
+                self.blocked_what(session_id, blocked.frame_id.as_deref()),
                 match blocked.reason {
                     BlockedReason::OrphanedDialog => {
                         "a dialog opened by a client that went away is blocking it"

@@ -61,7 +61,7 @@ use log::{debug, warn};
 use serde_json::{Value, json};
 
 use super::Supervisor;
-use crate::core::policy::{self, UNFOLLOWED_HINT};
+use crate::core::policy::{self, UNANSWERED_PAGE_HINT, UNFOLLOWED_HINT};
 use crate::core::{CallKind, Command};
 use crate::deadline::Deadline;
 use crate::error::Error;
@@ -298,6 +298,59 @@ impl Ticker {
             );
         }
         true
+    }
+}
+
+impl crate::watchdog::Probes for Ticker {
+    fn tick(&mut self) -> bool {
+        Ticker::tick(self)
+    }
+
+    /// [`crate::watchdog::ANSWER_WITHIN`] after the task followed page `target_id` on
+    /// `session_id`: when that page's `Page.enable` still has no answer while the browser
+    /// answers, `blocked {reason: "unresponsive", target_ids: [target_id]}` says so (the
+    /// verdict is the reader's: [`CallKind::ProbeBlocked`], published only when the
+    /// `Page.enable` still hangs when its reply comes), and its answer, when it comes, clears it.
+    ///
+    /// Without this a popup another client let run before the task's `Page.enable` reached
+    /// the browser (Browserless's own connection resumes every new page: measured in
+    /// `tests/it/e2e_browserless.rs`) and that opened a dialog then stays frozen with nothing
+    /// said. Nothing is asked while `blocked` says something already, while a dialog is
+    /// pending (it may be what holds the answer back), while a person holds the task, or for a
+    /// page no longer followed on that session.
+    fn check_answers(&mut self, session_id: &str, target_id: &str) {
+        if self.shared.stop_requested() {
+            return;
+        }
+        let snap = self.shared.snapshot.load_full();
+        let followed = snap.pages.iter().any(|p| p.session_id == session_id);
+        if !followed
+            || snap.blocked.is_some()
+            || !snap.pending_dialogs.is_empty()
+            || snap.handover.is_held()
+            || snap.state != SupervisorState::Active
+        {
+            return;
+        }
+        let blocked = Blocked {
+            reason: BlockedReason::Unresponsive,
+            hint: UNANSWERED_PAGE_HINT.into(),
+            frame_id: None,
+            target_ids: vec![target_id.to_string()],
+        };
+        let verdict = Command::new("Browser.getVersion", json!({})).kind(CallKind::ProbeBlocked {
+            session_id: session_id.to_string(),
+            blocked,
+        });
+        if let Err(e) = self
+            .shared
+            .round_trip(verdict, Deadline::after(VERDICT_WAIT))
+        {
+            debug!(
+                "task {}: the check of page {target_id} got no verdict: {e}",
+                self.task_id
+            );
+        }
     }
 }
 

@@ -283,7 +283,13 @@ impl Supervisor {
             .stack_size(WATCHDOG_STACK)
             .spawn(move || {
                 let fire = |dialog_id: &str| fire_watchdog(&shared, &task, dialog_id);
-                watchdog::run(wd_rx, fire, || ticker.tick(), watchdog::PROBE_EVERY)
+                watchdog::run(
+                    wd_rx,
+                    fire,
+                    &mut ticker,
+                    watchdog::PROBE_EVERY,
+                    watchdog::ANSWER_WITHIN,
+                )
             })
             .map_err(spawn_err)?;
         self.lock_threads().push(dog);

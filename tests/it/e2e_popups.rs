@@ -1216,3 +1216,78 @@ fn the_21st_popup_alerting_on_load_is_seen_answerable_and_blocks_calls_into_its_
     assert_eq!(wait_closed(&fx.sup, T, &d.id).closed_by, ClosedBy::Agent);
     assert_eq!(probe(&fx.sup, Route::Target(&page)), None);
 }
+
+/// A popup whose dialog opened before the task could watch it (here it opened before the task
+/// started; on Browserless, Browserless's own connection lets every new page run before the
+/// task's set-up arrives) cannot be answered over CDP and answers nothing else: the task
+/// follows it, and 2 s later `blocked` names it, where before nothing was said. The task's page
+/// (another site, another renderer) still answers; closing the popup clears `blocked`. A
+/// browser of its own: a dialog no client has `Page` enabled for is Chromium's own, which it
+/// dismisses when another window of the browser comes up.
+#[test]
+fn a_popup_frozen_by_a_dialog_before_the_task_watched_it_is_reported_and_closing_it_clears_it() {
+    if browser().is_none() {
+        return;
+    }
+    let b = common::Browser::launch().expect("a Chromium of its own");
+    let mut fx = Fixture::open(&b.ws_url, Config::default());
+    let url = fx.b.url("localhost", "/alert");
+    fx.window_open(&url);
+    let popup = common::wait_until(T, || {
+        let p = fx.popups().into_iter().find(|t| t["url"] == url.as_str())?;
+        p["targetId"].as_str().map(str::to_string)
+    })
+    .expect("the popup");
+    // Its alert is open once a call into it hangs (nobody has `Page` enabled there).
+    let s = fx.cdp.attach(&popup).expect("attach to the popup");
+    common::wait_until(T, || {
+        let r = fx.cdp.evaluate(&s, "1", Duration::from_millis(300));
+        r.is_err().then_some(())
+    })
+    .expect("the popup's alert froze it");
+    let _ = fx
+        .cdp
+        .call("Target.detachFromTarget", json!({"sessionId": s}), None, T);
+
+    // As on Browserless: the task follows its popups on its own connection (no watcher).
+    let reg = cdp_supervisor::unversioned::registry_without_popup_watcher(Config::default());
+    let t0 = std::time::Instant::now();
+    let sup = attach_to_page(&reg, "frozen", &b.ws_url, &fx.page, StartOptions::default());
+    let blocked = wait_pick(&sup, T, "blocked naming the popup", |s| s.blocked.clone());
+    let took = t0.elapsed();
+    eprintln!("e2e_popups: the frozen popup reported {took:?} after the start");
+    assert_eq!(blocked.reason, cdp_supervisor::BlockedReason::Unresponsive);
+    assert_eq!(blocked.target_ids, vec![popup.clone()], "{blocked:?}");
+    assert!(
+        blocked.hint.contains("Target.closeTarget"),
+        "{}",
+        blocked.hint
+    );
+    let snap = sup.snapshot();
+    assert!(
+        snap.pages.iter().any(|p| p.target_id == popup),
+        "followed: {}",
+        snap.to_json()
+    );
+    assert!(snap.pending_dialogs.is_empty(), "{}", snap.to_json());
+    let r = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "6*7", "returnByValue": true}),
+            Route::Page,
+            T,
+        )
+        .expect("the task's page answers");
+    assert_eq!(r["result"]["value"], 42);
+    sup.call(
+        "Target.closeTarget",
+        json!({"targetId": popup}),
+        Route::Browser,
+        T,
+    )
+    .expect("close the popup");
+    wait_pick(&sup, T, "blocked gone with the popup", |s| {
+        (s.blocked.is_none() && s.pages.iter().all(|p| p.target_id != popup)).then_some(())
+    });
+    reg.stop_all();
+}

@@ -24,7 +24,7 @@ use crate::common::fakes::{WAIT, barrier, methods, sent_on, wait_pending, wait_s
 use cdp_supervisor::fake::{FakeBrowser, Rule};
 use cdp_supervisor::unversioned::registry_without_popup_watcher;
 use cdp_supervisor::{
-    BridgeMode, ClosedBy, Config, Error, Limits, Route, StartOptions, Supervisor,
+    BlockedReason, BridgeMode, ClosedBy, Config, Error, Limits, Route, StartOptions, Supervisor,
     SupervisorRegistry, tools,
 };
 use serde_json::{Value, json};
@@ -681,4 +681,43 @@ fn the_dialog_of_a_popup_past_pages_max_is_pending_answerable_and_fails_calls_in
         )
         .expect("the page works again");
     assert_eq!(r["result"]["value"], 2);
+}
+
+/// A followed page whose `Page.enable` never answers (another client of the browser let it run
+/// and a dialog froze it before the set-up arrived: measured on Browserless) is reported, not
+/// left silent: 2 s after it was followed `blocked` names it, the task's page still answers, and
+/// `blocked` goes with the page. A page that answered its set-up is never named.
+#[test]
+fn a_followed_page_that_never_answers_its_set_up_is_reported_blocked_until_it_goes() {
+    let (fake, _reg, sup) = setup();
+    page_attached(&fake, "SID-OK", "POP-OK", Some(PAGE));
+    barrier(&sup);
+    fake.set_rule("Page.enable", Rule::Ignore);
+    let t0 = Instant::now();
+    page_attached(&fake, "SID-HUNG", "POP-HUNG", Some(PAGE));
+    let snap = wait_snapshot(&sup, "the page reported", |s| s.blocked.is_some());
+    let took = t0.elapsed();
+    let b = snap.blocked.as_ref().unwrap();
+    assert_eq!(b.reason, BlockedReason::Unresponsive, "{b:?}");
+    assert_eq!(b.target_ids, ["POP-HUNG"], "{b:?}");
+    assert_eq!(b.frame_id, None);
+    assert!(b.hint.contains("Target.closeTarget"), "{}", b.hint);
+    assert!(took >= Duration::from_secs(2), "reported after {took:?}");
+    let json = snap.to_json();
+    assert_eq!(json["blocked"]["reason"], "unresponsive", "{json}");
+    assert_eq!(json["blocked"]["target_ids"], json!(["POP-HUNG"]), "{json}");
+    assert_eq!(json["blocked"]["target_id"], "POP-HUNG", "{json}");
+    assert_eq!(snap.pages.len(), 3, "still followed: {json}");
+    let r = sup
+        .call("Browser.getVersion", json!({}), Route::Browser, WAIT)
+        .expect("the browser answers");
+    assert!(r.is_object());
+    fake.emit(
+        None,
+        "Target.detachedFromTarget",
+        json!({"sessionId": "SID-HUNG", "targetId": "POP-HUNG"}),
+    );
+    wait_snapshot(&sup, "blocked gone with the page", |s| {
+        s.blocked.is_none() && s.pages.len() == 2
+    });
 }

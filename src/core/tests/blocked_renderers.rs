@@ -104,6 +104,34 @@ fn a_followed_popup_attached_again_keeps_one_session() {
     let snap = sim.snap();
     let pages: Vec<&str> = snap.pages.iter().map(|p| p.target_id.as_str()).collect();
     assert_eq!(pages, [PAGE, "POPUP"]);
+    // The page followed (and it alone) is to be checked for an answer to its set-up.
+    assert_eq!(out.checks, [("P2".to_string(), "POPUP".to_string())]);
+    // The check's verdict while its Page.enable hangs: blocked names it; the answer clears it.
+    let blocked = Blocked {
+        reason: BlockedReason::Unresponsive,
+        hint: policy::UNANSWERED_PAGE_HINT.into(),
+        frame_id: None,
+        target_ids: vec!["POPUP".into()],
+    };
+    let probe = sim.register(
+        "Browser.getVersion",
+        None,
+        CallKind::ProbeBlocked {
+            session_id: "P2".into(),
+            blocked: blocked.clone(),
+        },
+    );
+    sim.reply(probe, json!({}));
+    assert_eq!(sim.snap().blocked.as_ref(), Some(&blocked));
+    assert_eq!(sim.snap().blocked_session.as_deref(), Some("P2"));
+    let enable = out
+        .commands
+        .iter()
+        .find(|(_, c)| c.method == "Page.enable" && c.session_id.as_deref() == Some("P2"))
+        .map(|(id, _)| *id)
+        .expect("the popup's Page.enable");
+    sim.reply(enable, json!({}));
+    assert_eq!(sim.snap().blocked, None, "its answer clears it");
 }
 
 /// A task whose popup watcher has gone follows its popups itself: each re-attach of its page

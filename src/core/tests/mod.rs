@@ -57,6 +57,8 @@ struct Out {
     watch_renderer: usize,
     /// `Ack` requests (a hand-over, `core/handover.rs`).
     acks: usize,
+    /// `CheckAnswers` requests (a page followed): its session and target.
+    checks: Vec<(String, String)>,
 }
 
 impl Out {
@@ -233,6 +235,10 @@ impl Sim {
                 Outgoing::MoveDownload { guid, from, to } => out.moves.push((guid, from, to)),
                 Outgoing::Watchdog(WatchdogMsg::WatchRenderer) => out.watch_renderer += 1,
                 Outgoing::Watchdog(WatchdogMsg::Ack(_)) => out.acks += 1,
+                Outgoing::Watchdog(WatchdogMsg::CheckAnswers {
+                    session_id,
+                    target_id,
+                }) => out.checks.push((session_id, target_id)),
             }
         }
         out

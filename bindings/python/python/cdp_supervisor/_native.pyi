@@ -273,7 +273,8 @@ class Blocked:
     def frame_id(self) -> Optional[str]: ...
     @property
     def target_ids(self) -> List[str]:
-        """For ``dialog_in_unfollowed_page``: the pages to close (one shows the dialog)."""
+        """For ``dialog_in_unfollowed_page``: the pages to close (one shows the dialog); for
+        ``unresponsive``, a page the task follows that has not answered since it was attached."""
     def to_dict(self) -> Dict[str, Any]: ...
 
 @final

@@ -76,7 +76,8 @@ impl PyBlocked {
 part_methods!(
     PyBlocked,
     |b| format!("Blocked(reason={:?})", b.reason.as_str()),
-    /// For `dialog_in_unfollowed_page`: the pages to close (one shows the dialog).
+    /// For `dialog_in_unfollowed_page`: the pages to close (one shows the dialog); for
+    /// `unresponsive`, a page the task follows that has not answered since it was attached.
     #[getter]
     fn target_ids(&self) -> Vec<String> {
         self.inner.target_ids.clone()
