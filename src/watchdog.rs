@@ -4,8 +4,9 @@
 //! after the task follows a page, whether that page ever answered its set-up
 //! ([`WatchdogMsg::CheckAnswers`]).
 //!
-//! It only ever blocks on its channel: with nothing armed and no probe due it waits without a
-//! deadline (no wake-ups); otherwise until the earliest dialog deadline or probe. The reader
+//! It only ever blocks on its channel: with nothing armed, no probe and no check due it waits
+//! without a deadline (no wake-ups); otherwise until the earliest dialog deadline, probe or
+//! check. The reader
 //! thread arms and cancels over the channel, and dropping the sender (the reader exiting) ends
 //! the thread. Firing writes a `Page.handleJavaScriptDialog {accept: false}` tagged as the
 //! watchdog's; who really closed the dialog is still decided by the reader when the answer or

@@ -1233,11 +1233,13 @@ fn a_popup_frozen_by_a_dialog_before_the_task_watched_it_is_reported_and_closing
     let mut fx = Fixture::open(&b.ws_url, Config::default());
     let url = fx.b.url("localhost", "/alert");
     fx.window_open(&url);
+    // Its title comes before its script: once it shows, the alert opens next.
     let popup = common::wait_until(T, || {
-        let p = fx.popups().into_iter().find(|t| t["url"] == url.as_str())?;
+        let p = (fx.popups().into_iter())
+            .find(|t| t["url"] == url.as_str() && t["title"] == "Alert popup")?;
         p["targetId"].as_str().map(str::to_string)
     })
-    .expect("the popup");
+    .expect("the popup, parsed up to its script");
     // Its alert is open once a call into it hangs (nobody has `Page` enabled there).
     let s = fx.cdp.attach(&popup).expect("attach to the popup");
     common::wait_until(T, || {
