@@ -241,6 +241,108 @@ fn with_one_slot_and_one_queued_the_queued_task_connects_once_the_first_leaves()
     no_browser_within(&bl, T, "after the last task stopped");
 }
 
+/// The case the measurement below shows, end to end on Browserless: a script's page opens a
+/// popup (another site) whose on-load alert opens with nobody's `Page` enabled (Browserless's own connection let
+/// it run), so no client can answer it. A task that joins the script's browser on that page
+/// follows the popup, and 2 s later `blocked` names it (`unresponsive`); the task's page still
+/// answers; closing the popup clears `blocked`.
+#[test]
+fn a_popup_frozen_before_the_task_came_is_reported_and_closing_it_clears_it() {
+    let Some(bl) = Browserless::start(10, 10) else {
+        return;
+    };
+    let srv = popups();
+    let mut script = RawCdp::connect(&bl.ws_url()).expect("a script opens a browser");
+    let targets = script
+        .call("Target.getTargets", json!({}), None, T)
+        .unwrap();
+    let page = targets["targetInfos"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["targetId"].as_str())
+        .expect("the browser's page")
+        .to_string();
+    let session = script.attach(&page).expect("attach its page");
+    // The page on one site, the popup on another: two renderers. (From `about:blank` the popup
+    // shares the page's renderer, and its alert freezes the page too: the start's own probe
+    // then reports the page, `orphaned_dialog`.)
+    let opener = srv.url("127.0.0.1", "/popup?opener");
+    let go = json!({"url": opener});
+    script.call("Page.navigate", go, Some(&session), T).unwrap();
+    wait_until(T, || {
+        let here = script.evaluate(&session, "location.href", T).ok()?;
+        (here == opener.as_str()).then_some(())
+    })
+    .expect("the page on its site");
+    let url = srv.url("localhost", "/alerts");
+    let open =
+        json!({"expression": format!("window.open({}) ? 1 : 0", js(&url)), "userGesture": true});
+    script
+        .call("Runtime.evaluate", open, Some(&session), T)
+        .unwrap();
+    // Its title comes before its script; then a call into it hangs once the alert is open.
+    let popup = wait_until(T, || {
+        let t = script.call("Target.getTargets", json!({}), None, T).ok()?;
+        let p = t["targetInfos"]
+            .as_array()?
+            .iter()
+            .find(|t| t["openerId"] == page.as_str() && t["title"] == "popup")?;
+        p["targetId"].as_str().map(str::to_string)
+    })
+    .expect("the popup, parsed up to its script");
+    let ps = script.attach(&popup).expect("attach to the popup");
+    wait_until(T, || {
+        let r = script.evaluate(&ps, "1", Duration::from_millis(300));
+        r.is_err().then_some(())
+    })
+    .expect("the popup's alert froze it");
+    let _ = script.call("Target.detachFromTarget", json!({"sessionId": ps}), None, T);
+
+    let browser = wait_until(T, || bl.browsers().into_iter().next()).expect("its browser");
+    let id = browser["id"].as_str().expect("the browser's id");
+    let joined = format!(
+        "ws://127.0.0.1:{}/devtools/browser/{id}?token={}",
+        bl.port, bl.token
+    );
+    let reg = registry();
+    let t0 = Instant::now();
+    let sup = reg
+        .start(
+            StartRequest::new("bl-frozen", &joined)
+                .with_options(StartOptions::default().with_target_id(page.clone())),
+        )
+        .expect("the task joins the script's browser on its page");
+    let blocked = wait_pick(&sup, T, "blocked naming the popup", |s| s.blocked.clone());
+    eprintln!(
+        "e2e_browserless: the frozen popup reported {:?} after the start",
+        t0.elapsed()
+    );
+    assert_eq!(blocked.reason, cdp_supervisor::BlockedReason::Unresponsive);
+    assert_eq!(blocked.target_ids, vec![popup.clone()], "{blocked:?}");
+    let r = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "6*7", "returnByValue": true}),
+            Route::Page,
+            T,
+        )
+        .expect("the task's page answers");
+    assert_eq!(r["result"]["value"], 42);
+    sup.call(
+        "Target.closeTarget",
+        json!({"targetId": popup}),
+        Route::Browser,
+        T,
+    )
+    .expect("close the popup");
+    wait_pick(&sup, T, "blocked gone with the popup", |s| {
+        (s.blocked.is_none() && s.pages.iter().all(|p| p.target_id != popup)).then_some(())
+    });
+    assert!(reg.stop("bl-frozen"));
+    drop(script);
+    no_browser_within(&bl, T, "after the script and the task left");
+}
+
 /// Measured on Browserless 2.42.0 with Chromium 156: a client that holds a new popup paused
 /// (browser-level `Target.setAutoAttach {waitForDebuggerOnStart: true}`, and no
 /// `Runtime.runIfWaitingForDebugger`) does not hold it there: Browserless's own connection to its
