@@ -15,7 +15,7 @@ use cdp_supervisor::StartRequest;
 use std::time::{Duration, Instant};
 
 use crate::common::browserless::Browserless;
-use crate::common::pages::wait_pick;
+use crate::common::pages::{frozen_page_reported_then_closed, wait_pick};
 use crate::common::{HttpServer, RawCdp, Response, js, procs, wait_until};
 use cdp_supervisor::unversioned::follows_popups_itself;
 use cdp_supervisor::{Config, DialogAction, Route, StartOptions, Supervisor, SupervisorRegistry};
@@ -73,6 +73,17 @@ fn popup_alert_is_caught(sup: &Supervisor, srv: &HttpServer, tag: &str) {
     assert_eq!(d.target_id, popup, "{d:?}");
     sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
         .expect("answer the popup's alert");
+}
+
+/// The first page `Target.getTargets` lists to client `c`.
+fn first_page(c: &mut RawCdp) -> String {
+    let targets = c.call("Target.getTargets", json!({}), None, T).unwrap();
+    targets["targetInfos"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["type"] == "page"))
+        .and_then(|t| t["targetId"].as_str())
+        .expect("the browser's page")
+        .to_string()
 }
 
 fn popups() -> HttpServer {
@@ -253,15 +264,7 @@ fn a_popup_frozen_before_the_task_came_is_reported_and_closing_it_clears_it() {
     };
     let srv = popups();
     let mut script = RawCdp::connect(&bl.ws_url()).expect("a script opens a browser");
-    let targets = script
-        .call("Target.getTargets", json!({}), None, T)
-        .unwrap();
-    let page = targets["targetInfos"]
-        .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["type"] == "page"))
-        .and_then(|t| t["targetId"].as_str())
-        .expect("the browser's page")
-        .to_string();
+    let page = first_page(&mut script);
     let session = script.attach(&page).expect("attach its page");
     // The page on one site, the popup on another: two renderers. (From `about:blank` the popup
     // shares the page's renderer, and its alert freezes the page too: the start's own probe
@@ -317,27 +320,7 @@ fn a_popup_frozen_before_the_task_came_is_reported_and_closing_it_clears_it() {
         "e2e_browserless: the frozen popup reported {:?} after the start",
         t0.elapsed()
     );
-    assert_eq!(blocked.reason, cdp_supervisor::BlockedReason::Unresponsive);
-    assert_eq!(blocked.target_ids, vec![popup.clone()], "{blocked:?}");
-    let r = sup
-        .call(
-            "Runtime.evaluate",
-            json!({"expression": "6*7", "returnByValue": true}),
-            Route::Page,
-            T,
-        )
-        .expect("the task's page answers");
-    assert_eq!(r["result"]["value"], 42);
-    sup.call(
-        "Target.closeTarget",
-        json!({"targetId": popup}),
-        Route::Browser,
-        T,
-    )
-    .expect("close the popup");
-    wait_pick(&sup, T, "blocked gone with the popup", |s| {
-        (s.blocked.is_none() && s.pages.iter().all(|p| p.target_id != popup)).then_some(())
-    });
+    frozen_page_reported_then_closed(&sup, &blocked, &popup, T);
     assert!(reg.stop("bl-frozen"));
     drop(script);
     no_browser_within(&bl, T, "after the script and the task left");
@@ -358,13 +341,7 @@ fn measure_browserless_resumes_a_popup_held_for_the_debugger_and_its_on_load_dia
     };
     let srv = popups();
     let mut c = RawCdp::connect(&bl.ws_url()).expect("a client of Browserless");
-    let targets = c.call("Target.getTargets", json!({}), None, T).unwrap();
-    let page = targets["targetInfos"]
-        .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["type"] == "page"))
-        .and_then(|t| t["targetId"].as_str())
-        .expect("the browser's page")
-        .to_string();
+    let page = first_page(&mut c);
     let session = c.attach(&page).expect("attach its page");
     let hold = json!({"autoAttach": true, "waitForDebuggerOnStart": true, "flatten": true});
     c.call("Target.setAutoAttach", hold, None, T).unwrap();

@@ -149,3 +149,40 @@ pub fn assert_renderers(sup: &Supervisor, sessions: &[(&str, Route<'_>)], shared
     eprintln!("alert in ↓ blocks → (B blocked, . answered):{table}");
     assert!(mismatches.is_empty(), "{mismatches:#?}{table}");
 }
+
+/// `blocked` reports the page `frozen` the task follows (`unresponsive`, naming it, with the
+/// hint to close it); the task's own page still answers; closing `frozen` clears `blocked` and
+/// takes it out of `pages`.
+pub fn frozen_page_reported_then_closed(
+    sup: &Supervisor,
+    blocked: &cdp_supervisor::Blocked,
+    frozen: &str,
+    timeout: Duration,
+) {
+    assert_eq!(blocked.reason, cdp_supervisor::BlockedReason::Unresponsive);
+    assert_eq!(blocked.target_ids, [frozen.to_string()], "{blocked:?}");
+    assert!(
+        blocked.hint.contains("Target.closeTarget"),
+        "{}",
+        blocked.hint
+    );
+    let r = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "6*7", "returnByValue": true}),
+            Route::Page,
+            timeout,
+        )
+        .expect("the task's page answers");
+    assert_eq!(r["result"]["value"], 42);
+    sup.call(
+        "Target.closeTarget",
+        json!({"targetId": frozen}),
+        Route::Browser,
+        timeout,
+    )
+    .expect("close the frozen page");
+    wait_pick(sup, timeout, "blocked gone with the frozen page", |s| {
+        (s.blocked.is_none() && s.pages.iter().all(|p| p.target_id != frozen)).then_some(())
+    });
+}
