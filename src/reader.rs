@@ -222,8 +222,6 @@ impl Reader {
         }
     }
 
-    /// Publishes if the visible state changed, then delivers replies. `now`: the time of the
-    /// batch being flushed.
     /// Hands the core the calls registered since the last time (the channel is drained between
     /// reads, never waited on).
     fn take_registrations(&mut self, now: Now) {
@@ -232,6 +230,8 @@ impl Reader {
         }
     }
 
+    /// Publishes if the visible state changed, then delivers replies. `now`: the time of the
+    /// batch being flushed.
     fn flush(&mut self, now: Now) {
         if let Some(snapshot) = self.core.take_published() {
             self.shared.publish(snapshot);

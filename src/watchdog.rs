@@ -6,9 +6,8 @@
 //!
 //! It only ever blocks on its channel: with nothing armed, no probe and no check due it waits
 //! without a deadline (no wake-ups); otherwise until the earliest dialog deadline, probe or
-//! check. The reader
-//! thread arms and cancels over the channel, and dropping the sender (the reader exiting) ends
-//! the thread. Firing writes a `Page.handleJavaScriptDialog {accept: false}` tagged as the
+//! check. The reader thread arms and cancels over the channel, and dropping the sender (the
+//! reader exiting) ends the thread. Firing writes a `Page.handleJavaScriptDialog {accept: false}` tagged as the
 //! watchdog's; who really closed the dialog is still decided by the reader when the answer or
 //! the close event arrives, so a dialog that closed in the meantime is never recorded as the
 //! watchdog's. The probe waits for replies (at most about 1 s while a renderer hangs), which the
@@ -265,25 +264,6 @@ mod tests {
         drop(tx);
         t.join().unwrap();
     }
-}
-
-#[cfg(test)]
-mod check_tests {
-    use super::*;
-    use crossbeam_channel::unbounded;
-
-    struct Recorder(crossbeam_channel::Sender<(String, String, Instant)>);
-
-    impl Probes for Recorder {
-        fn tick(&mut self) -> bool {
-            false
-        }
-        fn check_answers(&mut self, session_id: &str, target_id: &str) {
-            let _ = self
-                .0
-                .send((session_id.into(), target_id.into(), Instant::now()));
-        }
-    }
 
     #[test]
     fn each_followed_page_is_checked_once_its_time_has_passed_in_the_order_followed() {
@@ -291,7 +271,10 @@ mod check_tests {
         let (tx, rx) = unbounded();
         let (checked_tx, checked_rx) = unbounded();
         let t = std::thread::spawn(move || {
-            run(rx, |_| {}, &mut Recorder(checked_tx), PROBE_EVERY, within)
+            let check = |s: &str, p: &str| {
+                let _ = checked_tx.send((s.to_string(), p.to_string(), Instant::now()));
+            };
+            run(rx, |_| {}, &mut With(|| false, check), PROBE_EVERY, within)
         });
         let start = Instant::now();
         for (s, p) in [("S-1", "P-1"), ("S-2", "P-2")] {

@@ -15,11 +15,16 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// Threads of this process whose name starts with `prefix`.
 pub fn threads_named(prefix: &str) -> usize {
+    threads_where(|name| name.starts_with(prefix))
+}
+
+/// This process's threads whose name (as Linux keeps it: 15 bytes) passes `pred`.
+fn threads_where(pred: impl Fn(&str) -> bool) -> usize {
     std::fs::read_dir("/proc/self/task")
         .map(|d| {
             d.flatten()
                 .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-                .filter(|n| n.trim().starts_with(prefix))
+                .filter(|n| pred(n.trim()))
                 .count()
         })
         .unwrap_or(0)
@@ -28,14 +33,7 @@ pub fn threads_named(prefix: &str) -> usize {
 /// The endpoint's threads serving connections and writing to clients (named after its port).
 pub fn client_threads(port: u16) -> usize {
     let names = [format!("cdp-in-{port}"), format!("cdp-out-{port}")];
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-                .filter(|n| names.iter().any(|want| n.trim() == want))
-                .count()
-        })
-        .unwrap_or(0)
+    threads_where(|name| names.iter().any(|want| name == want))
 }
 
 /// This process's TCP sockets on local `port` that are not listening (the endpoint's ends of

@@ -106,6 +106,20 @@ fn a_followed_popup_attached_again_keeps_one_session() {
     assert_eq!(pages, [PAGE, "POPUP"]);
     // The page followed (and it alone) is to be checked for an answer to its set-up.
     assert_eq!(out.checks, [("P2".to_string(), "POPUP".to_string())]);
+}
+
+/// A page the task follows is checked for an answer to its set-up (`supervisor/stall.rs`): the
+/// check's verdict while its `Page.enable` hangs publishes `blocked` naming it, on its session,
+/// and that answer clears it.
+#[test]
+fn a_followed_page_whose_page_enable_hangs_is_blocked_until_it_answers() {
+    let mut sim = Sim::attached(CoreSettings {
+        follow_popups: true,
+        browser_auto_attach: false,
+        ..settings(DialogPolicy::MustRespond, BridgeMode::Off)
+    });
+    let out = sim.popup("P2", "POPUP", PAGE, true, "http://a.test/popup");
+    assert_eq!(out.checks, [("P2".to_string(), "POPUP".to_string())]);
     // The check's verdict while its Page.enable hangs: blocked names it; the answer clears it.
     let blocked = Blocked {
         reason: BlockedReason::Unresponsive,
