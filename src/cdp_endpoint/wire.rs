@@ -50,6 +50,52 @@ pub(super) struct TargetInfo {
     pub(super) kind: String,
 }
 
+/// A reply laid out as Chromium writes every reply: `{"id":N,"result":...}` or
+/// `{"id":N,"error":...}`, then `,"sessionId":"S"` last when it came on a session. Found by its
+/// bytes, without parsing: the endpoint hands most replies on unchanged but for their id (and
+/// their session, for a command sent at browser level), and a parse of each one was most of the
+/// reader's time for it. Anything laid out otherwise is `None` and goes the parsed way.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Reply<'a> {
+    pub(super) id: u64,
+    /// `"result":...` or `"error":...`, as sent.
+    pub(super) body: &'a str,
+    /// Letters, digits, `-` and `_` only (Chromium's session ids are hex), so that the
+    /// `,"sessionId":"` found last is the top level's own member.
+    pub(super) session: Option<&'a str>,
+}
+
+impl<'a> Reply<'a> {
+    pub(super) fn split(text: &'a str) -> Option<Reply<'a>> {
+        let rest = text.strip_prefix(r#"{"id":"#)?;
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let id = rest[..digits].parse().ok()?;
+        let inner = rest[digits..].strip_prefix(',')?.strip_suffix('}')?;
+        if !(inner.starts_with(r#""result":"#) || inner.starts_with(r#""error":"#)) {
+            return None;
+        }
+        let Some(quoted) = inner.strip_suffix('"') else {
+            return inner.ends_with('}').then_some(Reply {
+                id,
+                body: inner,
+                session: None,
+            });
+        };
+        const KEY: &str = r#","sessionId":""#;
+        let at = quoted.rfind(KEY)?;
+        let session = &quoted[at + KEY.len()..];
+        let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+        if session.is_empty() || !session.bytes().all(plain) || !quoted[..at].ends_with('}') {
+            return None;
+        }
+        Some(Reply {
+            id,
+            body: &quoted[..at],
+            session: Some(session),
+        })
+    }
+}
+
 pub(super) fn decode<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
@@ -88,5 +134,69 @@ pub(super) fn client_wording(e: &crate::error::Error) -> String {
             "{e} (through the supervisor), or with Page.handleJavaScriptDialog on this page"
         ),
         _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reply;
+
+    fn split(text: &str) -> Option<(u64, &str, Option<&str>)> {
+        Reply::split(text).map(|r| (r.id, r.body, r.session))
+    }
+
+    #[test]
+    fn replies_laid_out_as_chromium_writes_them_are_split_without_parsing() {
+        let on_session =
+            r#"{"id":42,"result":{"result":{"type":"number","value":1}},"sessionId":"8F3A-b_c9"}"#;
+        assert_eq!(
+            split(on_session),
+            Some((
+                42,
+                r#""result":{"result":{"type":"number","value":1}}"#,
+                Some("8F3A-b_c9")
+            ))
+        );
+        assert_eq!(
+            split(r#"{"id":7,"result":{}}"#),
+            Some((7, r#""result":{}"#, None))
+        );
+        let error =
+            r#"{"id":9,"error":{"code":-32000,"message":"No \"dialog\"}"},"sessionId":"S1"}"#;
+        assert_eq!(
+            split(error),
+            Some((
+                9,
+                r#""error":{"code":-32000,"message":"No \"dialog\"}"}"#,
+                Some("S1")
+            ))
+        );
+    }
+
+    #[test]
+    fn anything_laid_out_otherwise_goes_the_parsed_way() {
+        for text in [
+            // Not a reply, or not in Chromium's order.
+            r#"{"method":"Page.loadEventFired","params":{},"sessionId":"S"}"#,
+            r#"{"sessionId":"S","id":1,"result":{}}"#,
+            r#"{"id":1,"sessionId":"S","result":{}}"#,
+            r#"{ "id":1,"result":{}}"#,
+            // Ids that are not a plain u64.
+            r#"{"id":-1,"result":{}}"#,
+            r#"{"id":1.5,"result":{}}"#,
+            r#"{"id":,"result":{}}"#,
+            r#"{"id":99999999999999999999999,"result":{}}"#,
+            // A last member that is not the session, or a session that is not plain.
+            r#"{"id":1,"result":{"a":1,"sessionId":"X"},"note":"y"}"#,
+            r#"{"id":1,"result":{},"sessionId":"a\"b"}"#,
+            r#"{"id":1,"result":{},"sessionId":""}"#,
+            r#"{"id":1,"result":"x","sessionId":"S"}"#,
+            // Cut short.
+            r#"{"id":1,"result":{}"#,
+            r#"{"id":1}"#,
+            "",
+        ] {
+            assert_eq!(split(text), None, "{text}");
+        }
     }
 }

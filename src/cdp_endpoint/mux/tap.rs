@@ -7,14 +7,30 @@ use serde_json::value::RawValue;
 
 use super::scope::Level;
 use super::{Mux, Out, State, deliver};
-use crate::cdp_endpoint::wire::{Envelope, SessionParams, client_wording, decode, error_reply_on};
+use crate::cdp_endpoint::wire::{
+    Envelope, Reply, SessionParams, client_wording, decode, error_reply_on,
+};
 use crate::core::policy;
 use crate::snapshot::{Snapshot, SupervisorState};
 use crate::tap::Tap;
 
+/// Methods whose replies [`Mux::on_reply`] reads (a session or target to record) or narrows
+/// (`scope.rs`): these go the parsed way.
+const READ_REPLIES: &[&str] = &[
+    "Target.attachToTarget",
+    "Target.createTarget",
+    "Target.getBrowserContexts",
+    "Target.getTargets",
+];
+
 impl Mux {
     /// [`Tap::claims`], under the lock.
     fn claim(&self, st: &mut State, text: &str) -> bool {
+        if let Some(reply) = Reply::split(text)
+            && let Some(done) = self.pass_reply(st, &reply)
+        {
+            return done;
+        }
         let Ok(env) = serde_json::from_str::<Envelope<'_>>(text) else {
             return false;
         };
@@ -45,6 +61,37 @@ impl Mux {
                 }),
             None => false,
         }
+    }
+
+    /// A client's reply that goes on as it came but for its id (and its session, for a command
+    /// sent at browser level): `None` when it needs [`Mux::on_reply`]'s parsed way (a reply
+    /// the endpoint reads or narrows) or is not a pending command's (a renewal's: `life.rs`).
+    fn pass_reply(&self, st: &mut State, reply: &Reply<'_>) -> Option<bool> {
+        let reads = match st.pending.get(&reply.id)? {
+            Some(p) => READ_REPLIES.contains(&p.method.as_str()),
+            None => false,
+        };
+        if reads {
+            return None;
+        }
+        // `None`: the endpoint's own command, whose reply is swallowed.
+        let Some(p) = st.pending.remove(&reply.id).flatten() else {
+            return Some(true);
+        };
+        let orig = p.orig_id.get();
+        let mut text = String::with_capacity(reply.body.len() + orig.len() + 64);
+        text.push_str(r#"{"id":"#);
+        text.push_str(orig);
+        text.push(',');
+        text.push_str(reply.body);
+        if let (Some(s), false) = (reply.session, p.browser_level) {
+            text.push_str(r#","sessionId":""#);
+            text.push_str(s);
+            text.push('"');
+        }
+        text.push('}');
+        deliver(st, p.client, Out::Text(text));
+        Some(true)
     }
 
     pub(super) fn on_reply(&self, st: &mut State, id: u64, env: &Envelope<'_>) -> bool {
