@@ -9,6 +9,10 @@
 //!   through the endpoint and one straight to Chromium in one Node process, alternating
 //!   (`benches/puppeteer_round_trip.mjs`). Target: ≤ 1.15x at p50 and ≤ 100 µs added. Skipped,
 //!   said so, without the pinned package; the verdict then falls back to the raw client's.
+//! * **Byte relay** (the floor, in both round trips above and below): the same client through a
+//!   relay that only copies bytes, one blocking thread each way, in front of Chromium. Any proxy
+//!   pays its two extra loopback hops (a `send`, a thread wake-up, a `recv`, each way); what the
+//!   endpoint adds beyond this relay is its own work (parsing, judging, rewriting ids).
 //! * **Raw round trip**: a plain blocking tungstenite client (`TCP_NODELAY`) attached to the task's
 //!   page with a flat session sends `Runtime.evaluate("1")` and reads its reply; one client
 //!   through the endpoint, one straight to Chromium, samples alternating (`CDP_EP_SAMPLES`, 2,000).
@@ -78,7 +82,13 @@ fn flood(c: &mut RawClient, sid: &str, n: usize) -> f64 {
 /// Puppeteer's `page.evaluate` round trips through the endpoint and straight, alternating, in
 /// one Node process (`benches/puppeteer_round_trip.mjs`): `Some((p50 x, us added))`, or `None`
 /// (said why) when the pinned puppeteer-core is not installed under the target directory.
-fn puppeteer(via: &str, direct: &str, page: &str, samples: usize) -> Option<(f64, f64)> {
+fn puppeteer(
+    via: &str,
+    direct: &str,
+    relay: &str,
+    page: &str,
+    samples: usize,
+) -> Option<(f64, f64)> {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
         std::path::PathBuf::from,
@@ -98,7 +108,7 @@ fn puppeteer(via: &str, direct: &str, page: &str, samples: usize) -> Option<(f64
     std::fs::copy(source, &script).expect("copy the script");
     let out = std::process::Command::new(node)
         .arg(&script)
-        .args([via, direct, page, &samples.to_string()])
+        .args([via, direct, page, &samples.to_string(), relay])
         .current_dir(&dir)
         .output()
         .expect("run node");
@@ -120,17 +130,61 @@ fn puppeteer(via: &str, direct: &str, page: &str, samples: usize) -> Option<(f64
         }
         h
     };
-    let (hv, hd) = (hist("via"), hist("direct"));
+    let (hv, hd, hr) = (hist("via"), hist("direct"), hist("relay"));
     println!(
         "\nPuppeteer (puppeteer-core) page.evaluate(() => 1) round trip, {samples} each, alternating"
     );
     lat_header();
     lat_row("straight to Chromium", &hd, None);
+    lat_row("through a byte relay (the floor)", &hr, Some(&hd));
     lat_row("through the task's endpoint", &hv, Some(&hd));
     let x50 = q_us(&hv, 0.5) / q_us(&hd, 0.5);
     let added = q_us(&hv, 0.5) - q_us(&hd, 0.5);
-    println!("p50 {x50:.2}x, {added:+.1} us added");
+    println!(
+        "p50 {x50:.2}x, {added:+.1} us added ({:+.1} us beyond the byte relay's, which adds {:+.1} us)",
+        q_us(&hv, 0.5) - q_us(&hr, 0.5),
+        q_us(&hr, 0.5) - q_us(&hd, 0.5)
+    );
     Some((x50, added))
+}
+
+/// The byte relay (module doc) in front of `upstream`: its address. Its threads live as long
+/// as the bench process.
+fn byte_relay(upstream: std::net::SocketAddr) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    fn pump(mut from: TcpStream, mut to: TcpStream) {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n) = from.read(&mut buf) {
+            if n == 0 || to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Both);
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
+    let addr = listener.local_addr().expect("its address");
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(up) = TcpStream::connect(upstream) else {
+                continue;
+            };
+            let _ = (client.set_nodelay(true), up.set_nodelay(true));
+            let (Ok(c2), Ok(u2)) = (client.try_clone(), up.try_clone()) else {
+                continue;
+            };
+            std::thread::spawn(move || pump(client, up));
+            std::thread::spawn(move || pump(u2, c2));
+        }
+    });
+    addr
+}
+
+/// `ws_url` with its host and port replaced by `addr`'s.
+fn via_relay(ws_url: &str, addr: std::net::SocketAddr) -> String {
+    let rest = ws_url.strip_prefix("ws://").expect("a ws:// URL");
+    let path = rest.find('/').map_or("", |i| &rest[i..]);
+    format!("ws://{addr}{path}")
 }
 
 fn main() {
@@ -156,38 +210,53 @@ fn main() {
     let page = sup.snapshot().page_target_id.clone().expect("its page");
     let ep = registry.cdp_endpoint("bench").expect("the endpoint");
 
+    let browser_addr = browser
+        .ws_url()
+        .strip_prefix("ws://")
+        .and_then(|r| r.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .expect("the browser's address");
+    let relay_url = via_relay(browser.ws_url(), byte_relay(browser_addr));
+
     let mut via = RawClient::connect(&ep.ws_url);
     let mut direct = RawClient::connect(browser.ws_url());
+    let mut relayed = RawClient::connect(&relay_url);
     let sv = attach(&mut via, &page);
     let sd = attach(&mut direct, &page);
+    let sr = attach(&mut relayed, &page);
     for _ in 0..200 {
         round_trip(&mut via, &sv);
         round_trip(&mut direct, &sd);
+        round_trip(&mut relayed, &sr);
     }
-    let (mut hv, mut hd) = (new_hist(), new_hist());
+    let (mut hv, mut hd, mut hr) = (new_hist(), new_hist(), new_hist());
     for i in 0..samples {
-        if i % 2 == 0 {
-            record(&mut hv, round_trip(&mut via, &sv));
-            record(&mut hd, round_trip(&mut direct, &sd));
-        } else {
-            record(&mut hd, round_trip(&mut direct, &sd));
-            record(&mut hv, round_trip(&mut via, &sv));
+        // Each order in turn, so that no variant always follows the same one.
+        for k in 0..3 {
+            match (i + k) % 3 {
+                0 => record(&mut hv, round_trip(&mut via, &sv)),
+                1 => record(&mut hd, round_trip(&mut direct, &sd)),
+                _ => record(&mut hr, round_trip(&mut relayed, &sr)),
+            }
         }
     }
+    drop(relayed);
     println!(
         "\nRuntime.evaluate(\"1\") round trip on the task's page, {samples} each, alternating"
     );
     lat_header();
     lat_row("straight to Chromium", &hd, None);
+    lat_row("through a byte relay (the floor)", &hr, Some(&hd));
     lat_row("through the task's endpoint", &hv, Some(&hd));
     let x50 = q_us(&hv, 0.5) / q_us(&hd, 0.5);
     let added = q_us(&hv, 0.5) - q_us(&hd, 0.5);
     println!(
-        "p50 {x50:.2}x, {added:+.1} us added; p99 {:+.1} us added",
+        "p50 {x50:.2}x, {added:+.1} us added ({:+.1} us beyond the byte relay's); p99 {:+.1} us added",
+        q_us(&hv, 0.5) - q_us(&hr, 0.5),
         q_us(&hv, 0.99) - q_us(&hd, 0.99)
     );
 
-    let pptr = puppeteer(&ep.ws_url, browser.ws_url(), &page, samples);
+    let pptr = puppeteer(&ep.ws_url, browser.ws_url(), &relay_url, &page, samples);
 
     // Flood: one client at a time has Runtime enabled.
     let enable = |c: &mut RawClient, sid: &str, on: bool| {
