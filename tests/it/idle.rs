@@ -218,10 +218,19 @@ fn below_both_popup_caps_an_idle_supervisor_does_not_wake_up_nor_probe() {
         fake.wait_for_command(resumed(n), Duration::from_secs(5))
             .unwrap_or_else(|| panic!("popup {n} resumed"));
     }
+    // The second popup's resume is written before the batch's publish that says it was not
+    // followed: wait for that publish, not only for the first popup's.
     let snap = sup
-        .wait_for(Duration::from_secs(5), |s| s.pages.len() == 2)
-        .unwrap_or_else(|| panic!("one popup followed: {}", sup.snapshot().to_json()));
-    assert!(snap.pages_truncated, "{}", snap.to_json());
+        .wait_for(Duration::from_secs(5), |s| {
+            s.pages.len() == 2 && s.pages_truncated
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "one popup followed, the other past the cap: {}",
+                sup.snapshot().to_json()
+            )
+        });
+    assert_eq!(snap.pages[1].target_id, "POP-0", "{}", snap.to_json());
     let received = fake.received();
     assert!(
         received
