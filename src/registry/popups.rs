@@ -25,7 +25,8 @@
 //! over: `Core::browser_target_attached`), waits for a browser-level round trip on the task's
 //! connection, then resumes the page and detaches the watcher. Every other new page is resumed
 //! and let go as soon as its event is read. Pages that exist when the watcher connects are only
-//! detached.
+//! detached; a task the watcher starts serving takes over itself the popups its page opened
+//! before (`adopt_earlier_popups`), as a task that follows its popups itself is handed them.
 //!
 //! # Which endpoints get a watcher, and for how long (issue 28)
 //!
@@ -85,6 +86,35 @@ pub(crate) const IDLE_GRACE: Duration = Duration::from_millis(250);
 
 /// How long asking an endpoint whether it is a browser's own ([`own_browser_url`]) may take.
 const DISCOVERY_WAIT: Duration = Duration::from_secs(2);
+
+/// Has `sup` follow the popups its page opened before it started, and theirs: the watcher
+/// hands a task only the pages opened once it serves it (the ones it saw before were let go),
+/// where a task that follows its popups itself is handed every page the browser holds by its
+/// own auto-attach, and follows those its page opened. The watcher knows them
+/// ([`Watcher::opened_by`]: no call to the browser, so a start whose page opened none costs
+/// nothing more); each is taken over as the watcher does ([`Supervisor::adopt_page`]), running
+/// rather than paused: one frozen by a dialog meanwhile is then reported by the followed-page
+/// check (`watchdog::ANSWER_WITHIN`).
+fn adopt_earlier_popups(sup: &Supervisor, watcher: &Watcher, page: &str, deadline: Deadline) {
+    let snap = sup.snapshot();
+    let followed = |id: &str| snap.pages.iter().any(|p| p.target_id == id);
+    let own: Vec<&str> = std::iter::once(page)
+        .chain(snap.pages.iter().map(|p| p.target_id.as_str()))
+        .chain(snap.frames.keys().map(String::as_str))
+        .collect();
+    for target in watcher.opened_by(&own) {
+        if followed(&target) {
+            continue;
+        }
+        // A page that has closed since is not found: nothing to follow.
+        if let Err(e) = sup.adopt_page(&target, deadline) {
+            log::debug!(
+                "task {}: popup {target}, opened before it started, not taken over: {e}",
+                sup.task_id()
+            );
+        }
+    }
+}
 
 /// The watchers of one registry, by CDP URL.
 #[derive(Default)]
@@ -178,7 +208,12 @@ impl Watchers {
                 }
             };
             match watcher.holds(&page, deadline) {
-                Holds::Yes if watcher.add(sup) => return Ok(()),
+                Holds::Yes if watcher.add(sup) => {
+                    if !sup.options().new_page {
+                        adopt_earlier_popups(sup, &watcher, &page, deadline);
+                    }
+                    return Ok(());
+                }
                 Holds::Yes | Holds::Unknown => continue,
                 Holds::No => {
                     log::info!(

@@ -1224,9 +1224,21 @@ fn the_21st_popup_alerting_on_load_is_seen_answerable_and_blocks_calls_into_its_
 /// follows it, and 2 s later `blocked` names it, where before nothing was said. The task's page
 /// (another site, another renderer) still answers; closing the popup clears `blocked`. A
 /// browser of its own: a dialog no client has `Page` enabled for is Chromium's own, which it
-/// dismisses when another window of the browser comes up.
+/// dismisses when another window of the browser comes up. As on Browserless: the task follows
+/// its popups on its own connection (no watcher).
 #[test]
 fn a_popup_frozen_by_a_dialog_before_the_task_watched_it_is_reported_and_closing_it_clears_it() {
+    frozen_popup_reported(false);
+}
+
+/// The same with the registry's popup watcher: the task takes the popup over when it starts
+/// (before, the watcher had let it go and the task never followed it: nothing was said).
+#[test]
+fn with_the_popup_watcher_a_popup_frozen_before_the_task_started_is_reported_too() {
+    frozen_popup_reported(true);
+}
+
+fn frozen_popup_reported(watcher: bool) {
     if browser().is_none() {
         return;
     }
@@ -1252,13 +1264,17 @@ fn a_popup_frozen_by_a_dialog_before_the_task_watched_it_is_reported_and_closing
         .cdp
         .call("Target.detachFromTarget", json!({"sessionId": s}), None, T);
 
-    // As on Browserless: the task follows its popups on its own connection (no watcher).
-    let reg = cdp_supervisor::unversioned::registry_without_popup_watcher(Config::default());
+    let reg = match watcher {
+        true => SupervisorRegistry::new(Config::default()),
+        false => cdp_supervisor::unversioned::registry_without_popup_watcher(Config::default()),
+    };
     let t0 = std::time::Instant::now();
     let sup = attach_to_page(&reg, "frozen", &b.ws_url, &fx.page, StartOptions::default());
     let blocked = wait_pick(&sup, T, "blocked naming the popup", |s| s.blocked.clone());
     let took = t0.elapsed();
-    eprintln!("e2e_popups: the frozen popup reported {took:?} after the start");
+    eprintln!(
+        "e2e_popups: the frozen popup reported {took:?} after the start (watcher: {watcher})"
+    );
     let snap = sup.snapshot();
     assert!(
         snap.pages.iter().any(|p| p.target_id == popup),
@@ -1268,4 +1284,66 @@ fn a_popup_frozen_by_a_dialog_before_the_task_watched_it_is_reported_and_closing
     assert!(snap.pending_dialogs.is_empty(), "{}", snap.to_json());
     frozen_page_reported_then_closed(&sup, &blocked, &popup, T);
     reg.stop_all();
+}
+
+/// A popup the page opened before the task started is followed once it starts, with the
+/// registry's popup watcher (which had let it go: the task takes it over itself) and without
+/// (the task's own auto-attach hands it over): a dialog it opens later is caught with its
+/// `target_id`, and the answer is the one its script gets.
+#[test]
+fn a_popup_opened_before_the_task_started_is_followed_and_its_later_dialog_caught() {
+    let Some(b) = browser() else { return };
+    for watcher in [true, false] {
+        let mut fx = Fixture::open(&b.ws_url, Config::default());
+        let url = fx.b.url("localhost", "/blank");
+        fx.window_open(&url);
+        let popup = common::wait_until(T, || {
+            let p = (fx.popups().into_iter()).find(|t| t["url"] == url.as_str())?;
+            p["targetId"].as_str().map(str::to_string)
+        })
+        .expect("the popup");
+        let own;
+        let sup = if watcher {
+            fx.attach(StartOptions::default())
+        } else {
+            own = cdp_supervisor::unversioned::registry_without_popup_watcher(Config::default());
+            attach_to_page(
+                &own,
+                "earlier",
+                &b.ws_url,
+                &fx.page,
+                StartOptions::default(),
+            )
+        };
+        wait_pick(&sup, T, "the earlier popup, followed", |s| {
+            s.pages.iter().any(|p| p.target_id == popup).then_some(())
+        });
+        let opened = sup
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": "setTimeout(() => { window.got = confirm('Later?'); }, 0); 1"}),
+                Route::Target(&popup),
+                T,
+            )
+            .expect("evaluate in the popup");
+        assert_eq!(opened["result"]["value"], 1, "{opened}");
+        let d = wait_popup_dialog(&sup, &fx.page);
+        assert_eq!(
+            (d.kind.as_str(), d.target_id.as_str()),
+            ("confirm", popup.as_str())
+        );
+        sup.respond_to_dialog(DialogAction::Accept, None, Some(&d.id))
+            .expect("answer the popup's confirm");
+        assert_eq!(wait_closed(&sup, T, &d.id).closed_by, ClosedBy::Agent);
+        let got = sup
+            .call(
+                "Runtime.evaluate",
+                json!({"expression": "window.got", "returnByValue": true}),
+                Route::Target(&popup),
+                T,
+            )
+            .expect("read the answer in the popup");
+        assert_eq!(got["result"]["value"], true, "watcher: {watcher}: {got}");
+        sup.stop();
+    }
 }

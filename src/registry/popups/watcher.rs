@@ -33,7 +33,9 @@ const HAND_OFF_WAIT: Duration = Duration::from_secs(2);
 /// How long the watcher's own fire-and-forget commands (resume, detach) may take to write.
 const SEND_WAIT: Duration = Duration::from_secs(2);
 
-/// Page targets remembered for [`Watcher::holds`] (closed pages are never forgotten otherwise).
+/// Page targets remembered for [`Watcher::holds`] and [`Watcher::opened_by`] (closed pages are
+/// never forgotten otherwise; past it they are all forgotten, and a task starting then does not
+/// find the popups its page opened before).
 const KNOWN_MAX: usize = 4096;
 
 /// Messages read per batch.
@@ -68,9 +70,9 @@ pub(crate) struct Watcher {
     /// The tasks it serves. Written by the registry's starts, by task ends (through
     /// [`Watcher::close_if_idle`]) and by the watcher thread.
     served: Mutex<Served>,
-    /// Every page target the browser has held since the watcher connected. Written by the
-    /// watcher thread.
-    known: Mutex<HashSet<String>>,
+    /// Every page target the browser has held since the watcher connected, with the page or
+    /// frame that opened it (`openerId`, else `openerFrameId`). Written by the watcher thread.
+    known: Mutex<HashMap<String, Option<String>>>,
     /// Dropped when the watcher closes: [`Watcher::closed_signal`] disconnects.
     closed_tx: Mutex<Option<Sender<()>>>,
     closed_rx: Receiver<()>,
@@ -125,7 +127,7 @@ impl Watcher {
                 tasks: Vec::new(),
                 open: true,
             }),
-            known: Mutex::new(HashSet::new()),
+            known: Mutex::new(HashMap::new()),
         });
         let me = Arc::clone(&w);
         std::thread::Builder::new()
@@ -215,7 +217,7 @@ impl Watcher {
     /// Whether the watcher's browser holds `target_id` (it may have been created a moment ago:
     /// asked of the browser when not seen yet).
     pub(super) fn holds(&self, target_id: &str, deadline: Deadline) -> Holds {
-        if lock(&self.known).contains(target_id) {
+        if lock(&self.known).contains_key(target_id) {
             return Holds::Yes;
         }
         let info = Command::new("Target.getTargetInfo", json!({ "targetId": target_id }));
@@ -223,6 +225,30 @@ impl Watcher {
             Ok(_) => Holds::Yes,
             Err(Error::Cdp { .. }) => Holds::No,
             Err(_) => Holds::Unknown,
+        }
+    }
+
+    /// The pages the watcher saw opened by one of `own` (a task's pages and frames), and by
+    /// those, in the order found: the popups a task that starts now had before it, which the
+    /// watcher let go (some may have closed since). No call to the browser.
+    pub(super) fn opened_by(&self, own: &[&str]) -> Vec<String> {
+        let known = lock(&self.known);
+        let mut own: HashSet<&str> = own.iter().copied().collect();
+        let mut found = Vec::new();
+        loop {
+            let next: Vec<&str> = (known.iter())
+                .filter(|(t, o)| {
+                    !own.contains(t.as_str()) && o.as_deref().is_some_and(|o| own.contains(o))
+                })
+                .map(|(t, _)| t.as_str())
+                .collect();
+            if next.is_empty() {
+                return found;
+            }
+            for t in next {
+                own.insert(t);
+                found.push(t.to_string());
+            }
         }
     }
 
@@ -336,9 +362,13 @@ impl Watcher {
         if info.kind == "page" {
             let mut known = lock(&self.known);
             if known.len() >= KNOWN_MAX {
-                known.clear(); // only a shortcut for `holds`, which asks the browser otherwise
+                known.clear(); // `holds` asks the browser then
             }
-            known.insert(info.target_id.clone());
+            let opener = info
+                .opener_id
+                .clone()
+                .or_else(|| info.opener_frame_id.clone());
+            known.insert(info.target_id.clone(), opener);
         }
         let owner = (info.kind == "page" && ev.waiting_for_debugger)
             .then(|| self.owner_of(&info))
