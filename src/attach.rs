@@ -305,7 +305,7 @@ fn attach_to(
         None => {
             // The page does not answer. If the browser does, the reader publishes `blocked`
             // and we return instead of hanging (SPEC §4.5).
-            match probe_blocked(sh, &session, None, deadline, cancel) {
+            match probe_blocked(sh, &session, Probed::Page(target_id), deadline, cancel) {
                 Ok(true) => Ok(()),
                 Ok(false) => match page_enable.reply_by(deadline, cancel) {
                     Some(r) => r.map(|_| ()),
@@ -360,7 +360,7 @@ fn probe_frames(
             Some(Err(e @ Error::Cancelled(_))) => return Err(e),
             Some(_) => {}
             None => {
-                if probe_blocked(sh, &session_id, Some(&frame_id), deadline, cancel)? {
+                if probe_blocked(sh, &session_id, Probed::Frame(&frame_id), deadline, cancel)? {
                     break; // `blocked` holds one document; the page itself answers.
                 }
             }
@@ -369,16 +369,38 @@ fn probe_frames(
     Ok(())
 }
 
+/// What [`probe_blocked`] probes.
+#[derive(Clone, Copy)]
+enum Probed<'a> {
+    /// The task's page, this target.
+    Page(&'a str),
+    /// An out-of-process iframe of it.
+    Frame(&'a str),
+}
+
+/// How long asking for the pages the task's page opened may take, once a dialog is proven in
+/// its renderer.
+const POPUPS_WAIT: Duration = Duration::from_secs(1);
+
 /// Probes a session whose `Page.enable` hangs (module doc) and has the reader publish the
 /// verdict as `blocked` if `Page.enable` there still hangs. Returns whether `blocked` is
 /// published; an error when the browser does not answer either.
+///
+/// A dialog proven in the page's renderer may be in a page it opened that shares that renderer
+/// (a same-site popup, one opened from `about:blank`), frozen before the task came: then
+/// `blocked` names those pages (`target_ids`, from `Target.getTargets`) and its hint says to
+/// close them first, where reloading the page would not help.
 fn probe_blocked(
     sh: &Shared,
     session_id: &str,
-    frame_id: Option<&str>,
+    probed: Probed<'_>,
     deadline: Deadline,
     cancel: Option<&CancelToken>,
 ) -> Result<bool, Error> {
+    let frame_id = match probed {
+        Probed::Frame(f) => Some(f),
+        Probed::Page(_) => None,
+    };
     let input = sh.start_call(
         Command::new(
             "Input.dispatchMouseEvent",
@@ -398,7 +420,22 @@ fn probe_blocked(
         return Err(e);
     }
     let dialog = matches!(answered, Some(Ok(_)));
+    let popups = match probed {
+        Probed::Page(page) if dialog => {
+            let list = Command::new("Target.getTargets", json!({}));
+            match call(sh, list, deadline.within(POPUPS_WAIT), cancel) {
+                Ok(targets) => crate::supervisor::pages_opened_by(&targets, |id| id == page),
+                Err(e @ Error::Cancelled(_)) => return Err(e),
+                Err(_) => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    };
     let (reason, hint) = match (dialog, frame_id) {
+        (true, None) if !popups.is_empty() => (
+            BlockedReason::OrphanedDialog,
+            crate::core::ORPHAN_OR_POPUP_HINT,
+        ),
         (true, None) => (BlockedReason::OrphanedDialog, crate::core::ORPHAN_HINT),
         (true, Some(_)) => (
             BlockedReason::OrphanedDialog,
@@ -410,7 +447,7 @@ fn probe_blocked(
         reason,
         hint: hint.into(),
         frame_id: frame_id.map(str::to_string),
-        target_ids: Vec::new(),
+        target_ids: popups,
     };
     let kind = CallKind::ProbeBlocked {
         session_id: session_id.to_string(),

@@ -62,7 +62,7 @@ use downloads::Downloads;
 pub use downloads::FilesSettings;
 use frames::Frames;
 use pages::Pages;
-pub(crate) use policy::{ORPHAN_FRAME_HINT, ORPHAN_HINT, UNRESPONSIVE_HINT};
+pub(crate) use policy::{ORPHAN_FRAME_HINT, ORPHAN_HINT, ORPHAN_OR_POPUP_HINT, UNRESPONSIVE_HINT};
 pub use session::{Extras, SessionKind, auto_attach_params, session_setup};
 use sessions::Sessions;
 

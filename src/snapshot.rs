@@ -370,8 +370,9 @@ pub struct Blocked {
     /// For `dialog_in_unfollowed_page`: the open pages the task opened but no longer watches,
     /// one of which shows the dialog (closing it clears the block). For `unresponsive`: the page
     /// the task follows (a popup, a page a client created) that has not answered since it was
-    /// attached, when it is that page and not the task's own (`crate::supervisor::stall`).
-    /// Empty otherwise.
+    /// attached, when it is that page and not the task's own (`crate::supervisor::stall`). For
+    /// `orphaned_dialog` on the page: the pages it opened, which may share its renderer and
+    /// show that dialog (`crate::attach`; close them first). Empty otherwise.
     pub target_ids: Vec<String>,
 }
 

@@ -43,6 +43,7 @@ mod handover;
 mod main_world;
 mod navigate;
 mod stall;
+pub(crate) use stall::pages_opened_by;
 mod start;
 mod stop;
 mod thumbnail;

@@ -457,6 +457,16 @@ blocking this page. It cannot be answered over CDP (the browser replies 'No dial
 Reload or navigate the page (browser_cdp Page.reload or Page.navigate) to clear it; the supervisor \
 then finishes attaching by itself.";
 
+/// The hint published with `blocked` when a probe proved a dialog in the page's renderer and
+/// the page has opened pages that may share it (`target_ids`).
+pub const ORPHAN_OR_POPUP_HINT: &str = "A JavaScript dialog that no CDP client can answer (the \
+browser replies 'No dialog is showing') blocks this page's renderer. It is in this page or in a \
+page it opened that shares its renderer (a same-site popup, or one opened from about:blank): \
+target_ids names the pages it opened. Close those first (browser_cdp Target.closeTarget with each \
+targetId): if the dialog was in one of them, this page answers again at once and blocked \
+disappears. If it stays, reload or navigate this page (browser_cdp Page.reload or Page.navigate); \
+the supervisor then finishes attaching by itself.";
+
 /// The hint published with `blocked` when a probe proved a dialog in an out-of-process iframe.
 pub const ORPHAN_FRAME_HINT: &str = "A JavaScript dialog opened by a CDP client that has \
 disconnected is blocking the cross-origin iframe named by frame_id (the rest of the page still \

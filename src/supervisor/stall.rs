@@ -358,6 +358,17 @@ impl crate::watchdog::Probes for Ticker {
 /// openers reaches one of its pages) and does not follow or watch, in the browser's order, at
 /// most [`CANDIDATES_MAX`].
 pub(super) fn unwatched_pages(snap: &Snapshot, targets: &Value) -> Vec<String> {
+    pages_opened_by(targets, |id| {
+        snap.page_target_id.as_deref() == Some(id)
+            || snap.pages.iter().any(|p| p.target_id == id)
+            || snap.watched_pages.iter().any(|p| p.target_id == id)
+    })
+}
+
+/// The pages of `Target.getTargets`'s reply `targets` whose chain of openers reaches a page
+/// `watched` says yes to, and that it says no to, in the browser's order, at most
+/// [`CANDIDATES_MAX`].
+pub(crate) fn pages_opened_by(targets: &Value, watched: impl Fn(&str) -> bool) -> Vec<String> {
     let infos = targets["targetInfos"]
         .as_array()
         .map_or(&[][..], Vec::as_slice);
@@ -365,11 +376,6 @@ pub(super) fn unwatched_pages(snap: &Snapshot, targets: &Value) -> Vec<String> {
         .iter()
         .filter_map(|t| Some((t["targetId"].as_str()?, t["openerId"].as_str()?)))
         .collect();
-    let watched = |id: &str| {
-        snap.page_target_id.as_deref() == Some(id)
-            || snap.pages.iter().any(|p| p.target_id == id)
-            || snap.watched_pages.iter().any(|p| p.target_id == id)
-    };
     let opened_by_task = |id: &str| {
         let mut cur = id;
         for _ in 0..MAX_CHAIN {

@@ -51,7 +51,7 @@ pub(super) fn output_schema(extra: Value) -> Value {
                 "hint": {"type": "string", "description": "What to do"},
                 "frame_id": {"type": "string", "description": "The iframe that does not answer, when it is not the page itself"},
                 "target_id": {"type": "string", "description": "The page to close (browser_cdp Target.closeTarget) when there is one: dialog_in_unfollowed_page's one candidate, or (unresponsive) a page the task follows that has not answered since it was attached"},
-                "target_ids": {"type": "array", "items": {"type": "string"}, "description": "dialog_in_unfollowed_page: the pages the task opened and does not watch, one of which shows the dialog; unresponsive: the page the task follows that does not answer, when it is not the task's own"}
+                "target_ids": {"type": "array", "items": {"type": "string"}, "description": "dialog_in_unfollowed_page: the pages the task opened and does not watch, one of which shows the dialog; unresponsive: the page the task follows that does not answer, when it is not the task's own; orphaned_dialog on the page: the pages it opened, one of which may show the dialog (close them first)"}
             }
         }
     });

@@ -126,6 +126,18 @@ impl Fixture {
             .expect("window.open");
     }
 
+    /// Opens the popup `url` (an `/alert` page) and returns its target once its title shows:
+    /// its title comes before its script, so its alert opens next.
+    fn open_alert_popup(&mut self, url: &str) -> String {
+        self.window_open(url);
+        common::wait_until(T, || {
+            let p = (self.popups().into_iter())
+                .find(|t| t["url"] == url && t["title"] == "Alert popup")?;
+            p["targetId"].as_str().map(str::to_string)
+        })
+        .expect("the popup, parsed up to its script")
+    }
+
     /// Targets whose opener is this test's page.
     fn popups(&mut self) -> Vec<Value> {
         let targets = self
@@ -517,25 +529,32 @@ fn an_alert_in_a_blank_popup_past_both_caps_is_reported_within_2_s_and_calls_fai
         "{:?}",
         t.elapsed()
     );
+    let again = close_then_page_answers(&sup, &target_ids[0], "typeof w3");
+    assert_eq!(again, "object");
+}
+
+/// The task closes `frozen` (a popup whose dialog froze the renderer of its page), `blocked`
+/// goes, and the page answers again: `expression`'s value there.
+fn close_then_page_answers(sup: &Supervisor, frozen: &str, expression: &str) -> Value {
     sup.call(
         "Target.closeTarget",
-        json!({"targetId": target_ids[0]}),
+        json!({"targetId": frozen}),
         Route::Browser,
         T,
     )
-    .expect("the task closes the popup that froze it");
-    wait_pick(&sup, T, "blocked to go", |s| {
+    .expect("the task closes the popup that froze its page");
+    wait_pick(sup, T, "blocked to go", |s| {
         s.blocked.is_none().then_some(())
     });
     let again = sup
         .call(
             "Runtime.evaluate",
-            json!({"expression": "typeof w3", "returnByValue": true}),
+            json!({"expression": expression, "returnByValue": true}),
             Route::Page,
             T,
         )
         .expect("the page answers again");
-    assert_eq!(again["result"]["value"], "object");
+    again["result"]["value"].clone()
 }
 
 /// What the opener page saw of pointer events since [`LISTEN`], and whether its link is hovered.
@@ -1245,14 +1264,7 @@ fn frozen_popup_reported(watcher: bool) {
     let b = common::Browser::launch().expect("a Chromium of its own");
     let mut fx = Fixture::open(&b.ws_url, Config::default());
     let url = fx.b.url("localhost", "/alert");
-    fx.window_open(&url);
-    // Its title comes before its script: once it shows, the alert opens next.
-    let popup = common::wait_until(T, || {
-        let p = (fx.popups().into_iter())
-            .find(|t| t["url"] == url.as_str() && t["title"] == "Alert popup")?;
-        p["targetId"].as_str().map(str::to_string)
-    })
-    .expect("the popup, parsed up to its script");
+    let popup = fx.open_alert_popup(&url);
     // Its alert is open once a call into it hangs (nobody has `Page` enabled there).
     let s = fx.cdp.attach(&popup).expect("attach to the popup");
     common::wait_until(T, || {
@@ -1346,4 +1358,60 @@ fn a_popup_opened_before_the_task_started_is_followed_and_its_later_dialog_caugh
         assert_eq!(got["result"]["value"], true, "watcher: {watcher}: {got}");
         sup.stop();
     }
+}
+
+/// A same-site popup shares its opener's renderer: an alert it opened before the task came
+/// freezes the task's page too, and no client can answer it. The start's probe proves a dialog
+/// in the page's renderer; `blocked` now names the popup (`target_ids`) and says to close it
+/// first, where before its hint said only to reload the page, which leaves the popup's alert
+/// in place. Closing the popup frees the page: `blocked` goes and the page answers.
+#[test]
+fn a_same_site_popup_frozen_before_the_task_came_is_named_when_the_page_is_found_blocked() {
+    if browser().is_none() {
+        return;
+    }
+    let b = common::Browser::launch().expect("a Chromium of its own");
+    let mut fx = Fixture::open(&b.ws_url, Config::default());
+    let popup = fx.open_alert_popup(&fx.a.url("127.0.0.1", "/alert"));
+    // Its alert holds the renderer the page shares: a call into the page hangs.
+    common::wait_until(T, || {
+        let r = fx
+            .cdp
+            .evaluate(&fx.session, "1", Duration::from_millis(300));
+        r.is_err().then_some(())
+    })
+    .expect("the popup's alert froze the page's renderer");
+
+    let sup = fx.attach(StartOptions::default());
+    let blocked = wait_pick(&sup, T, "blocked", |s| s.blocked.clone());
+    assert_eq!(
+        blocked.reason,
+        cdp_supervisor::BlockedReason::OrphanedDialog,
+        "{blocked:?}"
+    );
+    assert_eq!(
+        blocked.target_ids,
+        std::slice::from_ref(&popup),
+        "{blocked:?}"
+    );
+    assert!(
+        blocked.hint.contains("Close those first"),
+        "{}",
+        blocked.hint
+    );
+    assert_eq!(
+        sup.snapshot().to_json()["blocked"]["target_ids"],
+        json!([popup])
+    );
+    // The page's calls fail at once meanwhile; closing the popup frees it.
+    let t = std::time::Instant::now();
+    let refused = sup.call(
+        "Runtime.evaluate",
+        json!({"expression": "1"}),
+        Route::Page,
+        T,
+    );
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(close_then_page_answers(&sup, &popup, "6*7"), 42);
 }

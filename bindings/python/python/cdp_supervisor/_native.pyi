@@ -274,7 +274,8 @@ class Blocked:
     @property
     def target_ids(self) -> List[str]:
         """For ``dialog_in_unfollowed_page``: the pages to close (one shows the dialog); for
-        ``unresponsive``, a page the task follows that has not answered since it was attached."""
+        ``unresponsive``, a page the task follows that has not answered since it was attached;
+        for ``orphaned_dialog`` on the page, the pages it opened (one may show the dialog)."""
     def to_dict(self) -> Dict[str, Any]: ...
 
 @final
