@@ -268,7 +268,8 @@ fn a_popup_frozen_before_the_task_came_is_reported_and_closing_it_clears_it() {
     let session = script.attach(&page).expect("attach its page");
     // The page on one site, the popup on another: two renderers. (From `about:blank` the popup
     // shares the page's renderer, and its alert freezes the page too: the start's own probe
-    // then reports the page, `orphaned_dialog`.)
+    // then reports the page, `orphaned_dialog`, naming the popup in `target_ids`: see
+    // `e2e_popups::a_same_site_popup_frozen_before_the_task_came_is_named_when_the_page_is_found_blocked`.)
     let opener = srv.url("127.0.0.1", "/popup?opener");
     let go = json!({"url": opener});
     script.call("Page.navigate", go, Some(&session), T).unwrap();
