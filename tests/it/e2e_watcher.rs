@@ -305,7 +305,8 @@ fn a_popup_followed_before_a_reconnect_is_followed_again_and_its_dialog_caught()
                 T,
             )
             .expect("evaluate in the popup");
-        let d = wait_pick(&sup, T, "the popup's alert", |s| {
+        let what = format!("the popup's alert (watcher: {watcher})");
+        let d = wait_pick(&sup, T, &what, |s| {
             s.pending_dialogs
                 .iter()
                 .find(|d| d.message == "popup after the reconnect")
