@@ -6,8 +6,8 @@
 //!
 //! * **Puppeteer round trip** (the measure): `page.evaluate(() => 1)` on the task's page
 //!   from the pinned puppeteer-core (`target/puppeteer`, installed by `.ci/run`), one connection
-//!   through the endpoint and one straight to Chromium in one Node process, alternating
-//!   (`benches/puppeteer_round_trip.mjs`). Target: ≤ 1.15x at p50 and ≤ 100 µs added. Skipped,
+//!   through the endpoint, one straight to Chromium and one through the byte relay below, in one
+//!   Node process, each order in turn (`benches/puppeteer_round_trip.mjs`). Target: ≤ 1.15x at p50 and ≤ 100 µs added. Skipped,
 //!   said so, without the pinned package; the verdict then falls back to the raw client's.
 //! * **Byte relay** (the floor, in both round trips above and below): the same client through a
 //!   relay that only copies bytes, one blocking thread each way, in front of Chromium. Any proxy
@@ -15,7 +15,8 @@
 //!   endpoint adds beyond this relay is its own work (parsing, judging, rewriting ids).
 //! * **Raw round trip**: a plain blocking tungstenite client (`TCP_NODELAY`) attached to the task's
 //!   page with a flat session sends `Runtime.evaluate("1")` and reads its reply; one client
-//!   through the endpoint, one straight to Chromium, samples alternating (`CDP_EP_SAMPLES`, 2,000).
+//!   through the endpoint, one straight to Chromium, one through the byte relay, each order in
+//!   turn (`CDP_EP_SAMPLES`, 2,000).
 //!   The harsher figure: nothing of a driver's own time dilutes what the endpoint adds.
 //! * **Flood**: the page logs `CDP_EP_FLOOD` (20,000) `console.log` lines in one task; the client
 //!   with `Runtime` enabled counts `Runtime.consoleAPICalled` events from its trigger's write to
@@ -79,8 +80,8 @@ fn flood(c: &mut RawClient, sid: &str, n: usize) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
 
-/// Puppeteer's `page.evaluate` round trips through the endpoint and straight, alternating, in
-/// one Node process (`benches/puppeteer_round_trip.mjs`): `Some((p50 x, us added))`, or `None`
+/// Puppeteer's `page.evaluate` round trips through the endpoint, straight and through the byte
+/// relay `relay`, each order in turn, in one Node process (`benches/puppeteer_round_trip.mjs`): `Some((p50 x, us added))`, or `None`
 /// (said why) when the pinned puppeteer-core is not installed under the target directory.
 fn puppeteer(
     via: &str,
@@ -132,7 +133,7 @@ fn puppeteer(
     };
     let (hv, hd, hr) = (hist("via"), hist("direct"), hist("relay"));
     println!(
-        "\nPuppeteer (puppeteer-core) page.evaluate(() => 1) round trip, {samples} each, alternating"
+        "\nPuppeteer (puppeteer-core) page.evaluate(() => 1) round trip, {samples} each, each order in turn"
     );
     lat_header();
     lat_row("straight to Chromium", &hd, None);
@@ -242,7 +243,7 @@ fn main() {
     }
     drop(relayed);
     println!(
-        "\nRuntime.evaluate(\"1\") round trip on the task's page, {samples} each, alternating"
+        "\nRuntime.evaluate(\"1\") round trip on the task's page, {samples} each, each order in turn"
     );
     lat_header();
     lat_row("straight to Chromium", &hd, None);

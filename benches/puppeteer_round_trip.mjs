@@ -1,7 +1,7 @@
-// Puppeteer `page.evaluate(() => 1)` round trips on one page, through the task's CDP endpoint
-// and straight to Chromium, alternating (run by benches/cdp_endpoint.rs from the pinned
-// puppeteer-core under target/puppeteer, where Node resolves its imports from).
-// and through a byte relay in front of Chromium (the floor any proxy pays), each order in turn.
+// Puppeteer `page.evaluate(() => 1)` round trips on one page, through the task's CDP endpoint,
+// straight to Chromium and through a byte relay in front of Chromium (the floor any proxy pays),
+// each order in turn (run by benches/cdp_endpoint.rs from the pinned puppeteer-core under
+// target/puppeteer, where Node resolves its imports from).
 // argv: <endpoint ws URL> <browser ws URL> <page target id> <samples> <relay ws URL>
 // Prints one JSON line: {"via": [us...], "direct": [us...], "relay": [us...]}.
 import puppeteer from 'puppeteer-core';

@@ -55,7 +55,7 @@ pub(super) struct TargetInfo {
 /// bytes, without parsing: the endpoint hands most replies on unchanged but for their id (and
 /// their session, for a command sent at browser level), and a parse of each one was most of the
 /// reader's time for it. Anything laid out otherwise is `None` and goes the parsed way.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) struct Reply<'a> {
     pub(super) id: u64,
     /// `"result":...` or `"error":...`, as sent.

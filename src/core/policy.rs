@@ -490,7 +490,15 @@ disappears. Raising limits.watched_pages_max keeps such popups watched.";
 
 /// The hint published with `blocked` when a page the task follows (a popup, a page a client of
 /// its endpoint created) never answered its set-up (`crate::supervisor::stall`).
-pub const UNANSWERED_PAGE_HINT: &str = "The page named by target_ids, which this task follows (a popup, or a page a client created), has not answered CDP since the supervisor attached to it, while the browser does: either a script keeps it busy, or it opened a JavaScript dialog before the supervisor could watch it (another client of the browser, such as Browserless's own connection or a driver connected straight to the browser, let it run first). Such a dialog cannot be answered over CDP (the browser replies 'No dialog is showing'). The task's own page is not affected unless it shares that page's renderer. Close that page (browser_cdp Target.closeTarget with its targetId) or reload it (browser_cdp Page.reload with its target_id); blocked then disappears.";
+pub const UNANSWERED_PAGE_HINT: &str = "The page named by target_ids, which this task follows (a \
+popup, or a page a client created), has not answered CDP since the supervisor attached to it, \
+while the browser does: either a script keeps it busy, or it opened a JavaScript dialog before \
+the supervisor could watch it (another client of the browser, such as Browserless's own \
+connection or a driver connected straight to the browser, let it run first). Such a dialog \
+cannot be answered over CDP (the browser replies 'No dialog is showing'). The task's own page is \
+not affected unless it shares that page's renderer. Close that page (browser_cdp \
+Target.closeTarget with its targetId) or reload it (browser_cdp Page.reload with its target_id); \
+blocked then disappears.";
 
 /// The hint published with `blocked` when the page (or the iframe named by `frame_id`) does not
 /// answer and no probe proved a dialog: safe for both causes.

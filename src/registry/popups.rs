@@ -97,15 +97,12 @@ const DISCOVERY_WAIT: Duration = Duration::from_secs(2);
 /// check (`watchdog::ANSWER_WITHIN`).
 fn adopt_earlier_popups(sup: &Supervisor, watcher: &Watcher, page: &str, deadline: Deadline) {
     let snap = sup.snapshot();
-    let followed = |id: &str| snap.pages.iter().any(|p| p.target_id == id);
+    // Pages it follows already are among `own`, which `opened_by` never returns.
     let own: Vec<&str> = std::iter::once(page)
         .chain(snap.pages.iter().map(|p| p.target_id.as_str()))
         .chain(snap.frames.keys().map(String::as_str))
         .collect();
     for target in watcher.opened_by(&own) {
-        if followed(&target) {
-            continue;
-        }
         // A page that has closed since is not found: nothing to follow.
         if let Err(e) = sup.adopt_page(&target, deadline) {
             log::debug!(

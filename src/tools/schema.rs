@@ -50,7 +50,7 @@ pub(super) fn output_schema(extra: Value) -> Value {
                 "reason": {"type": "string", "description": "orphaned_dialog (a dialog no live client can answer), unanswerable_dialog (a dialog CDP can no longer answer), dialog_in_unfollowed_page (a dialog in a popup the supervisor does not watch freezes the page's renderer) or unresponsive (a busy script, or such a dialog)"},
                 "hint": {"type": "string", "description": "What to do"},
                 "frame_id": {"type": "string", "description": "The iframe that does not answer, when it is not the page itself"},
-                "target_id": {"type": "string", "description": "The page to close (browser_cdp Target.closeTarget) when there is one: dialog_in_unfollowed_page's one candidate, or (unresponsive) a page the task follows that has not answered since it was attached"},
+                "target_id": {"type": "string", "description": "The page to close (browser_cdp Target.closeTarget) when there is one: dialog_in_unfollowed_page's one candidate, (unresponsive) a page the task follows that has not answered since it was attached, or (orphaned_dialog) the one page the task's page opened"},
                 "target_ids": {"type": "array", "items": {"type": "string"}, "description": "dialog_in_unfollowed_page: the pages the task opened and does not watch, one of which shows the dialog; unresponsive: the page the task follows that does not answer, when it is not the task's own; orphaned_dialog on the page: the pages it opened, one of which may show the dialog (close them first)"}
             }
         }

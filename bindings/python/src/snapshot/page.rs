@@ -77,7 +77,8 @@ part_methods!(
     PyBlocked,
     |b| format!("Blocked(reason={:?})", b.reason.as_str()),
     /// For `dialog_in_unfollowed_page`: the pages to close (one shows the dialog); for
-    /// `unresponsive`, a page the task follows that has not answered since it was attached.
+    /// `unresponsive`, a page the task follows that has not answered since it was attached; for
+    /// `orphaned_dialog` on the page, the pages it opened (one may show the dialog).
     #[getter]
     fn target_ids(&self) -> Vec<String> {
         self.inner.target_ids.clone()
