@@ -368,6 +368,82 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+/// Every top-level parameter a rule of this module, of [`isolation`] or of the task endpoint
+/// (`cdp_endpoint/mux/scope.rs`, `downloadPath`) reads. A rule that reads another parameter
+/// must add it here: [`judged_params`] keeps only these.
+const JUDGED_KEYS: &[&str] = &[
+    "targetId",
+    "browserContextId",
+    "message",
+    "downloadPath",
+    "files",
+    "data",
+    "enabled",
+    "url",
+    "manifestId",
+    "installUrlOrBundleUrl",
+];
+
+/// A command's `params` (raw JSON) as the rules see them: for an object, only its
+/// [`JUDGED_KEYS`] members, each parsed as `serde_json::Value` parses it (a duplicate: the last
+/// one, as there), the others skipped without building them (a driver's function text, its
+/// arguments); anything else whole. The task endpoint judges every client command, so this is
+/// on its hot path; [`judge_task_call`] on it decides as on the whole `params`.
+pub(crate) fn judged_params(raw: &str) -> serde_json::Result<Value> {
+    if !raw.trim_start().starts_with('{') {
+        return serde_json::from_str(raw);
+    }
+    serde_json::from_str::<Judged>(raw).map(|Judged(v)| v)
+}
+
+/// [`judged_params`]'s object.
+struct Judged(Value);
+
+impl<'de> Deserialize<'de> for Judged {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(JudgedVisitor).map(Judged)
+    }
+}
+
+struct JudgedVisitor;
+
+impl<'de> Visitor<'de> for JudgedVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(JudgedKey(key)) = map.next_key()? {
+            match key {
+                Some(k) => drop(object.insert(k.to_string(), map.next_value::<Value>()?)),
+                None => drop(map.next_value::<de::IgnoredAny>()?),
+            }
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// A key of [`JUDGED_KEYS`] (as unescaped), or `None` for any other, without copying it.
+struct JudgedKey(Option<&'static str>);
+
+impl<'de> Deserialize<'de> for JudgedKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = JudgedKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<JudgedKey, E> {
+                Ok(JudgedKey(JUDGED_KEYS.iter().copied().find(|k| *k == v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
 pub(crate) mod isolation;
 #[cfg(test)]
 mod tests;

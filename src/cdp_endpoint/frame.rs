@@ -82,11 +82,11 @@ impl FrameReader {
             }
             let mut mask = [0u8; 4];
             r.read_exact(&mut mask)?;
-            let mut payload = vec![0u8; len as usize];
-            r.read_exact(&mut payload)?;
-            for (i, b) in payload.iter_mut().enumerate() {
-                *b ^= mask[i % 4];
+            let mut payload = Vec::with_capacity(len as usize);
+            if r.by_ref().take(len).read_to_end(&mut payload)? as u64 != len {
+                return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
             }
+            unmask(&mut payload, mask);
             match opcode {
                 0x8 => return Ok(Incoming::Close),
                 0x9 => return Ok(Incoming::Ping(payload)),
@@ -113,6 +113,20 @@ impl FrameReader {
                 _ => return Err(ReadError::Protocol(1002, "unknown opcode")),
             }
         }
+    }
+}
+
+/// XORs `payload` with the frame's `mask`, four bytes at a time.
+fn unmask(payload: &mut [u8], mask: [u8; 4]) {
+    let word = u32::from_ne_bytes(mask);
+    let mut chunks = payload.chunks_exact_mut(4);
+    for c in &mut chunks {
+        let v = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]) ^ word;
+        c.copy_from_slice(&v.to_ne_bytes());
+    }
+    // The rest starts at a multiple of four: the mask's first bytes.
+    for (b, m) in chunks.into_remainder().iter_mut().zip(mask) {
+        *b ^= m;
     }
 }
 
@@ -213,6 +227,26 @@ mod tests {
             r.read(&mut bad.as_slice()),
             Err(ReadError::Protocol(1007, _))
         ));
+        // A payload cut short by the end of the stream.
+        let cut = masked(0x81, b"{\"id\":12}");
+        let e = r.read(&mut &cut[..cut.len() - 3]);
+        assert!(
+            matches!(&e, Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn unmasking_matches_the_byte_by_byte_rule_at_every_length_and_offset() {
+        let mask = [0x12, 0x34, 0x56, 0x78];
+        for len in 0..40 {
+            let plain: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let mut wire: Vec<u8> = (plain.iter().enumerate())
+                .map(|(i, b)| b ^ mask[i % 4])
+                .collect();
+            unmask(&mut wire, mask);
+            assert_eq!(wire, plain, "length {len}");
+        }
     }
 
     #[test]

@@ -38,6 +38,8 @@
 //! write that never waits, the rest by the client's writer thread. A client too slow past the
 //! outlet's bounds (in bytes and time) is disconnected (logged), never waited for.
 
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use log::debug;
@@ -47,6 +49,7 @@ use serde_json::value::RawValue;
 use super::outlet::{Out, Outlet, Pushed};
 use super::wire::{
     ClientCommand, Envelope, SessionParams, client_wording, decode, error_reply, error_reply_on,
+    push_json_str,
 };
 use crate::core::policy;
 use crate::deadline::Deadline;
@@ -173,6 +176,11 @@ pub(crate) struct Mux {
     task_id: String,
     policy: Policy,
     state: Mutex<State>,
+    /// Set (under the lock, before the command that brings their batch is sent) when
+    /// `State::answers` / `State::adopt` got an entry: the reader's batch looks at them without
+    /// the lock when nothing waits there, as for almost every batch.
+    answers_queued: AtomicBool,
+    adopt_queued: AtomicBool,
 }
 
 impl std::fmt::Debug for Mux {
@@ -207,6 +215,8 @@ impl Mux {
             task_id: task_id.to_string(),
             policy,
             state: Mutex::new(State::default()),
+            answers_queued: AtomicBool::new(false),
+            adopt_queued: AtomicBool::new(false),
         })
     }
 
@@ -392,7 +402,7 @@ impl Mux {
                 return self.reply(client, reply);
             }
         };
-        let params: serde_json::Value = match cmd.params.map(|p| serde_json::from_str(p.get())) {
+        let params = match cmd.params.map(|p| crate::security::judged_params(p.get())) {
             None => serde_json::json!({}),
             Some(Ok(v)) => v,
             Some(Err(e)) => {
@@ -468,6 +478,7 @@ impl Mux {
             && let Some(sid) = &renderer_sid
         {
             st.answers.push(sid.clone());
+            self.answers_queued.store(true, Ordering::Release);
         }
         if creates && let Some(c) = st.clients.get_mut(&client) {
             c.creating += 1;
@@ -477,11 +488,16 @@ impl Mux {
         }
         let id = shared.next_command_id();
         let params = cmd.params.map_or("{}", RawValue::get);
-        let method_json = serde_json::Value::from(method.as_str());
-        let session_json = serde_json::Value::from(session.as_str());
-        let up = format!(
-            r#"{{"id":{id},"method":{method_json},"params":{params},"sessionId":{session_json}}}"#
-        );
+        let mut up = String::with_capacity(params.len() + method.len() + session.len() + 64);
+        up.push_str(r#"{"id":"#);
+        let _ = write!(up, "{id}");
+        up.push_str(r#","method":"#);
+        push_json_str(&mut up, &method);
+        up.push_str(r#","params":"#);
+        up.push_str(params);
+        up.push_str(r#","sessionId":"#);
+        push_json_str(&mut up, &session);
+        up.push('}');
         st.pending.insert(
             id,
             Some(Pending {

@@ -96,6 +96,18 @@ impl<'a> Reply<'a> {
     }
 }
 
+/// Appends `s` as a JSON string, as `serde_json` writes it, without an allocation when nothing
+/// in it needs escaping (a method name, a session id).
+pub(super) fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::Value::from(s).to_string());
+    }
+}
+
 pub(super) fn decode<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
     raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
@@ -139,7 +151,32 @@ pub(super) fn client_wording(e: &crate::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::Reply;
+    use super::{Reply, push_json_str};
+
+    #[test]
+    fn json_strings_are_written_as_serde_json_writes_them() {
+        for s in [
+            "",
+            "Runtime.callFunctionOn",
+            "6227C4359F49D9833AAB08F2D61E8748",
+            "a\"quote",
+            "back\\slash",
+            "tab\there",
+            "nul\u{0}",
+            "\u{1f}",
+            "del\u{7f}",
+            "é ✓ \u{2028}",
+            "/slash/",
+        ] {
+            let mut out = String::from("x");
+            push_json_str(&mut out, s);
+            assert_eq!(
+                out,
+                format!("x{}", serde_json::to_string(s).unwrap()),
+                "{s:?}"
+            );
+        }
+    }
 
     fn split(text: &str) -> Option<(u64, &str, Option<&str>)> {
         Reply::split(text).map(|r| (r.id, r.body, r.session))

@@ -279,3 +279,95 @@ fn long_values_are_cut_in_the_message() {
         check(&Security::default(), "Page.navigate", &json!({"url": url})).expect_err("refused");
     assert!(why.len() < 400, "{why}");
 }
+
+/// The task endpoint judges a client's command on [`judged_params`]: for every rule, the
+/// verdict (and its words) is the one the whole `params` gets, escaped and repeated keys and
+/// parameters that are not an object included; what no rule reads is not built.
+#[test]
+fn judged_params_decide_as_the_whole_params_do() {
+    struct Task;
+    impl isolation::Reach for Task {
+        fn owns_target(&self, target_id: &str) -> bool {
+            target_id == "MINE"
+        }
+        fn owns_frame(&self, frame_id: &str) -> bool {
+            frame_id == "MINE"
+        }
+        fn owns_context(&self, context_id: &str) -> bool {
+            context_id == "CTX"
+        }
+    }
+    let nested = |inner: &str| serde_json::to_string(&json!({ "message": inner })).unwrap();
+    let cases: Vec<(&str, String)> = vec![
+        ("Page.navigate", r#"{"url":"file:///etc/passwd","frameId":"F"}"#.into()),
+        ("Page.navigate", r#"{"url":"https://example.com/"}"#.into()),
+        ("Page.navigate", r#"{"u\u0072l":"file:///etc/passwd"}"#.into()),
+        ("Page.navigate", r#"{"url":"https://a/","url":"file:///x"}"#.into()),
+        ("Page.navigate", r#"{"url":"file:///x","url":"https://a/"}"#.into()),
+        ("Target.createTarget", r#"{"url":"chrome://settings","browserContextId":"CTX"}"#.into()),
+        ("Target.createTarget", r#"{"url":"about:blank","browserContextId":"OTHER"}"#.into()),
+        ("PWA.install", r#"{"manifestId":"file:///m","installUrlOrBundleUrl":"x"}"#.into()),
+        ("PWA.install", r#"{"manifestId":"https://a/m","installUrlOrBundleUrl":"file:///b"}"#.into()),
+        ("Browser.setDownloadBehavior", r#"{"behavior":"allow","downloadPath":"/tmp/x"}"#.into()),
+        ("Page.setDownloadBehavior", r#"{"behavior":"deny","downloadPath":null}"#.into()),
+        ("DOM.setFileInputFiles", r#"{"files":["/etc/passwd"],"nodeId":3}"#.into()),
+        ("DOM.setFileInputFiles", r#"{"files":[],"nodeId":3}"#.into()),
+        ("Input.dispatchDragEvent", r#"{"type":"drop","data":{"items":[],"files":["/x"]}}"#.into()),
+        ("Input.dispatchDragEvent", r#"{"type":"drop","data":{"items":[]}}"#.into()),
+        ("Page.setInterceptFileChooserDialog", r#"{"enabled":false}"#.into()),
+        ("Page.setInterceptFileChooserDialog", r#"{"enabled":true}"#.into()),
+        ("Page.handleFileChooser", r#"{"action":"accept","files":["/x"]}"#.into()),
+        ("Extensions.loadUnpacked", r#"{"path":"/x"}"#.into()),
+        ("Target.exposeDevToolsProtocol", r#"{"targetId":"MINE"}"#.into()),
+        ("Target.attachToTarget", r#"{"targetId":"MINE","flatten":true}"#.into()),
+        ("Target.attachToTarget", r#"{"targetId":"OTHER","flatten":true}"#.into()),
+        ("Target.attachToTarget", r#"{"target\u0049d":"OTHER"}"#.into()),
+        ("Target.attachToTarget", r#"{"targetId":"MINE","targetId":"OTHER"}"#.into()),
+        ("Target.attachToTarget", r#"{"targetId":"OTHER","targetId":"MINE"}"#.into()),
+        ("Target.attachToTarget", r#"{"targetId":7}"#.into()),
+        ("Target.closeTarget", r#"{"targetId":null}"#.into()),
+        ("Target.disposeBrowserContext", r#"{"browserContextId":"OTHER"}"#.into()),
+        ("Target.attachToBrowserTarget", "{}".into()),
+        ("Target.sendMessageToTarget", nested(r#"{"id":1,"method":"Page.navigate","params":{"url":"file:///x"}}"#)),
+        ("Target.sendMessageToTarget", nested(r#"{"id":1,"method":"Target.closeTarget","params":{"targetId":"OTHER"}}"#)),
+        ("Target.sendMessageToTarget", nested("not json")),
+        (
+            "Runtime.callFunctionOn",
+            r#"{"functionDeclaration":"() => 1\n//# sourceURL=pptr:evaluate;file%3A%2F%2F%2Fx.mjs%3A8%3A12\n","executionContextId":1,"arguments":[{"value":{"deep":[1,2,{"url":"file:///x"}]}}],"returnByValue":true,"awaitPromise":true,"userGesture":true}"#.into(),
+        ),
+        ("Runtime.evaluate", "[]".into()),
+        ("Runtime.evaluate", r#""x""#.into()),
+        ("Runtime.evaluate", "null".into()),
+        ("Runtime.evaluate", " \n{ }".into()),
+    ];
+    let strict = Security {
+        allow_file_urls: false,
+        allow_file_access: false,
+        allow_page_protocol: false,
+        isolate_tasks: true,
+        ..Security::default()
+    };
+    let isolated_only = Security {
+        isolate_tasks: true,
+        ..open()
+    };
+    let mut refused = 0;
+    for sec in [&strict, &isolated_only, &open()] {
+        for (method, raw) in &cases {
+            let whole: Value = serde_json::from_str(raw).expect("valid JSON");
+            let judged = judged_params(raw).expect("judged params");
+            let verdict = |p: &Value| format!("{:?}", judge_task_call(sec, None, &Task, method, p));
+            assert_eq!(verdict(&judged), verdict(&whole), "{method} {raw}");
+            refused += usize::from(judge_task_call(sec, None, &Task, method, &whole).is_err());
+        }
+    }
+    assert!(refused > 30, "the cases exercise refusals too: {refused}");
+    let puppeteer = &cases
+        .iter()
+        .find(|(m, _)| *m == "Runtime.callFunctionOn")
+        .unwrap()
+        .1;
+    assert_eq!(judged_params(puppeteer).unwrap(), json!({}));
+    let malformed = judged_params(r#"{"targetId":"MINE","arguments":[1,}"#);
+    assert!(malformed.is_err(), "{malformed:?}");
+}

@@ -40,6 +40,8 @@
 //! under the system temp directory passes as the task's own download directory does. No URL
 //! rule is loosened: `file:` navigation stays refused (`security.allow_file_urls`).
 
+use std::sync::atomic::Ordering;
+
 use rustc_hash::FxHashSet;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -322,6 +324,7 @@ impl Mux {
         if !id.is_empty() {
             st.joined.insert(id.to_string());
             st.adopt.push(id.to_string());
+            self.adopt_queued.store(true, Ordering::Release);
             if let Some(c) = st.clients.get_mut(&client) {
                 c.created.push(id.to_string());
             }
@@ -346,6 +349,7 @@ impl Mux {
             let mut st = self.lock();
             st.joined.insert(target_id.to_string());
             st.adopt.push(target_id.to_string());
+            self.adopt_queued.store(true, Ordering::Release);
             let params = serde_json::json!({ "targetId": target_id });
             self.own_command(&mut st, "Target.getTargetInfo", params, None);
             std::mem::take(&mut st.outbox)

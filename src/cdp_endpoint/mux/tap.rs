@@ -2,6 +2,7 @@
 //! a publish or a lost connection does to them (on the reader thread: short locks, no waits).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::value::RawValue;
 
@@ -250,10 +251,16 @@ impl Tap for Mux {
     }
 
     fn take_joined(&self) -> Vec<String> {
+        if !self.adopt_queued.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         std::mem::take(&mut self.lock().adopt)
     }
 
     fn take_answers(&self) -> Vec<String> {
+        if !self.answers_queued.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
         std::mem::take(&mut self.lock().answers)
     }
     fn published(&self, snap: &Snapshot) {
