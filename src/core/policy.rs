@@ -308,6 +308,17 @@ pub(crate) fn admit<'a>(
     sid: &str,
     method: &str,
 ) -> Result<Admission<'a>, Error> {
+    // No dialog a call could wait on, none that cannot be answered, nothing blocked: as for
+    // almost every call, nothing below could refuse it or hold it up.
+    if snap.blocked.is_none()
+        && snap.unanswerable.is_empty()
+        && (!must_respond || snap.pending_dialogs.is_empty())
+    {
+        return Ok(Admission {
+            known: Vec::new(),
+            grace: None,
+        });
+    }
     let with_dialog = with_dialog_pending(method);
     // A dialog nobody can answer over CDP (an orphan, or one the browser stopped letting CDP
     // answer) blocks its renderer as surely as a pending one: a call that would hang fails at
