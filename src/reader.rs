@@ -224,10 +224,13 @@ impl Reader {
 
     /// Hands the core the calls registered since the last time (the channel is drained between
     /// reads, never waited on).
-    fn take_registrations(&mut self, now: Now) {
+    fn take_registrations(&mut self, now: Now) -> bool {
+        let mut any = false;
         for (id, call) in self.registrations.try_iter() {
             self.core.register(id, call, now);
+            any = true;
         }
+        any
     }
 
     /// Publishes if the visible state changed, then delivers replies. `now`: the time of the
@@ -257,6 +260,7 @@ impl Reader {
         // Drain before the first wait: the handshake may have left frames (or TLS plaintext)
         // buffered above the socket, where `peek` cannot see them; likewise after a capped drain.
         let mut more = true;
+        let mut first = true;
         loop {
             if !more && let Readiness::Closed(reason) = transport.wait_readable() {
                 return reason;
@@ -265,10 +269,17 @@ impl Reader {
             more = matches!(drained, Ok(true));
             // The clock is read once per batch: every message in it arrived by now.
             let now = Now::read();
-            self.take_registrations(now);
+            // Whether anything reached the state machine: a batch a CDP client's tap took whole
+            // (its replies and events) changed nothing there, so there is nothing to carry out
+            // or publish. The first batch of a connection always looks (the attach may have
+            // queued commands before it).
+            let registered = self.take_registrations(now);
+            let mut touched = first || registered;
+            first = false;
             if let Some(tap) = self.shared.tap.get() {
                 for session in tap.take_answers() {
                     self.core.client_answering(&session, now);
+                    touched = true;
                 }
             }
             for msg in batch.drain(..) {
@@ -277,6 +288,7 @@ impl Reader {
                         let claimed = self.shared.tap.get().is_some_and(|t| t.claims(&text));
                         if !claimed {
                             self.core.on_text(text.as_str(), now);
+                            touched = true;
                         }
                     }
                     Message::Binary(b) => debug!("ignoring a binary frame of {} bytes", b.len()),
@@ -288,10 +300,16 @@ impl Reader {
             if let Some(tap) = self.shared.tap.get() {
                 for target in tap.take_joined() {
                     self.core.adopt_created(&target);
+                    touched = true;
                 }
             }
-            let watchdog = self.carry_out(now);
-            self.flush(now);
+            let watchdog = if touched {
+                let watchdog = self.carry_out(now);
+                self.flush(now);
+                watchdog
+            } else {
+                Vec::new()
+            };
             // The clients' replies and events go out only now, once the batch's publish is out:
             // a client that hears its dialog answer acknowledged and calls again at once must
             // find the dialog closed in the snapshot its call is judged against.
