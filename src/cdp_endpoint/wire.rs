@@ -81,11 +81,14 @@ impl<'a> Reply<'a> {
                 session: None,
             });
         };
+        // The session is the run of plain bytes at the end, right after the key (which holds
+        // none of them but its letters, so that key is the last one in the text).
         const KEY: &str = r#","sessionId":""#;
-        let at = quoted.rfind(KEY)?;
-        let session = &quoted[at + KEY.len()..];
-        let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
-        if session.is_empty() || !session.bytes().all(plain) || !quoted[..at].ends_with('}') {
+        let plain = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
+        let len = quoted.bytes().rev().take_while(plain).count();
+        let (before, session) = quoted.split_at(quoted.len() - len);
+        let at = before.strip_suffix(KEY)?.len();
+        if session.is_empty() || !quoted[..at].ends_with('}') {
             return None;
         }
         Some(Reply {
