@@ -57,6 +57,12 @@ pub(super) fn serve(l: &Arc<Listener>, tcp: TcpStream, peer: SocketAddr) {
     let not_found = |raw: &mut TcpStream, what: &str| {
         answer(raw, Response::json(404, error_body(what)));
     };
+    // chrome-remote-interface asks for the protocol at the root of the host of the WebSocket
+    // URL it was given, outside the task's token: tell it what to do rather than "no such
+    // task". Nothing of any task is served there.
+    if path.trim_start_matches('/').trim_end_matches('/') == "json/protocol" {
+        return not_found(&mut raw, NO_PROTOCOL);
+    }
     let Some((token, rest)) = path.trim_start_matches('/').split_once('/') else {
         return not_found(&mut raw, "not found");
     };

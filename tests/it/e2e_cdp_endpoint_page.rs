@@ -245,6 +245,9 @@ fn chrome_remote_interface_uses_the_tasks_page_through_the_endpoint() {
     assert_eq!(v["title"], "Two");
     assert_eq!(v["dialog"], "Who?");
     assert_eq!(v["answer"], "Ann");
+    // Without `local: true` it asks the endpoint's root for /json/protocol: told what to do.
+    let default = v["default_options"].as_str().unwrap_or_default();
+    assert!(default.contains("local: true"), "{v}");
     let closed = sup.snapshot().recent_dialogs.last().map(|d| d.closed_by);
     assert_eq!(closed, Some(ClosedBy::Client));
     settled_connections(browser.port, upstream, "after the clients");
@@ -405,6 +408,27 @@ fn json_new_activate_and_close_act_on_the_tasks_targets_as_on_chromium() {
         status == 404 && body.contains("local: true"),
         "{status} {body}"
     );
+    // At the root, outside the task's token (where chrome-remote-interface asks when it is given
+    // a WebSocket URL), the same answer; nothing else is served there.
+    let root = format!(
+        "http://{}",
+        http.trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap()
+    );
+    let (status, body) = get(&root, "/json/protocol", &[]);
+    assert!(
+        status == 404 && body.contains("local: true"),
+        "{status} {body}"
+    );
+    for path in ["/json/version", "/json/list", "/json"] {
+        let (status, body) = get(&root, path, &[]);
+        assert!(
+            status == 404 && !body.contains("ws://"),
+            "{path}: {status} {body}"
+        );
+    }
     // A file URL is refused by the task's security policy, as a client's createTarget is.
     let (status, body) = request("PUT", &http, "/json/new?file:///etc/passwd", &[]);
     assert_eq!(status, 500, "{body}");

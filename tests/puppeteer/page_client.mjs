@@ -3,7 +3,8 @@
 // argv: <endpoint http URL> <URL to navigate to>
 // The endpoint's discovery is under the task's token (`alterPath` puts it before /json/list; the
 // page's webSocketDebuggerUrl has it already), and it serves no /json/protocol (`local: true`:
-// the protocol the package ships). Prints one JSON line; exits non-zero on any failure.
+// the protocol the package ships; without it, the error says so). Prints one JSON line; exits
+// non-zero on any failure.
 import CDP from 'chrome-remote-interface';
 
 const [httpEndpoint, url] = process.argv.slice(2);
@@ -31,5 +32,14 @@ try {
   out.answer = answer.result.value;
 } finally {
   await client.close();
+}
+// Given the page's WebSocket URL and nothing else, chrome-remote-interface asks the root of that
+// host for /json/protocol: the endpoint's 404 says what to do.
+try {
+  const other = await CDP({ target: out.ws });
+  await other.close();
+  out.default_options = 'connected';
+} catch (e) {
+  out.default_options = String(e?.message ?? e);
 }
 console.log(JSON.stringify(out));
