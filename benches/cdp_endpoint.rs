@@ -7,8 +7,9 @@
 //! * **Puppeteer round trip** (the measure): `page.evaluate(() => 1)` on the task's page
 //!   from the pinned puppeteer-core (`target/puppeteer`, installed by `.ci/run`), one connection
 //!   through the endpoint, one straight to Chromium and one through the byte relay below, in one
-//!   Node process, each order in turn (`benches/puppeteer_round_trip.mjs`). Target: ≤ 1.15x at p50 and ≤ 100 µs added. Skipped,
-//!   said so, without the pinned package; the verdict then falls back to the raw client's.
+//!   Node process, each order in turn (`benches/puppeteer_round_trip.mjs`). Target: ≤ 1.15x at
+//!   p50 and ≤ 100 µs added. Skipped, said so, without the pinned package; the verdict then falls
+//!   back to the raw client's.
 //! * **Byte relay** (the floor, in both round trips above and below): the same client through a
 //!   relay that only copies bytes, one blocking thread each way, in front of Chromium. Any proxy
 //!   pays its two extra loopback hops (a `send`, a thread wake-up, a `recv`, each way); what the
@@ -81,8 +82,9 @@ fn flood(c: &mut RawClient, sid: &str, n: usize) -> f64 {
 }
 
 /// Puppeteer's `page.evaluate` round trips through the endpoint, straight and through the byte
-/// relay `relay`, each order in turn, in one Node process (`benches/puppeteer_round_trip.mjs`): `Some((p50 x, us added))`, or `None`
-/// (said why) when the pinned puppeteer-core is not installed under the target directory.
+/// relay `relay`, each order in turn, in one Node process (`benches/puppeteer_round_trip.mjs`):
+/// `Some((p50 x, us added))`, or `None` (said why) when the pinned puppeteer-core is not
+/// installed under the target directory.
 fn puppeteer(
     via: &str,
     direct: &str,

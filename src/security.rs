@@ -74,7 +74,7 @@ pub(crate) fn check_for_task(
         matches!(
             method,
             "Page.setDownloadBehavior" | "Browser.setDownloadBehavior"
-        ) && params.get("downloadPath").and_then(Value::as_str) == dir.to_str()
+        ) && param(params, "downloadPath").and_then(Value::as_str) == dir.to_str()
     });
     if own && let Value::Object(o) = params {
         let mut rest = o.clone();
@@ -121,7 +121,7 @@ fn check_at(sec: &Security, method: &str, params: &Value, depth: usize) -> Resul
     patterns(sec, method)?;
     if let Some((_, keys)) = URL_PARAMS.iter().find(|(m, _)| *m == method) {
         for key in *keys {
-            if let Some(url) = params.get(key).and_then(Value::as_str) {
+            if let Some(url) = param(params, key).and_then(Value::as_str) {
                 url_allowed(sec, key, url)?;
             }
         }
@@ -131,7 +131,7 @@ fn check_at(sec: &Security, method: &str, params: &Value, depth: usize) -> Resul
             method,
             "Page.setDownloadBehavior" | "Browser.setDownloadBehavior"
         )
-        && let Some(path) = params.get("downloadPath").filter(|p| !p.is_null())
+        && let Some(path) = param(params, "downloadPath").filter(|p| !p.is_null())
     {
         let path = quoted_json(path);
         return Err(refuse(
@@ -153,7 +153,7 @@ fn check_at(sec: &Security, method: &str, params: &Value, depth: usize) -> Resul
         ));
     }
     if method == "Target.sendMessageToTarget" {
-        if let Some(message) = params.get("message").and_then(Value::as_str) {
+        if let Some(message) = param(params, "message").and_then(Value::as_str) {
             nested(sec, message, depth)?;
         }
         if !sec.allow_page_protocol {
@@ -221,20 +221,20 @@ fn hands_local_files(method: &str, params: &Value) -> Option<&'static str> {
     // refused: it is not ours to guess what Chromium makes of it).
     let files = |v: Option<&Value>| v.is_some_and(|v| !v.is_null() && v != &Value::Array(vec![]));
     match method {
-        "DOM.setFileInputFiles" if files(params.get("files")) => {
+        "DOM.setFileInputFiles" if files(param(params, "files")) => {
             Some("it gives local files to a file input of the page, which can then read them")
         }
-        "Input.dispatchDragEvent" if files(params.pointer("/data/files")) => {
+        "Input.dispatchDragEvent" if files(param(params, "data").and_then(|d| d.get("files"))) => {
             Some("it drops local files (data.files) on the page, which can then read them")
         }
-        "Page.handleFileChooser" if files(params.get("files")) => {
+        "Page.handleFileChooser" if files(param(params, "files")) => {
             Some("it answers the page's file chooser with local files")
         }
-        "PWA.launchFilesInApp" if files(params.get("files")) => {
+        "PWA.launchFilesInApp" if files(param(params, "files")) => {
             Some("it opens local files in a web app, which can then read them")
         }
         "Page.setInterceptFileChooserDialog"
-            if params.get("enabled") != Some(&Value::Bool(false)) =>
+            if param(params, "enabled") != Some(&Value::Bool(false)) =>
         {
             Some(
                 "it intercepts the page's file chooser, the path by which local files are \
@@ -369,8 +369,8 @@ impl<'de> Visitor<'de> for StrictVisitor {
 }
 
 /// Every top-level parameter a rule of this module, of [`isolation`] or of the task endpoint
-/// (`cdp_endpoint/mux/scope.rs`, `downloadPath`) reads. A rule that reads another parameter
-/// must add it here: [`judged_params`] keeps only these.
+/// (`cdp_endpoint/mux/scope.rs`, `downloadPath`) reads, each through [`param`]: [`judged_params`]
+/// keeps only these.
 const JUDGED_KEYS: &[&str] = &[
     "targetId",
     "browserContextId",
@@ -383,6 +383,17 @@ const JUDGED_KEYS: &[&str] = &[
     "manifestId",
     "installUrlOrBundleUrl",
 ];
+
+/// Member `key` of a command's `params`: how every rule reads one, so that a rule reading a
+/// member [`JUDGED_KEYS`] lacks (which the task endpoint would never show it) fails the tests
+/// that exercise it.
+pub(crate) fn param<'v>(params: &'v Value, key: &str) -> Option<&'v Value> {
+    debug_assert!(
+        JUDGED_KEYS.contains(&key),
+        "add {key:?} to security::JUDGED_KEYS"
+    );
+    params.get(key)
+}
 
 /// A command's `params` (raw JSON) as the rules see them: for an object, only its
 /// [`JUDGED_KEYS`] members, each parsed as `serde_json::Value` parses it (a duplicate: the last

@@ -7,11 +7,12 @@
 //! It only ever blocks on its channel: with nothing armed, no probe and no check due it waits
 //! without a deadline (no wake-ups); otherwise until the earliest dialog deadline, probe or
 //! check. The reader thread arms and cancels over the channel, and dropping the sender (the
-//! reader exiting) ends the thread. Firing writes a `Page.handleJavaScriptDialog
-//! {accept: false}` tagged as the watchdog's; who really closed the dialog is still decided by the reader when the answer or
-//! the close event arrives, so a dialog that closed in the meantime is never recorded as the
-//! watchdog's. The probe waits for replies (at most about 1 s while a renderer hangs), which the
-//! reader never does; a dismissal due meanwhile goes right after it.
+//! reader exiting) ends the thread. Firing writes a
+//! `Page.handleJavaScriptDialog {accept: false}` tagged as the watchdog's; who really closed the
+//! dialog is still decided by the reader when the answer or the close event arrives, so a dialog
+//! that closed in the meantime is never recorded as the watchdog's. The probe waits for replies
+//! (at most about 1 s while a renderer hangs), which the reader never does; a dismissal due
+//! meanwhile goes right after it.
 
 use std::time::{Duration, Instant};
 

@@ -99,7 +99,7 @@ fn check_at(reach: &impl Reach, method: &str, params: &Value, depth: usize) -> R
                 .to_string(),
         ));
     }
-    match params.get("targetId") {
+    match super::param(params, "targetId") {
         None | Some(Value::Null) => {}
         Some(Value::String(t)) if reach.owns_target(t) => {}
         Some(Value::String(t)) => {
@@ -112,7 +112,7 @@ fn check_at(reach: &impl Reach, method: &str, params: &Value, depth: usize) -> R
         }
         Some(_) => return Err(refuse("its targetId is not a string".to_string())),
     }
-    match params.get("browserContextId") {
+    match super::param(params, "browserContextId") {
         None | Some(Value::Null) => {}
         Some(Value::String(c)) if reach.owns_context(c) => {}
         Some(Value::String(c)) => {
@@ -124,7 +124,7 @@ fn check_at(reach: &impl Reach, method: &str, params: &Value, depth: usize) -> R
         Some(_) => return Err(refuse("its browserContextId is not a string".to_string())),
     }
     if method == "Target.sendMessageToTarget"
-        && let Some(message) = params.get("message").and_then(Value::as_str)
+        && let Some(message) = super::param(params, "message").and_then(Value::as_str)
     {
         if depth >= MAX_NESTING {
             return Err(refuse(

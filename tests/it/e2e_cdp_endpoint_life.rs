@@ -569,20 +569,9 @@ fn a_dialog_in_a_page_a_client_created_is_caught_after_a_reconnect() {
     let page = s.pages.iter().find(|p| p.target_id == created).unwrap();
     assert_eq!(page.url, mine);
 
-    // `pages` lists the page once it is attached again, before the task's set-up of it
-    // (`Page.enable`) has reached its renderer; an alert opened in that gap is not reported over
-    // CDP (the task then says `blocked`). A call into the page through the task answers only
-    // after that set-up (one session, in order): after it, the alert below is one the task
-    // watches for. (Seen failing without this wait once, with two busy loops on the machine.)
-    let one = sup
-        .call(
-            "Runtime.evaluate",
-            json!({"expression": "1", "returnByValue": true}),
-            cdp_supervisor::Route::Target(&created),
-            T,
-        )
-        .expect("a call into the page through the task");
-    assert_eq!(one["result"]["value"], 1, "{one}");
+    // Before its client raises an alert in it (seen failing without this wait once, with two
+    // busy loops on the machine).
+    common::pages::wait_set_up(&sup, &created, T);
     // The client attaches again and makes the page alert: the task catches it.
     let sa = common::wait_until(T, || a.attach(&created).ok()).expect("the client attaches");
     let expr = "setTimeout(() => alert('in the page I made'), 0); 1";

@@ -126,16 +126,22 @@ impl Fixture {
             .expect("window.open");
     }
 
-    /// Opens the popup `url` (an `/alert` page) and returns its target once its title shows:
-    /// its title comes before its script, so its alert opens next.
-    fn open_alert_popup(&mut self, url: &str) -> String {
+    /// Opens the popup `url` and returns its target once the browser lists it (with `title`,
+    /// when given).
+    fn open_popup(&mut self, url: &str, title: Option<&str>) -> String {
         self.window_open(url);
         common::wait_until(T, || {
             let p = (self.popups().into_iter())
-                .find(|t| t["url"] == url && t["title"] == "Alert popup")?;
+                .find(|t| t["url"] == url && title.is_none_or(|title| t["title"] == title))?;
             p["targetId"].as_str().map(str::to_string)
         })
-        .expect("the popup, parsed up to its script")
+        .expect("the popup")
+    }
+
+    /// Opens the popup `url` (an `/alert` page) and returns its target once its title shows:
+    /// its title comes before its script, so its alert opens next.
+    fn open_alert_popup(&mut self, url: &str) -> String {
+        self.open_popup(url, Some("Alert popup"))
     }
 
     /// Targets whose opener is this test's page.
@@ -1307,13 +1313,7 @@ fn a_popup_opened_before_the_task_started_is_followed_and_its_later_dialog_caugh
     let Some(b) = browser() else { return };
     for watcher in [true, false] {
         let mut fx = Fixture::open(&b.ws_url, Config::default());
-        let url = fx.b.url("localhost", "/blank");
-        fx.window_open(&url);
-        let popup = common::wait_until(T, || {
-            let p = (fx.popups().into_iter()).find(|t| t["url"] == url.as_str())?;
-            p["targetId"].as_str().map(str::to_string)
-        })
-        .expect("the popup");
+        let popup = fx.open_popup(&fx.b.url("localhost", "/blank"), None);
         let own;
         let sup = if watcher {
             fx.attach(StartOptions::default())

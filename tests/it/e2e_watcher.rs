@@ -12,7 +12,7 @@ use cdp_supervisor::StartRequest;
 use std::time::Duration;
 
 use crate::common::cut_proxy::CutProxy;
-use crate::common::pages::wait_pick;
+use crate::common::pages::{wait_pick, wait_set_up};
 use crate::common::{Browser, HttpServer, RawCdp, Response, procs};
 use cdp_supervisor::unversioned::follows_popups_itself;
 use cdp_supervisor::{
@@ -293,22 +293,10 @@ fn a_popup_followed_before_a_reconnect_is_followed_again_and_its_dialog_caught()
         sup.wait_for(T, |s| s.state == SupervisorState::Active)
             .expect("the task is back");
         assert_eq!(followed(&sup), popup, "watcher {watcher}: followed again");
-        // `pages` lists the popup as soon as it is attached again, before its set-up
-        // (`Page.enable`) has reached its renderer. A dialog opened in that gap is not reported
-        // over CDP, and that `Page.enable` then hangs (SPEC, facts verified on Chromium); the task
-        // then says `blocked` naming the popup, which is its own test
-        // (`e2e_popups::with_the_popup_watcher_a_popup_frozen_before_the_task_started_is_reported_too`).
-        // A call into the popup through the task answers only after that set-up (one session,
-        // in order), so after it the alert below is one the task is watching for.
-        let one = sup
-            .call(
-                "Runtime.evaluate",
-                json!({"expression": "1", "returnByValue": true}),
-                Route::Target(&popup),
-                T,
-            )
-            .unwrap_or_else(|e| panic!("watcher {watcher}: a call into the popup: {e}"));
-        assert_eq!(one["result"]["value"], 1, "{one}");
+        // Before another client raises an alert in it (`wait_set_up`; had the alert come first,
+        // the task would say `blocked`, which is
+        // `e2e_popups::with_the_popup_watcher_a_popup_frozen_before_the_task_started_is_reported_too`).
+        wait_set_up(&sup, &popup, T);
 
         // An alert in the popup, raised by another client straight to the browser.
         let mut other = RawCdp::connect(&browser.ws_url).expect("another client");

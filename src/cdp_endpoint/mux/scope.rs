@@ -108,7 +108,7 @@ fn temp_download_dir(method: &str, params: &Value) -> Option<std::path::PathBuf>
     ) {
         return None;
     }
-    let path = std::path::Path::new(params.get("downloadPath")?.as_str()?);
+    let path = std::path::Path::new(crate::security::param(params, "downloadPath")?.as_str()?);
     let real = path.canonicalize().ok()?;
     let temp = std::env::temp_dir().canonicalize().ok()?;
     (real.is_dir() && real != temp && real.starts_with(&temp)).then(|| path.to_path_buf())

@@ -32,6 +32,23 @@ pub fn attach_to_page(
     sup
 }
 
+/// Waits until the task's set-up of `target` (a page it attached again after a reconnect, which
+/// `pages` lists at once) has reached its renderer: a call into it through the task answers only
+/// after that set-up (one session, in order). A dialog the page opens before then is not
+/// reported over CDP (the task says `blocked`), so a test that has another client raise one
+/// waits for this first.
+pub fn wait_set_up(sup: &Supervisor, target: &str, timeout: Duration) {
+    let one = sup
+        .call(
+            "Runtime.evaluate",
+            json!({"expression": "1", "returnByValue": true}),
+            Route::Target(target),
+            timeout,
+        )
+        .unwrap_or_else(|e| panic!("a call into {target} through the task: {e}"));
+    assert_eq!(one["result"]["value"], 1, "{one}");
+}
+
 /// Waits (woken by the supervisor's publishes, up to `timeout`) until `pick` finds something in
 /// the snapshot and returns it; panics naming `what` and showing the last snapshot otherwise.
 pub fn wait_pick<R>(
